@@ -1,0 +1,460 @@
+/*
+ * stoker.h - the whole public API of stoker, a library that keeps a GPU fed.
+ *
+ * stoker turns a data set on disk (packed shards written by stoker's own writer,
+ * or HDF5) into ready batches in host or GPU memory. Everything public is in this
+ * one header; every type is opaque or a size-prefixed view; every fallible function
+ * returns an int status: 0 on success, a negative code on failure (a system error
+ * as -errno, or one of stoker's own STOKER_E_* codes, which never collide with
+ * errno values). Positive values are documented per function (STOKER_END).
+ *
+ * Handles keep a detailed message for their last failure (file, record id, cause),
+ * read with stoker_errmsg_*(); stoker_strerror() gives a static text per code.
+ *
+ * The library never aborts, exits or prints on its own: diagnostics go to the log
+ * callback set on a config (stoker_config_set_log), or nowhere.
+ *
+ * ABI rules: fixed-width integers, size_t, pointers and 32-bit enums only; nothing
+ * passed by value that could grow; every function exists as a real symbol (no macro
+ * or inline-only API), so ctypes and other FFIs can bind all of it.
+ */
+#ifndef STOKER_H
+#define STOKER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(STOKER_BUILDING) && defined(__GNUC__)
+#define STOKER_API __attribute__((visibility("default")))
+#else
+#define STOKER_API
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+/* Version                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+#define STOKER_VERSION_MAJOR 0
+#define STOKER_VERSION_MINOR 1
+#define STOKER_VERSION_PATCH 0
+#define STOKER_VERSION_NUMBER                                                                  \
+    (STOKER_VERSION_MAJOR * 10000 + STOKER_VERSION_MINOR * 100 + STOKER_VERSION_PATCH)
+
+/* The version of the library actually loaded, as MAJOR*10000 + MINOR*100 + PATCH.
+ * Compare with STOKER_VERSION_NUMBER to detect a header/library mismatch. Thread-safe. */
+STOKER_API uint32_t stoker_version(void);
+
+/* The same as a static string, e.g. "0.1.0". Thread-safe. */
+STOKER_API const char *stoker_version_string(void);
+
+/* Version of the shard format this library writes (and the newest it reads). */
+#define STOKER_FORMAT_VERSION 1
+
+/* ------------------------------------------------------------------------------------------ */
+/* Errors                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Status codes. System errors are returned as -errno (always > -4096); stoker's own codes
+ * start at -10000 so they can never collide. */
+typedef enum stoker_status {
+    STOKER_OK = 0,
+    STOKER_END = 1,                /* stoker_loader_next: the epoch has no more batches */
+    STOKER_E_INVALID = -10001,     /* an argument or option is invalid for this call */
+    STOKER_E_FORMAT = -10002,      /* a file is not in the expected format / version */
+    STOKER_E_CORRUPT = -10003,     /* data failed a check (CRC, decode, size, ...) */
+    STOKER_E_LIMIT = -10004,       /* a configured safety limit was exceeded */
+    STOKER_E_CUDA = -10005,        /* a CUDA runtime call failed (message has CUDA's text) */
+    STOKER_E_UNSUPPORTED = -10006, /* the feature is unavailable in this build/on this host */
+    STOKER_E_STATE = -10007,       /* the call is not valid in the object's current state */
+    STOKER_E_EXISTS = -10008,      /* the output exists and overwriting was not allowed */
+    STOKER_E_CANCELED = -10009,    /* the operation was canceled (stoker_writer_cancel) */
+    STOKER_E_EMPTY = -10010,       /* nothing to do: the input holds no records */
+} stoker_status;
+
+/* A static, never-NULL English description of a status code, including -errno values.
+ * Thread-safe. */
+STOKER_API const char *stoker_strerror(int code);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Capabilities of this build and host                                                        */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum stoker_capability {
+    STOKER_CAP_IO_URING = 1,  /* 1 if an io_uring ring can be set up here, else 0 */
+    STOKER_CAP_CUDA_BUILD = 2, /* 1 if the library was built with CUDA support */
+    STOKER_CAP_CUDA_DEVICES = 3, /* number of usable CUDA devices (0 without driver/GPU) */
+    STOKER_CAP_SIMD = 4,      /* the best SIMD level usable here, a stoker_simd value */
+    STOKER_CAP_HDF5 = 5,      /* 1 if the library was built with HDF5 support */
+    STOKER_CAP_CRC32C_HW = 6, /* 1 if CRC32C uses the SSE4.2 instruction */
+} stoker_capability;
+
+typedef enum stoker_simd {
+    STOKER_SIMD_AUTO = 0, /* option value: pick the best available */
+    STOKER_SIMD_SCALAR = 1,
+    STOKER_SIMD_AVX2 = 2,
+    STOKER_SIMD_AVX512 = 3,
+} stoker_simd;
+
+/* Queries a capability. Returns its value (>= 0), or STOKER_E_INVALID for an unknown
+ * capability. May probe the host on first call (io_uring setup, cudaGetDeviceCount);
+ * results are cached. Thread-safe. */
+STOKER_API int64_t stoker_capability_get(stoker_capability cap);
+
+/* A static name for a SIMD level ("scalar", "avx2", "avx512"); "unknown" otherwise. */
+STOKER_API const char *stoker_simd_name(int32_t level);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Logging                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum stoker_log_level {
+    STOKER_LOG_ERROR = 1,
+    STOKER_LOG_WARN = 2,
+    STOKER_LOG_INFO = 3,
+    STOKER_LOG_DEBUG = 4,
+} stoker_log_level;
+
+/* Log callback. May be called from any of the library's threads, concurrently; `msg` is
+ * valid only during the call. */
+typedef void (*stoker_log_fn)(void *user, int32_t level, const char *msg);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Configuration                                                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+/* An opaque, growable set of options for writers, data sets and loaders. A config is
+ * read (copied) when an object is created from it, so it may be changed or destroyed
+ * afterwards. Not thread-safe: one thread at a time per config. */
+typedef struct stoker_config stoker_config;
+
+/* Option keys. Values are explicit and never reused. For counts and enum-valued options,
+ * 0 means "the default"; booleans are 0/1 with the default given here. Unless said
+ * otherwise options are integers (stoker_config_set_int). */
+typedef enum stoker_option {
+    /* ---- writer (stoker_writer_create) ---- */
+    STOKER_OPT_SHARD_SIZE = 1,   /* target shard size in bytes; default 256 MiB */
+    STOKER_OPT_ALIGN = 2,        /* payload alignment: 1, 512 or 4096 (default) */
+    STOKER_OPT_OVERWRITE = 3,    /* 1: replace an existing output; default 0 */
+    STOKER_OPT_FSYNC = 4,        /* 1: fsync shards and manifest before publishing; default 1 */
+
+    /* ---- limits on untrusted input (data sets, decoders) ---- */
+    STOKER_OPT_MAX_RECORD_SIZE = 20,   /* bytes; default 1 GiB */
+    STOKER_OPT_MAX_RECORDS = 21,       /* records per shard; default 1 << 28 */
+    STOKER_OPT_MAX_PIXELS = 22,        /* decoded image pixels; default 1 << 28 */
+    STOKER_OPT_MAX_SHARDS = 23,        /* shards per data set; default 1 << 20 */
+
+    /* ---- loader: order ---- */
+    STOKER_OPT_BATCH_SIZE = 40,  /* records per batch, per rank; default 256 */
+    STOKER_OPT_SHUFFLE = 41,     /* boolean; default 1 */
+    STOKER_OPT_SEED = 42,        /* uint64 seed; default 0 */
+    STOKER_OPT_DROP_LAST = 43,   /* boolean; default 0 */
+    STOKER_OPT_RANK = 44,        /* this process's rank; default 0 (or RANK, see DIST_ENV) */
+    STOKER_OPT_WORLD_SIZE = 45,  /* number of ranks; 0 = default 1 (or WORLD_SIZE) */
+    STOKER_OPT_DIST_ENV = 46,    /* 1: take rank/world/local rank from RANK, WORLD_SIZE,
+                                    LOCAL_RANK when not set explicitly; default 0 */
+    STOKER_OPT_EPOCH = 47,       /* first epoch; default 0 */
+
+    /* ---- loader: machinery ---- */
+    STOKER_OPT_THREADS = 60,     /* worker threads; 0 = online cores - 1 (at least 1) */
+    STOKER_OPT_DEPTH = 61,       /* batch slots in flight; 0 = default 4 */
+    STOKER_OPT_BACKEND = 62,     /* a stoker_backend value; default AUTO */
+    STOKER_OPT_DIRECT_IO = 63,   /* boolean: O_DIRECT reads of aligned shards; default 0 */
+    STOKER_OPT_READ_AHEAD = 64,  /* reads in flight per reader; 0 = default 64 */
+    STOKER_OPT_ON_CORRUPT = 65,  /* a stoker_on_corrupt value; default ERROR */
+    STOKER_OPT_SIMD = 66,        /* a stoker_simd value; default AUTO */
+    STOKER_OPT_DEVICE = 67,      /* CUDA device ordinal + 1; 0 = default (GPU 0 or
+                                    LOCAL_RANK when usable, else CPU); -1 = CPU */
+
+    /* ---- loader: transforms (images) ---- */
+    STOKER_OPT_TRANSFORM = 80,   /* a stoker_transform value; default by data set kind */
+    STOKER_OPT_SIZE = 81,        /* output crop size C; default 224 */
+    STOKER_OPT_RESIZE = 82,      /* eval short side S; default round(C * 256 / 224) */
+    STOKER_OPT_DTYPE = 83,       /* a stoker_dtype; default FLOAT16 for images */
+    STOKER_OPT_LAYOUT = 84,      /* a stoker_layout; default NCHW */
+    STOKER_OPT_DCT = 85,         /* a stoker_dct value; default ISLOW */
+    STOKER_OPT_MEAN_R = 90,      /* float options (stoker_config_set_float) */
+    STOKER_OPT_MEAN_G = 91,
+    STOKER_OPT_MEAN_B = 92,
+    STOKER_OPT_STD_R = 93,
+    STOKER_OPT_STD_G = 94,
+    STOKER_OPT_STD_B = 95,
+
+    /* ---- sources (string options, stoker_config_set_string) ---- */
+    STOKER_OPT_H5_IMAGES = 120,  /* HDF5 dataset holding the records; default "images" */
+    STOKER_OPT_H5_LABELS = 121,  /* HDF5 dataset holding the labels; default "labels" */
+} stoker_option;
+
+typedef enum stoker_backend {
+    STOKER_BACKEND_AUTO = 0,
+    STOKER_BACKEND_IO_URING = 1,
+    STOKER_BACKEND_PREAD = 2,
+} stoker_backend;
+
+typedef enum stoker_on_corrupt {
+    STOKER_ON_CORRUPT_DEFAULT = 0, /* = ERROR */
+    STOKER_ON_CORRUPT_ERROR = 1,   /* stoker_loader_next fails with STOKER_E_CORRUPT */
+    STOKER_ON_CORRUPT_SKIP = 2,    /* replace deterministically, count in stats */
+} stoker_on_corrupt;
+
+typedef enum stoker_transform {
+    STOKER_TRANSFORM_DEFAULT = 0, /* TRAIN for JPEG data sets, NONE for raw records */
+    STOKER_TRANSFORM_NONE = 1,
+    STOKER_TRANSFORM_TRAIN = 2,   /* RandomResizedCrop + horizontal flip */
+    STOKER_TRANSFORM_EVAL = 3,    /* resize short side to RESIZE, centre crop SIZE */
+    STOKER_TRANSFORM_RESIZE = 4,  /* plain resize to SIZE x SIZE */
+} stoker_transform;
+
+typedef enum stoker_dct {
+    STOKER_DCT_DEFAULT = 0, /* = ISLOW */
+    STOKER_DCT_ISLOW = 1,
+    STOKER_DCT_IFAST = 2,
+} stoker_dct;
+
+/* Element types of records and batches. */
+typedef enum stoker_dtype {
+    STOKER_DTYPE_DEFAULT = 0,
+    STOKER_DTYPE_UINT8 = 1,
+    STOKER_DTYPE_INT8 = 2,
+    STOKER_DTYPE_UINT16 = 3,
+    STOKER_DTYPE_INT16 = 4,
+    STOKER_DTYPE_UINT32 = 5,
+    STOKER_DTYPE_INT32 = 6,
+    STOKER_DTYPE_UINT64 = 7,
+    STOKER_DTYPE_INT64 = 8,
+    STOKER_DTYPE_FLOAT16 = 9,
+    STOKER_DTYPE_BFLOAT16 = 10,
+    STOKER_DTYPE_FLOAT32 = 11,
+    STOKER_DTYPE_FLOAT64 = 12,
+    STOKER_DTYPE_BOOL = 13,
+} stoker_dtype;
+
+typedef enum stoker_layout {
+    STOKER_LAYOUT_DEFAULT = 0, /* = NCHW */
+    STOKER_LAYOUT_NCHW = 1,
+    STOKER_LAYOUT_NHWC = 2,
+} stoker_layout;
+
+/* Size in bytes of one element of `dtype`, or 0 for an unknown value. */
+STOKER_API size_t stoker_dtype_size(int32_t dtype);
+/* A static name for `dtype` ("uint8", "float16", ...; NumPy's spelling), "unknown" else. */
+STOKER_API const char *stoker_dtype_name(int32_t dtype);
+
+/* Creates a config holding every default. Returns 0, or -ENOMEM (then *out is NULL). */
+STOKER_API int stoker_config_create(stoker_config **out);
+/* Destroys a config; NULL is accepted. */
+STOKER_API void stoker_config_destroy(stoker_config *cfg);
+/* Sets an integer option. STOKER_E_INVALID for an unknown option, a non-integer option or
+ * a value out of the option's range (the config is then unchanged). */
+STOKER_API int stoker_config_set_int(stoker_config *cfg, stoker_option opt, int64_t value);
+/* Reads an integer option's current value (its default unless set). */
+STOKER_API int stoker_config_get_int(const stoker_config *cfg, stoker_option opt, int64_t *value);
+/* Sets / reads a floating-point option (mean, std). */
+STOKER_API int stoker_config_set_float(stoker_config *cfg, stoker_option opt, double value);
+STOKER_API int stoker_config_get_float(const stoker_config *cfg, stoker_option opt, double *value);
+/* Sets a string option (copied), NULL restoring the default; -ENOMEM, STOKER_E_INVALID. */
+STOKER_API int stoker_config_set_string(stoker_config *cfg, stoker_option opt, const char *value);
+/* Reads a string option; the pointer is owned by the config, valid until it changes. */
+STOKER_API int stoker_config_get_string(const stoker_config *cfg, stoker_option opt,
+                                        const char **value);
+/* Sets the log callback (NULL: no logging) and the most verbose level passed to it. */
+STOKER_API int stoker_config_set_log(stoker_config *cfg, stoker_log_fn fn, void *user,
+                                     int32_t max_level);
+/* A static name of an option ("batch_size"), or NULL for an unknown one. */
+STOKER_API const char *stoker_option_name(stoker_option opt);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Writing a data set (packed shards)                                                         */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A writer builds a data set directory: shard files plus one manifest (docs/FORMAT.md).
+ * Output is atomic: everything is written into a hidden temporary directory beside the
+ * destination and renamed into place by stoker_writer_finish(); an unfinished writer
+ * (destroyed, canceled or failed) removes its temporary directory and leaves any previous
+ * output untouched. One thread at a time per writer, except stoker_writer_cancel. */
+typedef struct stoker_writer stoker_writer;
+
+/* What every record of a data set holds. */
+typedef enum stoker_field_kind {
+    STOKER_FIELD_BYTES = 1, /* opaque variable-size bytes */
+    STOKER_FIELD_JPEG = 2,  /* JPEG-encoded images */
+    STOKER_FIELD_RAW = 3,   /* fixed-shape tensors of one dtype */
+} stoker_field_kind;
+
+#define STOKER_MAX_DIMS 8
+
+/* Creates a writer for the data set directory `path`. Fails with STOKER_E_EXISTS when
+ * `path` exists and STOKER_OPT_OVERWRITE is 0; STOKER_E_INVALID for a bad option. `cfg` may
+ * be NULL (defaults). *out is set even on failure (unless -ENOMEM leaves it NULL) so the
+ * message can be read with stoker_writer_errmsg; destroy it either way. */
+STOKER_API int stoker_writer_create(stoker_writer **out, const char *path,
+                                    const stoker_config *cfg);
+
+/* Declares the records' field; must precede the first record. For STOKER_FIELD_RAW,
+ * `dtype` and `shape[0..ndim)` give each record's tensor (ndim 0..STOKER_MAX_DIMS) and every
+ * record must be exactly that many bytes; otherwise dtype/ndim/shape are ignored (pass 0,
+ * 0, NULL). Default: STOKER_FIELD_BYTES. */
+STOKER_API int stoker_writer_set_field(stoker_writer *w, stoker_field_kind kind, int32_t dtype,
+                                       int32_t ndim, const int64_t *shape);
+
+/* Appends a class name (label = its position). Optional; names are stored in the manifest.
+ * UTF-8, any bytes but NUL. */
+STOKER_API int stoker_writer_add_class(stoker_writer *w, const char *name);
+
+/* Appends one record: its payload (copied before return), label, and an optional key
+ * (e.g. the source's relative path; NULL for none). Record ids follow call order. */
+STOKER_API int stoker_writer_add(stoker_writer *w, const void *payload, size_t size,
+                                 int64_t label, const char *key);
+
+/* Completes the data set: writes the last shard's index and footer, the manifest, syncs
+ * and renames the result into place (replacing an old one only with OVERWRITE). After
+ * success the writer accepts nothing but destroy. Returns STOKER_E_EMPTY if no record was
+ * added (nothing is published). */
+STOKER_API int stoker_writer_finish(stoker_writer *w);
+
+/* Asks a writer to stop: the next (or a running) add/finish fails with STOKER_E_CANCELED.
+ * Async-signal-safe and callable from any thread. */
+STOKER_API void stoker_writer_cancel(stoker_writer *w);
+
+/* Destroys a writer; if it was not finished, its temporary output is removed. NULL ok. */
+STOKER_API void stoker_writer_destroy(stoker_writer *w);
+
+/* The detailed message of the writer's last failure ("" if none). Owned by the writer. */
+STOKER_API const char *stoker_writer_errmsg(const stoker_writer *w);
+
+/* Records and bytes (payload) written so far. */
+STOKER_API int64_t stoker_writer_records(const stoker_writer *w);
+STOKER_API int64_t stoker_writer_bytes(const stoker_writer *w);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Reading a data set                                                                         */
+/* ------------------------------------------------------------------------------------------ */
+
+/* An open, read-only data set (a shard directory, or an HDF5 file where supported). Opening
+ * validates the manifest and every shard's footer and index against the configured limits;
+ * payload CRCs are checked when records are read. Immutable after open: any number of
+ * threads may call the read functions concurrently. */
+typedef struct stoker_dataset stoker_dataset;
+
+/* Opens a data set. *out is set even on failure (unless -ENOMEM leaves it NULL); read the
+ * reason with stoker_dataset_errmsg and close it either way. Errors: -ENOENT and other
+ * -errno, STOKER_E_FORMAT (not a data set, wrong version), STOKER_E_CORRUPT (checksum,
+ * truncation, inconsistent sizes), STOKER_E_LIMIT. */
+STOKER_API int stoker_dataset_open(stoker_dataset **out, const char *path,
+                                   const stoker_config *cfg);
+/* Closes a data set; NULL ok. Not while another thread uses it. */
+STOKER_API void stoker_dataset_close(stoker_dataset *ds);
+/* The detailed message of the last failure on this handle (open, or the calling thread's
+ * last failed read). Owned by the handle; valid until the next call on it. */
+STOKER_API const char *stoker_dataset_errmsg(const stoker_dataset *ds);
+
+STOKER_API int64_t stoker_dataset_num_records(const stoker_dataset *ds);
+STOKER_API int32_t stoker_dataset_num_shards(const stoker_dataset *ds);
+STOKER_API int32_t stoker_dataset_num_classes(const stoker_dataset *ds);
+/* Class name `i` (owned by the data set), or NULL when out of range. */
+STOKER_API const char *stoker_dataset_class_name(const stoker_dataset *ds, int32_t i);
+/* Total payload bytes of all records. */
+STOKER_API int64_t stoker_dataset_payload_bytes(const stoker_dataset *ds);
+/* Format version of the data set. */
+STOKER_API int32_t stoker_dataset_format_version(const stoker_dataset *ds);
+/* The field: kind (stoker_field_kind), and for RAW the dtype and shape (shape must have
+ * room for STOKER_MAX_DIMS). Any out pointer may be NULL. */
+STOKER_API int stoker_dataset_field(const stoker_dataset *ds, int32_t *kind, int32_t *dtype,
+                                    int32_t *ndim, int64_t *shape);
+/* A record's payload size, label and shard number, without reading it. Any out pointer may
+ * be NULL. STOKER_E_INVALID for an id out of range. */
+STOKER_API int stoker_dataset_record_info(const stoker_dataset *ds, int64_t id, uint64_t *size,
+                                          int64_t *label, int32_t *shard);
+/* A record's key (NUL-terminated, owned by the data set), or NULL if it has none or `id`
+ * is out of range. */
+STOKER_API const char *stoker_dataset_record_key(stoker_dataset *ds, int64_t id);
+/* Reads record `id` into buf (capacity cap) and checks its CRC32C. *size receives the
+ * payload size. Errors: STOKER_E_INVALID (id), STOKER_E_LIMIT (cap too small; *size tells
+ * the need), STOKER_E_CORRUPT (CRC mismatch, short file), -EIO. Thread-safe. */
+STOKER_API int stoker_dataset_read(stoker_dataset *ds, int64_t id, void *buf, size_t cap,
+                                   size_t *size);
+
+/* One finding of stoker_dataset_verify: `shard` and `record` are -1 where not applicable. */
+typedef void (*stoker_verify_fn)(void *user, int32_t shard, int64_t record, int32_t code,
+                                 const char *msg);
+
+/* Checks a data set completely: manifest, every shard's size, whole-file checksum, footer,
+ * index and every record's CRC32C, continuing past problems. Each problem is reported
+ * through `fn` (may be NULL) naming the shard and record. `*problems` (may be NULL) receives
+ * the count. Returns 0 when intact, STOKER_E_CORRUPT (or the first open error) otherwise. */
+STOKER_API int stoker_dataset_verify(const char *path, const stoker_config *cfg,
+                                     stoker_verify_fn fn, void *user, int64_t *problems);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Image helpers (used by stoker-pack; usable by anyone)                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+/* What stoker_image_inspect found. */
+typedef enum stoker_image_kind {
+    STOKER_IMAGE_UNKNOWN = 0,
+    STOKER_IMAGE_JPEG = 1,
+    STOKER_IMAGE_PNG = 2,
+} stoker_image_kind;
+
+/* Flags for stoker_image_inspect / stoker_image_transcode. */
+#define STOKER_IMAGE_DECODE 1u    /* fully entropy-decode (catches truncation/corruption) */
+#define STOKER_IMAGE_TO_RGB 2u    /* transcode: CMYK/YCCK/grayscale JPEG and PNG -> RGB JPEG */
+
+/* Inspects encoded image bytes: kind, width, height and colour components (any out pointer
+ * may be NULL). With STOKER_IMAGE_DECODE a JPEG is decoded through libjpeg-turbo and any
+ * error or warning about damaged data makes it STOKER_E_CORRUPT. Non-JPEG input returns
+ * STOKER_E_FORMAT with *kind set. `msg` (capacity msgcap, may be NULL/0) receives the
+ * reason on failure. STOKER_E_LIMIT when width*height exceeds max_pixels (0 = 1 << 28).
+ * Thread-safe. */
+STOKER_API int stoker_image_inspect(const void *data, size_t size, uint32_t flags,
+                                    uint64_t max_pixels, int32_t *kind, int32_t *width,
+                                    int32_t *height, int32_t *components, char *msg,
+                                    size_t msgcap);
+
+/* Re-encodes an image as a baseline RGB (or, without STOKER_IMAGE_TO_RGB, grayscale-
+ * preserving) JPEG when needed: when its longer side exceeds max_side (> 0; resized with
+ * the aspect ratio kept), when it is PNG or CMYK/YCCK/grayscale and STOKER_IMAGE_TO_RGB is
+ * set. quality 1..100 (0 = 90). On success *out is NULL when the input can be stored as is,
+ * else a buffer (free with stoker_free) of *out_size bytes. Thread-safe. */
+STOKER_API int stoker_image_transcode(const void *data, size_t size, uint32_t flags,
+                                      int32_t max_side, int32_t quality, uint64_t max_pixels,
+                                      void **out, size_t *out_size, char *msg, size_t msgcap);
+
+/* Frees memory the library returned to the caller. NULL ok. */
+STOKER_API void stoker_free(void *p);
+
+/* CRC32C (Castagnoli) of `size` bytes, continuing from `crc` (0 to start). */
+STOKER_API uint32_t stoker_crc32c(uint32_t crc, const void *data, size_t size);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Loader                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A loader streams batches from a data set: sampler -> reader -> worker pool -> batch
+ * slots (-> GPU). Its threads start at create. Unless said otherwise, loader functions
+ * must be called from one thread at a time (the consumer thread); stoker_batch_release may
+ * be called from any thread. */
+typedef struct stoker_loader stoker_loader;
+/* A batch handed out by stoker_loader_next, valid until stoker_batch_release. */
+typedef struct stoker_batch stoker_batch;
+
+/* Creates a loader over the data set at `path`. *out is set even on failure (unless
+ * -ENOMEM leaves it NULL) so stoker_loader_errmsg can tell why; destroy it either way. */
+STOKER_API int stoker_loader_create(stoker_loader **out, const char *path,
+                                    const stoker_config *cfg);
+
+/* Stops the loader's threads and frees everything, including batches not yet released
+ * (their pointers become invalid). Any time, mid-epoch too. NULL ok. */
+STOKER_API void stoker_loader_destroy(stoker_loader *l);
+
+/* The detailed message of the loader's last failure ("" if none). */
+STOKER_API const char *stoker_loader_errmsg(const stoker_loader *l);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STOKER_H */

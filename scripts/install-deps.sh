@@ -1,0 +1,34 @@
+#!/bin/sh
+# Installs everything stoker needs to build and test, from Debian 12's packages.
+# Idempotent and non-interactive; needs root (or sudo). Does nothing when all is present.
+set -eu
+
+PKGS="build-essential cmake pkg-config git
+liburing-dev libturbojpeg0-dev libjpeg62-turbo-dev libhdf5-dev zlib1g-dev libpng-dev
+clang libclang-rt-14-dev
+python3 python3-numpy python3-pytest python3-h5py python3-pil"
+if [ "${1:-}" = "--demo" ]; then
+    PKGS="$PKGS mate-backgrounds"
+fi
+
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
+if [ -z "$missing" ]; then
+    echo "install-deps: all packages present"
+    exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then
+    command -v sudo > /dev/null || { echo "install-deps: run as root (missing:$missing)"; exit 1; }
+    SUDO=sudo
+fi
+echo "install-deps: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q > /dev/null
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -q --no-install-recommends $missing > /tmp/stoker-apt.log 2>&1 ||
+    { tail -n 30 /tmp/stoker-apt.log; echo "install-deps: apt-get install failed"; exit 1; }
+echo "install-deps: done"

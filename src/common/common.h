@@ -1,0 +1,121 @@
+/* Internal utilities every layer may use: errors, messages, checked arithmetic,
+ * allocation with fault injection, logging. Depends on nothing but libc. */
+#ifndef STOKER_COMMON_H
+#define STOKER_COMMON_H
+
+#include "stoker.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define STOKER_ERRMSG_CAP 512
+
+/* A detailed error message kept in a handle. */
+typedef struct stoker__err {
+    int code;
+    char msg[STOKER_ERRMSG_CAP];
+} stoker__err;
+
+/* Formats `fmt` into err (when err is not NULL) and returns `code`, so that callers can write
+ * `return stoker__fail(&h->err, STOKER_E_FORMAT, "%s: bad magic", path);`. */
+int stoker__fail(stoker__err *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void stoker__err_clear(stoker__err *err);
+
+/* The two error macros of the code base (zstd's RETURN_ERROR_IF / FORWARD_IF_ERROR):
+ * RETURN_IF sets the message and returns the code; FAIL_IF sets `rc` and jumps to the
+ * function's single `fail:` cleanup label. Both expect a `stoker__err *` expression. */
+#define STOKER_RETURN_IF(cond, errp, code, ...)                                                \
+    do {                                                                                       \
+        if (cond)                                                                              \
+            return stoker__fail((errp), (code), __VA_ARGS__);                                  \
+    } while (0)
+#define STOKER_FAIL_IF(cond, errp, code, ...)                                                  \
+    do {                                                                                       \
+        if (cond) {                                                                            \
+            rc = stoker__fail((errp), (code), __VA_ARGS__);                                    \
+            goto fail;                                                                         \
+        }                                                                                      \
+    } while (0)
+/* Forwards a failed status (message already set by the callee) to `fail:`. */
+#define STOKER_FORWARD(expr)                                                                   \
+    do {                                                                                       \
+        rc = (expr);                                                                           \
+        if (rc < 0)                                                                            \
+            goto fail;                                                                         \
+    } while (0)
+
+/* ---- checked size arithmetic: return false on overflow ---- */
+static inline bool stoker__add_ovf(uint64_t a, uint64_t b, uint64_t *out)
+{
+    return __builtin_add_overflow(a, b, out);
+}
+static inline bool stoker__mul_ovf(uint64_t a, uint64_t b, uint64_t *out)
+{
+    return __builtin_mul_overflow(a, b, out);
+}
+static inline uint64_t stoker__align_up(uint64_t v, uint64_t align)
+{
+    return (v + align - 1) / align * align;
+}
+
+/* ---- allocation. Every allocation of the library goes through these, so that tests can
+ * fail the Nth one (stoker__alloc_fail_at). They return NULL on overflow or failure. ---- */
+void *stoker__malloc(size_t size);
+void *stoker__calloc(size_t n, size_t size);
+void *stoker__realloc(void *p, size_t size);
+void *stoker__aligned_alloc(size_t align, size_t size); /* free with stoker__free */
+char *stoker__strdup(const char *s);
+void stoker__free(void *p);
+/* Test hook: the nth allocation from now (1 = the next) fails; 0 disables. Returns how
+ * many allocations have been made since the last call. Not for production use. */
+uint64_t stoker__alloc_fail_at(uint64_t nth);
+
+/* ---- logging through a config's callback ---- */
+typedef struct stoker__log {
+    stoker_log_fn fn;
+    void *user;
+    int32_t max_level;
+} stoker__log;
+void stoker__logf(const stoker__log *log, int32_t level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- little-endian encode/decode (the on-disk formats are little-endian) ---- */
+static inline void stoker__put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void stoker__put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint32_t stoker__get_u32(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++)
+        v |= (uint32_t)p[i] << (8 * i);
+    return v;
+}
+static inline uint64_t stoker__get_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* ---- time ---- */
+double stoker__now(void); /* CLOCK_MONOTONIC seconds */
+
+/* Online CPU count (at least 1). */
+int stoker__online_cpus(void);
+
+/* Names the calling thread (truncated to 15 bytes). */
+void stoker__thread_name(const char *name);
+
+#endif

@@ -1,0 +1,201 @@
+/* Errors, allocation, logging and small helpers shared by every layer. */
+#include "common/common.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int stoker__fail(stoker__err *err, int code, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+        err->code = code;
+    }
+    return code;
+}
+
+void stoker__err_clear(stoker__err *err)
+{
+    err->code = 0;
+    err->msg[0] = '\0';
+}
+
+const char *stoker_strerror(int code)
+{
+    switch (code) {
+    case STOKER_OK: return "success";
+    case STOKER_END: return "end of epoch";
+    case STOKER_E_INVALID: return "invalid argument or option";
+    case STOKER_E_FORMAT: return "not in the expected format";
+    case STOKER_E_CORRUPT: return "corrupt data";
+    case STOKER_E_LIMIT: return "a safety limit was exceeded";
+    case STOKER_E_CUDA: return "CUDA error";
+    case STOKER_E_UNSUPPORTED: return "not supported by this build or host";
+    case STOKER_E_STATE: return "call not valid in the current state";
+    case STOKER_E_EXISTS: return "output exists (overwrite not allowed)";
+    case STOKER_E_CANCELED: return "canceled";
+    case STOKER_E_EMPTY: return "no records";
+    default: break;
+    }
+    if (code < 0 && code > -4096) {
+        /* strerror() is not thread-safe in general, but glibc's returns static strings
+         * for known codes; the fallback covers the rest. */
+        switch (-code) {
+        case ENOENT: return "no such file or directory";
+        case EACCES: return "permission denied";
+        case ENOMEM: return "out of memory";
+        case EIO: return "input/output error";
+        case EINVAL: return "invalid argument (system)";
+        case ENOSPC: return "no space left on device";
+        case EEXIST: return "file exists";
+        case ENOTDIR: return "not a directory";
+        case EISDIR: return "is a directory";
+        case EMFILE: return "too many open files";
+        case EAGAIN: return "resource temporarily unavailable";
+        case EINTR: return "interrupted system call";
+        case ENOSYS: return "function not implemented";
+        case EPERM: return "operation not permitted";
+        case EFBIG: return "file too large";
+        case EROFS: return "read-only file system";
+        default: return "system error";
+        }
+    }
+    return "unknown error";
+}
+
+uint32_t stoker_version(void)
+{
+    return STOKER_VERSION_NUMBER;
+}
+
+const char *stoker_version_string(void)
+{
+    return STOKER_VERSION_STRING;
+}
+
+/* ---- allocation with fault injection ---- */
+
+static atomic_uint_fast64_t alloc_count;
+static atomic_uint_fast64_t alloc_fail_at; /* absolute count at which to fail; 0 = never */
+
+uint64_t stoker__alloc_fail_at(uint64_t nth)
+{
+    uint64_t made = atomic_exchange(&alloc_count, 0);
+    atomic_store(&alloc_fail_at, nth);
+    return made;
+}
+
+static bool inject_failure(void)
+{
+    uint64_t n = atomic_fetch_add(&alloc_count, 1) + 1;
+    uint64_t at = atomic_load_explicit(&alloc_fail_at, memory_order_relaxed);
+    return at != 0 && n == at;
+}
+
+void *stoker__malloc(size_t size)
+{
+    if (inject_failure())
+        return NULL;
+    return malloc(size ? size : 1);
+}
+
+void *stoker__calloc(size_t n, size_t size)
+{
+    if (inject_failure())
+        return NULL;
+    return calloc(n ? n : 1, size ? size : 1);
+}
+
+void *stoker__realloc(void *p, size_t size)
+{
+    if (inject_failure())
+        return NULL;
+    return realloc(p, size ? size : 1);
+}
+
+void *stoker__aligned_alloc(size_t align, size_t size)
+{
+    if (inject_failure())
+        return NULL;
+    void *p = NULL;
+    if (posix_memalign(&p, align, size ? size : 1) != 0)
+        return NULL;
+    return p;
+}
+
+char *stoker__strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = stoker__malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+void stoker__free(void *p)
+{
+    free(p);
+}
+
+void stoker_free(void *p)
+{
+    free(p);
+}
+
+/* ---- logging ---- */
+
+void stoker__logf(const stoker__log *log, int32_t level, const char *fmt, ...)
+{
+    if (!log || !log->fn || level > log->max_level)
+        return;
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    log->fn(log->user, level, buf);
+}
+
+double stoker__now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+int stoker__online_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+void stoker__thread_name(const char *name)
+{
+    char buf[16];
+    snprintf(buf, sizeof buf, "%s", name);
+    pthread_setname_np(pthread_self(), buf);
+}
+
+/* ---- dtypes ---- */
+
+size_t stoker_dtype_size(int32_t dtype)
+{
+    static const uint8_t sizes[] = {0, 1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8, 1};
+    return dtype >= 0 && dtype < (int32_t)sizeof sizes ? sizes[dtype] : 0;
+}
+
+const char *stoker_dtype_name(int32_t dtype)
+{
+    static const char *const names[] = {"unknown", "uint8",   "int8",    "uint16", "int16",
+                                        "uint32",  "int32",   "uint64",  "int64",  "float16",
+                                        "bfloat16", "float32", "float64", "bool"};
+    return dtype > 0 && dtype < (int32_t)(sizeof names / sizeof names[0]) ? names[dtype]
+                                                                          : "unknown";
+}

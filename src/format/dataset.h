@@ -1,0 +1,39 @@
+/* The internal face of an open data set: how the reader finds a record's bytes.
+ *
+ * Every source (the shard format; HDF5 in its own file) maps a record id to
+ * (file descriptor, offset, length, label, checksum). The reader reads those bytes itself
+ * (io_uring or pread); the data set never reads payloads on the hot path. An open data set
+ * is immutable, so any thread may call these concurrently. */
+#ifndef STOKER_FORMAT_DATASET_H
+#define STOKER_FORMAT_DATASET_H
+
+#include "common/common.h"
+
+typedef struct stoker__recloc {
+    int fd;          /* buffered read-only descriptor of the file holding the record */
+    int32_t shard;   /* shard number (file index within the data set) */
+    uint64_t offset; /* byte offset of the payload in that file */
+    uint64_t length; /* payload length in bytes */
+    int64_t label;
+    uint32_t crc;    /* CRC32C of the payload */
+    uint32_t has_crc; /* 1 when crc is meaningful */
+} stoker__recloc;
+
+/* Locates record `id` (0 <= id < records). O(log shards), no allocation, no I/O (the index
+ * is memory-mapped and was validated at open). Returns 0 or STOKER_E_INVALID. */
+int stoker__dataset_locate(const stoker_dataset *ds, int64_t id, stoker__recloc *loc);
+
+/* The data set's path as given to open, its payload alignment (1, 512 or 4096), and the
+ * path of shard `shard` (for messages). */
+const char *stoker__dataset_path(const stoker_dataset *ds);
+uint32_t stoker__dataset_align(const stoker_dataset *ds);
+const char *stoker__dataset_shard_path(const stoker_dataset *ds, int32_t shard);
+
+/* A descriptor of shard `shard` opened with O_DIRECT (opened on first use, kept until
+ * close; thread-safe), or a negative errno when the file system refuses O_DIRECT. */
+int stoker__dataset_direct_fd(stoker_dataset *ds, int32_t shard);
+
+/* The largest payload of any record (for sizing buffers). */
+uint64_t stoker__dataset_max_record(const stoker_dataset *ds);
+
+#endif
