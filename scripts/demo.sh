@@ -1,0 +1,45 @@
+#!/bin/sh
+# stoker's main job on a small built-in sample, on a fresh Debian 12 machine:
+# install the dependencies, build, make ~600 ImageNet-like JPEGs from the photographs of
+# Debian's mate-backgrounds package, pack them into shards, verify the result, print a
+# summary, then load it and benchmark the loader.
+#   scripts/demo.sh             everything (data under demo-data/)
+#   STOKER_DEMO_N=2000 scripts/demo.sh   a larger sample
+set -eu
+cd "$(dirname "$0")/.."
+jobs=$(nproc 2>/dev/null || echo 2)
+n=${STOKER_DEMO_N:-600}
+data=demo-data
+
+step() { printf '\n==== %s\n' "$*"; }
+
+sh scripts/install-deps.sh --demo
+
+step "build"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo > build.log 2>&1 || { cat build.log; exit 1; }
+cmake --build build -j "$jobs" > build-make.log 2>&1 || { tail -n 40 build-make.log; exit 1; }
+echo "built $(ls build/libstoker.so* | head -n 1), build/stoker-pack, build/stoker-bench"
+
+step "make a sample: $n JPEGs from real photographs"
+if [ ! -f "$data/sample-$n.done" ]; then
+    rm -rf "$data/sample"
+    /usr/bin/python3 scripts/make-sample.py --out "$data/sample" --n "$n" --classes 10
+    touch "$data/sample-$n.done"
+else
+    echo "reusing $data/sample ($(find "$data/sample" -name '*.jpg' | wc -l) JPEGs)"
+fi
+
+step "pack it (validating every JPEG)"
+build/stoker-pack --validate --force --shard-size 8M "$data/sample/train" "$data/packed"
+
+step "verify it"
+build/stoker-pack --verify "$data/packed"
+
+step "summary"
+build/stoker-pack --info "$data/packed"
+
+step "load it and benchmark the loader (2 epochs, packed JPEG bytes, no decode)"
+build/stoker-bench "$data/packed" --epochs 2 --batch-size 64 --transform none
+
+echo
+echo "scripts/demo.sh: done (data in $data/)"
