@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs tests/python/test_image_convert.py (stoker_image_transcode against Pillow) on this
+# build's shared library, so the colour-conversion checks run with ctest too.
+set -u
+PY=/usr/bin/python3
+if ! "$PY" -c "import PIL, numpy, pytest" 2>/dev/null; then
+    echo "skip: $PY lacks Pillow, numpy or pytest"
+    exit 77
+fi
+: "${STOKER_BUILD_DIR:?}" "${STOKER_SOURCE_DIR:?}"
+export STOKER_LIBRARY="$STOKER_BUILD_DIR/libstoker.so" PYTHONDONTWRITEBYTECODE=1
+[ -f "$STOKER_LIBRARY" ] || { echo "FAIL: no $STOKER_LIBRARY" >&2; exit 1; }
+# A sanitizer build's library needs its runtime preloaded into Python.
+asan=$(ldd "$STOKER_LIBRARY" 2>/dev/null | awk '/libasan/ {print $3}')
+if [ -n "$asan" ]; then
+    export LD_PRELOAD="$asan" ASAN_OPTIONS=detect_leaks=0
+fi
+cd "$STOKER_SOURCE_DIR/tests/python" || exit 1
+exec "$PY" -m pytest -q -p no:cacheprovider test_image_convert.py

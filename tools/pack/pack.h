@@ -1,0 +1,109 @@
+/* stoker-pack: what its files share. The tool sees the public API (stoker.h) only. */
+#ifndef STOKER_PACK_H
+#define STOKER_PACK_H
+
+#include "stoker.h"
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum { PACK_OK = 0, PACK_FAIL = 1, PACK_USAGE = 2, PACK_INTERRUPTED = 130 };
+
+typedef enum pack_mode { MODE_PACK, MODE_VERIFY, MODE_INFO } pack_mode;
+
+typedef struct pack_opts {
+    pack_mode mode;
+    const char *src, *out, *labels;
+    int64_t shard_size;
+    int32_t align, max_side, quality;
+    int jobs;
+    uint64_t seed;
+    bool validate, strict, rgb, shuffle, force, quiet, fsync, json;
+} pack_opts;
+
+/* One source file of an image data set. */
+typedef struct pack_item {
+    char *path; /* as opened */
+    char *key;  /* relative path, stored with the record */
+    int64_t label;
+} pack_item;
+
+typedef struct pack_source {
+    pack_item *items;
+    size_t n, cap;
+    char **classes; /* ImageFolder class names, label order */
+    size_t nclasses;
+    size_t ignored; /* files without an image extension (ImageFolder) */
+} pack_source;
+
+/* ---- scan.c: building the list of records ---- */
+int pack_scan_folder(const char *root, bool quiet, pack_source *src);
+int pack_scan_list(const char *list, pack_source *src);
+void pack_source_free(pack_source *src);
+/* A permutation of 0..n-1 drawn from `seed` (Fisher-Yates over splitmix64), or the
+ * identity when !shuffle. NULL when out of memory. */
+size_t *pack_order(size_t n, bool shuffle, uint64_t seed);
+
+/* ---- npy.c: NumPy .npy arrays ---- */
+typedef struct pack_npy {
+    const char *path;
+    void *map;
+    size_t map_size;
+    const uint8_t *data; /* first element */
+    uint64_t rows;       /* shape[0] */
+    size_t row_bytes;
+    int32_t dtype; /* a stoker_dtype */
+    size_t itemsize;
+    char kind;    /* NumPy kind: 'u', 'i', 'f', 'b' */
+    int32_t ndim; /* per-row dims */
+    int64_t shape[STOKER_MAX_DIMS];
+} pack_npy;
+/* Maps and validates a .npy file; on failure prints why and returns -1. */
+int pack_npy_open(const char *path, pack_npy *a);
+void pack_npy_close(pack_npy *a);
+/* Is `path` a .npy file (by its magic)? */
+bool pack_is_npy(const char *path);
+
+/* ---- progress.c: progress and summary on stderr ---- */
+typedef struct pack_progress {
+    double start, last;
+    int64_t total;
+    bool tty, quiet, drawn;
+} pack_progress;
+void pack_progress_init(pack_progress *p, int64_t total, bool quiet);
+void pack_progress_update(pack_progress *p, int64_t done, int64_t records, int64_t bytes);
+void pack_progress_end(pack_progress *p);
+double pack_now(void);
+
+/* Files left out, with reasons, in record order. */
+typedef struct pack_skips {
+    char **lines; /* "path: reason" */
+    size_t n, cap;
+} pack_skips;
+void pack_skips_add(pack_skips *s, const char *path, const char *reason);
+void pack_skips_free(pack_skips *s);
+
+/* ---- pipeline.c: reading, checking and adding records ---- */
+typedef struct pack_result {
+    int64_t records, bytes;
+    pack_skips skips;
+} pack_result;
+/* Adds every item to `w` in `order`; returns 0, or a PACK_* exit code after printing why. */
+int pack_images(const pack_opts *o, const pack_source *src, const size_t *order, stoker_writer *w,
+                pack_result *res);
+int pack_rows(const pack_opts *o, const pack_npy *data, const pack_npy *labels, const size_t *order,
+              stoker_writer *w, pack_result *res);
+
+/* ---- main.c: interruption ---- */
+extern volatile sig_atomic_t pack_interrupted;
+
+/* ---- info.c: --info and --verify ---- */
+int pack_info(const char *path, bool json);
+int pack_verify(const char *path);
+
+/* Prints "stoker-pack: " + message to stderr. */
+void pack_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif
