@@ -436,22 +436,164 @@ STOKER_API uint32_t stoker_crc32c(uint32_t crc, const void *data, size_t size);
 /* A loader streams batches from a data set: sampler -> reader -> worker pool -> batch
  * slots (-> GPU). Its threads start at create. Unless said otherwise, loader functions
  * must be called from one thread at a time (the consumer thread); stoker_batch_release may
- * be called from any thread. */
+ * be called from any thread, and the stats functions from any thread.
+ *
+ * Order: each epoch is a permutation drawn from (seed, epoch), the same on every rank, cut
+ * into global batches of batch_size x world_size records; rank r takes slice r of each
+ * (docs: INTERFACES.md). Corrupt records follow STOKER_OPT_ON_CORRUPT. Memory: `depth`
+ * batch slots allocated at create; steady state allocates nothing. */
 typedef struct stoker_loader stoker_loader;
 /* A batch handed out by stoker_loader_next, valid until stoker_batch_release. */
 typedef struct stoker_batch stoker_batch;
 
-/* Creates a loader over the data set at `path`. *out is set even on failure (unless
- * -ENOMEM leaves it NULL) so stoker_loader_errmsg can tell why; destroy it either way. */
+/* Creates a loader over the data set at `path` and starts its worker threads. *out is set
+ * even on failure (unless -ENOMEM leaves it NULL) so stoker_loader_errmsg can tell why;
+ * destroy it either way (a loader whose create failed answers STOKER_E_STATE).
+ * Errors: those of stoker_dataset_open; STOKER_E_INVALID (rank >= world size, a bad
+ * RANK/WORLD_SIZE with STOKER_OPT_DIST_ENV, direct I/O on a data set not aligned to 4096);
+ * STOKER_E_UNSUPPORTED (io_uring requested but unavailable, a transform or dtype conversion
+ * this build cannot do, a SIMD level this CPU lacks); -ENOMEM. With STOKER_BACKEND_AUTO the
+ * loader uses io_uring when a ring can be set up, else pread (see stoker_stats.backend). */
 STOKER_API int stoker_loader_create(stoker_loader **out, const char *path,
                                     const stoker_config *cfg);
 
 /* Stops the loader's threads and frees everything, including batches not yet released
- * (their pointers become invalid). Any time, mid-epoch too. NULL ok. */
+ * (their pointers become invalid). Any time, mid-epoch too. NULL ok. Not concurrently with
+ * any other call on the loader or its batches. */
 STOKER_API void stoker_loader_destroy(stoker_loader *l);
 
-/* The detailed message of the loader's last failure ("" if none). */
+/* The detailed message of the loader's last failure ("" if none): data set, shard file,
+ * record id and cause. Owned by the loader, valid until its next call. */
 STOKER_API const char *stoker_loader_errmsg(const stoker_loader *l);
+
+/* Hands out the next batch of the current epoch, blocking until it is ready. Returns 0
+ * (*out set; give it back with stoker_batch_release), or STOKER_END once at the end of the
+ * epoch (*out NULL): the following call starts the next epoch (epoch + 1) by itself, its
+ * batches already read ahead; stoker_loader_set_epoch chooses another one.
+ * Errors: STOKER_E_CORRUPT (a record failed its CRC32C or was cut short, with policy ERROR,
+ * or with SKIP when no intact replacement was found), -EIO and other -errno from reads
+ * (read errors are never skipped);
+ * errmsg names the shard and record. A failed batch counts as consumed: the next call goes
+ * on with the following batch. STOKER_E_STATE when create failed, or when the batch
+ * handed out `depth` calls earlier is still held: the `depth` slots form a ring, so batch k
+ * is filled in the slot of batch k - depth once that one is released (release, then call
+ * again; holding fewer than `depth` batches in order never sees this). STOKER_E_INVALID for
+ * NULL arguments. */
+STOKER_API int stoker_loader_next(stoker_loader *l, stoker_batch **out);
+
+/* Gives a batch's slot back to the loader, which may then refill it. Any thread. Returns
+ * 0, STOKER_E_INVALID (NULL) or STOKER_E_STATE (already released). */
+STOKER_API int stoker_batch_release(stoker_batch *b);
+
+/* Restarts at the beginning of `epoch` (>= 0), discarding what was read ahead. Every
+ * batch must have been released first (else STOKER_E_STATE). */
+STOKER_API int stoker_loader_set_epoch(stoker_loader *l, int64_t epoch);
+
+/* Batches, and records (padding included, replacements not counted apart), per epoch on
+ * this rank. The same on every rank. */
+STOKER_API int stoker_loader_num_batches(const stoker_loader *l, int64_t *n);
+STOKER_API int stoker_loader_num_records(const stoker_loader *l, int64_t *n);
+
+/* ---- batches ---- */
+
+/* What a batch holds. Fixed-size records (STOKER_FIELD_RAW): data is a dense array
+ * [count, *record_shape] of the stored dtype, offsets is NULL. Records that vary in size
+ * (BYTES, JPEG with STOKER_TRANSFORM_NONE): data is the records' bytes packed back to back
+ * (dtype uint8, ndim 1, shape [nbytes]) and offsets has count + 1 entries (record j is
+ * data[offsets[j] .. offsets[j+1])). Pointers are owned by the loader and valid until the
+ * batch is released. The caller sets struct_size = sizeof(stoker_batch_view); the library
+ * fills only the fields that fit, and new fields are only ever added at the end. */
+typedef struct stoker_batch_view {
+    uint32_t struct_size;
+    int32_t dtype;          /* a stoker_dtype */
+    int32_t ndim;           /* dimensions of data, batch dimension included */
+    int32_t device;         /* -1: host memory; else the CUDA device ordinal */
+    int64_t count;          /* records in the batch */
+    int64_t shape[STOKER_MAX_DIMS + 1];
+    void *data;
+    uint64_t nbytes;        /* bytes of data */
+    const int64_t *offsets; /* count + 1 entries, or NULL for fixed-size records */
+    const int64_t *labels;  /* count entries */
+    const int64_t *ids;     /* count record ids */
+    int64_t epoch;
+    int64_t position;       /* index of the batch within its epoch */
+} stoker_batch_view;
+
+/* Fills `view` (struct_size set by the caller, at least 4). 0 or STOKER_E_INVALID. */
+STOKER_API int stoker_batch_get_view(const stoker_batch *b, stoker_batch_view *view);
+
+/* The same fields one by one (for FFIs); NULL b gives 0 / NULL. */
+STOKER_API int64_t stoker_batch_count(const stoker_batch *b);
+STOKER_API void *stoker_batch_data(const stoker_batch *b);
+STOKER_API uint64_t stoker_batch_nbytes(const stoker_batch *b);
+STOKER_API int32_t stoker_batch_dtype(const stoker_batch *b);
+STOKER_API int32_t stoker_batch_ndim(const stoker_batch *b);
+/* ndim entries, owned by the batch. */
+STOKER_API const int64_t *stoker_batch_shape(const stoker_batch *b);
+STOKER_API const int64_t *stoker_batch_offsets(const stoker_batch *b);
+STOKER_API const int64_t *stoker_batch_labels(const stoker_batch *b);
+STOKER_API const int64_t *stoker_batch_ids(const stoker_batch *b);
+STOKER_API int64_t stoker_batch_epoch(const stoker_batch *b);
+STOKER_API int64_t stoker_batch_position(const stoker_batch *b);
+STOKER_API int32_t stoker_batch_device(const stoker_batch *b);
+
+/* ---- statistics ---- */
+
+/* A static name for a back-end ("io_uring", "pread", "auto"), "unknown" otherwise. */
+STOKER_API const char *stoker_backend_name(int32_t backend);
+
+/* Loader statistics; size-prefixed like stoker_batch_view. "Delivered" means handed out by
+ * stoker_loader_next; rates are over the time since the loader was created. */
+typedef struct stoker_stats {
+    uint32_t struct_size;
+    int32_t backend;        /* the active stoker_backend */
+    int32_t simd;           /* the stoker_simd level in use */
+    int32_t threads;        /* worker threads */
+    int32_t depth;          /* batch slots */
+    int32_t device;         /* -1: batches stay in host memory */
+    int64_t batches;        /* batches delivered */
+    int64_t records;        /* records delivered */
+    int64_t bytes;          /* bytes delivered (batch data) */
+    int64_t skipped;        /* corrupt records replaced (STOKER_ON_CORRUPT_SKIP) */
+    int64_t records_read;   /* records read by the workers (read-ahead included) */
+    int64_t bytes_read;
+    int64_t pinned_bytes;   /* page-locked host memory held (0 without CUDA) */
+    double seconds;         /* since create */
+    double records_per_sec; /* delivered / seconds */
+    double bytes_per_sec;
+    double wait_seconds;    /* time the consumer spent blocked inside stoker_loader_next */
+    double ready_slots;     /* mean number of ready batches found by stoker_loader_next */
+    double reads_in_flight; /* mean reads in flight per worker, sampled at each submit */
+} stoker_stats;
+
+/* Fills `stats` (struct_size set by the caller). Any thread. 0 or STOKER_E_INVALID. */
+STOKER_API int stoker_loader_get_stats(const stoker_loader *l, stoker_stats *stats);
+
+/* The same as one JSON object, NUL-terminated, in buf (capacity cap). *needed (may be
+ * NULL) receives the size it takes with the NUL. Returns 0, or STOKER_E_LIMIT when cap is
+ * too small (buf then holds a truncated, NUL-terminated prefix when cap > 0). Any thread. */
+STOKER_API int stoker_loader_stats_json(const stoker_loader *l, char *buf, size_t cap,
+                                        size_t *needed);
+
+/* ---- resume ---- */
+
+/* Size in bytes of a saved state. */
+#define STOKER_STATE_SIZE 64
+
+/* Saves where the loader stands: a versioned little-endian blob of STOKER_STATE_SIZE bytes
+ * (magic, version, seed, epoch, position = batches consumed in the epoch, rank, world
+ * size, batch size, drop_last, shuffle, the data set's record count, CRC32C). *size (may
+ * be NULL) receives the size; STOKER_E_LIMIT when cap is smaller. */
+STOKER_API int stoker_loader_state_save(const stoker_loader *l, void *buf, size_t cap,
+                                        size_t *size);
+
+/* Continues from a saved state: the following batches are exactly those an uninterrupted
+ * loader would have delivered after the save, whatever the thread count or back-end. The
+ * blob's seed, shuffle and drop_last are adopted. Valid on a fresh loader or once every
+ * batch is released (else STOKER_E_STATE). Errors: STOKER_E_INVALID (not a state, too
+ * short), STOKER_E_FORMAT (unknown version), STOKER_E_CORRUPT (checksum), STOKER_E_STATE
+ * (another data set size, rank, world size or batch size). */
+STOKER_API int stoker_loader_state_restore(stoker_loader *l, const void *buf, size_t size);
 
 #ifdef __cplusplus
 }

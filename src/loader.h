@@ -1,0 +1,171 @@
+/* The loader's internal layout, shared by loader.c (public API, control), loader_worker.c
+ * (the worker stage), loader_slots.c (slot memory) and loader_stats.c (views, stats).
+ *
+ * Pipeline: batches are numbered by a sequence number `seq` counted from the last restart
+ * (create, set_epoch, state_restore); seq maps to (epoch, position) through base_epoch,
+ * base_pos and the batches per epoch. Batch seq lives in slot seq % depth. Each batch is cut
+ * into pieces of STOKER__PIECE records; workers draw tickets (seq * ppb + piece) from one
+ * atomic counter, so they walk the sampler's future order in step, and the only shared
+ * write of the hot path is that fetch_add.
+ *
+ * Slot life (state and seq under the slot's mutex):
+ *   FREE(seq) --first worker of seq prepares: ids, locations, layout--> PREPARED
+ *   PREPARED --last piece done (pending hits 0)--> READY --next--> OUT
+ *   OUT --stoker_batch_release--> FREE(seq + depth)
+ * Workers of batch seq wait until the slot is FREE or PREPARED for seq: that is the
+ * back-pressure (batch seq is filled only after batch seq - depth was released).
+ *
+ * Lock order: ctl_mu before any slot mu; never two slot mutexes at once. Waits are all
+ * bounded (timed, re-checking stop and pause) so destroy never hangs. */
+#ifndef STOKER_LOADER_H
+#define STOKER_LOADER_H
+
+#include "common/common.h"
+#include "format/dataset.h"
+#include "io/reader.h"
+#include "sampler.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+
+#define STOKER__PIECE 32u          /* records per work piece */
+#define STOKER__WAIT_NS 20000000L  /* bounded waits re-check stop/pause this often */
+#define STOKER__REPLACE_TRIES 16u  /* SKIP policy: replacements tried per corrupt record */
+
+enum { SLOT_FREE = 0, SLOT_PREPARED, SLOT_READY, SLOT_OUT };
+
+typedef struct stoker__slot stoker__slot;
+
+struct stoker_batch {
+    stoker_loader *loader;
+    stoker__slot *slot;
+    int64_t count, epoch, position;
+    int64_t *ids, *labels;
+    int64_t *offsets;   /* count + 1 byte offsets into data (every mode; public only when
+                           records vary in size) */
+    uint8_t *data;      /* slot memory (stoker__slot_alloc) */
+    uint64_t nbytes;
+    int32_t dtype, ndim;
+    int64_t shape[STOKER_MAX_DIMS + 1];
+};
+
+struct stoker__slot {
+    pthread_mutex_t mu;
+    pthread_cond_t cond;        /* workers wait for FREE/PREPARED, the consumer for READY */
+    uint64_t seq;               /* under mu */
+    int state;                  /* under mu */
+    /* Pieces of the batch not yet done. The last worker to decrement it (acq_rel) sees
+     * every other piece's writes and publishes READY under mu. */
+    atomic_uint pending;
+    stoker_batch batch;         /* written in prepare (under mu) and by pieces (disjoint) */
+    stoker__recloc *locs;       /* per record */
+    uint8_t *bad;               /* per record: failed its check (SKIP policy) */
+    size_t cap;                 /* bytes of batch.data */
+    int err_code;               /* first failure of this batch, under mu */
+    char err_msg[STOKER_ERRMSG_CAP];
+};
+
+/* Per-worker counters: one writer (the worker), read by stats with relaxed loads; each
+ * worker is its own cache line so counting never shares one. */
+typedef struct stoker__wstats {
+    atomic_uint_fast64_t records, bytes, skipped, inflight_sum, inflight_n;
+} stoker__wstats;
+
+typedef struct stoker__worker {
+    alignas(64) stoker_loader *loader;
+    uint32_t index;
+    pthread_t thread;
+    bool started;
+    stoker__reader *reader;
+    uint8_t *staging;           /* aligned; direct I/O and the process step read here */
+    size_t staging_cap;
+    stoker__read_req *reqs;     /* reader depth entries */
+    stoker__read_done *done;
+    uint32_t *req_first, *req_last; /* per request: records [first, last) it covers */
+    stoker__err err;            /* messages of this worker's failures */
+    stoker__wstats stats;
+} stoker__worker;
+
+/* The per-record process step: turns a record's stored bytes (src, n) into the finished
+ * sample at dst. NULL when records are read straight into their place (raw records,
+ * transform NONE, buffered reads). The JPEG path plugs decode + crop + normalise in here. */
+typedef int (*stoker__process_fn)(stoker__worker *w, int64_t id, const uint8_t *src,
+                                  uint64_t n, uint8_t *dst, uint64_t dst_cap);
+
+struct stoker_loader {
+    stoker__err err;
+    stoker__log log;
+    stoker_dataset *ds;
+
+    /* order */
+    stoker__sampler smp;
+    int32_t local_rank;
+
+    /* machinery (fixed after create) */
+    uint32_t nthreads, depth, read_ahead, ppb;
+    int32_t backend;            /* the active back-end */
+    int32_t simd;
+    bool direct;
+    int32_t on_corrupt;
+    stoker__process_fn process; /* NULL: read into place */
+    bool staged;                /* reads go to worker staging, then process/copy */
+    uint64_t round_bytes;       /* most bytes one round of reads covers (see loader.c) */
+
+    /* data set facts */
+    int32_t kind, dtype, ndim;
+    int64_t shape[STOKER_MAX_DIMS];
+    uint64_t rec_size;          /* fixed record size, 0 when records vary */
+    uint64_t max_record;
+
+    stoker__slot *slots;
+    uint32_t nslots;            /* slots whose locks exist (destroy tears down these) */
+    stoker__worker *workers;
+    uint32_t nworkers;          /* workers allocated (destroy frees these) */
+
+    /* control: pause/park for restarts, stop for destroy */
+    pthread_mutex_t ctl_mu;
+    pthread_cond_t ctl_cond;
+    atomic_bool stop;
+    atomic_bool paused;
+    uint32_t parked;            /* under ctl_mu */
+    atomic_uint_fast64_t ticket;
+    /* Written only while every worker is parked (under ctl_mu) or before they start. */
+    uint64_t base_epoch, base_pos;
+
+    /* consumer side (the consumer thread) */
+    uint64_t cons_seq, cons_epoch, cons_pos;
+    atomic_int outstanding;
+    atomic_int ready;           /* slots READY, for occupancy */
+    bool has_locks, threads_started;
+
+    /* consumer counters (relaxed atomics so that stats may be read from any thread) */
+    atomic_uint_fast64_t c_batches, c_records, c_bytes, c_next_calls, c_ready_sum;
+    _Atomic double c_wait;
+    double t_create;
+};
+
+/* loader_slots.c: slot memory, page-aligned; the one place to make it pinned. */
+void *stoker__slot_alloc(size_t size);
+void stoker__slot_free(void *p);
+int stoker__slots_create(stoker_loader *l);
+void stoker__slots_destroy(stoker_loader *l);
+/* Makes the slot hold at least `size` bytes (contents are not kept). */
+int stoker__slot_reserve(stoker__slot *s, size_t size);
+
+/* loader_worker.c */
+void *stoker__worker_main(void *arg);
+int stoker__workers_create(stoker_loader *l);
+/* Starts the worker threads (after everything else is set up). */
+int stoker__workers_start(stoker_loader *l);
+/* Stops and joins every worker and frees them. */
+void stoker__workers_destroy(stoker_loader *l);
+/* (epoch, position) of sequence number seq. */
+void stoker__seq_position(const stoker_loader *l, uint64_t seq, uint64_t *epoch,
+                          uint64_t *pos);
+
+/* loader.c */
+void stoker__deadline(struct timespec *ts);
+
+#endif

@@ -1,0 +1,192 @@
+/* Batch views and getters, loader statistics. */
+#include "loader.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void fill_view(const stoker_batch *b, stoker_batch_view *v)
+{
+    const stoker_loader *l = b->loader;
+    memset(v, 0, sizeof *v);
+    v->struct_size = sizeof *v;
+    v->dtype = l->dtype;
+    v->device = -1;
+    v->count = b->count;
+    v->data = b->data;
+    v->nbytes = b->nbytes;
+    v->offsets = l->rec_size ? NULL : b->offsets;
+    v->labels = b->labels;
+    v->ids = b->ids;
+    v->epoch = b->epoch;
+    v->position = b->position;
+    if (l->rec_size) {
+        v->ndim = 1 + l->ndim;
+        v->shape[0] = b->count;
+        for (int32_t i = 0; i < l->ndim; i++)
+            v->shape[1 + i] = l->shape[i];
+    } else {
+        v->ndim = 1;
+        v->shape[0] = (int64_t)b->nbytes;
+    }
+}
+
+int stoker_batch_get_view(const stoker_batch *b, stoker_batch_view *view)
+{
+    if (!b || !view || view->struct_size < sizeof(uint32_t))
+        return STOKER_E_INVALID;
+    stoker_batch_view full;
+    fill_view(b, &full);
+    const uint32_t n = view->struct_size < sizeof full ? view->struct_size : sizeof full;
+    const uint32_t keep = view->struct_size;
+    memcpy(view, &full, n);
+    view->struct_size = keep;
+    return 0;
+}
+
+int64_t stoker_batch_count(const stoker_batch *b)
+{
+    return b ? b->count : 0;
+}
+
+void *stoker_batch_data(const stoker_batch *b)
+{
+    return b ? b->data : NULL;
+}
+
+uint64_t stoker_batch_nbytes(const stoker_batch *b)
+{
+    return b ? b->nbytes : 0;
+}
+
+int32_t stoker_batch_dtype(const stoker_batch *b)
+{
+    return b ? b->loader->dtype : 0;
+}
+
+int32_t stoker_batch_ndim(const stoker_batch *b)
+{
+    if (!b)
+        return 0;
+    return b->loader->rec_size ? 1 + b->loader->ndim : 1;
+}
+
+const int64_t *stoker_batch_shape(const stoker_batch *b)
+{
+    if (!b)
+        return NULL;
+    /* shape[0] is kept current by the worker that lays the batch out; the rest is the
+     * record shape, copied at create time. */
+    return b->shape;
+}
+
+const int64_t *stoker_batch_offsets(const stoker_batch *b)
+{
+    return b && !b->loader->rec_size ? b->offsets : NULL;
+}
+
+const int64_t *stoker_batch_labels(const stoker_batch *b)
+{
+    return b ? b->labels : NULL;
+}
+
+const int64_t *stoker_batch_ids(const stoker_batch *b)
+{
+    return b ? b->ids : NULL;
+}
+
+int64_t stoker_batch_epoch(const stoker_batch *b)
+{
+    return b ? b->epoch : 0;
+}
+
+int64_t stoker_batch_position(const stoker_batch *b)
+{
+    return b ? b->position : 0;
+}
+
+int32_t stoker_batch_device(const stoker_batch *b)
+{
+    (void)b;
+    return -1;
+}
+
+const char *stoker_backend_name(int32_t backend)
+{
+    switch (backend) {
+    case STOKER_BACKEND_AUTO: return "auto";
+    case STOKER_BACKEND_IO_URING: return "io_uring";
+    case STOKER_BACKEND_PREAD: return "pread";
+    default: return "unknown";
+    }
+}
+
+#define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
+
+static void fill_stats(const stoker_loader *l, stoker_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    s->struct_size = sizeof *s;
+    s->backend = l->backend;
+    s->simd = l->simd;
+    s->threads = (int32_t)l->nthreads;
+    s->depth = (int32_t)l->depth;
+    s->device = -1;
+    s->batches = (int64_t)LOAD(l->c_batches);
+    s->records = (int64_t)LOAD(l->c_records);
+    s->bytes = (int64_t)LOAD(l->c_bytes);
+    uint64_t inflight = 0, samples = 0;
+    for (uint32_t i = 0; l->workers && i < l->nworkers; i++) {
+        const stoker__wstats *w = &l->workers[i].stats;
+        s->skipped += (int64_t)LOAD(w->skipped);
+        s->records_read += (int64_t)LOAD(w->records);
+        s->bytes_read += (int64_t)LOAD(w->bytes);
+        inflight += LOAD(w->inflight_sum);
+        samples += LOAD(w->inflight_n);
+    }
+    s->seconds = stoker__now() - l->t_create;
+    if (s->seconds > 0) {
+        s->records_per_sec = (double)s->records / s->seconds;
+        s->bytes_per_sec = (double)s->bytes / s->seconds;
+    }
+    s->wait_seconds = LOAD(l->c_wait);
+    const uint64_t calls = LOAD(l->c_next_calls);
+    s->ready_slots = calls ? (double)LOAD(l->c_ready_sum) / (double)calls : 0;
+    s->reads_in_flight = samples ? (double)inflight / (double)samples : 0;
+}
+
+int stoker_loader_get_stats(const stoker_loader *l, stoker_stats *stats)
+{
+    if (!l || !stats || stats->struct_size < sizeof(uint32_t))
+        return STOKER_E_INVALID;
+    stoker_stats full;
+    fill_stats(l, &full);
+    const uint32_t keep = stats->struct_size;
+    memcpy(stats, &full, keep < sizeof full ? keep : sizeof full);
+    stats->struct_size = keep;
+    return 0;
+}
+
+int stoker_loader_stats_json(const stoker_loader *l, char *buf, size_t cap, size_t *needed)
+{
+    if (!l || (!buf && cap))
+        return STOKER_E_INVALID;
+    stoker_stats s;
+    fill_stats(l, &s);
+    const int n = snprintf(
+        buf, cap,
+        "{\"backend\":\"%s\",\"simd\":\"%s\",\"threads\":%d,\"depth\":%d,\"device\":%d,"
+        "\"batches\":%" PRId64 ",\"records\":%" PRId64 ",\"bytes\":%" PRId64
+        ",\"skipped\":%" PRId64 ",\"records_read\":%" PRId64 ",\"bytes_read\":%" PRId64
+        ",\"pinned_bytes\":%" PRId64 ",\"seconds\":%.6f,\"records_per_sec\":%.3f,"
+        "\"bytes_per_sec\":%.3f,\"wait_seconds\":%.6f,\"ready_slots\":%.3f,"
+        "\"reads_in_flight\":%.3f}",
+        stoker_backend_name(s.backend), stoker_simd_name(s.simd), s.threads, s.depth, s.device,
+        s.batches, s.records, s.bytes, s.skipped, s.records_read, s.bytes_read, s.pinned_bytes,
+        s.seconds, s.records_per_sec, s.bytes_per_sec, s.wait_seconds, s.ready_slots,
+        s.reads_in_flight);
+    if (n < 0)
+        return STOKER_E_INVALID;
+    if (needed)
+        *needed = (size_t)n + 1;
+    return (size_t)n < cap ? 0 : STOKER_E_LIMIT;
+}

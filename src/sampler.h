@@ -1,0 +1,84 @@
+/* The sampler: which records go into which batch, on which rank, in which epoch.
+ *
+ * Pure functions of (data set size, batch size, rank, world size, shuffle, drop_last, seed,
+ * epoch): no allocation, no state beyond a few integers, so the resume state of a loader is
+ * just those plus a position, and any thread can compute any batch on its own.
+ *
+ * The rule (docs: INTERFACES.md, "Records and order"), with N records, per-rank batch size B,
+ * world size W, rank r, G = B * W records per global batch, and P the epoch's permutation of
+ * 0..N-1:
+ *
+ *   drop_last = false:  T  = ceil(N / W) * W        (padded length; Q[i] = P[i mod N], i.e.
+ *                                                     padded with the permutation's own first
+ *                                                     records, repeated if N < W)
+ *                       nb = ceil(T / G)            (batches per rank)
+ *                       batch k < nb - 1 : Q[k*G + r*B      .. k*G + (r+1)*B)
+ *                       last batch       : L = (T - (nb-1)*G) / W records (T and G are
+ *                                          multiples of W, so L is whole and the same on
+ *                                          every rank): Q[(nb-1)*G + r*L .. + L)
+ *                       records per rank = T / W
+ *   drop_last = true:   nb = floor(N / G); batch k: P[k*G + r*B .. k*G + (r+1)*B)
+ *                       records per rank = nb * B; the remaining N - nb*G are not seen
+ *
+ * That is DistributedSampler's padding and record count, cut into global batches as
+ * INTERFACES.md prescribes (rank r takes a contiguous slice of each global batch, rather
+ * than DistributedSampler's stride-W interleaving).
+ *
+ * The permutation: a keyed bijection on [0, 2^2h) (a 4-round balanced Feistel network whose
+ * round function is a splitmix64 finaliser keyed by (seed, epoch, round)), restricted to
+ * [0, N) by cycle-walking (apply again until the value falls below N; 2^2h < 4N, so fewer
+ * than 4 steps on average). O(1) memory and O(1) per position, so workers evaluate it
+ * directly; no per-epoch table to draw or share. shuffle = false gives the identity. */
+#ifndef STOKER_SAMPLER_H
+#define STOKER_SAMPLER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct stoker__sampler {
+    uint64_t n;         /* records in the data set */
+    uint64_t batch;     /* B: records per batch per rank */
+    uint32_t rank, world;
+    bool shuffle, drop_last;
+    uint64_t seed;
+    /* derived by init */
+    uint64_t nbatches;  /* batches per epoch on each rank */
+    uint64_t nrecords;  /* records per epoch on each rank (padding included) */
+    uint64_t last;      /* records in the last batch (B unless short) */
+} stoker__sampler;
+
+/* One epoch's permutation: precomputed round keys. */
+typedef struct stoker__perm {
+    uint64_t n;
+    uint64_t keys[4];
+    uint32_t half;      /* h: bits per Feistel half */
+    bool shuffle;
+} stoker__perm;
+
+/* Fills s. Returns false for an invalid combination (batch 0, world 0, rank >= world). */
+bool stoker__sampler_init(stoker__sampler *s, uint64_t n, uint64_t batch, uint32_t rank,
+                          uint32_t world, bool shuffle, bool drop_last, uint64_t seed);
+
+/* Records in this rank's batch k (0 <= k < nbatches). */
+uint64_t stoker__sampler_batch_count(const stoker__sampler *s, uint64_t k);
+
+/* Writes the record ids of this rank's batch k of `epoch` into ids[0 .. batch_count(k)). */
+void stoker__sampler_batch(const stoker__sampler *s, uint64_t epoch, uint64_t k,
+                           int64_t *ids);
+
+/* The permutation of `epoch` for n records (identity when !shuffle). */
+void stoker__perm_init(stoker__perm *p, uint64_t n, uint64_t seed, uint64_t epoch,
+                       bool shuffle);
+/* Element i (0 <= i < n) of the permutation. */
+uint64_t stoker__perm_at(const stoker__perm *p, uint64_t i);
+
+/* Per-sample randomness: the starting state of a counter-based generator keyed by
+ * (seed, epoch, record id), independent of thread, timing and batch composition. Draw from
+ * it with stoker__rng_next. */
+uint64_t stoker__sample_rng(uint64_t seed, uint64_t epoch, uint64_t id);
+/* splitmix64: advances *state and returns the next 64 random bits. */
+uint64_t stoker__rng_next(uint64_t *state);
+/* The splitmix64 finaliser (a bijective 64-bit mix). */
+uint64_t stoker__mix64(uint64_t x);
+
+#endif

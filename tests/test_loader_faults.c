@@ -1,0 +1,375 @@
+/* The loader under faults: failed and short reads through the fault-injecting back-end,
+ * io_uring setup failure, corrupt payloads with both policies, failed allocations during
+ * create, no allocation in steady state, destroy at any moment. Run it under ASan and TSan
+ * too: no leak, no race, no hang. */
+#include "format/dataset.h"
+#include "io/reader.h"
+#include "test_loader_util.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+
+#define N 200
+#define RS 300
+
+static char g_tmp[4096];
+static tl_run g_a, g_b;
+
+static void run_with(const char *path, stoker_config *cfg, tl_run *run, int epochs,
+                     uint64_t rec_size)
+{
+    memset(run, 0, sizeof *run);
+    stoker_loader *l = tl_open(path, cfg);
+    tl_collect(l, run, epochs, INT64_MAX, rec_size);
+    stoker_loader_destroy(l);
+}
+
+/* Flips one payload byte of record id in its shard file; returns the shard's path. */
+static void flip_byte(const char *path, int64_t id, char *shard_path, size_t cap)
+{
+    stoker_dataset *ds = NULL;
+    T_OK(stoker_dataset_open(&ds, path, NULL));
+    stoker__recloc loc;
+    T_OK(stoker__dataset_locate(ds, id, &loc));
+    T_ASSERT(loc.length > 0);
+    snprintf(shard_path, cap, "%s", stoker__dataset_shard_path(ds, loc.shard));
+    stoker_dataset_close(ds);
+    const int fd = open(shard_path, O_RDWR);
+    T_ASSERT(fd >= 0);
+    uint8_t c;
+    const off_t at = (off_t)(loc.offset + loc.length / 2);
+    T_EQ_INT(pread(fd, &c, 1, at), 1);
+    c ^= 0x10;
+    T_EQ_INT(pwrite(fd, &c, 1, at), 1);
+    close(fd);
+}
+
+static void test_eio(void)
+{
+    stoker_config *cfg = tl_cfg(16, 2);
+    for (uint64_t nth = 1; nth <= 15; nth += 7) {
+        stoker__io_fault f = {.fail_read_at = nth};
+        stoker__io_fault_set(&f);
+        char path[4200];
+        snprintf(path, sizeof path, "%s/raw", g_tmp);
+        stoker_loader *l = tl_open(path, cfg);
+        stoker_stats st = {.struct_size = sizeof st};
+        T_OK(stoker_loader_get_stats(l, &st));
+        T_EQ_STR(stoker_backend_name(st.backend), "pread");
+        int failures = 0, ok = 0, rc;
+        stoker_batch *b = NULL;
+        while ((rc = stoker_loader_next(l, &b)) != STOKER_END) {
+            if (rc == 0) {
+                tl_check_batch(b, RS);
+                T_OK(stoker_batch_release(b));
+                ok++;
+                continue;
+            }
+            T_EQ_RC(rc, -EIO);
+            T_CONTAINS(stoker_loader_errmsg(l), "/raw/");
+            T_CONTAINS(stoker_loader_errmsg(l), ": record ");
+            T_CONTAINS(stoker_loader_errmsg(l), "input/output error");
+            failures++;
+        }
+        /* one read failed: one batch lost, the loader went on with the following ones */
+        T_EQ_INT(failures, 1);
+        T_EQ_INT(ok, (N + 15) / 16 - 1);
+        stoker_loader_destroy(l);
+        stoker__io_fault_set(NULL);
+    }
+    stoker_config_destroy(cfg);
+}
+
+static void test_short_reads(void)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/raw", g_tmp);
+    stoker_config *cfg = tl_cfg(16, 3);
+    run_with(path, cfg, &g_a, 1, RS);
+    stoker__io_fault f = {.short_reads = true, .eintr = true};
+    stoker__io_fault_set(&f);
+    run_with(path, cfg, &g_b, 1, RS); /* every batch's bytes are checked */
+    T_ASSERT(stoker__io_fault_reads() > (uint64_t)N * 4);
+    tl_same(&g_a, 0, &g_b);
+    snprintf(path, sizeof path, "%s/var", g_tmp);
+    run_with(path, cfg, &g_b, 1, 0);
+    T_EQ_INT(g_b.nids, N);
+    stoker__io_fault_set(NULL);
+    stoker_config_destroy(cfg);
+}
+
+static void test_uring_setup_failure(void)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/raw", g_tmp);
+    stoker__io_fault f = {0};
+    stoker__io_fault_set(&f);
+    stoker_config *cfg = tl_cfg(16, 2);
+    stoker_loader *l = tl_open(path, cfg);
+    stoker_stats st = {.struct_size = sizeof st};
+    T_OK(stoker_loader_get_stats(l, &st));
+    T_EQ_INT(st.backend, STOKER_BACKEND_PREAD);
+    stoker_batch *b = NULL;
+    T_OK(stoker_loader_next(l, &b));
+    tl_check_batch(b, RS);
+    T_OK(stoker_batch_release(b));
+    stoker_loader_destroy(l);
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_BACKEND, STOKER_BACKEND_IO_URING));
+    T_EQ_RC(stoker_loader_create(&l, path, cfg), STOKER_E_UNSUPPORTED);
+    T_CONTAINS(stoker_loader_errmsg(l), "io_uring");
+    stoker_loader_destroy(l);
+    stoker__io_fault_set(NULL);
+    stoker_config_destroy(cfg);
+}
+
+/* A flipped byte: ERROR names shard and record and goes on; SKIP replaces it
+ * deterministically, keeps batches full and counts it. */
+static void test_corrupt(const char *name, uint64_t rs)
+{
+    char path[4200], shard[4200];
+    snprintf(path, sizeof path, "%s/%s", g_tmp, name);
+    tl_make(path, N, rs, 0, 32 << 10);
+    const int64_t bad = 77;
+    flip_byte(path, bad, shard, sizeof shard);
+    char want[4400];
+    snprintf(want, sizeof want, "%s: record %d: CRC32C mismatch", shard, (int)bad);
+
+    stoker_config *cfg = tl_cfg(16, 2);
+    stoker_loader *l = tl_open(path, cfg);
+    int failures = 0, ok = 0, rc;
+    stoker_batch *b = NULL;
+    while ((rc = stoker_loader_next(l, &b)) != STOKER_END) {
+        if (rc == 0) {
+            for (int64_t j = 0; j < stoker_batch_count(b); j++)
+                T_ASSERT(stoker_batch_ids(b)[j] != bad);
+            tl_check_batch(b, rs);
+            T_OK(stoker_batch_release(b));
+            ok++;
+            continue;
+        }
+        T_EQ_RC(rc, STOKER_E_CORRUPT);
+        T_CONTAINS(stoker_loader_errmsg(l), want);
+        failures++;
+    }
+    T_EQ_INT(failures, 1);
+    T_EQ_INT(ok, (N + 15) / 16 - 1);
+    stoker_loader_destroy(l);
+
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_ON_CORRUPT, STOKER_ON_CORRUPT_SKIP));
+    run_with(path, cfg, &g_a, 2, rs);
+    T_EQ_INT(g_a.nids, 2 * N);
+    for (int64_t i = 0; i < g_a.nids; i++)
+        T_ASSERT(g_a.ids[i] != bad);
+    for (int64_t k = 0; k < g_a.nbatches; k++)
+        T_EQ_INT(g_a.count[k], k % 13 == 12 ? N - 12 * 16 : 16);
+    l = tl_open(path, cfg);
+    memset(&g_b, 0, sizeof g_b);
+    tl_collect(l, &g_b, 1, INT64_MAX, rs);
+    stoker_stats st = {.struct_size = sizeof st};
+    T_OK(stoker_loader_get_stats(l, &st));
+    T_EQ_INT(st.skipped, 1);
+    stoker_loader_destroy(l);
+    /* the same replacement whatever the thread count and back-end */
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_THREADS, 1));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_BACKEND, STOKER_BACKEND_PREAD));
+    run_with(path, cfg, &g_b, 2, rs);
+    tl_same(&g_a, 0, &g_b);
+    stoker_config_destroy(cfg);
+}
+
+/* Everything corrupt: SKIP gives up after bounded tries instead of looping. */
+static void test_all_corrupt(void)
+{
+    char path[4200], shard[4200];
+    snprintf(path, sizeof path, "%s/allbad", g_tmp);
+    tl_make(path, 5, RS, 0, 0);
+    for (int64_t id = 0; id < 5; id++)
+        flip_byte(path, id, shard, sizeof shard);
+    stoker_config *cfg = tl_cfg(4, 2);
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_ON_CORRUPT, STOKER_ON_CORRUPT_SKIP));
+    stoker_loader *l = tl_open(path, cfg);
+    stoker_batch *b = NULL;
+    T_EQ_RC(stoker_loader_next(l, &b), STOKER_E_CORRUPT);
+    T_CONTAINS(stoker_loader_errmsg(l), "without an intact replacement");
+    T_EQ_RC(stoker_loader_next(l, &b), STOKER_E_CORRUPT);
+    T_EQ_RC(stoker_loader_next(l, &b), STOKER_END);
+    stoker_loader_destroy(l);
+    stoker_config_destroy(cfg);
+}
+
+/* Fail the nth allocation of create for n = 1, 2, ... until create succeeds. */
+static void test_alloc_failures(const char *name, int64_t threads)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", g_tmp, name);
+    stoker_config *cfg = tl_cfg(16, threads);
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_DIRECT_IO, threads == 3));
+    int failed = 0;
+    for (uint64_t n = 1; n < 10000; n++) {
+        stoker_loader *l = NULL;
+        stoker__alloc_fail_at(n);
+        const int rc = stoker_loader_create(&l, path, cfg);
+        stoker__alloc_fail_at(0);
+        if (rc == 0) {
+            stoker_batch *b = NULL;
+            T_OK(stoker_loader_next(l, &b));
+            T_OK(stoker_batch_release(b));
+            stoker_loader_destroy(l);
+            break;
+        }
+        failed++;
+        T_EQ_RC(rc, -ENOMEM);
+        T_ASSERT(l == NULL || strlen(stoker_loader_errmsg(l)) > 0);
+        stoker_loader_destroy(l);
+    }
+    T_ASSERT(failed > 5);
+    stoker_config_destroy(cfg);
+}
+
+/* Steady state allocates nothing: every allocation from here on would fail. */
+static void test_no_steady_alloc(void)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/raw", g_tmp);
+    stoker_config *cfg = tl_cfg(16, 3);
+    stoker_loader *l = tl_open(path, cfg);
+    stoker__alloc_fail_at(1);
+    memset(&g_a, 0, sizeof g_a);
+    tl_collect(l, &g_a, 3, INT64_MAX, RS);
+    T_OK(stoker_loader_set_epoch(l, 7));
+    tl_collect(l, &g_a, 1, INT64_MAX, RS);
+    T_EQ_INT(stoker__alloc_fail_at(0), 0);
+    stoker_loader_destroy(l);
+    stoker_config_destroy(cfg);
+}
+
+/* Destroy at any moment: right after create (workers mid-read), after k batches, with
+ * batches outstanding, with slow (short) reads in flight. */
+static void test_destroy_anytime(void)
+{
+    char path[4200];
+    uint64_t seed = 11;
+    for (int round = 0; round < 24; round++) {
+        snprintf(path, sizeof path, "%s/%s", g_tmp, round % 2 ? "raw" : "var");
+        const uint64_t rs = round % 2 ? RS : 0;
+        stoker__io_fault f = {.short_reads = true};
+        if (round % 3 == 0)
+            stoker__io_fault_set(&f);
+        stoker_config *cfg = tl_cfg(1 + (int64_t)(t_rand(&seed) % 20), 1 + round % 4);
+        T_OK(stoker_config_set_int(cfg, STOKER_OPT_DEPTH, 1 + round % 5));
+        stoker_loader *l = tl_open(path, cfg);
+        const uint64_t k = t_rand(&seed) % 12;
+        stoker_batch *held = NULL;
+        for (uint64_t i = 0; i < k; i++) {
+            stoker_batch *b = NULL;
+            const int rc = stoker_loader_next(l, &b);
+            if (rc == STOKER_END)
+                continue;
+            if (rc == STOKER_E_STATE && held) {
+                T_CONTAINS(stoker_loader_errmsg(l), "still held");
+                break; /* the held batch's slot is the next one's */
+            }
+            T_OK(rc);
+            tl_check_batch(b, rs);
+            if (!held && (t_rand(&seed) & 1))
+                held = b; /* outstanding at destroy */
+            else
+                T_OK(stoker_batch_release(b));
+        }
+        if (t_rand(&seed) & 1)
+            usleep((useconds_t)(t_rand(&seed) % 3000));
+        stoker_loader_destroy(l);
+        stoker__io_fault_set(NULL);
+        stoker_config_destroy(cfg);
+    }
+}
+
+/* Batches released from another thread while the consumer keeps asking. */
+typedef struct rel_queue {
+    pthread_mutex_t mu;
+    stoker_batch *q[64];
+    int head, tail;
+    bool done;
+} rel_queue;
+
+static void *releaser(void *arg)
+{
+    rel_queue *r = arg;
+    for (;;) {
+        pthread_mutex_lock(&r->mu);
+        stoker_batch *b = r->head != r->tail ? r->q[r->head++ % 64] : NULL;
+        const bool done = r->done && !b;
+        pthread_mutex_unlock(&r->mu);
+        if (b)
+            T_OK(stoker_batch_release(b));
+        else if (done)
+            return NULL;
+        else
+            usleep(100);
+    }
+}
+
+static void test_release_elsewhere(void)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/raw", g_tmp);
+    stoker_config *cfg = tl_cfg(8, 3);
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_DEPTH, 3));
+    stoker_loader *l = tl_open(path, cfg);
+    rel_queue r = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    pthread_t t;
+    T_ASSERT(pthread_create(&t, NULL, releaser, &r) == 0);
+    int got = 0, ends = 0;
+    while (ends < 3) {
+        stoker_batch *b = NULL;
+        const int rc = stoker_loader_next(l, &b);
+        if (rc == STOKER_END) {
+            ends++;
+            continue;
+        }
+        if (rc == STOKER_E_STATE) { /* all slots held until the other thread catches up */
+            usleep(200);
+            continue;
+        }
+        T_OK(rc);
+        tl_check_batch(b, RS);
+        got++;
+        pthread_mutex_lock(&r.mu);
+        r.q[r.tail++ % 64] = b;
+        pthread_mutex_unlock(&r.mu);
+    }
+    pthread_mutex_lock(&r.mu);
+    r.done = true;
+    pthread_mutex_unlock(&r.mu);
+    pthread_join(t, NULL);
+    T_EQ_INT(got, 3 * ((N + 7) / 8));
+    stoker_loader_destroy(l);
+    stoker_config_destroy(cfg);
+}
+
+int main(void)
+{
+    char *tmp = t_mkdtemp("loader-faults");
+    snprintf(g_tmp, sizeof g_tmp, "%s", tmp);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/raw", g_tmp);
+    tl_make(path, N, RS, 0, 32 << 10);
+    snprintf(path, sizeof path, "%s/var", g_tmp);
+    tl_make(path, N, 0, 512, 8 << 10);
+    test_eio();
+    test_short_reads();
+    test_uring_setup_failure();
+    test_corrupt("badraw", RS);
+    test_corrupt("badvar", 0);
+    test_all_corrupt();
+    test_alloc_failures("raw", 2);
+    test_alloc_failures("raw", 3); /* direct I/O: staging buffers */
+    test_alloc_failures("var", 1);
+    test_no_steady_alloc();
+    test_destroy_anytime();
+    test_release_elsewhere();
+    t_rmrf(tmp);
+    free(tmp);
+    printf("loader faults ok\n");
+    return 0;
+}
