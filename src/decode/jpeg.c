@@ -1,0 +1,170 @@
+/* Region decoding with libjpeg-turbo. The error manager is jpeg_common's: fatal errors
+ * longjmp to the setjmp in stoker__jpeg_decode, which owns every resource touched after it
+ * (the decompressor and the row buffer both belong to the decoder object, so nothing of an
+ * intermediate frame can leak), and damage warnings are counted as corruption. */
+#include "decode/jpeg.h"
+
+#include "decode/color.h"
+#include "decode/jpeg_common.h"
+
+#include <string.h>
+
+#define EDGE 2 /* pixels */
+
+struct stoker__jpeg_dec {
+    struct jpeg_decompress_struct c;
+    stoker__jpeg_err je;
+    uint8_t *row;   /* one RGBX (or CMYK) row plus padding */
+    size_t row_cap; /* bytes */
+};
+
+int stoker__jpeg_dec_create(stoker__jpeg_dec **out)
+{
+    stoker__jpeg_dec *d = stoker__calloc(1, sizeof *d);
+    *out = d;
+    if (!d)
+        return -ENOMEM;
+    d->c.err = stoker__jpeg_err_init(&d->je);
+    if (setjmp(d->je.jmp)) { /* jpeg_create_decompress fails only when out of memory */
+        stoker__free(d);
+        *out = NULL;
+        return -ENOMEM;
+    }
+    jpeg_create_decompress(&d->c);
+    return 0;
+}
+
+void stoker__jpeg_dec_destroy(stoker__jpeg_dec *d)
+{
+    if (!d)
+        return;
+    jpeg_destroy_decompress(&d->c);
+    stoker__free(d->row);
+    stoker__free(d);
+}
+
+static void reset_errors(stoker__jpeg_dec *d)
+{
+    d->je.damage = 0;
+    d->je.msg[0] = '\0';
+    d->je.pub.num_warnings = 0;
+}
+
+/* Room for `bytes`; the buffer's contents are not kept. */
+static int grow_row(stoker__jpeg_dec *d, size_t bytes)
+{
+    if (bytes <= d->row_cap)
+        return 0;
+    uint8_t *p = stoker__malloc(bytes);
+    if (!p)
+        return -ENOMEM;
+    memset(p, 0, bytes); /* the padding is read (and multiplied by zero) */
+    stoker__free(d->row);
+    d->row = p;
+    d->row_cap = bytes;
+    return 0;
+}
+
+static int check_region(const stoker__jpeg_region *r, int32_t w, int32_t h, stoker__err *err)
+{
+    STOKER_RETURN_IF(r->x0 < 0 || r->y0 < 0 || r->x1 > w || r->y1 > h || r->x0 >= r->x1 ||
+                         r->y0 >= r->y1 || r->pad < 0,
+                     err, STOKER_E_INVALID, "JPEG region [%d,%d)x[%d,%d) outside %dx%d", (int)r->x0,
+                     (int)r->x1, (int)r->y0, (int)r->y1, (int)w, (int)h);
+    return 0;
+}
+
+static int not_jpeg(const uint8_t *data, size_t size, stoker__err *err)
+{
+    if (stoker__is_png(data, size))
+        return stoker__fail(err, STOKER_E_CORRUPT, "not a JPEG: PNG data");
+    return stoker__fail(err, STOKER_E_CORRUPT, "not a JPEG: no SOI marker (%zu bytes)", size);
+}
+
+/* Chooses the output colour space and decoding options after the header. */
+static void set_output(j_decompress_ptr c, int32_t dct)
+{
+    const int cmyk = c->jpeg_color_space == JCS_CMYK || c->jpeg_color_space == JCS_YCCK;
+    c->out_color_space = cmyk ? JCS_CMYK : JCS_EXT_RGBX; /* libjpeg does YCCK -> CMYK */
+    c->dct_method = dct == STOKER_DCT_IFAST ? JDCT_IFAST : JDCT_ISLOW;
+    c->do_fancy_upsampling = TRUE;
+    c->scale_num = c->scale_denom = 1;
+}
+
+/* Reads rows [output_scanline, y1) and hands them on. Runs under decode's setjmp. */
+static int read_rows(stoker__jpeg_dec *d, int32_t y1, int32_t x, const stoker__jpeg_sink *sink,
+                     stoker__err *err)
+{
+    j_decompress_ptr c = &d->c;
+    const int cmyk = c->out_color_space == JCS_CMYK;
+    while ((int32_t)c->output_scanline < y1) {
+        const int32_t y = (int32_t)c->output_scanline, n = (int32_t)c->output_width;
+        JSAMPROW row = sink->buffer ? sink->buffer(sink->ctx, y, n) : d->row;
+        if (!row)
+            return STOKER_E_LIMIT;
+        STOKER_RETURN_IF(jpeg_read_scanlines(c, &row, 1) != 1, err, STOKER_E_CORRUPT,
+                         "JPEG: no data for row %d", (int)y);
+        if (cmyk)
+            stoker__cmyk_to_rgbx(row, (size_t)n);
+        const int rc = sink->row(sink->ctx, y, row, x, n);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Everything that calls libjpeg for one image. A fatal libjpeg error longjmps out of here
+ * (and out of read_rows) straight to stoker__jpeg_decode; these frames own nothing. */
+static int decode_body(stoker__jpeg_dec *d, const uint8_t *data, size_t size, int32_t dct,
+                       uint64_t max_pixels, const stoker__jpeg_sink *sink, stoker__err *err)
+{
+    j_decompress_ptr c = &d->c;
+    int rc = 0;
+    jpeg_mem_src(c, data, (unsigned long)size);
+    jpeg_read_header(c, TRUE);
+    const int32_t w = (int32_t)c->image_width, h = (int32_t)c->image_height;
+    STOKER_RETURN_IF((uint64_t)w * (uint64_t)h > max_pixels, err, STOKER_E_LIMIT,
+                     "JPEG of %dx%d pixels exceeds the limit of %llu pixels", (int)w, (int)h,
+                     (unsigned long long)max_pixels);
+    stoker__jpeg_region r;
+    if ((rc = sink->region(sink->ctx, w, h, &r)) < 0 || (rc = check_region(&r, w, h, err)) < 0)
+        return rc;
+    set_output(c, dct);
+    jpeg_start_decompress(c);
+    /* Fancy upsampling replicates the edge chroma sample at the edges of a cropped row, so
+     * the outermost columns of a crop can differ from a full decode; asking for EDGE more
+     * columns on each side keeps them out of the region, which then matches exactly. */
+    const int32_t x0 = r.x0 > EDGE ? r.x0 - EDGE : 0, x1 = r.x1 + EDGE < w ? r.x1 + EDGE : w;
+    JDIMENSION x = (JDIMENSION)x0, cw = (JDIMENSION)(x1 - x0);
+    if (cw < c->output_width)
+        jpeg_crop_scanline(c, &x, &cw); /* moves x down to an iMCU boundary */
+    STOKER_RETURN_IF(!sink->buffer &&
+                         grow_row(d, ((size_t)c->output_width + (size_t)r.pad) * 4) < 0,
+                     err, -ENOMEM, "JPEG: no memory for a %u-pixel row", c->output_width);
+    if (r.y0 > 0)
+        jpeg_skip_scanlines(c, (JDIMENSION)r.y0);
+    return read_rows(d, r.y1, (int32_t)x, sink, err);
+}
+
+int stoker__jpeg_decode(stoker__jpeg_dec *d, const uint8_t *data, size_t size, int32_t dct,
+                        uint64_t max_pixels, const stoker__jpeg_sink *sink, stoker__err *err)
+{
+    if (!stoker__is_jpeg(data, size))
+        return not_jpeg(data, size, err);
+    reset_errors(d);
+    if (setjmp(d->je.jmp)) {
+        jpeg_abort_decompress(&d->c);
+        return stoker__fail(err, STOKER_E_CORRUPT, "JPEG: %s", d->je.msg);
+    }
+    const int rc = decode_body(d, data, size, dct, max_pixels, sink, err);
+    /* Stop here: rows below the region are never decoded. When every row was read, finish
+     * instead, which reads the trailing markers and warns about damage found there. */
+    if (rc == 0 && d->c.output_scanline == d->c.output_height)
+        jpeg_finish_decompress(&d->c);
+    else
+        jpeg_abort_decompress(&d->c);
+    if (rc < 0)
+        return rc;
+    STOKER_RETURN_IF(stoker__jpeg_damaged(&d->je), err, STOKER_E_CORRUPT, "JPEG: %s", d->je.msg);
+    return 0;
+}

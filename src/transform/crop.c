@@ -1,0 +1,192 @@
+/* Crop-box geometry (torchvision's RandomResizedCrop and Resize + CenterCrop) and Pillow's
+ * bilinear resampling coefficients. */
+#include "transform/transform.h"
+
+#include "common/rng.h"
+
+#include <math.h>
+
+#define RRC_TRIES 10
+#define RRC_DRAWS_PER_TRY 4
+#define RRC_FLIP_DRAW 64 /* past every draw the tries can use */
+
+static const double RRC_SCALE_LO = 0.08, RRC_SCALE_HI = 1.0;
+static const double RRC_RATIO_LO = 3.0 / 4.0, RRC_RATIO_HI = 4.0 / 3.0;
+
+/* Python's int(round(v)): round half to even (rint in the default rounding mode). */
+static int64_t round_even(double v)
+{
+    return (int64_t)rint(v);
+}
+
+/* torch.randint(0, n): a uniform integer in [0, n). */
+static int32_t draw_below(int32_t n, uint64_t seed, int64_t epoch, int64_t id, uint64_t draw)
+{
+    const int64_t v = (int64_t)(stoker__rng_unit(seed, epoch, id, draw) * n);
+    return (int32_t)(v < n ? v : n - 1);
+}
+
+/* The fallback when no try fits: the whole image with its ratio clamped into the range,
+ * centred. */
+static void rrc_fallback(int32_t width, int32_t height, stoker__box *box)
+{
+    const double in_ratio = (double)width / (double)height;
+    int64_t w = width, h = height;
+    if (in_ratio < RRC_RATIO_LO)
+        h = round_even((double)w / RRC_RATIO_LO);
+    else if (in_ratio > RRC_RATIO_HI)
+        w = round_even((double)h * RRC_RATIO_HI);
+    h = h < 1 ? 1 : h > height ? height : h;
+    w = w < 1 ? 1 : w > width ? width : w;
+    box->w = (int32_t)w;
+    box->h = (int32_t)h;
+    box->x = (int32_t)((width - w) / 2);
+    box->y = (int32_t)((height - h) / 2);
+}
+
+int stoker__rrc_box(int32_t width, int32_t height, uint64_t seed, int64_t epoch, int64_t id,
+                    stoker__box *box)
+{
+    const double area = (double)width * (double)height;
+    const double log_lo = log(RRC_RATIO_LO), log_hi = log(RRC_RATIO_HI);
+    for (uint64_t t = 0; t < RRC_TRIES; t++) {
+        const uint64_t d = t * RRC_DRAWS_PER_TRY;
+        const double u_area = stoker__rng_unit(seed, epoch, id, d);
+        const double u_ratio = stoker__rng_unit(seed, epoch, id, d + 1);
+        const double target = area * (RRC_SCALE_LO + (RRC_SCALE_HI - RRC_SCALE_LO) * u_area);
+        const double ratio = exp(log_lo + (log_hi - log_lo) * u_ratio);
+        const int64_t w = round_even(sqrt(target * ratio));
+        const int64_t h = round_even(sqrt(target / ratio));
+        if (w > 0 && w <= width && h > 0 && h <= height) {
+            box->w = (int32_t)w;
+            box->h = (int32_t)h;
+            box->y = draw_below((int32_t)(height - h + 1), seed, epoch, id, d + 2);
+            box->x = draw_below((int32_t)(width - w + 1), seed, epoch, id, d + 3);
+            return 0;
+        }
+    }
+    rrc_fallback(width, height, box);
+    return 1;
+}
+
+int stoker__rrc_flip(uint64_t seed, int64_t epoch, int64_t id)
+{
+    return (int)(stoker__rng_u64(seed, epoch, id, RRC_FLIP_DRAW) >> 63);
+}
+
+void stoker__eval_geometry(int32_t width, int32_t height, int32_t short_side, int32_t crop,
+                           int32_t *rw, int32_t *rh, int32_t *left, int32_t *top)
+{
+    /* torchvision: new_long = int(new_short * long / short), computed in double */
+    if (width <= height) {
+        *rw = short_side;
+        *rh = (int32_t)((double)((int64_t)short_side * height) / width);
+    } else {
+        *rh = short_side;
+        *rw = (int32_t)((double)((int64_t)short_side * width) / height);
+    }
+    *left = (int32_t)round_even((*rw - crop) / 2.0);
+    *top = (int32_t)round_even((*rh - crop) / 2.0);
+}
+
+static double filter_scale(const stoker__axis *a)
+{
+    const double scale = (double)a->in_size / a->out_size;
+    return scale < 1.0 ? 1.0 : scale;
+}
+
+int32_t stoker__resample_ksize(const stoker__axis *a)
+{
+    return (int32_t)ceil(filter_scale(a)) * 2 + 1; /* bilinear support is 1 */
+}
+
+static double triangle(double x)
+{
+    x = fabs(x);
+    return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+/* Pillow's normalize_coeffs_8bpc: to fixed point, rounding half away from zero. */
+static int32_t to_fixed(double w)
+{
+    const double v = w * (double)(1 << STOKER__PRECISION_BITS);
+    return (int32_t)(w < 0 ? v - 0.5 : v + 0.5);
+}
+
+/* Pillow's bounds of output xx: [xmin, xmin + size) within [0, in_size). */
+static void output_bounds(const stoker__axis *a, int32_t xx, int32_t *xmin, int32_t *size)
+{
+    const double scale = (double)a->in_size / a->out_size, support = filter_scale(a);
+    const double center = (xx + 0.5) * scale;
+    int32_t lo = (int32_t)(center - support + 0.5);
+    int32_t hi = (int32_t)(center + support + 0.5);
+    lo = lo < 0 ? 0 : lo;
+    *xmin = lo;
+    *size = (hi > a->in_size ? a->in_size : hi) - lo;
+}
+
+void stoker__resample_range(const stoker__axis *a, int32_t *lo, int32_t *hi)
+{
+    /* bounds never decrease along the outputs: the first and last span the range */
+    int32_t xmin, size;
+    output_bounds(a, a->first, &xmin, &size);
+    *lo = a->offset + xmin;
+    output_bounds(a, a->first + a->count - 1, &xmin, &size);
+    *hi = a->offset + xmin + size;
+}
+
+void stoker__resample_coeffs(const stoker__axis *a, int32_t origin, int flip, int32_t kpad,
+                             int32_t rep, int32_t *first, int32_t *taps, int32_t *coef, double *tmp,
+                             int32_t *lo, int32_t *hi)
+{
+    /* Pillow's precompute_coeffs, term for term, so that the weights match bit for bit */
+    const double scale = (double)a->in_size / a->out_size;
+    const double ss = 1.0 / filter_scale(a);
+    int32_t range_lo = INT32_MAX, range_hi = INT32_MIN;
+    for (int32_t j = 0; j < a->count; j++) {
+        const int32_t xx = a->first + (flip ? a->count - 1 - j : j);
+        const double center = (xx + 0.5) * scale;
+        int32_t xmin, xmax; /* xmax: the count, as Pillow reuses the name */
+        output_bounds(a, xx, &xmin, &xmax);
+        double ww = 0.0;
+        for (int32_t x = 0; x < xmax; x++) {
+            tmp[x] = triangle((x + xmin - center + 0.5) * ss);
+            ww += tmp[x];
+        }
+        int32_t *const c = coef + (size_t)j * kpad * rep;
+        for (int32_t x = 0; x < kpad; x++) {
+            const int32_t v = x < xmax ? to_fixed(ww != 0.0 ? tmp[x] / ww : tmp[x]) : 0;
+            for (int32_t r = 0; r < rep; r++)
+                c[(size_t)x * rep + r] = v;
+        }
+        first[j] = a->offset + xmin - origin;
+        if (taps)
+            taps[j] = xmax;
+        range_lo = a->offset + xmin < range_lo ? a->offset + xmin : range_lo;
+        range_hi = a->offset + xmin + xmax > range_hi ? a->offset + xmin + xmax : range_hi;
+    }
+    *lo = range_lo;
+    *hi = range_hi;
+}
+
+void stoker__xform_geometry(const stoker__xform_params *p, int32_t width, int32_t height,
+                            uint64_t seed, int64_t epoch, int64_t id, stoker__geom *g)
+{
+    const int32_t c = p->size;
+    g->flip = 0;
+    if (p->transform == STOKER_TRANSFORM_TRAIN) {
+        stoker__box b;
+        stoker__rrc_box(width, height, seed, epoch, id, &b);
+        g->x = (stoker__axis){b.x, b.w, c, 0, c};
+        g->y = (stoker__axis){b.y, b.h, c, 0, c};
+        g->flip = stoker__rrc_flip(seed, epoch, id);
+    } else if (p->transform == STOKER_TRANSFORM_EVAL) {
+        int32_t rw, rh, left, top;
+        stoker__eval_geometry(width, height, p->resize, c, &rw, &rh, &left, &top);
+        g->x = (stoker__axis){0, width, rw, left, c};
+        g->y = (stoker__axis){0, height, rh, top, c};
+    } else {
+        g->x = (stoker__axis){0, width, c, 0, c};
+        g->y = (stoker__axis){0, height, c, 0, c};
+    }
+}

@@ -1,0 +1,44 @@
+/* The kernels of each instruction set, for the per-ISA tables and their tails. Internal to
+ * src/transform. */
+#ifndef STOKER_TRANSFORM_KERNELS_H
+#define STOKER_TRANSFORM_KERNELS_H
+
+#include "transform/transform.h"
+
+#define STOKER__ROUND (1 << (STOKER__PRECISION_BITS - 1))
+
+void stoker__interleave4_scalar(const uint8_t *const rows[4], size_t n, uint8_t *quad);
+void stoker__hpass4_scalar(const uint8_t *quad, int32_t n, const int32_t *first,
+                           const int32_t *taps, const int32_t *coef, int32_t kstride,
+                           uint8_t *const out[4]);
+void stoker__vpass_scalar(const uint8_t *src, size_t stride, int32_t taps, const int32_t *coef,
+                          uint8_t *dst, size_t n);
+void stoker__unpack_planar_scalar(const uint8_t *rgbx, size_t n, uint8_t *r, uint8_t *g,
+                                  uint8_t *b);
+void stoker__unpack_packed_scalar(const uint8_t *rgbx, size_t n, uint8_t *rgb);
+/* The scalar conversion of elements [start, n): the tail of every variant. */
+void stoker__convert_scalar_from(const uint8_t *src, size_t start, size_t n, int32_t dtype,
+                                 const float *scale, const float *bias, void *dst);
+void stoker__convert_scalar(const uint8_t *src, size_t n, int32_t dtype, const float *scale,
+                            const float *bias, void *dst);
+
+void stoker__interleave4_avx2(const uint8_t *const rows[4], size_t n, uint8_t *quad);
+void stoker__hpass4_avx2(const uint8_t *quad, int32_t n, const int32_t *first, const int32_t *taps,
+                         const int32_t *coef, int32_t kstride, uint8_t *const out[4]);
+void stoker__vpass_avx2(const uint8_t *src, size_t stride, int32_t taps, const int32_t *coef,
+                        uint8_t *dst, size_t n);
+void stoker__unpack_planar_avx2(const uint8_t *rgbx, size_t n, uint8_t *r, uint8_t *g, uint8_t *b);
+void stoker__unpack_packed_avx2(const uint8_t *rgbx, size_t n, uint8_t *rgb);
+void stoker__convert_avx2(const uint8_t *src, size_t n, int32_t dtype, const float *scale,
+                          const float *bias, void *dst);
+
+void stoker__interleave4_avx512(const uint8_t *const rows[4], size_t n, uint8_t *quad);
+void stoker__hpass4_avx512(const uint8_t *quad, int32_t n, const int32_t *first,
+                           const int32_t *taps, const int32_t *coef, int32_t kstride,
+                           uint8_t *const out[4]);
+void stoker__vpass_avx512(const uint8_t *src, size_t stride, int32_t taps, const int32_t *coef,
+                          uint8_t *dst, size_t n);
+void stoker__convert_avx512(const uint8_t *src, size_t n, int32_t dtype, const float *scale,
+                            const float *bias, void *dst);
+
+#endif

@@ -1,0 +1,77 @@
+/* AVX-512 normalisation: the same fused multiply-add and round-to-nearest-even conversions
+ * as the scalar reference, 16 lanes at a time; the tail under a mask. */
+#include "transform/transform.h"
+
+#include "transform/kernels.h"
+
+#include <immintrin.h>
+
+static inline __m512 load16(__mmask16 m, const uint8_t *p)
+{
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, p)));
+}
+
+static inline __m256i to_bf16(__m512 f)
+{
+    const __m512i x = _mm512_castps_si512(f);
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+    const __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(x, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF))), 16);
+    return _mm512_cvtepi32_epi16(r);
+}
+
+static inline void store16(uint8_t *dst, size_t e, __mmask16 m, int32_t dtype, __m512 f)
+{
+    if (dtype == STOKER_DTYPE_FLOAT32)
+        _mm512_mask_storeu_ps(dst + 4 * e, m, f);
+    else if (dtype == STOKER_DTYPE_FLOAT16)
+        _mm256_mask_storeu_epi16(dst + 2 * e, m,
+                                 _mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    else
+        _mm256_mask_storeu_epi16(dst + 2 * e, m, to_bf16(f));
+}
+
+/* Hot loop: one 48-element period (3 vectors) per iteration, then masked vectors. */
+static inline void convert_all(const uint8_t *src, size_t n, int32_t dtype, const float *scale,
+                               const float *bias, uint8_t *dst)
+{
+    __m512 s[3], b[3];
+    for (int v = 0; v < 3; v++) {
+        s[v] = _mm512_loadu_ps(scale + 16 * v);
+        b[v] = _mm512_loadu_ps(bias + 16 * v);
+    }
+    size_t i = 0;
+    for (; i + STOKER__PATTERN <= n; i += STOKER__PATTERN)
+        for (int v = 0; v < 3; v++) {
+            const size_t e = i + 16 * (size_t)v;
+            store16(dst, e, 0xFFFF, dtype, _mm512_fmadd_ps(load16(0xFFFF, src + e), s[v], b[v]));
+        }
+    for (int v = 0; i + 16 * (size_t)v < n; v++) {
+        const size_t e = i + 16 * (size_t)v, left = n - e;
+        const __mmask16 m = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+        store16(dst, e, m, dtype, _mm512_fmadd_ps(load16(m, src + e), s[v], b[v]));
+    }
+}
+
+void stoker__convert_avx512(const uint8_t *src, size_t n, int32_t dtype, const float *scale,
+                            const float *bias, void *dst)
+{
+    if (dtype == STOKER_DTYPE_FLOAT32)
+        convert_all(src, n, STOKER_DTYPE_FLOAT32, scale, bias, dst);
+    else if (dtype == STOKER_DTYPE_FLOAT16)
+        convert_all(src, n, STOKER_DTYPE_FLOAT16, scale, bias, dst);
+    else
+        convert_all(src, n, STOKER_DTYPE_BFLOAT16, scale, bias, dst);
+}
+
+/* Unpacking is bound by stores, not width: the AVX2 kernels serve here too. */
+const stoker__simd_ops stoker__simd_avx512 = {
+    .level = STOKER_SIMD_AVX512,
+    .name = "avx512",
+    .interleave4 = stoker__interleave4_avx512,
+    .hpass4 = stoker__hpass4_avx512,
+    .vpass = stoker__vpass_avx512,
+    .unpack_planar = stoker__unpack_planar_avx2,
+    .unpack_packed = stoker__unpack_packed_avx2,
+    .convert = stoker__convert_avx512,
+};

@@ -1,0 +1,420 @@
+/* The per-sample pipeline: geometry -> region decode -> horizontal pass per decoded row ->
+ * vertical pass per output row -> unpack + normalise straight into the sample's place.
+ *
+ * Decoded rows are resampled horizontally as they arrive, so the decoded crop is never
+ * stored whole: the scratch keeps (rows used) x C RGBX pixels, and each output row is
+ * resampled vertically into one L1-sized row, unpacked and converted from there. */
+#include "transform/transform.h"
+
+#include "common/config.h"
+#include "decode/color.h"
+#include "decode/jpeg.h"
+
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_SIZE 16384 /* largest output side accepted */
+/* Decoded rows may start before the region (iMCU alignment, at most 32 pixels, plus the
+ * decoder's edge margin): staged rows have this much room beyond the region's width. */
+#define STAGE_SLACK 64
+
+struct stoker__xform_scratch {
+    stoker__jpeg_dec *dec;
+    stoker__xform_stats stats;
+    /* the sample being made */
+    const stoker__xform_params *p;
+    stoker__geom g;
+    int32_t hk, vk;         /* filter lengths (coefficient strides) */
+    int32_t x0, x1, y0, y1; /* source pixels the outputs read */
+    int rebased;            /* hfirst made relative to the first decoded column */
+    size_t stage_px;        /* pixels per staged row */
+    uint64_t hpass_ns;
+    uint64_t seed; /* the record being made, for the header callback */
+    int64_t epoch, id;
+    stoker__err *err;
+    /* grown on demand, reused */
+    int32_t *hfirst, *htaps, *hcoef, *vfirst, *vtaps, *vcoef;
+    size_t hfirst_cap, htaps_cap, hcoef_cap, vfirst_cap, vtaps_cap, vcoef_cap; /* elements */
+    double *tmp;
+    size_t tmp_cap;
+    uint8_t *hbuf, *vrow, *urow, *stage, *quad; /* stage: 4 source rows; quad: interleaved */
+    size_t hbuf_cap, vrow_cap, urow_cap, stage_cap, quad_cap; /* bytes */
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- parameters ---------------------------------------------------------------------------- */
+
+static size_t dtype_bytes(int32_t dtype)
+{
+    return dtype == STOKER_DTYPE_UINT8 ? 1 : dtype == STOKER_DTYPE_FLOAT32 ? 4 : 2;
+}
+
+static void resolve_defaults(stoker__xform_params *p)
+{
+    if (p->transform == STOKER_TRANSFORM_DEFAULT)
+        p->transform = STOKER_TRANSFORM_TRAIN;
+    if (p->size == 0)
+        p->size = 224;
+    if (p->resize == 0) /* torchvision's habit: 256 for 224 */
+        p->resize = (int32_t)floor(p->size * 256.0 / 224.0 + 0.5);
+    if (p->dtype == STOKER_DTYPE_DEFAULT)
+        p->dtype = STOKER_DTYPE_FLOAT16;
+    if (p->layout == STOKER_LAYOUT_DEFAULT)
+        p->layout = STOKER_LAYOUT_NCHW;
+    if (p->dct == STOKER_DCT_DEFAULT)
+        p->dct = STOKER_DCT_ISLOW;
+    if (p->max_pixels == 0)
+        p->max_pixels = UINT64_C(1) << 28;
+}
+
+static int validate(const stoker__xform_params *p, stoker__err *err)
+{
+    const int32_t t = p->transform, d = p->dtype;
+    STOKER_RETURN_IF(t != STOKER_TRANSFORM_TRAIN && t != STOKER_TRANSFORM_EVAL &&
+                         t != STOKER_TRANSFORM_RESIZE,
+                     err, STOKER_E_INVALID, "transform %d has no image pipeline", (int)t);
+    STOKER_RETURN_IF(p->size < 1 || p->size > MAX_SIZE, err, STOKER_E_INVALID,
+                     "size %d outside 1..%d", (int)p->size, MAX_SIZE);
+    STOKER_RETURN_IF(t == STOKER_TRANSFORM_EVAL && (p->resize < p->size || p->resize > 65535), err,
+                     STOKER_E_INVALID, "resize %d must be in size (%d)..65535", (int)p->resize,
+                     (int)p->size);
+    STOKER_RETURN_IF(d != STOKER_DTYPE_UINT8 && d != STOKER_DTYPE_FLOAT16 &&
+                         d != STOKER_DTYPE_BFLOAT16 && d != STOKER_DTYPE_FLOAT32,
+                     err, STOKER_E_INVALID, "dtype %d is not an image output type", (int)d);
+    STOKER_RETURN_IF(p->layout != STOKER_LAYOUT_NCHW && p->layout != STOKER_LAYOUT_NHWC, err,
+                     STOKER_E_INVALID, "layout %d unknown", (int)p->layout);
+    STOKER_RETURN_IF(p->dct != STOKER_DCT_ISLOW && p->dct != STOKER_DCT_IFAST, err,
+                     STOKER_E_INVALID, "dct %d unknown", (int)p->dct);
+    for (int c = 0; c < 3; c++)
+        STOKER_RETURN_IF(!isfinite(p->mean[c]) || !isfinite(p->std[c]) || p->std[c] == 0.0f ||
+                             !isfinite(1.0 / (255.0 * p->std[c])),
+                         err, STOKER_E_INVALID, "mean/std of channel %d unusable (%g, %g)", c,
+                         (double)p->mean[c], (double)p->std[c]);
+    return 0;
+}
+
+/* (v/255 - mean)/std = v * scale + bias, per element position of a 48-element period. */
+static void derive_patterns(stoker__xform_params *p)
+{
+    for (int i = 0; i < STOKER__PATTERN; i++) {
+        for (int c = 0; c < 4; c++) {
+            const int ch = c < 3 ? c : i % 3; /* planes 0..2, then packed RGB */
+            p->scale[c][i] = (float)(1.0 / (255.0 * (double)p->std[ch]));
+            p->bias[c][i] = (float)(-(double)p->mean[ch] / (double)p->std[ch]);
+        }
+    }
+}
+
+int stoker__xform_params_prepare(stoker__xform_params *p, int32_t simd_level, stoker__err *err)
+{
+    resolve_defaults(p);
+    int rc = validate(p, err);
+    if (rc < 0)
+        return rc;
+    rc = stoker__simd_ops_get(simd_level, &p->simd, err);
+    if (rc < 0)
+        return rc;
+    derive_patterns(p);
+    return 0;
+}
+
+int stoker__xform_params_from_config(stoker__xform_params *p, const stoker_config *cfg,
+                                     stoker__err *err)
+{
+    memset(p, 0, sizeof *p);
+    p->transform = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_TRANSFORM);
+    p->size = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_SIZE);
+    p->resize = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_RESIZE);
+    p->dtype = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_DTYPE);
+    p->layout = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_LAYOUT);
+    p->dct = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_DCT);
+    p->max_pixels = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_MAX_PIXELS);
+    for (int c = 0; c < 3; c++) {
+        p->mean[c] = (float)stoker__cfg_float(cfg, (stoker_option)(STOKER_OPT_MEAN_R + c));
+        p->std[c] = (float)stoker__cfg_float(cfg, (stoker_option)(STOKER_OPT_STD_R + c));
+    }
+    return stoker__xform_params_prepare(p, (int32_t)stoker__cfg_int(cfg, STOKER_OPT_SIMD), err);
+}
+
+size_t stoker__xform_sample_bytes(const stoker__xform_params *p)
+{
+    return (size_t)p->size * (size_t)p->size * 3 * dtype_bytes(p->dtype);
+}
+
+/* ---- scratch ------------------------------------------------------------------------------- */
+
+int stoker__xform_scratch_create(stoker__xform_scratch **out)
+{
+    stoker__xform_scratch *s = stoker__calloc(1, sizeof *s);
+    *out = s;
+    if (!s)
+        return -ENOMEM;
+    if (stoker__jpeg_dec_create(&s->dec) < 0) {
+        stoker__free(s);
+        *out = NULL;
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+void stoker__xform_scratch_destroy(stoker__xform_scratch *s)
+{
+    if (!s)
+        return;
+    stoker__jpeg_dec_destroy(s->dec);
+    void *bufs[] = {s->hfirst, s->htaps, s->hcoef, s->vfirst, s->vtaps, s->vcoef,
+                    s->tmp,    s->hbuf,  s->vrow,  s->urow,   s->stage, s->quad};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        stoker__free(bufs[i]);
+    stoker__free(s);
+}
+
+const stoker__xform_stats *stoker__xform_scratch_stats(const stoker__xform_scratch *s)
+{
+    return &s->stats;
+}
+
+/* Makes *buf hold n elements of `size` bytes (contents not kept). */
+static int grow(void *buf, size_t *cap, uint64_t n, size_t size)
+{
+    void **b = buf;
+    uint64_t bytes;
+    if (n <= *cap)
+        return 0;
+    if (stoker__mul_ovf(n, size, &bytes) || bytes > SIZE_MAX)
+        return -ENOMEM;
+    void *p = stoker__malloc((size_t)bytes);
+    if (!p)
+        return -ENOMEM;
+    memset(p, 0, (size_t)bytes); /* padding may be read (and weighted by zero) */
+    stoker__free(*b);
+    *b = p;
+    *cap = (size_t)n;
+    return 0;
+}
+
+/* ---- one sample ---------------------------------------------------------------------------- */
+
+/* Grows every table and buffer the sample needs; sizes are bounded by the validated image
+ * size and output size, and every product is overflow-checked. */
+static int grow_tables(stoker__xform_scratch *s, int32_t c, stoker__err *err)
+{
+    const uint64_t hk = (uint64_t)s->hk, vk = (uint64_t)s->vk, n = (uint64_t)c;
+    const uint64_t rows = (uint64_t)(s->y1 - s->y0), px = s->stage_px;
+    const int bad =
+        grow(&s->hfirst, &s->hfirst_cap, n, 4) < 0 || grow(&s->htaps, &s->htaps_cap, n, 4) < 0 ||
+        grow(&s->hcoef, &s->hcoef_cap, n * hk, 4) < 0 ||
+        grow(&s->stage, &s->stage_cap, px * 16, 1) < 0 ||
+        grow(&s->quad, &s->quad_cap, px * 16, 1) < 0 ||
+        grow(&s->vfirst, &s->vfirst_cap, n, 4) < 0 || grow(&s->vtaps, &s->vtaps_cap, n, 4) < 0 ||
+        grow(&s->vcoef, &s->vcoef_cap, n * vk, 4) < 0 ||
+        grow(&s->hbuf, &s->hbuf_cap, rows * n * 4, 1) < 0 ||
+        grow(&s->vrow, &s->vrow_cap, n * 4, 1) < 0 || grow(&s->urow, &s->urow_cap, n * 3, 1) < 0;
+    STOKER_RETURN_IF(bad, err, -ENOMEM, "no memory for a %dx%d sample from %d source rows", (int)c,
+                     (int)c, (int)rows);
+    return 0;
+}
+
+/* Geometry and coefficient tables for a width x height source. */
+static int plan(stoker__xform_scratch *s, const stoker__xform_params *p, int32_t width,
+                int32_t height, uint64_t seed, int64_t epoch, int64_t id, stoker__err *err)
+{
+    stoker__xform_geometry(p, width, height, seed, epoch, id, &s->g);
+    s->p = p;
+    s->hk = stoker__resample_ksize(&s->g.x);
+    s->vk = stoker__resample_ksize(&s->g.y);
+    const int32_t kmax = s->hk > s->vk ? s->hk : s->vk;
+    STOKER_RETURN_IF(grow(&s->tmp, &s->tmp_cap, (uint64_t)kmax, sizeof(double)) < 0, err, -ENOMEM,
+                     "no memory for %d filter taps", (int)kmax);
+    stoker__resample_range(&s->g.y, &s->y0, &s->y1); /* sizes hbuf */
+    stoker__resample_range(&s->g.x, &s->x0, &s->x1); /* sizes the staged rows */
+    s->stage_px = (size_t)(s->x1 - s->x0) + STAGE_SLACK;
+    int rc = grow_tables(s, p->size, err);
+    if (rc < 0)
+        return rc;
+    int32_t lo, hi;
+    stoker__resample_coeffs(&s->g.y, s->y0, 0, s->vk, 1, s->vfirst, s->vtaps, s->vcoef, s->tmp, &lo,
+                            &hi);
+    stoker__resample_coeffs(&s->g.x, 0, s->g.flip, s->hk, 1, s->hfirst, s->htaps, s->hcoef, s->tmp,
+                            &s->x0, &s->x1);
+    s->rebased = 0;
+    s->hpass_ns = 0;
+    return 0;
+}
+
+/* After the JPEG header: plans the sample and asks for just the source pixels it reads. */
+static int on_header(void *ctx, int32_t width, int32_t height, stoker__jpeg_region *r)
+{
+    stoker__xform_scratch *s = ctx;
+    const int rc = plan(s, s->p, width, height, s->seed, s->epoch, s->id, s->err);
+    if (rc < 0)
+        return rc;
+    *r = (stoker__jpeg_region){s->x0, s->y0, s->x1, s->y1, 0};
+    return 0;
+}
+
+/* Makes the horizontal table relative to the first pixel the rows start at. */
+static void rebase(stoker__xform_scratch *s, int32_t x)
+{
+    for (int32_t j = 0; j < s->p->size; j++)
+        s->hfirst[j] -= x;
+    s->rebased = 1;
+}
+
+/* Resamples the staged rows [y - r, y] (r + 1 of them, 1..4) horizontally into hbuf. */
+static void flush_rows(stoker__xform_scratch *s, int32_t y, int32_t r, int32_t n)
+{
+    const size_t c = (size_t)s->p->size;
+    const uint8_t *rows[4];
+    uint8_t *out[4];
+    for (int32_t i = 0; i < 4; i++) {
+        /* missing rows repeat the last one; their results go to a spare row */
+        rows[i] = s->stage + (size_t)(i <= r ? i : r) * s->stage_px * 4;
+        out[i] = i <= r ? s->hbuf + (size_t)(y - r + i - s->y0) * c * 4 : s->vrow;
+    }
+    s->p->simd->interleave4(rows, (size_t)n, s->quad);
+    s->p->simd->hpass4(s->quad, s->p->size, s->hfirst, s->htaps, s->hcoef, s->hk, out);
+}
+
+/* Row y of n pixels from image column x is staged; every fourth row (and the last) the
+ * staged rows are resampled together. */
+static int row_staged(stoker__xform_scratch *s, int32_t y, int32_t x, int32_t n)
+{
+    if (!s->rebased)
+        rebase(s, x);
+    const int32_t r = (y - s->y0) & 3;
+    if (r == 3 || y == s->y1 - 1) {
+        const uint64_t t0 = now_ns();
+        flush_rows(s, y, r, n);
+        s->hpass_ns += now_ns() - t0;
+    }
+    return 0;
+}
+
+/* Rows are decoded straight into the staging rows (no copy). */
+static uint8_t *on_buffer(void *ctx, int32_t y, int32_t n)
+{
+    stoker__xform_scratch *s = ctx;
+    if ((size_t)n > s->stage_px) {
+        stoker__fail(s->err, STOKER_E_LIMIT, "JPEG row of %d pixels, at most %zu expected", (int)n,
+                     s->stage_px);
+        return NULL;
+    }
+    return s->stage + (size_t)((y - s->y0) & 3) * s->stage_px * 4;
+}
+
+static int on_row(void *ctx, int32_t y, const uint8_t *rgbx, int32_t x, int32_t n)
+{
+    (void)rgbx; /* it is the staging row that on_buffer gave */
+    stoker__xform_scratch *s = ctx;
+    return row_staged(s, y, x, n);
+}
+
+/* One resampled RGBX row to output row j of dst, in the sample's dtype and layout. */
+static void emit_row(const stoker__xform_params *p, const uint8_t *rgbx, uint8_t *urow, int32_t j,
+                     uint8_t *dst)
+{
+    const stoker__simd_ops *k = p->simd;
+    const size_t c = (size_t)p->size, es = dtype_bytes(p->dtype);
+    if (p->layout == STOKER_LAYOUT_NHWC) {
+        uint8_t *o = dst + (size_t)j * c * 3 * es;
+        if (p->dtype == STOKER_DTYPE_UINT8)
+            k->unpack_packed(rgbx, c, o);
+        else {
+            k->unpack_packed(rgbx, c, urow);
+            k->convert(urow, 3 * c, p->dtype, p->scale[3], p->bias[3], o);
+        }
+        return;
+    }
+    const size_t plane = c * c * es;
+    uint8_t *o = dst + (size_t)j * c * es;
+    if (p->dtype == STOKER_DTYPE_UINT8) {
+        k->unpack_planar(rgbx, c, o, o + plane, o + 2 * plane);
+        return;
+    }
+    k->unpack_planar(rgbx, c, urow, urow + c, urow + 2 * c);
+    for (int ch = 0; ch < 3; ch++)
+        k->convert(urow + ch * c, c, p->dtype, p->scale[ch], p->bias[ch], o + ch * plane);
+}
+
+/* Hot loop over output rows: vertical pass into one row, then unpack/normalise. */
+/* Hot loop over output rows: vertical pass into one row, then unpack/normalise. Reading the
+ * clock costs ~30 ns, so normalisation is timed on every SAMPLE_EVERY-th row only and
+ * scaled: the stage shares stay right while the clock costs little. */
+#define SAMPLE_EVERY 8
+static void finish(stoker__xform_scratch *s, const stoker__xform_params *p, void *dst)
+{
+    const size_t c = (size_t)p->size, stride = c * 4;
+    uint64_t sampled = 0, rows = 0;
+    const uint64_t start = now_ns();
+    for (int32_t j = 0; j < p->size; j++) {
+        p->simd->vpass(s->hbuf + (size_t)s->vfirst[j] * stride, stride, s->vtaps[j],
+                       s->vcoef + (size_t)j * s->vk, s->vrow, stride);
+        if (j % SAMPLE_EVERY == 0) {
+            const uint64_t t0 = now_ns();
+            emit_row(p, s->vrow, s->urow, j, dst);
+            sampled += now_ns() - t0;
+            rows++;
+        } else {
+            emit_row(p, s->vrow, s->urow, j, dst);
+        }
+    }
+    const uint64_t total = now_ns() - start;
+    uint64_t norm = sampled * (uint64_t)p->size / rows;
+    norm = norm < total ? norm : total;
+    s->stats.resize_ns += total - norm + s->hpass_ns;
+    s->stats.normalize_ns += norm;
+    s->stats.samples++;
+}
+
+int stoker__xform_jpeg(stoker__xform_scratch *s, const stoker__xform_params *p, uint64_t seed,
+                       int64_t epoch, int64_t id, const uint8_t *jpeg, size_t size, void *dst,
+                       stoker__err *err)
+{
+    /* the geometry needs the image size: on_header plans the sample from the header,
+     * before anything is decoded */
+    const uint64_t t0 = now_ns();
+    s->p = p;
+    s->seed = seed;
+    s->epoch = epoch;
+    s->id = id;
+    s->err = err;
+    s->hpass_ns = 0;
+    const stoker__jpeg_sink sink = {on_header, on_row, s, on_buffer};
+    const int rc = stoker__jpeg_decode(s->dec, jpeg, size, p->dct, p->max_pixels, &sink, err);
+    s->stats.decode_ns += now_ns() - t0 - s->hpass_ns;
+    if (rc < 0)
+        return rc;
+    finish(s, p, dst);
+    return 0;
+}
+
+int stoker__xform_rgb(stoker__xform_scratch *s, const stoker__xform_params *p, uint64_t seed,
+                      int64_t epoch, int64_t id, const uint8_t *rgb, int32_t width, int32_t height,
+                      size_t stride, void *dst, stoker__err *err)
+{
+    STOKER_RETURN_IF(width < 1 || height < 1 || stride < (size_t)width * 3, err, STOKER_E_INVALID,
+                     "RGB image %dx%d with stride %zu", (int)width, (int)height, stride);
+    STOKER_RETURN_IF((uint64_t)width * (uint64_t)height > p->max_pixels, err, STOKER_E_LIMIT,
+                     "image of %dx%d pixels exceeds the limit of %llu pixels", (int)width,
+                     (int)height, (unsigned long long)p->max_pixels);
+    int rc = plan(s, p, width, height, seed, epoch, id, err);
+    if (rc < 0)
+        return rc;
+    const int32_t n = s->x1 - s->x0;
+    s->hpass_ns = 0;
+    for (int32_t y = s->y0; y < s->y1; y++) {
+        uint8_t *row = s->stage + (size_t)((y - s->y0) & 3) * s->stage_px * 4;
+        stoker__rgb_to_rgbx(rgb + (size_t)y * stride + (size_t)s->x0 * 3, row, (size_t)n);
+        row_staged(s, y, s->x0, n);
+    }
+    finish(s, p, dst);
+    return 0;
+}

@@ -1,0 +1,151 @@
+/* AVX2 resampling and unpacking kernels; integer arithmetic identical to the scalar
+ * reference (sums of int32 products are exact, so only the order differs). */
+#include "transform/transform.h"
+
+#include "transform/kernels.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+/* The 22-bit fixed-point sums of 8 lanes, rounded, shifted and saturated like clip8. */
+static inline __m256i finish8(__m256i acc)
+{
+    return _mm256_srai_epi32(_mm256_add_epi32(acc, _mm256_set1_epi32(STOKER__ROUND)),
+                             STOKER__PRECISION_BITS);
+}
+
+static inline void store4(uint8_t *p, int32_t v)
+{
+    memcpy(p, &v, 4);
+}
+
+/* Hot loop: one output pixel of four rows per iteration, one weight per tap. */
+void stoker__hpass4_avx2(const uint8_t *quad, int32_t n, const int32_t *first, const int32_t *taps,
+                         const int32_t *coef, int32_t kstride, uint8_t *const out[4])
+{
+    for (int32_t j = 0; j < n; j++) {
+        const uint8_t *q = quad + (size_t)first[j] * 16;
+        const int32_t *k = coef + (size_t)j * kstride;
+        __m256i a01 = _mm256_setzero_si256(), a23 = _mm256_setzero_si256();
+        for (int32_t x = 0; x < taps[j]; x++) {
+            const __m128i v = _mm_loadu_si128((const __m128i *)(q + (size_t)x * 16));
+            const __m256i w = _mm256_set1_epi32(k[x]);
+            a01 = _mm256_add_epi32(a01, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(v), w));
+            a23 = _mm256_add_epi32(
+                a23, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)), w));
+        }
+        /* lanes: [row 0, row 2 | row 1, row 3] after the in-lane packs */
+        const __m256i p = _mm256_packs_epi32(finish8(a01), finish8(a23));
+        const __m256i b = _mm256_packus_epi16(p, p);
+        const __m128i lo = _mm256_castsi256_si128(b), hi = _mm256_extracti128_si256(b, 1);
+        store4(out[0] + (size_t)j * 4, _mm_cvtsi128_si32(lo));
+        store4(out[2] + (size_t)j * 4, _mm_extract_epi32(lo, 1));
+        store4(out[1] + (size_t)j * 4, _mm_cvtsi128_si32(hi));
+        store4(out[3] + (size_t)j * 4, _mm_extract_epi32(hi, 1));
+    }
+}
+
+/* A 4x4 transpose of 32-bit pixels per 128-bit lane: 8 pixels of 4 rows per iteration. */
+void stoker__interleave4_avx2(const uint8_t *const rows[4], size_t n, uint8_t *quad)
+{
+    size_t x = 0;
+    for (; x + 8 <= n; x += 8) {
+        const __m256i r0 = _mm256_loadu_si256((const __m256i *)(rows[0] + 4 * x));
+        const __m256i r1 = _mm256_loadu_si256((const __m256i *)(rows[1] + 4 * x));
+        const __m256i r2 = _mm256_loadu_si256((const __m256i *)(rows[2] + 4 * x));
+        const __m256i r3 = _mm256_loadu_si256((const __m256i *)(rows[3] + 4 * x));
+        const __m256i t0 = _mm256_unpacklo_epi32(r0, r1), t1 = _mm256_unpacklo_epi32(r2, r3);
+        const __m256i t2 = _mm256_unpackhi_epi32(r0, r1), t3 = _mm256_unpackhi_epi32(r2, r3);
+        const __m256i p0 = _mm256_unpacklo_epi64(t0, t1), p1 = _mm256_unpackhi_epi64(t0, t1);
+        const __m256i p2 = _mm256_unpacklo_epi64(t2, t3), p3 = _mm256_unpackhi_epi64(t2, t3);
+        uint8_t *o = quad + 16 * x; /* p0 holds pixels x and x + 4, p1 x+1 and x+5, ... */
+        _mm256_storeu_si256((__m256i *)o, _mm256_permute2x128_si256(p0, p1, 0x20));
+        _mm256_storeu_si256((__m256i *)(o + 32), _mm256_permute2x128_si256(p2, p3, 0x20));
+        _mm256_storeu_si256((__m256i *)(o + 64), _mm256_permute2x128_si256(p0, p1, 0x31));
+        _mm256_storeu_si256((__m256i *)(o + 96), _mm256_permute2x128_si256(p2, p3, 0x31));
+    }
+    if (x < n) {
+        const uint8_t *const rest[4] = {rows[0] + 4 * x, rows[1] + 4 * x, rows[2] + 4 * x,
+                                        rows[3] + 4 * x};
+        stoker__interleave4_scalar(rest, n - x, quad + 16 * x);
+    }
+}
+
+/* Hot loop: 32 bytes per iteration, one multiply-add per tap and 8 bytes. */
+void stoker__vpass_avx2(const uint8_t *src, size_t stride, int32_t taps, const int32_t *coef,
+                        uint8_t *dst, size_t n)
+{
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+        for (int32_t k = 0; k < taps; k++) {
+            const uint8_t *r = src + (size_t)k * stride + i;
+            const __m256i w = _mm256_set1_epi32(coef[k]);
+            const __m256i v = _mm256_loadu_si256((const __m256i *)r);
+            const __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
+            a0 = _mm256_add_epi32(a0, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(lo), w));
+            a1 = _mm256_add_epi32(
+                a1, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)), w));
+            a2 = _mm256_add_epi32(a2, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(hi), w));
+            a3 = _mm256_add_epi32(
+                a3, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)), w));
+        }
+        const __m256i p01 = _mm256_packs_epi32(finish8(a0), finish8(a1));
+        const __m256i p23 = _mm256_packs_epi32(finish8(a2), finish8(a3));
+        const __m256i out = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(p01, p23), order);
+        _mm256_storeu_si256((__m256i *)(dst + i), out);
+    }
+    for (; i + 8 <= n; i += 8) {
+        __m256i a = _mm256_setzero_si256();
+        for (int32_t k = 0; k < taps; k++) {
+            const __m128i v = _mm_loadl_epi64((const __m128i *)(src + (size_t)k * stride + i));
+            a = _mm256_add_epi32(
+                a, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(v), _mm256_set1_epi32(coef[k])));
+        }
+        const __m256i f = finish8(a);
+        const __m128i p =
+            _mm_packs_epi32(_mm256_castsi256_si128(f), _mm256_extracti128_si256(f, 1));
+        _mm_storel_epi64((__m128i *)(dst + i), _mm_packus_epi16(p, p));
+    }
+    if (i < n)
+        stoker__vpass_scalar(src + i, stride, taps, coef, dst + i, n - i);
+}
+
+static inline void store8(uint8_t *p, __m128i v, int high)
+{
+    const uint64_t x = (uint64_t)(high ? _mm_extract_epi64(v, 1) : _mm_cvtsi128_si64(v));
+    memcpy(p, &x, 8);
+}
+
+void stoker__unpack_planar_avx2(const uint8_t *rgbx, size_t n, uint8_t *r, uint8_t *g, uint8_t *b)
+{
+    const __m256i group = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0,
+                                           4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(rgbx + 4 * i));
+        const __m256i t = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(v, group), order);
+        const __m128i rg = _mm256_castsi256_si128(t), bx = _mm256_extracti128_si256(t, 1);
+        store8(r + i, rg, 0);
+        store8(g + i, rg, 1);
+        store8(b + i, bx, 0);
+    }
+    if (i < n)
+        stoker__unpack_planar_scalar(rgbx + 4 * i, n - i, r + i, g + i, b + i);
+}
+
+void stoker__unpack_packed_avx2(const uint8_t *rgbx, size_t n, uint8_t *rgb)
+{
+    const __m128i drop = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const __m128i v = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(rgbx + 4 * i)), drop);
+        const int32_t tail = _mm_extract_epi32(v, 2);
+        store8(rgb + 3 * i, v, 0);
+        memcpy(rgb + 3 * i + 8, &tail, 4);
+    }
+    if (i < n)
+        stoker__unpack_packed_scalar(rgbx + 4 * i, n - i, rgb + 3 * i);
+}

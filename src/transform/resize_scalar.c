@@ -1,0 +1,69 @@
+/* Reference resampling kernels: Pillow's 8-bit fixed-point passes (Resample.c). */
+#include "transform/transform.h"
+
+#include "transform/kernels.h"
+
+#include <string.h>
+
+/* Pillow's clip8: the 22-bit fixed-point sum to uint8, saturating. */
+static inline uint8_t clip8(int32_t v)
+{
+    if (v >= (255 << STOKER__PRECISION_BITS))
+        return 255;
+    if (v <= 0)
+        return 0;
+    return (uint8_t)(v >> STOKER__PRECISION_BITS);
+}
+
+void stoker__interleave4_scalar(const uint8_t *const rows[4], size_t n, uint8_t *quad)
+{
+    for (size_t x = 0; x < n; x++)
+        for (int r = 0; r < 4; r++)
+            memcpy(quad + (x * 4 + (size_t)r) * 4, rows[r] + x * 4, 4);
+}
+
+void stoker__hpass4_scalar(const uint8_t *quad, int32_t n, const int32_t *first,
+                           const int32_t *taps, const int32_t *coef, int32_t kstride,
+                           uint8_t *const out[4])
+{
+    for (int32_t j = 0; j < n; j++) {
+        const uint8_t *q = quad + (size_t)first[j] * 16;
+        const int32_t *k = coef + (size_t)j * kstride;
+        int32_t acc[16];
+        for (int i = 0; i < 16; i++)
+            acc[i] = STOKER__ROUND;
+        for (int32_t x = 0; x < taps[j]; x++)
+            for (int i = 0; i < 16; i++)
+                acc[i] += q[x * 16 + i] * k[x];
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++)
+                out[r][(size_t)j * 4 + c] = clip8(acc[r * 4 + c]);
+    }
+}
+
+void stoker__vpass_scalar(const uint8_t *src, size_t stride, int32_t taps, const int32_t *coef,
+                          uint8_t *dst, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        int32_t acc = STOKER__ROUND;
+        for (int32_t k = 0; k < taps; k++)
+            acc += src[(size_t)k * stride + i] * coef[k];
+        dst[i] = clip8(acc);
+    }
+}
+
+void stoker__unpack_planar_scalar(const uint8_t *rgbx, size_t n, uint8_t *r, uint8_t *g, uint8_t *b)
+{
+    for (size_t i = 0; i < n; i++) {
+        r[i] = rgbx[4 * i];
+        g[i] = rgbx[4 * i + 1];
+        b[i] = rgbx[4 * i + 2];
+    }
+}
+
+void stoker__unpack_packed_scalar(const uint8_t *rgbx, size_t n, uint8_t *rgb)
+{
+    for (size_t i = 0; i < n; i++)
+        for (int c = 0; c < 3; c++)
+            rgb[3 * i + c] = rgbx[4 * i + c];
+}

@@ -1,0 +1,175 @@
+/* The per-sample image pipeline: crop-box geometry, bilinear antialiased resampling,
+ * normalisation, and the one entry point the loader's workers call per record.
+ *
+ * Resampling is Pillow's ImagingResample "bilinear" (a triangle filter whose support grows
+ * with the downscale factor, 22-bit fixed-point coefficients, a horizontal pass to uint8
+ * and then a vertical pass to uint8), which is also what torchvision's Resize does on PIL
+ * images: for the same decoded pixels the uint8 result equals Pillow's exactly. Normalising
+ * then maps each uint8 value v to (v/255 - mean)/std = v * (1/(255 std)) + (-mean/std),
+ * computed as one fused multiply-add in float32 in every variant, so that all SIMD
+ * variants give bit-identical results (float16 and bfloat16 round to nearest even). */
+#ifndef STOKER_TRANSFORM_H
+#define STOKER_TRANSFORM_H
+
+#include "common/common.h"
+
+/* ---- geometry ---------------------------------------------------------------------------- */
+
+/* A box of source pixels. */
+typedef struct stoker__box {
+    int32_t x, y, w, h;
+} stoker__box;
+
+/* torchvision's RandomResizedCrop.get_params(scale=(0.08, 1), ratio=(3/4, 4/3)) for a
+ * width x height image (both >= 1): 10 tries of a log-uniform ratio and uniform area,
+ * then the centre-crop fallback that clamps the ratio. Randomness is draw 0..39 of
+ * (seed, epoch, id). Returns 1 when the fallback was taken, else 0. */
+int stoker__rrc_box(int32_t width, int32_t height, uint64_t seed, int64_t epoch, int64_t id,
+                    stoker__box *box);
+/* The horizontal flip decision (p = 0.5) of (seed, epoch, id): 1 flip, 0 keep. */
+int stoker__rrc_flip(uint64_t seed, int64_t epoch, int64_t id);
+
+/* torchvision's Resize(short) + CenterCrop(crop) on a width x height image: the resized
+ * size (*rw, *rh; the long side int(short * long / short_side)) and the crop's top-left
+ * corner in resized pixels (round half to even, as Python's round). */
+void stoker__eval_geometry(int32_t width, int32_t height, int32_t short_side, int32_t crop,
+                           int32_t *rw, int32_t *rh, int32_t *left, int32_t *top);
+
+/* One axis of a resample: outputs [first, first + count) of a resize of the in_size source
+ * pixels starting at source pixel `offset` to out_size pixels. */
+typedef struct stoker__axis {
+    int32_t offset, in_size, out_size, first, count;
+} stoker__axis;
+
+/* The whole geometry of one sample: how x and y map, and whether x is mirrored. */
+typedef struct stoker__geom {
+    stoker__axis x, y;
+    int flip;
+} stoker__geom;
+
+/* The filter length of an axis (Pillow's ksize = 2 ceil(support) + 1). */
+int32_t stoker__resample_ksize(const stoker__axis *a);
+
+/* The source range [lo, hi) (absolute pixels) that the outputs of `a` read. */
+void stoker__resample_range(const stoker__axis *a, int32_t *lo, int32_t *hi);
+
+/* Computes Pillow's fixed-point coefficients for the outputs of `a`: for output j (or
+ * count-1-j when `flip`), first[j] = the first source pixel used, relative to source pixel
+ * `origin`; taps[j] = how many are used (may be NULL); coef[(j * kpad + k) * rep + r] =
+ * weight k, repeated `rep` times (1, or 4 to repeat it per channel), 0 for k >= taps[j].
+ * kpad >= stoker__resample_ksize(a). `tmp` holds kpad doubles. Also returns, through lo/hi,
+ * the source range [lo, hi) (absolute pixels) that the outputs read. */
+void stoker__resample_coeffs(const stoker__axis *a, int32_t origin, int flip, int32_t kpad,
+                             int32_t rep, int32_t *first, int32_t *taps, int32_t *coef, double *tmp,
+                             int32_t *lo, int32_t *hi);
+
+/* ---- SIMD kernels --------------------------------------------------------------------------- */
+
+#define STOKER__PRECISION_BITS 22 /* Pillow's: 32 - 8 - 2 */
+#define STOKER__PATTERN 48        /* period of normalisation patterns: 3 channels x 16 lanes */
+
+/* One instruction set's kernels. Every kernel accepts any alignment and any length. */
+typedef struct stoker__simd_ops {
+    int32_t level;    /* a stoker_simd value */
+    const char *name; /* "scalar", "avx2", "avx512" */
+    /* Four rows of n RGBX pixels to one interleaved block: quad[(x * 4 + r) * 4 + c] =
+     * rows[r][x * 4 + c], so that pixel x of the four rows is 16 contiguous bytes. */
+    void (*interleave4)(const uint8_t *const rows[4], size_t n, uint8_t *quad);
+    /* Horizontal pass over four interleaved rows at once (one filter, four rows: every
+     * weight multiplies 16 values): output pixel j of row r is
+     * sum_k quad[first[j] + k][r] * coef[j * kstride + k], k < taps[j], rounded and clipped
+     * to uint8 per channel, stored at out[r] + 4 j. */
+    void (*hpass4)(const uint8_t *quad, int32_t n, const int32_t *first, const int32_t *taps,
+                   const int32_t *coef, int32_t kstride, uint8_t *const out[4]);
+    /* Vertical pass, channel-agnostic: dst[i] = clip(sum_k src[k * stride + i] * coef[k]),
+     * k < taps, for i < n bytes. */
+    void (*vpass)(const uint8_t *src, size_t stride, int32_t taps, const int32_t *coef,
+                  uint8_t *dst, size_t n);
+    /* n RGBX pixels to three planes (NCHW) or to packed RGB (NHWC). */
+    void (*unpack_planar)(const uint8_t *rgbx, size_t n, uint8_t *r, uint8_t *g, uint8_t *b);
+    void (*unpack_packed)(const uint8_t *rgbx, size_t n, uint8_t *rgb);
+    /* dst[i] = src[i] * scale[i % 48] + bias[i % 48] (one fused multiply-add, float32) as
+     * FLOAT32, FLOAT16 or BFLOAT16 (round to nearest even), for i < n. */
+    void (*convert)(const uint8_t *src, size_t n, int32_t dtype, const float *scale,
+                    const float *bias, void *dst);
+} stoker__simd_ops;
+
+/* The kernels of `level` (STOKER_SIMD_AUTO: the best this CPU runs, detected once).
+ * STOKER_E_UNSUPPORTED when the CPU (or build) lacks that level, STOKER_E_INVALID for an
+ * unknown one. Thread-safe. */
+int stoker__simd_ops_get(int32_t level, const stoker__simd_ops **out, stoker__err *err);
+/* The best level this CPU runs (a stoker_simd value). Thread-safe. */
+int32_t stoker__simd_best(void);
+
+/* Per-ISA tables (simd.c hands them out; tests may call kernels directly). */
+extern const stoker__simd_ops stoker__simd_scalar;
+extern const stoker__simd_ops stoker__simd_avx2;
+extern const stoker__simd_ops stoker__simd_avx512;
+
+/* Scalar conversions used by the reference kernels (round to nearest even). */
+uint16_t stoker__f32_to_f16(float f);
+uint16_t stoker__f32_to_bf16(float f);
+float stoker__f16_to_f32(uint16_t h);
+
+/* ---- the pipeline -------------------------------------------------------------------------- */
+
+/* Read-only parameters shared by all workers. Fill with stoker__xform_params_from_config
+ * or by hand followed by stoker__xform_params_prepare. */
+typedef struct stoker__xform_params {
+    int32_t transform; /* STOKER_TRANSFORM_TRAIN / EVAL / RESIZE (DEFAULT = TRAIN) */
+    int32_t size;      /* output C: samples are C x C x 3 (0 = 224) */
+    int32_t resize;    /* eval short side S (0 = round(C * 256 / 224)) */
+    int32_t dtype;     /* UINT8, FLOAT16, BFLOAT16, FLOAT32 (DEFAULT = FLOAT16) */
+    int32_t layout;    /* NCHW or NHWC (DEFAULT = NCHW) */
+    int32_t dct;       /* ISLOW or IFAST (DEFAULT = ISLOW) */
+    float mean[3], std[3];
+    uint64_t max_pixels; /* decoded pixels allowed per image (0 = 1 << 28) */
+    const stoker__simd_ops *simd;
+    /* derived by prepare: normalisation patterns for planes 0..2 and for packed RGB (3) */
+    float scale[4][STOKER__PATTERN], bias[4][STOKER__PATTERN];
+} stoker__xform_params;
+
+/* Reads the transform options of `cfg` (NULL: defaults) and prepares. */
+int stoker__xform_params_from_config(stoker__xform_params *p, const stoker_config *cfg,
+                                     stoker__err *err);
+/* Resolves defaults, validates (STOKER_E_INVALID naming the field), picks the SIMD kernels
+ * of `simd_level` (STOKER_E_UNSUPPORTED when this CPU lacks it) and derives the patterns. */
+int stoker__xform_params_prepare(stoker__xform_params *p, int32_t simd_level, stoker__err *err);
+/* Bytes of one finished sample: C * C * 3 * element size. */
+size_t stoker__xform_sample_bytes(const stoker__xform_params *p);
+
+/* The geometry of record `id` for a width x height image. */
+void stoker__xform_geometry(const stoker__xform_params *p, int32_t width, int32_t height,
+                            uint64_t seed, int64_t epoch, int64_t id, stoker__geom *g);
+
+/* Per-stage time accumulated by a scratch (nanoseconds) and the samples it finished. */
+typedef struct stoker__xform_stats {
+    uint64_t samples, decode_ns, resize_ns, normalize_ns;
+} stoker__xform_stats;
+
+/* Per-worker state: a libjpeg decompressor, row buffers and coefficient tables. Buffers
+ * grow to the largest sample seen and are then reused, so the steady state allocates
+ * nothing of ours (libjpeg still uses its own pools per image). One thread at a time. */
+typedef struct stoker__xform_scratch stoker__xform_scratch;
+
+int stoker__xform_scratch_create(stoker__xform_scratch **out);
+void stoker__xform_scratch_destroy(stoker__xform_scratch *s); /* NULL ok */
+const stoker__xform_stats *stoker__xform_scratch_stats(const stoker__xform_scratch *s);
+
+/* Decodes the JPEG `jpeg` (size bytes) of record `id` and writes the finished sample
+ * (stoker__xform_sample_bytes(p) bytes, in p's dtype and layout) to dst, which may have any
+ * alignment. Only the rows and columns the crop needs are decoded. Returns 0,
+ * STOKER_E_CORRUPT (not a JPEG, or libjpeg's error or damage warning, whose text `err`
+ * keeps), STOKER_E_LIMIT (width * height > max_pixels, found before any allocation for
+ * the image) or -ENOMEM. dst is unspecified after a failure. */
+int stoker__xform_jpeg(stoker__xform_scratch *s, const stoker__xform_params *p, uint64_t seed,
+                       int64_t epoch, int64_t id, const uint8_t *jpeg, size_t size, void *dst,
+                       stoker__err *err);
+
+/* The same from a decoded width x height uint8 RGB image (rows `stride` bytes apart).
+ * STOKER_E_INVALID for a size below 1 or above max_pixels (STOKER_E_LIMIT), -ENOMEM. */
+int stoker__xform_rgb(stoker__xform_scratch *s, const stoker__xform_params *p, uint64_t seed,
+                      int64_t epoch, int64_t id, const uint8_t *rgb, int32_t width, int32_t height,
+                      size_t stride, void *dst, stoker__err *err);
+
+#endif

@@ -1,0 +1,96 @@
+/* Test helpers: making JPEGs with libjpeg in memory, and decoding them whole. */
+#ifndef STOKER_TEST_JPEGUTIL_H
+#define STOKER_TEST_JPEGUTIL_H
+
+#include "testutil.h"
+
+#include <setjmp.h>
+#include <stdio.h>
+
+#include <jpeglib.h>
+
+/* What to make. */
+typedef struct t_jpeg_kind {
+    const char *name;
+    int components;     /* 1 gray, 3 YCbCr (or RGB), 4 CMYK / YCCK */
+    int h_samp, v_samp; /* luma sampling: 2,2 = 4:2:0; 2,1 = 4:2:2; 1,1 = 4:4:4 */
+    int progressive;
+    int ycck;  /* 4 components stored as YCCK */
+    int adobe; /* write the Adobe APP14 marker (4 components) */
+} t_jpeg_kind;
+
+typedef struct t_jerr {
+    struct jpeg_error_mgr pub;
+    jmp_buf jmp;
+} t_jerr;
+
+static void t_jerr_exit(j_common_ptr c)
+{
+    char msg[JMSG_LENGTH_MAX];
+    c->err->format_message(c, msg);
+    T_FAIL("libjpeg in a test helper: %s", msg);
+}
+
+/* A photo-like test pattern: gradients, edges and noise, deterministic in `seed`. */
+static inline uint8_t *t_pattern(int w, int h, int ch, uint64_t seed)
+{
+    uint8_t *p = malloc((size_t)w * h * ch);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            for (int c = 0; c < ch; c++) {
+                int v = (x * (3 + c) + y * (5 - c)) % 256;
+                if (((x / 13) + (y / 11)) % 3 == c % 3)
+                    v = 255 - v;
+                v += (int)(t_rand(&seed) % 24) - 12;
+                p[((size_t)y * w + x) * ch + c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+            }
+    return p;
+}
+
+/* Encodes a w x h test pattern as `kind`; *size receives the length. free() the result. */
+static inline uint8_t *t_make_jpeg(const t_jpeg_kind *kind, int w, int h, int quality,
+                                   uint64_t seed, size_t *size)
+{
+    struct jpeg_compress_struct c;
+    t_jerr je;
+    c.err = jpeg_std_error(&je.pub);
+    je.pub.error_exit = t_jerr_exit;
+    jpeg_create_compress(&c);
+    unsigned char *out = NULL;
+    unsigned long out_size = 0;
+    jpeg_mem_dest(&c, &out, &out_size);
+    c.image_width = (JDIMENSION)w;
+    c.image_height = (JDIMENSION)h;
+    c.input_components = kind->components;
+    c.in_color_space = kind->components == 1   ? JCS_GRAYSCALE
+                       : kind->components == 3 ? JCS_RGB
+                                               : JCS_CMYK;
+    jpeg_set_defaults(&c);
+    if (kind->components == 4)
+        jpeg_set_colorspace(&c, kind->ycck ? JCS_YCCK : JCS_CMYK);
+    if (kind->components == 4)
+        c.write_Adobe_marker = kind->adobe ? TRUE : FALSE;
+    jpeg_set_quality(&c, quality, TRUE);
+    if (kind->components >= 3) {
+        c.comp_info[0].h_samp_factor = kind->h_samp;
+        c.comp_info[0].v_samp_factor = kind->v_samp;
+    }
+    if (kind->progressive)
+        jpeg_simple_progression(&c);
+    jpeg_start_compress(&c, TRUE);
+    uint8_t *px = t_pattern(w, h, kind->components, seed);
+    while (c.next_scanline < c.image_height) {
+        JSAMPROW row = px + (size_t)c.next_scanline * w * kind->components;
+        jpeg_write_scanlines(&c, &row, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    free(px);
+    uint8_t *copy = malloc(out_size);
+    memcpy(copy, out, out_size);
+    free(out);
+    *size = out_size;
+    return copy;
+}
+
+#endif

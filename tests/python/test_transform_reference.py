@@ -1,0 +1,163 @@
+"""The per-sample pipeline against Pillow (and torchvision when importable).
+
+Pillow decodes with libjpeg's accurate IDCT and fancy upsampling, as stoker does, and
+stoker's resampling is Pillow's bilinear ImagingResample term for term, so uint8 outputs
+are expected to equal Pillow's exactly; the asserted bounds leave room for a different
+libjpeg build: uint8 mean absolute error <= 0.05 and max <= 2, float32 mean absolute error
+< 0.02 in normalised units. CMYK and grayscale JPEGs match Image.open(f).convert("RGB")
+within a mean absolute error of 1 (here: exactly).
+
+The samples come from test_transform_dump (a C test program in $STOKER_BUILD_DIR/tests),
+since the pipeline's functions are internal to the library.
+"""
+import os
+import subprocess
+
+import numpy as np
+import pytest
+from PIL import Image
+
+MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
+STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
+
+
+def dump_program():
+    build = os.environ.get("STOKER_BUILD_DIR")
+    if not build:
+        pytest.skip("STOKER_BUILD_DIR is not set")
+    path = os.path.join(build, "tests", "test_transform_dump")
+    if not os.path.exists(path):
+        pytest.skip("test_transform_dump was not built")
+    return path
+
+
+def photo(w, h, seed):
+    """A photo-like RGB image: smooth gradients, shapes and noise."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:h, 0:w].astype(np.float32)
+    img = np.stack([
+        128 + 100 * np.sin(x / 17.0 + seed) * np.cos(y / 23.0),
+        128 + 90 * np.cos((x + y) / 31.0),
+        255 * (x / max(w - 1, 1)) * (y / max(h - 1, 1)),
+    ], axis=-1)
+    img[(x // 40 + y // 30) % 4 == 0] *= 0.4
+    img += rng.normal(0, 8, img.shape)
+    return Image.fromarray(np.clip(img, 0, 255).astype(np.uint8), "RGB")
+
+
+def run_dump(tmp_path, jpeg, mode, size, resize, dtype, layout, seed=0, epoch=0, rid=0):
+    out = tmp_path / f"{mode}-{dtype}-{layout}-{rid}.bin"
+    res = subprocess.run([dump_program(), str(jpeg), mode, str(size), str(resize), dtype,
+                          layout, str(out), str(seed), str(epoch), str(rid)],
+                         capture_output=True, text=True, check=True)
+    geo = [int(v) for v in res.stdout.split("geometry")[1].split()]
+    np_dtype = {"uint8": np.uint8, "float32": np.float32, "float16": np.float16}[dtype]
+    data = np.fromfile(out, dtype=np_dtype)
+    shape = (3, size, size) if layout == "nchw" else (size, size, 3)
+    return data.reshape(shape), geo
+
+
+def pil_eval(img, size, resize):
+    """torchvision's Resize(resize) + CenterCrop(size) on a PIL image, as uint8 HWC."""
+    w, h = img.size
+    if w <= h:
+        rw, rh = resize, int(resize * h / w)
+    else:
+        rw, rh = int(resize * w / h), resize
+    r = img.resize((rw, rh), Image.BILINEAR)
+    left, top = int(round((rw - size) / 2.0)), int(round((rh - size) / 2.0))
+    return np.asarray(r.crop((left, top, left + size, top + size)))
+
+
+def normalise(hwc_u8):
+    return ((hwc_u8.astype(np.float32) / 255.0 - MEAN) / STD).transpose(2, 0, 1)
+
+
+@pytest.fixture(scope="module")
+def jpegs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("jpegs")
+    files = []
+    for i, (w, h, sub) in enumerate([(500, 375, 2), (333, 257, 0), (300, 451, 1),
+                                     (640, 480, 2), (257, 259, 2)]):
+        p = d / f"img{i}.jpg"
+        photo(w, h, i).save(p, quality=90, subsampling=sub)
+        files.append(p)
+    p = d / "progressive.jpg"
+    photo(411, 311, 9).save(p, quality=85, progressive=True)
+    files.append(p)
+    return files
+
+
+@pytest.mark.parametrize("size,resize", [(224, 256), (64, 73), (17, 20)])
+def test_eval_uint8_equals_pillow(tmp_path, jpegs, size, resize):
+    for f in jpegs:
+        ours, _ = run_dump(tmp_path, f, "eval", size, resize, "uint8", "nhwc")
+        ref = pil_eval(Image.open(f).convert("RGB"), size, resize)
+        diff = np.abs(ours.astype(np.int32) - ref.astype(np.int32))
+        assert diff.mean() <= 0.05 and diff.max() <= 2, (f.name, diff.mean(), diff.max())
+
+
+def test_eval_float32_normalised_matches_pillow(tmp_path, jpegs):
+    for f in jpegs:
+        ours, _ = run_dump(tmp_path, f, "eval", 224, 256, "float32", "nchw")
+        ref = normalise(pil_eval(Image.open(f).convert("RGB"), 224, 256))
+        mae = np.abs(ours - ref).mean()
+        assert mae < 0.02, (f.name, mae)
+
+
+def test_eval_float16_nchw(tmp_path, jpegs):
+    ours, _ = run_dump(tmp_path, jpegs[0], "eval", 224, 256, "float16", "nchw")
+    ref = normalise(pil_eval(Image.open(jpegs[0]).convert("RGB"), 224, 256))
+    # float16 keeps 11 significant bits: |x| < 2.7 here, so half an ulp is below 0.001
+    assert np.abs(ours.astype(np.float32) - ref).max() < 0.002
+
+
+def test_train_crop_resize_flip_equals_pillow(tmp_path, jpegs):
+    flips = 0
+    for f in jpegs[:3]:
+        img = Image.open(f).convert("RGB")
+        for rid in range(12):
+            ours, geo = run_dump(tmp_path, f, "train", 96, 0, "uint8", "nhwc", 7, 2, rid)
+            w, h, x, bw, y, bh, flip = geo
+            assert (w, h) == img.size
+            assert 0 <= x and x + bw <= w and 0 <= y and y + bh <= h
+            ref = img.crop((x, y, x + bw, y + bh)).resize((96, 96), Image.BILINEAR)
+            if flip:
+                ref = ref.transpose(Image.FLIP_LEFT_RIGHT)
+                flips += 1
+            diff = np.abs(ours.astype(np.int32) - np.asarray(ref).astype(np.int32))
+            assert diff.mean() <= 0.05 and diff.max() <= 2, (f.name, rid, diff.mean())
+    assert 0 < flips < 36
+
+
+def test_train_is_deterministic(tmp_path, jpegs):
+    a, ga = run_dump(tmp_path, jpegs[0], "train", 64, 0, "float16", "nchw", 11, 4, 5)
+    b, gb = run_dump(tmp_path, jpegs[0], "train", 64, 0, "float16", "nchw", 11, 4, 5)
+    c, gc = run_dump(tmp_path, jpegs[0], "train", 64, 0, "float16", "nchw", 11, 4, 6)
+    assert ga == gb and np.array_equal(a, b)
+    assert gc != ga
+
+
+def test_cmyk_and_gray_equal_pillow_convert(tmp_path):
+    base = photo(96, 96, 3)
+    cases = {"cmyk.jpg": base.convert("CMYK"), "gray.jpg": base.convert("L")}
+    for name, im in cases.items():
+        p = tmp_path / name
+        im.save(p, quality=92)
+        # resize to the image's own size is the identity: the decoded pixels themselves
+        ours, _ = run_dump(tmp_path, p, "resize", 96, 0, "uint8", "nhwc")
+        ref = np.asarray(Image.open(p).convert("RGB"))
+        mae = np.abs(ours.astype(np.int32) - ref.astype(np.int32)).mean()
+        assert mae <= 1.0, (name, mae)
+
+
+def test_torchvision_eval_agrees(tmp_path, jpegs):
+    tv = pytest.importorskip("torchvision")
+    T = tv.transforms
+    tf = T.Compose([T.Resize(256), T.CenterCrop(224), T.ToTensor(),
+                    T.Normalize(MEAN.tolist(), STD.tolist())])
+    for f in jpegs:
+        ref = tf(Image.open(f).convert("RGB")).numpy()
+        ours, _ = run_dump(tmp_path, f, "eval", 224, 256, "float32", "nchw")
+        mae = np.abs(ours - ref).mean()
+        assert mae < 0.02, (f.name, mae)

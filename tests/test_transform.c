@@ -1,0 +1,265 @@
+/* Geometry of the transforms: RandomResizedCrop boxes (inside the image, scale and ratio
+ * bounds, determinism in (seed, epoch, id), the centre-crop fallback), eval boxes against
+ * hand-computed torchvision results, resampling ranges, output sizes, flip, and parameter
+ * validation. */
+#include "testutil.h"
+
+#include "common/rng.h"
+#include "transform/transform.h"
+
+#include <math.h>
+
+/* max_s_min: the largest scale the image's aspect lets a box reach, roughly */
+static void check_rrc_statistics(int32_t w, int32_t h, double max_s_min, double mean_lo,
+                                 int max_fallbacks)
+{
+    const double area = (double)w * h;
+    int fallbacks = 0, flips = 0;
+    double min_s = 1, max_s = 0, min_r = 10, max_r = 0, sum_s = 0;
+    const int n = 20000;
+    for (int64_t id = 0; id < n; id++) {
+        stoker__box b, again;
+        fallbacks += stoker__rrc_box(w, h, 42, 3, id, &b);
+        T_ASSERT(b.x >= 0 && b.y >= 0 && b.w >= 1 && b.h >= 1);
+        T_ASSERT(b.x + b.w <= w && b.y + b.h <= h);
+        stoker__rrc_box(w, h, 42, 3, id, &again);
+        T_ASSERT(memcmp(&b, &again, sizeof b) == 0);
+        const double s = b.w * (double)b.h / area, r = (double)b.w / b.h;
+        /* w and h are rounded: allow their rounding in the bounds */
+        T_ASSERT(s >= 0.08 * (1 - 2.0 / b.h - 2.0 / b.w) - 1e-9 && s <= 1.0);
+        T_ASSERT(r >= 0.75 * (1 - 1.0 / b.w) / (1 + 1.0 / b.h) - 1e-9);
+        T_ASSERT(r <= (4.0 / 3) * (1 + 1.0 / b.w) / (1 - 1.0 / b.h) + 1e-9);
+        min_s = fmin(min_s, s), max_s = fmax(max_s, s), sum_s += s;
+        min_r = fmin(min_r, r), max_r = fmax(max_r, r);
+        flips += stoker__rrc_flip(42, 3, id);
+    }
+    printf("%dx%d: scale [%.3f, %.3f] mean %.3f, ratio [%.3f, %.3f], fallbacks %d, flips %d\n",
+           (int)w, (int)h, min_s, max_s, sum_s / n, min_r, max_r, fallbacks, flips);
+    /* the whole ranges are reached */
+    T_ASSERT(min_s < 0.09 && max_s > max_s_min && min_r < 0.77 && max_r > 1.3);
+    /* flips are fair: 10000 +- 5 sigma (sigma = 71) */
+    T_ASSERT(flips > n / 2 - 355 && flips < n / 2 + 355);
+    /* most tries fit; the mean scale of accepted boxes is below the uniform 0.54 */
+    T_ASSERT(fallbacks <= max_fallbacks);
+    T_ASSERT(sum_s / n > mean_lo && sum_s / n < 0.56);
+}
+
+static void check_rrc_keys(void)
+{
+    stoker__box a, b;
+    int diff_id = 0, diff_epoch = 0, diff_seed = 0;
+    for (int64_t id = 0; id < 1000; id++) {
+        stoker__rrc_box(500, 375, 1, 0, id, &a);
+        stoker__rrc_box(500, 375, 1, 0, id + 1, &b);
+        diff_id += memcmp(&a, &b, sizeof a) != 0;
+        stoker__rrc_box(500, 375, 1, 1, id, &b);
+        diff_epoch += memcmp(&a, &b, sizeof a) != 0;
+        stoker__rrc_box(500, 375, 2, 0, id, &b);
+        diff_seed += memcmp(&a, &b, sizeof a) != 0;
+    }
+    T_ASSERT(diff_id > 990 && diff_epoch > 990 && diff_seed > 990);
+    /* the generator is a pure function of its key */
+    T_EQ_INT(stoker__rng_u64(5, 6, 7, 8), stoker__rng_u64(5, 6, 7, 8));
+    T_ASSERT(stoker__rng_u64(5, 6, 7, 8) != stoker__rng_u64(5, 6, 7, 9));
+    const double u = stoker__rng_unit(0, 0, 0, 0);
+    T_ASSERT(u >= 0 && u < 1);
+}
+
+static void check_rrc_fallback(void)
+{
+    stoker__box b;
+    /* 1x1: every try is too big except a 1x1 box at area 1 (round(sqrt(<=1.33)) = 1) */
+    stoker__rrc_box(1, 1, 0, 0, 0, &b);
+    T_ASSERT(b.x == 0 && b.y == 0 && b.w == 1 && b.h == 1);
+    /* extreme aspect: tries fail, the fallback clamps the ratio to 4/3 and centres */
+    int fb = 0;
+    for (int64_t id = 0; id < 200; id++) {
+        fb += stoker__rrc_box(1000, 10, 9, 0, id, &b);
+        T_ASSERT(b.x + b.w <= 1000 && b.y + b.h <= 10);
+    }
+    T_EQ_INT(fb, 200);
+    stoker__rrc_box(1000, 10, 9, 0, 0, &b);
+    /* h = 10, w = round(10 * 4/3) = 13, x = (1000 - 13) // 2 = 493 */
+    T_EQ_INT(b.h, 10);
+    T_EQ_INT(b.w, 13);
+    T_EQ_INT(b.x, 493);
+    T_EQ_INT(b.y, 0);
+    stoker__rrc_box(10, 1000, 9, 0, 0, &b);
+    /* w = 10, h = round(10 / (3/4)) = 13, y = (1000 - 13) // 2 = 493 */
+    T_ASSERT(b.w == 10 && b.h == 13 && b.x == 0 && b.y == 493);
+    /* a tiny image that tries can fit: never outside, never empty */
+    for (int64_t id = 0; id < 2000; id++) {
+        stoker__rrc_box(3, 4, 1, 0, id, &b);
+        T_ASSERT(b.w >= 1 && b.h >= 1 && b.x + b.w <= 3 && b.y + b.h <= 4);
+    }
+}
+
+static void check_eval(void)
+{
+    int32_t rw, rh, left, top;
+    /* 500x375, Resize(256): h short -> 256, w = int(256 * 500 / 375) = 341;
+     * CenterCrop(224): top = round(16.0) = 16, left = round(58.5) = 58 (half to even) */
+    stoker__eval_geometry(500, 375, 256, 224, &rw, &rh, &left, &top);
+    T_ASSERT(rw == 341 && rh == 256 && left == 58 && top == 16);
+    /* 375x500 mirrored */
+    stoker__eval_geometry(375, 500, 256, 224, &rw, &rh, &left, &top);
+    T_ASSERT(rw == 256 && rh == 341 && left == 16 && top == 58);
+    /* 333x257, S = 73, C = 64: w = int(73 * 333 / 257) = 94, left = round(15.0) = 15,
+     * top = round(4.5) = 4 */
+    stoker__eval_geometry(333, 257, 73, 64, &rw, &rh, &left, &top);
+    T_ASSERT(rw == 94 && rh == 73 && left == 15 && top == 4);
+    /* square: no offset */
+    stoker__eval_geometry(256, 256, 256, 224, &rw, &rh, &left, &top);
+    T_ASSERT(rw == 256 && rh == 256 && left == 16 && top == 16);
+
+    /* the source rows the eval crop reads: only the middle of the image */
+    stoker__xform_params p = {
+        .transform = STOKER_TRANSFORM_EVAL, .size = 224, .mean = {0, 0, 0}, .std = {1, 1, 1}};
+    stoker__err err;
+    T_OK(stoker__xform_params_prepare(&p, STOKER_SIMD_SCALAR, &err));
+    T_EQ_INT(p.resize, 256);
+    stoker__geom g;
+    stoker__xform_geometry(&p, 1000, 750, 0, 0, 0, &g);
+    int32_t lo, hi;
+    stoker__resample_range(&g.x, &lo, &hi);
+    /* scale 1000/341 = 2.93: outputs 58..281 centre at (58.5)*2.93 = 171.6 -> lo = 169 */
+    T_ASSERT(lo > 160 && lo < 175 && hi > 825 && hi < 840);
+    stoker__resample_range(&g.y, &lo, &hi);
+    T_ASSERT(lo > 40 && lo < 50 && hi > 700 && hi < 710);
+    T_EQ_INT(g.flip, 0);
+}
+
+static void check_coeffs(void)
+{
+    /* identity: each output reads one pixel with weight 1.0 */
+    const stoker__axis same = {0, 10, 10, 0, 10};
+    int32_t first[10], taps[10], coef[10 * 4], lo, hi;
+    double tmp[4];
+    T_EQ_INT(stoker__resample_ksize(&same), 3);
+    stoker__resample_coeffs(&same, 0, 0, 4, 1, first, taps, coef, tmp, &lo, &hi);
+    for (int j = 0; j < 10; j++) {
+        T_EQ_INT(first[j], j);
+        T_EQ_INT(coef[j * 4], 1 << STOKER__PRECISION_BITS);
+        T_EQ_INT(coef[j * 4 + 1], 0);
+    }
+    T_ASSERT(lo == 0 && hi == 10);
+    /* halving: output j averages pixels 2j-1..2j+2 with weights 1/8 3/8 3/8 1/8 */
+    const stoker__axis half = {5, 16, 8, 0, 8};
+    int32_t coef2[8 * 8];
+    double tmp2[8];
+    T_EQ_INT(stoker__resample_ksize(&half), 5);
+    stoker__resample_coeffs(&half, 5, 1, 8, 1, first, taps, coef2, tmp2, &lo, &hi);
+    T_ASSERT(lo == 5 && hi == 21);
+    /* flipped: table entry 0 is output 7, which reads 13..15 (clamped at the right) */
+    T_EQ_INT(first[0], 13);
+    T_EQ_INT(taps[0], 3);
+    T_EQ_INT(first[4], 5); /* output 3 reads 5..8 */
+    T_EQ_INT(taps[4], 4);
+    T_EQ_INT(coef2[4 * 8 + 0], 1 << (STOKER__PRECISION_BITS - 3));
+    T_EQ_INT(coef2[4 * 8 + 1], 3 << (STOKER__PRECISION_BITS - 3));
+}
+
+static void check_params_and_flip(void)
+{
+    stoker__xform_params p = {.mean = {0.485f, 0.456f, 0.406f}, .std = {0.229f, 0.224f, 0.225f}};
+    stoker__err err;
+    T_OK(stoker__xform_params_prepare(&p, STOKER_SIMD_AUTO, &err));
+    T_EQ_INT(p.transform, STOKER_TRANSFORM_TRAIN);
+    T_EQ_INT(p.size, 224);
+    T_EQ_INT(p.dtype, STOKER_DTYPE_FLOAT16);
+    T_EQ_INT(p.layout, STOKER_LAYOUT_NCHW);
+    T_EQ_INT(stoker__xform_sample_bytes(&p), 224 * 224 * 3 * 2);
+    T_ASSERT(p.simd != NULL);
+    stoker__xform_params q = p;
+    q.std[1] = 0;
+    T_EQ_RC(stoker__xform_params_prepare(&q, STOKER_SIMD_AUTO, &err), STOKER_E_INVALID);
+    q = p;
+    q.dtype = STOKER_DTYPE_INT16;
+    T_EQ_RC(stoker__xform_params_prepare(&q, STOKER_SIMD_AUTO, &err), STOKER_E_INVALID);
+    q = p;
+    q.transform = STOKER_TRANSFORM_EVAL;
+    q.resize = 100;
+    T_EQ_RC(stoker__xform_params_prepare(&q, STOKER_SIMD_AUTO, &err), STOKER_E_INVALID);
+    T_CONTAINS(err.msg, "resize");
+    q = p;
+    T_EQ_RC(stoker__xform_params_prepare(&q, 9, &err), STOKER_E_INVALID);
+    /* config defaults reach the parameters */
+    stoker__xform_params c;
+    T_OK(stoker__xform_params_from_config(&c, NULL, &err));
+    T_ASSERT(c.size == 224 && c.resize == 256 && c.dtype == STOKER_DTYPE_FLOAT16);
+    T_ASSERT(fabsf(c.mean[0] - 0.485f) < 1e-6f && fabsf(c.std[2] - 0.225f) < 1e-6f);
+
+    /* flip: the output of a flipped sample is the mirror of the unflipped one. Find ids
+     * with equal boxes is impossible; instead compare RESIZE (no flip) of an image and of
+     * its mirror through the TRAIN geometry's flip path on the same box. */
+    const int32_t w = 40, h = 30, cs = 16;
+    uint8_t *img = malloc((size_t)w * h * 3), *mir = malloc((size_t)w * h * 3);
+    uint64_t r = 1;
+    for (int i = 0; i < w * h * 3; i++)
+        img[i] = (uint8_t)t_rand(&r);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            memcpy(mir + ((size_t)y * w + x) * 3, img + ((size_t)y * w + (w - 1 - x)) * 3, 3);
+    stoker__xform_params u = {.transform = STOKER_TRANSFORM_RESIZE,
+                              .size = cs,
+                              .dtype = STOKER_DTYPE_UINT8,
+                              .layout = STOKER_LAYOUT_NHWC,
+                              .mean = {0, 0, 0},
+                              .std = {1, 1, 1}};
+    T_OK(stoker__xform_params_prepare(&u, STOKER_SIMD_AUTO, &err));
+    stoker__xform_scratch *s;
+    T_OK(stoker__xform_scratch_create(&s));
+    uint8_t a[16 * 16 * 3], b[16 * 16 * 3];
+    T_OK(stoker__xform_rgb(s, &u, 0, 0, 0, img, w, h, (size_t)w * 3, a, &err));
+    T_OK(stoker__xform_rgb(s, &u, 0, 0, 0, mir, w, h, (size_t)w * 3, b, &err));
+    /* resampling a mirrored image mirrors the result up to rounding of the weights */
+    int maxd = 0;
+    for (int y = 0; y < cs; y++)
+        for (int x = 0; x < cs; x++)
+            for (int c = 0; c < 3; c++) {
+                const int d = abs(a[(y * cs + x) * 3 + c] - b[(y * cs + (cs - 1 - x)) * 3 + c]);
+                maxd = d > maxd ? d : maxd;
+            }
+    T_ASSERT(maxd <= 1);
+    /* TRAIN: for a flipped id, the output equals the unflipped geometry mirrored exactly */
+    stoker__xform_params t = u;
+    t.transform = STOKER_TRANSFORM_TRAIN;
+    T_OK(stoker__xform_params_prepare(&t, STOKER_SIMD_AUTO, &err));
+    int seen_flip = 0;
+    for (int64_t id = 0; id < 16; id++) {
+        stoker__geom g;
+        stoker__xform_geometry(&t, w, h, 5, 0, id, &g);
+        T_EQ_INT(g.flip, stoker__rrc_flip(5, 0, id));
+        if (!g.flip)
+            continue;
+        seen_flip = 1;
+        /* the same box unflipped: crop it out and resize it with RESIZE */
+        const int32_t bw = g.x.in_size, bh = g.y.in_size;
+        uint8_t *crop = malloc((size_t)bw * bh * 3);
+        for (int y = 0; y < bh; y++)
+            memcpy(crop + (size_t)y * bw * 3, img + ((size_t)(g.y.offset + y) * w + g.x.offset) * 3,
+                   (size_t)bw * 3);
+        T_OK(stoker__xform_rgb(s, &t, 5, 0, id, img, w, h, (size_t)w * 3, a, &err));
+        T_OK(stoker__xform_rgb(s, &u, 0, 0, 0, crop, bw, bh, (size_t)bw * 3, b, &err));
+        for (int y = 0; y < cs; y++)
+            for (int x = 0; x < cs; x++)
+                T_ASSERT(memcmp(a + (y * cs + x) * 3, b + (y * cs + cs - 1 - x) * 3, 3) == 0);
+        free(crop);
+    }
+    T_ASSERT(seen_flip);
+    stoker__xform_scratch_destroy(s);
+    free(img), free(mir);
+}
+
+int main(void)
+{
+    check_rrc_statistics(500, 500, 0.95, 0.45, 20);
+    check_rrc_statistics(640, 427, 0.85, 0.35, 20);
+    check_rrc_statistics(97, 301, 0.3, 0.15, 2000); /* thin: some fall back */
+    check_rrc_keys();
+    check_rrc_fallback();
+    check_eval();
+    check_coeffs();
+    check_params_and_flip();
+    return 0;
+}

@@ -1,0 +1,185 @@
+/* Single-thread speed of the per-sample pipeline; prints figures and always passes.
+ *
+ *   test_transform_speed [JPEG...]
+ *
+ * Compares, on the same files: a full decode with plain libjpeg (accurate IDCT, the
+ * ceiling of a full-decode pipeline), the region decode alone (RandomResizedCrop's box,
+ * nothing else), and the whole train pipeline (decode + resize + normalise to float16
+ * NCHW at 224) per SIMD level, with its stage breakdown. Without arguments it makes a few
+ * JPEGs of its own and runs briefly. */
+#include "testutil.h"
+
+#include "jpegutil.h"
+
+#include "decode/jpeg.h"
+#include "transform/transform.h"
+
+#include <time.h>
+
+typedef struct blob {
+    uint8_t *data;
+    size_t size;
+} blob;
+
+/* CPU time of this thread: the machines these run on are shared, and wall time would count
+ * other processes' turns. */
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The contenders, each timed on the same image back to back, so that a shared machine's
+ * slow moments hit them all alike. */
+typedef struct bench {
+    struct jpeg_decompress_struct full;
+    t_jerr je;
+    uint8_t *row;
+    stoker__jpeg_dec *crop;
+    stoker__xform_params p[3];
+    stoker__xform_scratch *s[3];
+    uint8_t *out;
+    int have[3];
+    double t_full, t_crop, t_pipe[3];
+} bench;
+
+static void full_decode(bench *b, const blob *img)
+{
+    j_decompress_ptr c = &b->full;
+    jpeg_mem_src(c, img->data, (unsigned long)img->size);
+    jpeg_read_header(c, TRUE);
+    c->out_color_space = c->num_components == 4 ? JCS_CMYK : JCS_EXT_RGBX;
+    c->dct_method = JDCT_ISLOW;
+    jpeg_start_decompress(c);
+    while (c->output_scanline < c->output_height)
+        jpeg_read_scanlines(c, &b->row, 1);
+    jpeg_finish_decompress(c);
+}
+
+/* Region decode of each record's RandomResizedCrop box, rows dropped. */
+typedef struct crop_ctx {
+    int64_t id;
+} crop_ctx;
+
+static int crop_region(void *ctx, int32_t w, int32_t h, stoker__jpeg_region *r)
+{
+    const crop_ctx *c = ctx;
+    stoker__box b;
+    stoker__rrc_box(w, h, 1, 0, c->id, &b);
+    *r = (stoker__jpeg_region){b.x, b.y, b.x + b.w, b.y + b.h, 0};
+    return 0;
+}
+
+static int crop_row(void *ctx, int32_t y, const uint8_t *rgbx, int32_t x, int32_t n)
+{
+    (void)ctx, (void)y, (void)rgbx, (void)x, (void)n;
+    return 0;
+}
+
+static void bench_init(bench *b)
+{
+    memset(b, 0, sizeof *b);
+    b->full.err = jpeg_std_error(&b->je.pub);
+    b->je.pub.error_exit = t_jerr_exit;
+    jpeg_create_decompress(&b->full);
+    b->row = malloc(65536 * 4);
+    T_OK(stoker__jpeg_dec_create(&b->crop));
+    for (int l = 0; l < 3; l++) {
+        b->p[l] = (stoker__xform_params){.transform = STOKER_TRANSFORM_TRAIN,
+                                         .size = 224,
+                                         .dtype = STOKER_DTYPE_FLOAT16,
+                                         .layout = STOKER_LAYOUT_NCHW,
+                                         .mean = {0.485f, 0.456f, 0.406f},
+                                         .std = {0.229f, 0.224f, 0.225f}};
+        stoker__err err;
+        b->have[l] = stoker__xform_params_prepare(&b->p[l], STOKER_SIMD_SCALAR + l, &err) == 0;
+        T_OK(stoker__xform_scratch_create(&b->s[l]));
+    }
+    b->out = malloc(224 * 224 * 3 * 2);
+}
+
+static void bench_free(bench *b)
+{
+    jpeg_destroy_decompress(&b->full);
+    free(b->row);
+    stoker__jpeg_dec_destroy(b->crop);
+    for (int l = 0; l < 3; l++)
+        stoker__xform_scratch_destroy(b->s[l]);
+    free(b->out);
+}
+
+static void bench_one(bench *b, const blob *img, int64_t id)
+{
+    stoker__err err;
+    double t0 = now();
+    full_decode(b, img);
+    double t1 = now();
+    b->t_full += t1 - t0;
+    crop_ctx ctx = {id};
+    const stoker__jpeg_sink sink = {crop_region, crop_row, &ctx, NULL};
+    T_OK(stoker__jpeg_decode(b->crop, img->data, img->size, STOKER_DCT_ISLOW, UINT64_C(1) << 28,
+                             &sink, &err));
+    t0 = now();
+    b->t_crop += t0 - t1;
+    for (int l = 0; l < 3; l++) {
+        if (!b->have[l])
+            continue;
+        t1 = now();
+        T_OK(stoker__xform_jpeg(b->s[l], &b->p[l], 1, 0, id, img->data, img->size, b->out, &err));
+        b->t_pipe[l] += now() - t1;
+    }
+}
+
+static void report(const bench *b, int count)
+{
+    const double full = count / b->t_full, crop = count / b->t_crop;
+    printf("%d samples, one thread, train 224 float16 NCHW, each contender on the same image in "
+           "turn:\n",
+           count);
+    printf("  full decode only  %7.1f img/s\n  crop decode only  %7.1f img/s (%.2fx full)\n", full,
+           crop, crop / full);
+    for (int l = 0; l < 3; l++) {
+        if (!b->have[l]) {
+            printf("  %-7s skipped: not supported here\n",
+                   stoker_simd_name(STOKER_SIMD_SCALAR + l));
+            continue;
+        }
+        const double ips = count / b->t_pipe[l];
+        const stoker__xform_stats *st = stoker__xform_scratch_stats(b->s[l]);
+        const double tot = (double)(st->decode_ns + st->resize_ns + st->normalize_ns);
+        printf("  %-7s %7.1f img/s (%.2fx crop-decode-only): decode %.1f%%, resize %.1f%%, "
+               "normalise %.1f%%\n",
+               b->p[l].simd->name, ips, ips / crop, 100.0 * st->decode_ns / tot,
+               100.0 * st->resize_ns / tot, 100.0 * st->normalize_ns / tot);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int n = argc > 1 ? argc - 1 : 8;
+    blob *b = calloc((size_t)n, sizeof *b);
+    static const t_jpeg_kind k = {"4:2:0", 3, 2, 2, 0, 0, 0};
+    for (int i = 0; i < n; i++) {
+        if (argc > 1) {
+            b[i].data = t_read_file(argv[i + 1], &b[i].size);
+            if (!b[i].data)
+                T_FAIL("cannot read %s", argv[i + 1]);
+        } else {
+            b[i].data = t_make_jpeg(&k, 500, 375, 90, (uint64_t)i, &b[i].size);
+        }
+    }
+    const int reps = argc > 1 ? 3 : 1;
+    bench *bb = malloc(sizeof *bb);
+    bench_init(bb);
+    for (int r = 0; r < reps; r++)
+        for (int i = 0; i < n; i++)
+            bench_one(bb, &b[i], i);
+    report(bb, n * reps);
+    bench_free(bb);
+    free(bb);
+    for (int i = 0; i < n; i++)
+        free(b[i].data);
+    free(b);
+    return 0;
+}
