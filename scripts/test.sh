@@ -18,8 +18,8 @@ step "build (Release, -Werror)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTOKER_WERROR=ON > build.log 2>&1 ||
     { cat build.log; exit 1; }
 grep -E '^-- (stoker|  )' build.log || true
-cmake --build build -j "$jobs" 2>&1 | grep -Ev '^\[ *[0-9]+%\]' || true
-cmake --build build -j "$jobs" > /dev/null
+cmake --build build -j "$jobs" > build-make.log 2>&1 || { grep -B2 -A8 -E 'error|warning' build-make.log | head -n 80; exit 1; }
+echo "built: $(ls build/libstoker.so build/stoker-* 2>/dev/null | tr '\n' ' ')"
 
 step "C tests"
 (cd build && ctest --output-on-failure -j "$jobs" -LE gpu)
