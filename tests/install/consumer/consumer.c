@@ -1,4 +1,5 @@
 /* An installed-library consumer: writes a tiny data set and reads it back. */
+#define _DEFAULT_SOURCE /* mkdtemp */
 #include <stoker.h>
 
 #include <stdio.h>
