@@ -1,0 +1,106 @@
+"""A stoker_config owned by Python (created, filled and destroyed within one call)."""
+import ctypes
+import os
+
+from . import _lib
+from .errors import error
+
+_L = _lib.lib
+
+
+class Config:
+    """Context manager around a stoker_config handle."""
+
+    def __init__(self):
+        self.handle = ctypes.c_void_p()
+        rc = _L.stoker_config_create(ctypes.byref(self.handle))
+        if rc != 0:
+            raise MemoryError("stoker_config_create failed: %s" % _lib.strerror(rc))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        if self.handle:
+            _L.stoker_config_destroy(self.handle)
+            self.handle = ctypes.c_void_p()
+
+    def __del__(self):
+        self.close()
+
+    def _check(self, rc, opt, value):
+        if rc != 0:
+            name = _L.stoker_option_name(opt)
+            raise error(rc, "option %s = %r is not valid" % (_lib.text(name) or opt, value))
+
+    def set_int(self, opt, value):
+        self._check(_L.stoker_config_set_int(self.handle, opt, int(value)), opt, value)
+
+    def set_float(self, opt, value):
+        self._check(_L.stoker_config_set_float(self.handle, opt, float(value)), opt, value)
+
+    def set_string(self, opt, value):
+        raw = None if value is None else os.fsencode(value)
+        self._check(_L.stoker_config_set_string(self.handle, opt, raw), opt, value)
+
+
+def check_int(name, value, minimum=None, allow_none=False):
+    """`value` as an int, refusing bools, floats and strings with TypeError."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError("%s must be an int, not %s" % (name, type(value).__name__))
+    value = value.__index__()
+    if minimum is not None and value < minimum:
+        raise ValueError("%s must be >= %d, got %d" % (name, minimum, value))
+    return value
+
+
+def check_bool(name, value):
+    if not isinstance(value, (bool, int)) or (hasattr(value, "__index__") and
+                                              value.__index__() not in (0, 1)):
+        raise TypeError("%s must be a bool, not %r" % (name, value))
+    return bool(value)
+
+
+def check_path(name, value):
+    if not isinstance(value, (str, bytes, os.PathLike)):
+        raise TypeError("%s must be a path (str, bytes or os.PathLike), not %s"
+                        % (name, type(value).__name__))
+    return os.fsencode(value)
+
+
+def choice(name, value, table):
+    if not isinstance(value, str):
+        raise TypeError("%s must be a str (one of %s), not %s"
+                        % (name, ", ".join(sorted(table)), type(value).__name__))
+    key = value.lower()
+    if key not in table:
+        raise ValueError("%s must be one of %s, got %r" % (name, ", ".join(sorted(table)), value))
+    return table[key]
+
+
+def dtype_code(value):
+    """A stoker_dtype from a name ("float16"), a numpy dtype or a torch dtype."""
+    if isinstance(value, str):
+        name = value
+    else:
+        name = str(value)  # torch.float16 -> "torch.float16"; numpy dtype -> "float16"
+        if not (name.startswith("torch.") or hasattr(value, "itemsize") or
+                isinstance(value, type)):
+            raise TypeError("dtype must be a str, numpy dtype or torch dtype, not %s"
+                            % type(value).__name__)
+        if isinstance(value, type):  # numpy scalar type such as np.uint8
+            name = getattr(value, "__name__", name)
+    name = name.lower()
+    if name.startswith("torch."):
+        name = name[len("torch."):]
+    name = {"half": "float16", "float": "float32", "double": "float64",
+            "bool_": "bool", "f2": "float16", "f4": "float32", "f8": "float64",
+            "u1": "uint8", "i1": "int8"}.get(name, name)
+    if name not in _lib.DTYPES:
+        raise ValueError("unknown dtype %r (one of %s)" % (value, ", ".join(_lib.DTYPES)))
+    return _lib.DTYPES[name]

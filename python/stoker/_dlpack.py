@@ -1,0 +1,148 @@
+"""DLPack export in pure ctypes: the classic, unversioned ABI (``DLManagedTensor`` in a
+PyCapsule named ``"dltensor"``), which numpy >= 1.22 and every PyTorch accept.
+
+Protocol: the consumer takes the capsule, renames it ``"used_dltensor"`` and calls the
+managed tensor's deleter when it no longer needs the memory. A capsule destroyed while still
+named ``"dltensor"`` (never consumed) calls the deleter itself. The ctypes objects behind a
+managed tensor (the struct, its shape and strides) stay in ``_LIVE`` keyed by the struct's
+address until its deleter runs; the deleter then releases one hold on the owner.
+
+Devices: host batches are exported as ``kDLCPU`` even when the memory is pinned
+(page-locked), because numpy accepts only CPU tensors and pinned memory is ordinary host
+memory to every CPU consumer; device batches as ``kDLCUDA`` with their device ordinal.
+"""
+import ctypes
+
+kDLCPU = 1
+kDLCUDA = 2
+kDLCUDAHost = 3
+
+kDLInt = 0
+kDLUInt = 1
+kDLFloat = 2
+kDLBfloat = 4
+kDLBool = 6
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+class DLManagedTensor(ctypes.Structure):
+    _fields_ = [
+        ("dl_tensor", DLTensor),
+        ("manager_ctx", ctypes.c_void_p),
+        ("deleter", ctypes.c_void_p),  # void (*)(DLManagedTensor *)
+    ]
+
+
+# stoker_dtype -> (DLPack type code, bits)
+DTYPES = {
+    1: (kDLUInt, 8), 2: (kDLInt, 8), 3: (kDLUInt, 16), 4: (kDLInt, 16),
+    5: (kDLUInt, 32), 6: (kDLInt, 32), 7: (kDLUInt, 64), 8: (kDLInt, 64),
+    9: (kDLFloat, 16), 10: (kDLBfloat, 16), 11: (kDLFloat, 32), 12: (kDLFloat, 64),
+    13: (kDLBool, 8),
+}
+
+_CAPSULE_NAME = b"dltensor"  # module-level: the capsule keeps a pointer to these bytes
+
+# Private prototypes of the capsule API: ctypes.pythonapi.<name> is one shared object whose
+# argtypes any other module may change, so the binding binds its own.
+_capsule_new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p,
+                                 ctypes.c_void_p)(("PyCapsule_New", ctypes.pythonapi))
+_capsule_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(
+    ("PyCapsule_IsValid", ctypes.pythonapi))
+_capsule_get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi))
+
+# address of a DLManagedTensor -> (struct, shape, strides, owner); alive until the deleter.
+_LIVE = {}
+
+
+def _deleter(addr):
+    try:
+        entry = _LIVE.pop(addr, None)
+        if entry is not None:
+            entry[3].release()
+    except Exception:  # never let an exception cross into the consumer's C code
+        pass
+
+
+def _capsule_destructor(capsule):
+    # Called while the capsule is deallocated. Consumed capsules were renamed
+    # "used_dltensor" and belong to the consumer; only an unconsumed one owns the tensor.
+    try:
+        if _capsule_is_valid(capsule, _CAPSULE_NAME):
+            addr = _capsule_get_pointer(capsule, _CAPSULE_NAME)
+            if addr:
+                _deleter(addr)
+    except Exception:
+        pass
+
+
+_DELETER_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_DESTRUCTOR_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+# Module-level, so the C thunks outlive every capsule and tensor.
+_DELETER = _DELETER_T(_deleter)
+_DESTRUCTOR = _DESTRUCTOR_T(_capsule_destructor)
+_DELETER_ADDR = ctypes.cast(_DELETER, ctypes.c_void_p).value
+_DESTRUCTOR_ADDR = ctypes.cast(_DESTRUCTOR, ctypes.c_void_p).value
+
+
+def live_exports():
+    """Number of managed tensors whose deleter has not run yet (for tests)."""
+    return len(_LIVE)
+
+
+def export(owner, data, shape, dtype, device):
+    """A "dltensor" capsule for `data` (an address), C-contiguous `shape` of stoker dtype
+    `dtype`, on CUDA device `device` (-1: host). `owner.acquire()` is called now and
+    `owner.release()` when the consumer (or the unconsumed capsule) lets go."""
+    if dtype not in DTYPES:
+        raise TypeError("stoker dtype %d has no DLPack equivalent" % dtype)
+    code, bits = DTYPES[dtype]
+    ndim = len(shape)
+    c_shape = (ctypes.c_int64 * max(1, ndim))(*shape)
+    strides = []
+    step = 1
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= max(1, extent)
+    c_strides = (ctypes.c_int64 * max(1, ndim))(*reversed(strides))
+    m = DLManagedTensor()
+    m.dl_tensor.data = data
+    if device >= 0:
+        m.dl_tensor.device = DLDevice(kDLCUDA, device)
+    else:
+        m.dl_tensor.device = DLDevice(kDLCPU, 0)
+    m.dl_tensor.ndim = ndim
+    m.dl_tensor.dtype = DLDataType(code, bits, 1)
+    m.dl_tensor.shape = ctypes.cast(c_shape, ctypes.POINTER(ctypes.c_int64))
+    m.dl_tensor.strides = ctypes.cast(c_strides, ctypes.POINTER(ctypes.c_int64))
+    m.dl_tensor.byte_offset = 0
+    m.manager_ctx = None
+    m.deleter = _DELETER_ADDR
+    addr = ctypes.addressof(m)
+    owner.acquire()
+    _LIVE[addr] = (m, c_shape, c_strides, owner)
+    try:
+        return _capsule_new(addr, _CAPSULE_NAME, _DESTRUCTOR_ADDR)
+    except BaseException:
+        _deleter(addr)
+        raise

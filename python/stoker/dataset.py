@@ -1,0 +1,315 @@
+"""Writing and reading stoker data sets: thin wrappers of stoker_writer_* and
+stoker_dataset_* (include/stoker.h; the format is docs/FORMAT.md)."""
+import ctypes
+import os
+import threading
+
+from . import _lib
+from ._config import Config, check_int, check_bool, check_path, choice, dtype_code
+from .errors import error
+
+_L = _lib.lib
+
+
+def _payload(payload):
+    """(object keeping the bytes alive, address, size) for any C-contiguous buffer."""
+    if isinstance(payload, bytes):
+        return payload, ctypes.cast(ctypes.c_char_p(payload), ctypes.c_void_p).value, \
+            len(payload)
+    try:
+        mv = memoryview(payload)
+    except TypeError:
+        raise TypeError("payload must be bytes or a buffer (bytearray, memoryview, numpy "
+                        "array), not %s" % type(payload).__name__) from None
+    if not mv.c_contiguous:
+        raise ValueError("payload must be C-contiguous")
+    if mv.nbytes == 0:
+        return b"", None, 0
+    if mv.readonly:
+        data = mv.tobytes()
+        return _payload(data)
+    arr = (ctypes.c_char * mv.nbytes).from_buffer(mv.cast("B"))
+    return arr, ctypes.addressof(arr), mv.nbytes
+
+
+class Writer:
+    """Builds a data set directory (shards + manifest), atomically.
+
+    ``Writer(path, kind="bytes"|"raw"|"jpeg", dtype=None, shape=None, shard_size=None,
+    align=None, overwrite=False, fsync=True, classes=None)``. For ``kind="raw"`` every record
+    is a tensor of ``dtype`` (a name such as ``"uint8"``) and ``shape`` (without the batch
+    dimension). ``add(payload, label=0, key=None)`` appends a record (any C-contiguous
+    buffer); ``finish()`` publishes the data set. Used as a context manager, a clean exit
+    finishes it and an exception discards it (any previous output is left untouched).
+    """
+
+    def __init__(self, path, kind="bytes", dtype=None, shape=None, shard_size=None,
+                 align=None, overwrite=False, fsync=True, classes=None):
+        raw_path = check_path("path", path)
+        self.path = os.fsdecode(raw_path)
+        kind_code = choice("kind", kind, _lib.FIELD_KINDS)
+        self._handle = ctypes.c_void_p()
+        self._finished = False
+        with Config() as cfg:
+            if shard_size is not None:
+                cfg.set_int(_lib.OPT_SHARD_SIZE, check_int("shard_size", shard_size, 1))
+            if align is not None:
+                cfg.set_int(_lib.OPT_ALIGN, check_int("align", align, 1))
+            cfg.set_int(_lib.OPT_OVERWRITE, check_bool("overwrite", overwrite))
+            cfg.set_int(_lib.OPT_FSYNC, check_bool("fsync", fsync))
+            rc = _L.stoker_writer_create(ctypes.byref(self._handle), raw_path, cfg.handle)
+        if rc != 0:
+            self._fail(rc)
+        try:
+            if kind_code == _lib.FIELD_KINDS["raw"]:
+                if dtype is None or shape is None:
+                    raise TypeError("kind='raw' needs dtype and shape")
+                dims = [check_int("shape[%d]" % i, s, 0) for i, s in enumerate(tuple(shape))]
+                if len(dims) > _lib.MAX_DIMS:
+                    raise ValueError("at most %d dimensions" % _lib.MAX_DIMS)
+                arr = (ctypes.c_int64 * max(1, len(dims)))(*dims)
+                rc = _L.stoker_writer_set_field(self._handle, kind_code, dtype_code(dtype),
+                                                len(dims), arr)
+            else:
+                rc = _L.stoker_writer_set_field(self._handle, kind_code, 0, 0, None)
+            if rc != 0:
+                self._fail(rc)
+            for name in classes or ():
+                self.add_class(name)
+        except BaseException:
+            self.close()
+            raise
+
+    def _fail(self, rc):
+        msg = _lib.text(_L.stoker_writer_errmsg(self._handle)) if self._handle else ""
+        if not msg:
+            msg = self.path
+        raise error(rc, msg)
+
+    def _live(self):
+        if not self._handle:
+            raise ValueError("the writer is closed")
+        return self._handle
+
+    def add_class(self, name):
+        """Appends a class name; its label is its position."""
+        if not isinstance(name, str):
+            raise TypeError("class name must be a str")
+        rc = _L.stoker_writer_add_class(self._live(), name.encode())
+        if rc != 0:
+            self._fail(rc)
+
+    def add(self, payload, label=0, key=None):
+        """Appends one record; returns its id."""
+        h = self._live()
+        label = check_int("label", label)
+        if key is not None and not isinstance(key, (str, bytes)):
+            raise TypeError("key must be a str, bytes or None")
+        keep, addr, size = _payload(payload)
+        raw_key = key.encode() if isinstance(key, str) else key
+        rc = _L.stoker_writer_add(h, addr, size, label, raw_key)
+        del keep
+        if rc != 0:
+            self._fail(rc)
+        return self.records - 1
+
+    @property
+    def records(self):
+        return int(_L.stoker_writer_records(self._live()))
+
+    @property
+    def bytes(self):
+        return int(_L.stoker_writer_bytes(self._live()))
+
+    def finish(self):
+        """Publishes the data set (renamed into place)."""
+        rc = _L.stoker_writer_finish(self._live())
+        if rc != 0:
+            self._fail(rc)
+        self._finished = True
+
+    def cancel(self):
+        """Makes the next add/finish fail with CanceledError. Any thread."""
+        if self._handle:
+            _L.stoker_writer_cancel(self._handle)
+
+    def close(self):
+        """Destroys the writer; an unfinished data set is discarded."""
+        if getattr(self, "_handle", None):
+            _L.stoker_writer_destroy(self._handle)
+            self._handle = ctypes.c_void_p()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            if exc_type is None and self._handle and not self._finished:
+                self.finish()
+        finally:
+            self.close()
+
+    def __del__(self):
+        self.close()
+
+    @classmethod
+    def from_array(cls, path, array, labels=None, keys=None, **kwargs):
+        """Writes an (N, ...) numpy array as N raw records; returns the path."""
+        import numpy as np
+        array = np.ascontiguousarray(array)
+        if array.ndim < 1:
+            raise ValueError("array needs a record dimension")
+        with cls(path, kind="raw", dtype=array.dtype.name, shape=array.shape[1:],
+                 **kwargs) as w:
+            for i in range(array.shape[0]):
+                w.add(array[i], 0 if labels is None else int(labels[i]),
+                      None if keys is None else keys[i])
+        return path
+
+
+class Dataset:
+    """An open, read-only data set: ``len(ds)``, ``ds.read(i)`` (bytes, CRC-checked),
+    ``ds.label(i)``, ``ds.key(i)``, ``ds.record_info(i)``, ``ds.field``, ``ds.classes``,
+    ``ds[i]`` -> ``(payload bytes, label)``; ``ds.array(i)`` for raw records (numpy)."""
+
+    def __init__(self, path, max_record_size=None):
+        raw_path = check_path("path", path)
+        self.path = os.fsdecode(raw_path)
+        self._handle = ctypes.c_void_p()
+        self._lock = threading.Lock()
+        with Config() as cfg:
+            if max_record_size is not None:
+                cfg.set_int(_lib.OPT_MAX_RECORD_SIZE, check_int("max_record_size",
+                                                                max_record_size, 1))
+            rc = _L.stoker_dataset_open(ctypes.byref(self._handle), raw_path, cfg.handle)
+        if rc != 0:
+            msg = _lib.text(_L.stoker_dataset_errmsg(self._handle)) if self._handle else ""
+            self.close()
+            raise error(rc, msg if self.path in msg else ("%s: %s" % (self.path, msg)
+                                                          if msg else self.path))
+
+    def _live(self):
+        if not self._handle:
+            raise ValueError("the data set is closed")
+        return self._handle
+
+    def _fail(self, rc):
+        raise error(rc, _lib.text(_L.stoker_dataset_errmsg(self._handle)) or self.path)
+
+    def close(self):
+        if getattr(self, "_handle", None):
+            _L.stoker_dataset_close(self._handle)
+            self._handle = ctypes.c_void_p()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+    def __len__(self):
+        return int(_L.stoker_dataset_num_records(self._live()))
+
+    @property
+    def num_shards(self):
+        return int(_L.stoker_dataset_num_shards(self._live()))
+
+    @property
+    def payload_bytes(self):
+        return int(_L.stoker_dataset_payload_bytes(self._live()))
+
+    @property
+    def format_version(self):
+        return int(_L.stoker_dataset_format_version(self._live()))
+
+    @property
+    def classes(self):
+        h = self._live()
+        n = _L.stoker_dataset_num_classes(h)
+        return [_lib.text(_L.stoker_dataset_class_name(h, i)) for i in range(n)]
+
+    @property
+    def field(self):
+        """``{"kind": "bytes"|"jpeg"|"raw", "dtype": name or None, "shape": tuple or None}``"""
+        kind, dtype, ndim = ctypes.c_int32(), ctypes.c_int32(), ctypes.c_int32()
+        shape = (ctypes.c_int64 * _lib.MAX_DIMS)()
+        rc = _L.stoker_dataset_field(self._live(), ctypes.byref(kind), ctypes.byref(dtype),
+                                     ctypes.byref(ndim), shape)
+        if rc != 0:
+            self._fail(rc)
+        raw = kind.value == _lib.FIELD_KINDS["raw"]
+        return {"kind": _lib.FIELD_KIND_NAMES.get(kind.value, str(kind.value)),
+                "dtype": _lib.DTYPE_NAMES.get(dtype.value) if raw else None,
+                "shape": tuple(shape[:ndim.value]) if raw else None}
+
+    def _id(self, i):
+        i = check_int("record id", i)
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("record id %d out of range (%d records)" % (i, n))
+        return i
+
+    def record_info(self, i):
+        """``{"size", "label", "shard"}`` of record `i`, without reading it."""
+        size, label, shard = ctypes.c_uint64(), ctypes.c_int64(), ctypes.c_int32()
+        rc = _L.stoker_dataset_record_info(self._live(), self._id(i), ctypes.byref(size),
+                                           ctypes.byref(label), ctypes.byref(shard))
+        if rc != 0:
+            self._fail(rc)
+        return {"size": size.value, "label": label.value, "shard": shard.value}
+
+    def label(self, i):
+        return self.record_info(i)["label"]
+
+    def key(self, i):
+        with self._lock:
+            k = _L.stoker_dataset_record_key(self._live(), self._id(i))
+        return None if k is None else k.decode(errors="surrogateescape")
+
+    def read(self, i):
+        """Record `i`'s payload as bytes (its CRC32C checked)."""
+        i = self._id(i)
+        need = self.record_info(i)["size"]
+        buf = ctypes.create_string_buffer(max(1, need))
+        size = ctypes.c_size_t()
+        with self._lock:  # errmsg is per handle
+            rc = _L.stoker_dataset_read(self._live(), i, buf, need, ctypes.byref(size))
+            if rc != 0:
+                self._fail(rc)
+        return buf.raw[:size.value]
+
+    def array(self, i):
+        """Raw record `i` as a numpy array of the stored dtype and shape."""
+        import numpy as np
+        f = self.field
+        if f["kind"] != "raw":
+            raise TypeError("%s holds %s records, not raw tensors" % (self.path, f["kind"]))
+        if f["dtype"] == "bfloat16":
+            raise TypeError("numpy has no bfloat16")
+        return np.frombuffer(self.read(i), dtype=f["dtype"]).reshape(f["shape"])
+
+    def __getitem__(self, i):
+        return self.read(i), self.label(i)
+
+
+def verify(path):
+    """Checks a data set completely (every CRC32C). Returns a list of problems, each
+    ``(shard, record, code, message)`` (shard/record -1 where not applicable); empty when
+    the data set is intact."""
+    raw_path = check_path("path", path)
+    problems = []
+
+    def report(_user, shard, record, code, msg):
+        problems.append((shard, record, code, _lib.text(msg)))
+
+    fn = _lib.VERIFY_FN(report)
+    count = ctypes.c_int64()
+    rc = _L.stoker_dataset_verify(raw_path, None, fn, None, ctypes.byref(count))
+    if rc != 0 and not problems:
+        problems.append((-1, -1, rc, "%s: %s" % (os.fsdecode(raw_path), _lib.strerror(rc))))
+    return problems

@@ -1,0 +1,87 @@
+"""Exceptions raised by the binding."""
+import errno as _errno
+
+from . import _lib
+
+
+class StokerError(Exception):
+    """A libstoker call failed.
+
+    Attributes: ``code`` (the negative status: ``-errno`` or a ``STOKER_E_*`` value),
+    ``codename`` (``"STOKER_E_CORRUPT"``, ``"ENOENT"``, ...) and ``message`` (the library's
+    detailed message: file, record id, cause). ``str()`` joins the message with
+    ``stoker_strerror`` of the code.
+    """
+
+    def __init__(self, code, message=""):
+        self.code = int(code)
+        self.message = message or ""
+        if self.code in _lib.CODE_NAMES:
+            self.codename = _lib.CODE_NAMES[self.code]
+        elif -self.code in _errno.errorcode:
+            self.codename = _errno.errorcode[-self.code]
+        else:
+            self.codename = str(self.code)
+        reason = _lib.strerror(self.code)
+        text = "%s (%s)" % (self.message, reason) if self.message else reason
+        super().__init__("%s [%s]" % (text, self.codename))
+
+
+class InvalidError(StokerError, ValueError):
+    """STOKER_E_INVALID: an argument or option is invalid for the call."""
+
+
+class FormatError(StokerError):
+    """STOKER_E_FORMAT: a file is not in the expected format or version."""
+
+
+class CorruptError(StokerError):
+    """STOKER_E_CORRUPT: data failed a check (CRC32C, decode, size)."""
+
+
+class LimitError(StokerError):
+    """STOKER_E_LIMIT: a configured safety limit was exceeded."""
+
+
+class CudaError(StokerError):
+    """STOKER_E_CUDA: a CUDA runtime call failed."""
+
+
+class UnsupportedError(StokerError):
+    """STOKER_E_UNSUPPORTED: unavailable in this build or on this host."""
+
+
+class StateError(StokerError, RuntimeError):
+    """STOKER_E_STATE: the call is not valid in the object's current state (for example
+    every batch slot is held by the caller)."""
+
+
+class ExistsError(StokerError):
+    """STOKER_E_EXISTS: the output exists and overwriting was not allowed."""
+
+
+class CanceledError(StokerError):
+    """STOKER_E_CANCELED: the operation was canceled."""
+
+
+class EmptyError(StokerError):
+    """STOKER_E_EMPTY: the input holds no records."""
+
+
+_CLASSES = {
+    _lib.E_INVALID: InvalidError,
+    _lib.E_FORMAT: FormatError,
+    _lib.E_CORRUPT: CorruptError,
+    _lib.E_LIMIT: LimitError,
+    _lib.E_CUDA: CudaError,
+    _lib.E_UNSUPPORTED: UnsupportedError,
+    _lib.E_STATE: StateError,
+    _lib.E_EXISTS: ExistsError,
+    _lib.E_CANCELED: CanceledError,
+    _lib.E_EMPTY: EmptyError,
+}
+
+
+def error(code, message=""):
+    """The exception for status `code` with the library's `message`."""
+    return _CLASSES.get(int(code), StokerError)(code, message)

@@ -1,0 +1,695 @@
+"""stoker.Loader: batches from a data set, as DLPack-exporting views (zero copy).
+
+Lifetime of a batch: the memory of a batch stays valid while anything holds it: the
+``Batch`` object (or its ``.data``), or any array or tensor made from it through DLPack
+(``torch.from_dlpack(batch.data)``, ``numpy.from_dlpack(batch.data)``, ``batch.numpy()``).
+When the last of them is gone, the batch's slot goes back to the loader, which refills it.
+The loader has ``depth`` slots used in turn (a ring): before handing out a batch it needs
+back the one it handed out ``depth`` batches earlier. Keep at most the ``depth - 1`` most
+recent batches (a ``for`` loop's variable is one of them) and copy what you keep longer
+(``tensor.clone()``); otherwise asking for the next batch raises ``StateError`` (a
+``RuntimeError``) instead of waiting forever.
+"""
+import ctypes
+import gc
+import json
+import os
+import struct
+import sys
+import threading
+import weakref
+
+from . import _dlpack, _lib
+from ._config import Config, check_bool, check_int, check_path, choice, dtype_code
+from .errors import error, StateError
+
+try:
+    import numpy as _np
+except ImportError:  # labels and ids then come as lists
+    _np = None
+
+_L = _lib.lib
+
+_SIMD = {"auto": 0, "scalar": 1, "avx2": 2, "avx512": 3}
+
+_HOLD_RULE = ("the next batch's slot is still held (depth=%d): the loader's slots form a ring, "
+              "so the batch handed out depth steps earlier must be released first. A batch "
+              "stays in use while its Batch object or any array/tensor made from it is "
+              "alive: keep at most the depth - 1 most recent batches (the for-loop variable "
+              "counts), copy what you keep longer (tensor.clone(), array.copy()), or "
+              "create the loader with a larger depth")
+
+
+class _Core:
+    """Owns the stoker_loader handle. Destroyed when the Loader is closed and every batch
+    it handed out has been released (so arrays made from batches never dangle)."""
+
+    def __init__(self):
+        self.handle = ctypes.c_void_p()
+        self.lock = threading.RLock()
+        self.outstanding = 0
+        self.held_slots = set()  # ring positions (seq % depth) of batches not yet released
+        self.closing = False
+
+    def errmsg(self):
+        return _lib.text(_L.stoker_loader_errmsg(self.handle)) if self.handle else ""
+
+    def batch_done(self, bh, slot, stream=None):
+        with self.lock:
+            if stream is not None and _lib.has("stoker_batch_release_stream"):
+                # device batch: its buffer is refilled only after the work queued on the
+                # consumer's stream (which may still read it) completes
+                _L.stoker_batch_release_stream(bh, stream)
+            else:
+                _L.stoker_batch_release(bh)
+            self.outstanding -= 1
+            self.held_slots.discard(slot)
+            if self.closing and self.outstanding == 0:
+                self.destroy()
+
+    def destroy(self):
+        with self.lock:
+            if self.handle:
+                _L.stoker_loader_destroy(self.handle)
+                self.handle = ctypes.c_void_p()
+
+    def __del__(self):
+        # The garbage collector may finalise a cycle holding this core and its batches in
+        # any order: with batches still out, destruction waits for the last batch_done.
+        try:
+            with self.lock:
+                self.closing = True
+                if self.outstanding == 0:
+                    self.destroy()
+        except Exception:
+            pass
+
+
+class _BatchRef:
+    """Counts the holders of one C batch: its BatchData plus every live DLPack export."""
+
+    def __init__(self, core, bh, device, slot):
+        self.core = core
+        self.bh = bh
+        self.slot = slot
+        self.device = device
+        self.count = 1
+        self.lock = threading.Lock()
+        self.stream = None  # the last CUDA stream a consumer named (device batches)
+
+    def acquire(self):
+        with self.lock:
+            if self.count <= 0:
+                raise ValueError("the batch was released")
+            self.count += 1
+
+    def release(self):
+        with self.lock:
+            self.count -= 1
+            last = self.count == 0
+        if last:
+            self.core.batch_done(self.bh, self.slot, self.stream)
+
+    def wait_stream(self, stream):
+        """For device batches: makes the consumer's CUDA `stream` wait on the batch's ready
+        event (stoker_batch_wait_stream, where the library exports it; without it batches
+        are complete when handed out), and remembers the stream so that the final release
+        waits for the work queued there (stoker_batch_release_stream). A no-op for host
+        batches. Stream -1 (the consumer asks for no synchronisation) skips the wait."""
+        if stream is not None and (isinstance(stream, bool) or not hasattr(stream, "__index__")):
+            raise TypeError("stream must be an int (a cudaStream_t) or None")
+        if self.device < 0:
+            return
+        # DLPack's CUDA stream values: None or 1 = legacy default stream, 2 = per-thread
+        # default stream, else a cudaStream_t. cudaStreamLegacy and cudaStreamPerThread are
+        # the handles 0x1 and 0x2, so the values pass through unchanged.
+        handle = 1 if stream is None or stream == 0 else int(stream)
+        if handle != -1:
+            self.stream = handle
+        if handle == -1 or not _lib.has("stoker_batch_wait_stream"):
+            return
+        rc = _L.stoker_batch_wait_stream(self.bh, handle)
+        if rc != 0:
+            raise error(rc, self.core.errmsg() or "stoker_batch_wait_stream failed")
+
+
+class BatchData:
+    """The batch's tensor as a DLPack producer: ``torch.from_dlpack(data)`` and (host
+    batches) ``numpy.from_dlpack(data)`` wrap it without a copy. Also ``shape``, ``dtype``
+    (a name), ``device`` ("cpu" or "cuda:N"), ``nbytes`` and ``data_ptr()``."""
+
+    def __init__(self, ref, ptr, shape, dtype, nbytes):
+        self._ref = ref
+        self._ptr = ptr
+        self.shape = tuple(shape)
+        self._dtype = dtype
+        self.nbytes = nbytes
+
+    @property
+    def dtype(self):
+        return _lib.DTYPE_NAMES.get(self._dtype, "unknown")
+
+    @property
+    def device(self):
+        return "cpu" if self._ref.device < 0 else "cuda:%d" % self._ref.device
+
+    def data_ptr(self):
+        self._live()
+        return self._ptr or 0
+
+    def _live(self):
+        if self._ref is None:
+            raise ValueError("the batch was released")
+        return self._ref
+
+    def __dlpack_device__(self):
+        dev = self._live().device
+        return (_dlpack.kDLCUDA, dev) if dev >= 0 else (_dlpack.kDLCPU, 0)
+
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        """A classic ``"dltensor"`` capsule (also when max_version asks for a versioned one,
+        which the DLPack protocol allows). `stream`: the consumer's CUDA stream, made to
+        wait for the batch (see _BatchRef.wait_stream)."""
+        ref = self._live()
+        if copy:
+            raise BufferError("stoker batches are exported without a copy (copy=True)")
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError("the batch is on %s; it cannot be exported to %r"
+                              % (self.device, dl_device))
+        ref.wait_stream(stream)
+        return _dlpack.export(ref, self._ptr, self.shape, self._dtype, ref.device)
+
+    def _drop(self):
+        ref, self._ref = self._ref, None
+        if ref is not None:
+            ref.release()
+
+    def __del__(self):
+        try:
+            self._drop()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        return "BatchData(shape=%s, dtype=%s, device=%s)" % (self.shape, self.dtype,
+                                                             self.device)
+
+
+class Batch:
+    """One batch handed out by a Loader.
+
+    ``data``: the records as a DLPack producer (see BatchData); for fixed-size records a
+    dense ``[count, *record_shape]`` tensor (after transforms: ``[count, 3, H, W]`` for
+    NCHW), for records of varying size the packed ``uint8`` bytes, with ``offsets``
+    (``count + 1`` entries; record j is ``data[offsets[j]:offsets[j+1]]``), else
+    ``offsets`` is None. ``labels`` and ``indices`` (record ids; also ``ids``) are small
+    numpy copies. ``epoch`` and ``position`` (the batch's index in its epoch).
+
+    The memory stays valid while this object, its ``data`` or any array/tensor made from it
+    lives (module docstring); ``release()`` drops this object's own hold early.
+    """
+
+    def __init__(self, ref, view):
+        self.count = int(view.count)
+        self.epoch = int(view.epoch)
+        self.position = int(view.position)
+        self.device = int(view.device)
+        shape = [int(view.shape[i]) for i in range(view.ndim)]
+        self.labels = _copy_i64(view.labels, self.count)
+        self.indices = _copy_i64(view.ids, self.count)
+        self.offsets = _copy_i64(view.offsets, self.count + 1) if view.offsets else None
+        self.data = BatchData(ref, view.data, shape, int(view.dtype), int(view.nbytes))
+
+    @property
+    def ids(self):
+        return self.indices
+
+    @property
+    def shape(self):
+        return self.data.shape
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    def __len__(self):
+        return self.count
+
+    def numpy(self):
+        """The data as a numpy array sharing the batch's memory (host batches only)."""
+        if _np is None:
+            raise ImportError("numpy is not installed")
+        if self.data._dtype == _lib.DTYPE_BFLOAT16:
+            raise TypeError("this batch is bfloat16, which numpy cannot represent: use "
+                            "torch.from_dlpack(batch.data), or create the loader with "
+                            "dtype='float16' or 'float32'")
+        if self.device >= 0:
+            raise TypeError("this batch is in GPU memory (cuda:%d); numpy reads host memory "
+                            "only: use torch.from_dlpack(batch.data), or device='cpu'"
+                            % self.device)
+        return _np.from_dlpack(self.data)
+
+    def torch(self):
+        """The data as a torch tensor sharing the batch's memory."""
+        import torch
+        return torch.from_dlpack(self.data)
+
+    def records(self):
+        """For records of varying size: a list of bytes, one per record (a copy)."""
+        if self.offsets is None:
+            raise TypeError("records() is for records of varying size; use numpy()")
+        raw = bytes(self.numpy())
+        off = [int(x) for x in self.offsets]
+        return [raw[off[j]:off[j + 1]] for j in range(self.count)]
+
+    def release(self):
+        """Drops this object's hold on the batch (arrays made from it stay valid)."""
+        self.data._drop()
+
+    def __repr__(self):
+        return ("Batch(count=%d, epoch=%d, position=%d, shape=%s, dtype=%s, device=%s)"
+                % (self.count, self.epoch, self.position, self.data.shape, self.data.dtype,
+                   self.data.device))
+
+
+def _copy_i64(ptr, n):
+    if not ptr or n <= 0:
+        return _np.zeros(0, dtype=_np.int64) if _np is not None else []
+    if _np is not None:
+        return _np.ctypeslib.as_array(ptr, shape=(n,)).copy()
+    return list(ptr[:n])
+
+
+def _device_option(device):
+    """STOKER_OPT_DEVICE: ordinal + 1; 0 default; -1 CPU."""
+    if device is None:
+        return 0
+    if isinstance(device, bool):
+        raise TypeError("device must be None, 'cpu', 'cuda', 'cuda:N' or an int")
+    if hasattr(device, "__index__"):
+        n = device.__index__()
+        if n < -1:
+            raise ValueError("device ordinal must be >= 0 (or -1 for cpu), got %d" % n)
+        return -1 if n == -1 else n + 1
+    if not isinstance(device, str):
+        if type(device).__name__ == "device":  # torch.device
+            device = str(device)
+        else:
+            raise TypeError("device must be None, 'cpu', 'cuda', 'cuda:N' or an int, not %s"
+                            % type(device).__name__)
+    d = device.strip().lower()
+    if d == "cpu":
+        return -1
+    if d == "cuda":
+        torch = sys.modules.get("torch")
+        try:
+            if torch is not None and torch.cuda.is_initialized():
+                return torch.cuda.current_device() + 1
+        except Exception:
+            pass
+        local = os.environ.get("LOCAL_RANK", "")
+        return (int(local) if local.isdigit() else 0) + 1
+    if d.startswith("cuda:") and d[5:].isdigit():
+        return int(d[5:]) + 1
+    raise ValueError("device must be None, 'cpu', 'cuda' or 'cuda:N', got %r" % device)
+
+
+def _dist_defaults(rank, world_size):
+    """Fills rank/world_size from torch.distributed when it is imported and initialised."""
+    if rank is not None and world_size is not None:
+        return rank, world_size
+    td = sys.modules.get("torch.distributed")
+    try:
+        if td is not None and td.is_available() and td.is_initialized():
+            if rank is None:
+                rank = td.get_rank()
+            if world_size is None:
+                world_size = td.get_world_size()
+    except Exception:
+        pass
+    return rank, world_size
+
+
+def parse_state(blob):
+    """The readable fields of a loader state blob (layout: src/loader.c, version 1)."""
+    out = {}
+    if len(blob) >= _lib.STATE_SIZE and blob[:8] == b"STKLDST1":
+        (version, flags, seed, epoch, position, rank, world, batch) = struct.unpack_from(
+            "<IIQQQIIQ", blob, 8)
+        if version == 1:
+            out = {"epoch": epoch, "position": position, "seed": seed, "rank": rank,
+                   "world_size": world, "batch_size": batch, "shuffle": bool(flags & 1),
+                   "drop_last": bool(flags & 2)}
+    return out
+
+
+class _Epoch:
+    """Iterator over the rest of the loader's current epoch."""
+
+    def __init__(self, loader):
+        self._loader = loader
+        self.done = False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.done:
+            raise StopIteration
+        try:
+            batch = self._loader._next()
+        except BaseException:
+            self.done = True  # a loop stopped by an error is over; the next one continues
+            raise
+        if batch is None:
+            self.done = True
+            raise StopIteration
+        return batch
+
+
+class Loader:
+    """Streams batches of a stoker data set.
+
+    ``Loader(path, batch_size, shuffle=True, seed=0, transform=None, size=224, resize=None,
+    dtype=None, layout=None, device=None, rank=None, world_size=None, drop_last=False,
+    threads=None, depth=4, on_corrupt="error", backend="auto", direct_io=False, mean=None,
+    std=None, epoch=0)``
+
+    Defaults (INTERFACES.md): ``transform`` None = ``"train"`` for JPEG data sets, none for
+    raw records (``"none"`` keeps encoded bytes; ``"eval"``, ``"resize"``); ``dtype`` None =
+    float16 for images, the stored dtype for raw records; ``layout`` "NCHW"; ``device`` None
+    = GPU 0 (or ``LOCAL_RANK``) when a GPU is usable, else "cpu" (also "cuda", "cuda:N", an
+    int); ``rank``/``world_size`` None = torch.distributed's when it is initialised, else
+    the ``RANK``/``WORLD_SIZE`` environment variables, else 0/1; ``batch_size`` is per rank;
+    ``threads`` None = cores - 1; ``mean``/``std`` (three floats) ImageNet's.
+
+    ``for batch in loader`` runs to the end of the current epoch (a loop broken off early
+    is continued by the next one); the next loop runs the next epoch. ``len(loader)`` is
+    the number of batches per epoch on this rank. ``set_epoch(e)`` restarts at epoch e;
+    ``state_dict()``/``load_state_dict()`` save and resume mid-epoch; ``stats()``;
+    ``close()`` (or ``with``). Batches and their lifetime: see Batch and the module doc.
+    """
+
+    def __init__(self, path, batch_size, shuffle=True, seed=0, transform=None, size=224,
+                 resize=None, dtype=None, layout=None, device=None, rank=None,
+                 world_size=None, drop_last=False, threads=None, depth=4, on_corrupt="error",
+                 backend="auto", direct_io=False, mean=None, std=None, epoch=0,
+                 read_ahead=None, simd=None, dct=None, max_record_size=None,
+                 max_pixels=None, h5_images=None, h5_labels=None, device_buffers=None):
+        self._core = None
+        self._active = None
+        self._seq = 0  # mirrors the C loader's consumer sequence (ring position)
+        raw_path = check_path("path", path)
+        self.path = os.fsdecode(raw_path)
+        self.batch_size = check_int("batch_size", batch_size, 1)
+        self.depth = check_int("depth", depth, 1)
+        rank, world_size = _dist_defaults(rank, world_size)
+        with Config() as cfg:
+            cfg.set_int(_lib.OPT_BATCH_SIZE, self.batch_size)
+            cfg.set_int(_lib.OPT_SHUFFLE, check_bool("shuffle", shuffle))
+            seed = check_int("seed", seed, 0)
+            if seed >= 1 << 64:
+                raise ValueError("seed must fit in 64 bits")
+            cfg.set_int(_lib.OPT_SEED, seed - (1 << 64) if seed >= 1 << 63 else seed)
+            cfg.set_int(_lib.OPT_DROP_LAST, check_bool("drop_last", drop_last))
+            cfg.set_int(_lib.OPT_DIST_ENV, 1)
+            if rank is not None:
+                cfg.set_int(_lib.OPT_RANK, check_int("rank", rank, 0))
+            if world_size is not None:
+                cfg.set_int(_lib.OPT_WORLD_SIZE, check_int("world_size", world_size, 1))
+            cfg.set_int(_lib.OPT_EPOCH, check_int("epoch", epoch, 0))
+            if threads is not None:
+                cfg.set_int(_lib.OPT_THREADS, check_int("threads", threads, 1))
+            cfg.set_int(_lib.OPT_DEPTH, self.depth)
+            cfg.set_int(_lib.OPT_BACKEND, choice("backend", backend, _lib.BACKENDS))
+            cfg.set_int(_lib.OPT_DIRECT_IO, check_bool("direct_io", direct_io))
+            cfg.set_int(_lib.OPT_ON_CORRUPT, choice("on_corrupt", on_corrupt, _lib.ON_CORRUPT))
+            cfg.set_int(_lib.OPT_DEVICE, _device_option(device))
+            if device_buffers is not None:
+                cfg.set_int(_lib.OPT_DEVICE_BUFFERS, check_int("device_buffers", device_buffers,
+                                                               2))
+            if read_ahead is not None:
+                cfg.set_int(_lib.OPT_READ_AHEAD, check_int("read_ahead", read_ahead, 1))
+            if simd is not None:
+                cfg.set_int(_lib.OPT_SIMD, choice("simd", simd, _SIMD))
+            if dct is not None:
+                cfg.set_int(_lib.OPT_DCT, choice("dct", dct, _lib.DCTS))
+            if max_record_size is not None:
+                cfg.set_int(_lib.OPT_MAX_RECORD_SIZE,
+                            check_int("max_record_size", max_record_size, 1))
+            if max_pixels is not None:
+                cfg.set_int(_lib.OPT_MAX_PIXELS, check_int("max_pixels", max_pixels, 1))
+            if transform is not None:
+                cfg.set_int(_lib.OPT_TRANSFORM, choice("transform", transform,
+                                                       _lib.TRANSFORMS))
+            if size is not None and check_int("size", size, 1) != 224:
+                cfg.set_int(_lib.OPT_SIZE, size)
+            if resize is not None:
+                cfg.set_int(_lib.OPT_RESIZE, check_int("resize", resize, 1))
+            if dtype is not None:
+                cfg.set_int(_lib.OPT_DTYPE, dtype_code(dtype))
+            if layout is not None:
+                cfg.set_int(_lib.OPT_LAYOUT, choice("layout", layout, _lib.LAYOUTS))
+            for name, value, opts in (("mean", mean, (_lib.OPT_MEAN_R, _lib.OPT_MEAN_G,
+                                                      _lib.OPT_MEAN_B)),
+                                      ("std", std, (_lib.OPT_STD_R, _lib.OPT_STD_G,
+                                                    _lib.OPT_STD_B))):
+                if value is None:
+                    continue
+                if isinstance(value, (str, bytes)) or len(value) != 3:
+                    raise TypeError("%s must be three numbers (R, G, B)" % name)
+                for opt, v in zip(opts, value):
+                    if isinstance(v, bool) or not isinstance(v, (int, float)) and \
+                            not hasattr(v, "__float__"):
+                        raise TypeError("%s must be three numbers (R, G, B)" % name)
+                    cfg.set_float(opt, float(v))
+            if h5_images is not None:
+                cfg.set_string(_lib.OPT_H5_IMAGES, h5_images)
+            if h5_labels is not None:
+                cfg.set_string(_lib.OPT_H5_LABELS, h5_labels)
+            core = _Core()
+            rc = _L.stoker_loader_create(ctypes.byref(core.handle), raw_path, cfg.handle)
+        if rc != 0:
+            msg = core.errmsg()
+            core.destroy()
+            if self.path not in msg:
+                msg = "%s: %s" % (self.path, msg) if msg else self.path
+            raise error(rc, msg)
+        self._core = core
+
+    # ---- helpers ----
+
+    def _live(self):
+        core = self._core
+        if core is None or core.closing or not core.handle:
+            raise ValueError("the loader is closed")
+        return core
+
+    def _fail(self, rc, core=None):
+        core = core or self._core
+        raise error(rc, core.errmsg() if core is not None else "")
+
+    def _call_released(self, fn, *args):
+        """Runs a call that needs every batch released, collecting garbage once if batches
+        are only held by unreachable objects."""
+        core = self._live()
+        if core.outstanding:
+            gc.collect()
+        rc = fn(core.handle, *args)
+        if rc == _lib.E_STATE and core.outstanding:
+            raise StateError(rc, "%s; %d batch(es) are still held by Batch objects or arrays/"
+                             "tensors made from them (a for-loop variable keeps the last "
+                             "batch: del it)" % (core.errmsg(), core.outstanding))
+        if rc != 0:
+            self._fail(rc, core)
+        self._seq = 0  # the C loader restarted its ring
+
+    # ---- iteration ----
+
+    def __iter__(self):
+        self._live()
+        act = self._active() if self._active is not None else None
+        if act is not None and not act.done:
+            raise RuntimeError("this loader is already being iterated: finish (or delete) "
+                               "the previous iterator before starting another")
+        it = _Epoch(self)
+        self._active = weakref.ref(it)
+        return it
+
+    def __next__(self):
+        """The next batch of the current epoch; StopIteration at its end."""
+        b = self._next()
+        if b is None:
+            raise StopIteration
+        return b
+
+    def _next_slot_held(self, core):
+        """True when the slot the next batch comes from is still held. The loader's slots
+        form a ring, so stoker_loader_next would wait for that batch's release forever."""
+        with core.lock:
+            if self._seq % self.depth not in core.held_slots:
+                return False
+        gc.collect()  # batches only held by unreachable cycles come back
+        with core.lock:
+            if self._seq % self.depth not in core.held_slots:
+                return False
+        st = parse_state(self._state_blob())
+        return st.get("position", 0) < len(self)  # at the epoch's end next only says END
+
+    def _next(self):
+        core = self._live()
+        if self._next_slot_held(core):
+            raise StateError(_lib.E_STATE, _HOLD_RULE % self.depth)
+        out = ctypes.c_void_p()
+        rc = _L.stoker_loader_next(core.handle, ctypes.byref(out))
+        if rc == _lib.STOKER_END:
+            return None
+        if rc != 0:
+            if rc not in (_lib.E_STATE, _lib.E_INVALID):
+                self._seq += 1  # a failed batch counts as consumed
+            if rc == _lib.E_STATE and core.outstanding >= self.depth:
+                raise StateError(rc, _HOLD_RULE % self.depth)
+            self._fail(rc, core)
+        slot = self._seq % self.depth
+        self._seq += 1
+        with core.lock:
+            core.outstanding += 1
+            core.held_slots.add(slot)
+        ref = _BatchRef(core, out.value, -1, slot)
+        view = _lib.BatchView()
+        view.struct_size = ctypes.sizeof(view)
+        rc = _L.stoker_batch_get_view(out, ctypes.byref(view))
+        if rc != 0:
+            ref.release()
+            self._fail(rc, core)
+        ref.device = int(view.device)
+        return Batch(ref, view)
+
+    # ---- epoch, size, state ----
+
+    def __len__(self):
+        n = ctypes.c_int64()
+        rc = _L.stoker_loader_num_batches(self._live().handle, ctypes.byref(n))
+        if rc != 0:
+            self._fail(rc)
+        return n.value
+
+    @property
+    def num_records(self):
+        """Records per epoch on this rank (padding included)."""
+        n = ctypes.c_int64()
+        rc = _L.stoker_loader_num_records(self._live().handle, ctypes.byref(n))
+        if rc != 0:
+            self._fail(rc)
+        return n.value
+
+    def _state_blob(self):
+        core = self._live()
+        buf = ctypes.create_string_buffer(_lib.STATE_SIZE)
+        size = ctypes.c_size_t()
+        rc = _L.stoker_loader_state_save(core.handle, buf, len(buf), ctypes.byref(size))
+        if rc == _lib.E_LIMIT:
+            buf = ctypes.create_string_buffer(size.value)
+            rc = _L.stoker_loader_state_save(core.handle, buf, len(buf), ctypes.byref(size))
+        if rc != 0:
+            self._fail(rc, core)
+        return buf.raw[:size.value]
+
+    @property
+    def epoch(self):
+        """The epoch the next batch comes from."""
+        return parse_state(self._state_blob()).get("epoch")
+
+    @property
+    def position(self):
+        """Batches consumed in the current epoch."""
+        return parse_state(self._state_blob()).get("position")
+
+    @property
+    def rank(self):
+        return parse_state(self._state_blob()).get("rank")
+
+    @property
+    def world_size(self):
+        return parse_state(self._state_blob()).get("world_size")
+
+    def set_epoch(self, epoch):
+        """Restarts at the beginning of `epoch`. Every batch must have been released. A
+        no-op when the loader already stands at the start of that epoch (after the previous
+        epoch's end), which keeps its read-ahead."""
+        epoch = check_int("epoch", epoch, 0)
+        st = parse_state(self._state_blob())
+        if st.get("epoch") == epoch and st.get("position") == 0:
+            return
+        self._call_released(_L.stoker_loader_set_epoch, epoch)
+
+    def state_dict(self):
+        """Where the loader stands: ``{"state": bytes, "epoch", "position", "seed", "rank",
+        "world_size", "batch_size", "shuffle", "drop_last"}``; only "state" is used to
+        resume."""
+        blob = self._state_blob()
+        d = {"state": blob}
+        d.update(parse_state(blob))
+        return d
+
+    def load_state_dict(self, state):
+        """Continues from a state_dict() (or its "state" bytes): the following batches are
+        those an uninterrupted loader would have delivered. Every batch must be released."""
+        blob = state.get("state") if isinstance(state, dict) else state
+        if not isinstance(blob, (bytes, bytearray, memoryview)):
+            raise TypeError("load_state_dict takes a state_dict() or its 'state' bytes")
+        blob = bytes(blob)
+        self._call_released(_L.stoker_loader_state_restore, blob, len(blob))
+
+    # ---- stats ----
+
+    def stats(self):
+        """Loader statistics as a dict (stoker_loader_stats_json)."""
+        core = self._live()
+        cap = 4096
+        for _ in range(3):
+            buf = ctypes.create_string_buffer(cap)
+            need = ctypes.c_size_t()
+            rc = _L.stoker_loader_stats_json(core.handle, buf, cap, ctypes.byref(need))
+            if rc == 0:
+                return json.loads(buf.value.decode())
+            if rc != _lib.E_LIMIT:
+                self._fail(rc, core)
+            cap = max(need.value, cap * 2)
+        self._fail(rc, core)
+
+    # ---- lifetime ----
+
+    def close(self):
+        """Stops the loader. Its memory is freed once every batch handed out has been
+        released; arrays and tensors made from batches stay valid until then. Using the
+        loader afterwards raises ValueError. Idempotent."""
+        core, self._core = self._core, None
+        if core is None:
+            return
+        gc.collect() if core.outstanding else None
+        with core.lock:
+            core.closing = True
+            if core.outstanding == 0:
+                core.destroy()
+
+    @property
+    def closed(self):
+        return self._core is None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        if self._core is None:
+            return "Loader(%r, closed)" % self.path
+        return "Loader(%r, batch_size=%d, batches=%d)" % (self.path, self.batch_size, len(self))

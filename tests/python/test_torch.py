@@ -1,0 +1,98 @@
+"""torch.from_dlpack on stoker batches (skipped where PyTorch is not installed)."""
+import gc
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import conftest as h  # noqa: E402
+import stoker  # noqa: E402
+
+
+def test_cpu_zero_copy(raw_ds):
+    with stoker.Loader(raw_ds, 10, seed=2, device="cpu") as loader:
+        for b in loader:
+            t = torch.from_dlpack(b.data)
+            assert t.device.type == "cpu" and t.dtype == torch.uint8
+            assert t.data_ptr() == b.data.data_ptr()
+            assert tuple(t.shape) == (b.count,) + h.RECORD_SHAPE
+            assert list(h.record_id(t.numpy())) == list(b.indices)
+            t2 = b.torch()
+            assert t2.data_ptr() == t.data_ptr()
+            del t, t2, b
+
+
+@pytest.mark.parametrize("dtype, torch_dtype", [("float16", torch.float16),
+                                                ("bfloat16", torch.bfloat16),
+                                                ("float32", torch.float32),
+                                                ("int64", torch.int64)])
+def test_dtypes(tmp_path, dtype, torch_dtype):
+    ref = torch.arange(30 * 5, dtype=torch.float32).reshape(30, 5).sub(70).div(4).to(torch_dtype)
+    path = str(tmp_path / dtype)
+    with stoker.Writer(path, kind="raw", dtype=dtype, shape=(5,), fsync=False) as w:
+        for i in range(30):
+            w.add(ref[i].view(torch.uint8).numpy(), i)
+    with stoker.Loader(path, 8, seed=3, device="cpu") as loader:
+        assert loader.stats()["device"] == -1
+        for b in loader:
+            t = torch.from_dlpack(b.data)
+            assert t.dtype == torch_dtype
+            assert torch.equal(t, ref[torch.from_numpy(b.indices)])
+
+
+def test_tensors_keep_batches_alive(raw_ds):
+    """Tensors from 3 batches kept across an epoch with depth 4; then all released."""
+    with stoker.Loader(raw_ds, 8, depth=4, seed=9, device="cpu") as loader:
+        window = []
+        for epoch in range(2):
+            for b in loader:
+                window = (window + [(torch.from_dlpack(b.data), b.indices.copy())])[-3:]
+                del b
+                for t, ids in window:
+                    assert list(h.record_id(t.numpy())) == list(ids)
+        del window, t
+        gc.collect()
+        loader.set_epoch(0)
+
+
+def test_default_rank_from_torch_distributed(raw_ds, tmp_path):
+    import torch.distributed as dist
+    if not dist.is_available():
+        pytest.skip("torch.distributed is not available")
+    dist.init_process_group("gloo", init_method="file://%s" % (tmp_path / "pg"), rank=0,
+                            world_size=1)
+    try:
+        with stoker.Loader(raw_ds, 8, device="cpu") as loader:
+            assert (loader.rank, loader.world_size) == (0, 1)
+    finally:
+        dist.destroy_process_group()
+
+
+def cuda_usable():
+    return torch.cuda.is_available() and stoker.capabilities()["cuda_devices"] > 0
+
+
+@pytest.mark.skipif(not cuda_usable(), reason="no usable CUDA device")
+def test_cuda_batches(raw_ds):
+    with stoker.Loader(raw_ds, 10, seed=1, device="cuda:0") as loader:
+        b = next(iter(loader))
+        if b.device < 0:
+            pytest.skip("this build delivers host batches only")
+        assert b.data.__dlpack_device__() == (2, 0)
+        t = torch.from_dlpack(b.data)
+        assert t.is_cuda and t.device.index == 0
+        assert t.data_ptr() == b.data.data_ptr()
+        got = t.cpu().numpy()
+        for j, i in enumerate(b.indices):
+            assert np.array_equal(got[j], h.record_array(int(i)))
+        with pytest.raises(TypeError):
+            b.numpy()
+        del t, b
+        seen = []
+        loader.set_epoch(1)
+        for b in loader:
+            t = torch.from_dlpack(b.data)
+            seen += [int(x) for x in h.record_id(t.cpu().numpy())]
+            assert seen[-b.count:] == [int(x) for x in b.indices]
+        assert sorted(seen) == list(range(103))
