@@ -17,6 +17,8 @@ typedef struct stoker__recloc {
     int64_t label;
     uint32_t crc;    /* CRC32C of the payload */
     uint32_t has_crc; /* 1 when crc is meaningful */
+    uint32_t fetch;   /* 1: not one plain extent (chunked or compressed HDF5): read it
+                         with stoker__dataset_fetch, not at (fd, offset, length) */
 } stoker__recloc;
 
 /* Locates record `id` (0 <= id < records). O(log shards), no allocation, no I/O (the index
@@ -32,6 +34,13 @@ const char *stoker__dataset_shard_path(const stoker_dataset *ds, int32_t shard);
 /* A descriptor of shard `shard` opened with O_DIRECT (opened on first use, kept until
  * close; thread-safe), or a negative errno when the file system refuses O_DIRECT. */
 int stoker__dataset_direct_fd(stoker_dataset *ds, int32_t shard);
+
+/* Reads a record whose location has `fetch` set: the source assembles its loc->length
+ * bytes into `dst` or, when dst is NULL, into a buffer of the calling thread (valid until
+ * its next fetch) with a small per-thread cache of decoded chunks. *out points at the
+ * bytes. Thread-safe; `err` receives the message of a failure. */
+int stoker__dataset_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, uint8_t *dst,
+                          const uint8_t **out, stoker__err *err);
 
 /* The largest payload of any record (for sizing buffers). */
 uint64_t stoker__dataset_max_record(const stoker_dataset *ds);

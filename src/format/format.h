@@ -117,6 +117,8 @@ typedef struct stoker__source_ops {
     int (*direct_fd)(stoker_dataset *ds, int32_t shard);
     const char *(*key)(stoker_dataset *ds, int64_t id);
     void (*close)(stoker_dataset *ds);
+    int (*fetch)(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, uint8_t *dst,
+                 const uint8_t **out, stoker__err *err); /* NULL: every record is one extent */
 } stoker__source_ops;
 
 typedef struct stoker__shard {
@@ -151,6 +153,7 @@ struct stoker_dataset {
     uint64_t *first; /* first[i]: id of shard i's first record; first[nshards] = total */
     uint64_t payload_bytes;
     uint64_t max_record;
+    void *source; /* the source kind's own state (HDF5), owned by ops->close */
 };
 
 /* Sets the data set's message under its lock (for failures of concurrent readers). */

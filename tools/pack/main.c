@@ -48,7 +48,8 @@ static void usage(FILE *f)
                "       stoker-pack --version | --help\n"
                "\n"
                "SRC is an ImageFolder tree (one folder per class), a list file of\n"
-               "'path<TAB>label' lines, or a NumPy .npy array (one record per row).\n"
+               "'path<TAB>label' lines, a NumPy .npy array (one record per row), or an\n"
+               "HDF5 file FILE.h5[:/DATASET] (one record per index along axis 0).\n"
                "\n"
                "options:\n"
                "  --shard-size SIZE  target shard size, with K/M/G suffixes (default 256M)\n"
@@ -61,7 +62,8 @@ static void usage(FILE *f)
                "  --quality Q        JPEG quality of re-encoded images (default 90)\n"
                "  --seed S           seed of the storage order's shuffle (default 0)\n"
                "  --no-shuffle       store records in source order\n"
-               "  --labels FILE      labels of a .npy source: an (N,) integer .npy\n"
+               "  --labels FILE      labels of a .npy source: an (N,) integer .npy;\n"
+               "                     of an HDF5 source: the labels dataset's name\n"
                "  --force            replace an existing OUT\n"
                "  --no-fsync         do not fsync the output before publishing it\n"
                "  --quiet            print errors only\n");
@@ -357,6 +359,7 @@ static void drop_writer(stoker_writer *w)
 typedef struct npy_pair {
     pack_npy data, labels;
     bool has_labels;
+    stoker_dataset *h5; /* an HDF5 source instead (h5.c) */
 } npy_pair;
 
 static int open_npy(const pack_opts *o, npy_pair *np)
@@ -384,6 +387,8 @@ static int open_npy(const pack_opts *o, npy_pair *np)
 static int load_source(const pack_opts *o, bool *is_npy, pack_source *src, npy_pair *np)
 {
     struct stat st;
+    if (pack_is_h5(o->src))
+        return pack_h5_open(o, &np->h5);
     if (stat(o->src, &st) != 0) {
         pack_err("%s: %s", o->src, strerror(errno));
         return PACK_FAIL;
@@ -402,6 +407,8 @@ static int load_source(const pack_opts *o, bool *is_npy, pack_source *src, npy_p
 
 static int declare_field(stoker_writer *w, bool is_npy, const npy_pair *np, const pack_source *src)
 {
+    if (np->h5)
+        return pack_h5_field(w, np->h5);
     int rc = is_npy ? stoker_writer_set_field(w, STOKER_FIELD_RAW, np->data.dtype, np->data.ndim,
                                               np->data.shape)
                     : stoker_writer_set_field(w, STOKER_FIELD_JPEG, 0, 0, NULL);
@@ -426,8 +433,10 @@ static int write_all(const pack_opts *o, bool is_npy, const npy_pair *np, const 
         stoker_writer_cancel(w);
     code = declare_field(w, is_npy, np, src);
     if (code == 0)
-        code = is_npy ? pack_rows(o, &np->data, np->has_labels ? &np->labels : NULL, order, w, res)
-                      : pack_images(o, src, order, w, res);
+        code = np->h5    ? pack_h5_rows(o, np->h5, order, w, res)
+               : is_npy ? pack_rows(o, &np->data, np->has_labels ? &np->labels : NULL, order, w,
+                                    res)
+                        : pack_images(o, src, order, w, res);
     if (code == 0) {
         const int rc = stoker_writer_finish(w);
         if (rc == STOKER_E_CANCELED || (rc < 0 && pack_interrupted)) {
@@ -461,14 +470,18 @@ static int run_pack(const pack_opts *o)
     npy_pair np = {0};
     bool is_npy = false;
     int code = load_source(o, &is_npy, &src, &np);
-    const size_t n = is_npy ? (size_t)np.data.rows : src.n;
+    const size_t n = np.h5    ? (size_t)stoker_dataset_num_records(np.h5)
+                     : is_npy ? (size_t)np.data.rows
+                              : src.n;
     if (code == 0 && !o->quiet)
-        print_options(o, is_npy ? "npy array" : src.nclasses ? "image folder" : "list file");
+        print_options(o, np.h5    ? "HDF5 file"
+                         : is_npy ? "npy array"
+                         : src.nclasses ? "image folder" : "list file");
     if (code == 0 && n == 0) {
         pack_err("%s: no records (no image files found)", o->src);
         code = PACK_FAIL;
     }
-    if (code == 0 && !o->quiet && !is_npy)
+    if (code == 0 && !o->quiet && !is_npy && !np.h5)
         fprintf(stderr, "stoker-pack: %zu files in %zu classes%s\n", src.n, src.nclasses,
                 src.ignored ? " (non-image files ignored)" : "");
     size_t *order = code == 0 ? pack_order(n, o->shuffle, o->seed) : NULL;
@@ -485,6 +498,7 @@ static int run_pack(const pack_opts *o)
     pack_source_free(&src);
     pack_npy_close(&np.data);
     pack_npy_close(&np.labels);
+    stoker_dataset_close(np.h5);
     return code;
 }
 

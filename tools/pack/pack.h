@@ -96,6 +96,15 @@ int pack_images(const pack_opts *o, const pack_source *src, const size_t *order,
 int pack_rows(const pack_opts *o, const pack_npy *data, const pack_npy *labels, const size_t *order,
               stoker_writer *w, pack_result *res);
 
+/* ---- h5.c: HDF5 files (through the library's HDF5 source) ---- */
+/* Does `path` name an HDF5 source ("x.h5", "x.hdf5", optionally ":/dataset" after it)? */
+bool pack_is_h5(const char *path);
+/* Opens the file as a data set (--labels names the labels dataset); 0 or an exit code. */
+int pack_h5_open(const pack_opts *o, stoker_dataset **ds);
+int pack_h5_field(stoker_writer *w, const stoker_dataset *ds);
+int pack_h5_rows(const pack_opts *o, stoker_dataset *ds, const size_t *order, stoker_writer *w,
+                 pack_result *res);
+
 /* ---- main.c: interruption ---- */
 extern volatile sig_atomic_t pack_interrupted;
 

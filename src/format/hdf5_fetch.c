@@ -1,0 +1,428 @@
+/* HDF5 records that are not one extent on disk: assembled from whole chunks (read with
+ * pread, inflated and unshuffled here, in the calling worker), or, for what cannot be
+ * mapped, read with H5Dread under the global lock.
+ *
+ * Each thread keeps a small cache of decoded chunks (keyed by data set serial and chunk
+ * number), so neighbouring records of one chunk, or the many records of a large chunk,
+ * read and inflate it once, whether the caller is a loader worker or stoker_dataset_read.
+ * The cache lives in thread-specific data and is freed when the thread exits. */
+#include "format/hdf5_source.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <zlib.h>
+
+#define CACHE_MAX 16                     /* chunks per thread at most */
+#define CACHE_BYTES (UINT64_C(64) << 20) /* and about this many bytes */
+
+typedef struct h5_entry {
+    uint64_t serial, index, tick;
+    uint8_t *data;
+    size_t cap;
+    uint64_t valid; /* decoded bytes at the front of data */
+    /* A deflate-only chunk is inflated only as far as the records asked for so far need
+     * (rows are outermost in a chunk): the stream and its stored bytes are kept so that
+     * the next record of the chunk goes on from there. */
+    z_stream zs;
+    bool zlive;
+    uint8_t *raw;
+    size_t raw_cap;
+} h5_entry;
+
+typedef struct h5_cache {
+    h5_entry e[CACHE_MAX];
+    uint64_t tick;
+    uint8_t *raw, *tmp, *rec;
+    size_t raw_cap, tmp_cap, rec_cap;
+} h5_cache;
+
+static pthread_key_t cache_key;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+static int cache_key_rc;
+
+static void entry_end(h5_entry *e)
+{
+    if (e->zlive)
+        inflateEnd(&e->zs);
+    e->zlive = false;
+    e->serial = 0;
+    e->valid = 0;
+}
+
+static void cache_free(h5_cache *c)
+{
+    for (int i = 0; i < CACHE_MAX; i++) {
+        entry_end(&c->e[i]);
+        stoker__free(c->e[i].data);
+        stoker__free(c->e[i].raw);
+    }
+    stoker__free(c->raw);
+    stoker__free(c->tmp);
+    stoker__free(c->rec);
+}
+
+static void cache_destroy(void *p)
+{
+    cache_free(p);
+    stoker__free(p);
+}
+
+static void cache_key_init(void)
+{
+    cache_key_rc = pthread_key_create(&cache_key, cache_destroy);
+}
+
+static h5_cache *thread_cache(void)
+{
+    pthread_once(&cache_once, cache_key_init);
+    if (cache_key_rc != 0)
+        return NULL;
+    h5_cache *c = pthread_getspecific(cache_key);
+    if (!c && (c = stoker__calloc(1, sizeof *c)) != NULL && pthread_setspecific(cache_key, c)) {
+        stoker__free(c);
+        c = NULL;
+    }
+    return c;
+}
+
+/* Makes *p hold at least n bytes (contents not kept). */
+static int grow(uint8_t **p, size_t *cap, uint64_t n)
+{
+    if (*cap >= n && *p)
+        return 0;
+    stoker__free(*p);
+    *cap = 0;
+    *p = stoker__malloc(n ? (size_t)n : 1);
+    if (!*p)
+        return -ENOMEM;
+    *cap = (size_t)n;
+    return 0;
+}
+
+/* ---- filters ---- */
+
+static void unshuffle(const uint8_t *in, uint8_t *out, uint64_t len, size_t es)
+{
+    const uint64_t n = len / es;
+    for (size_t b = 0; b < es; b++) {
+        const uint8_t *src = in + b * n;
+        for (uint64_t k = 0; k < n; k++)
+            out[k * es + b] = src[k];
+    }
+    memcpy(out + n * es, in + n * es, (size_t)(len - n * es)); /* the tail is not shuffled */
+}
+
+int stoker__h5_decode(const stoker__h5 *h, uint32_t mask, uint8_t *raw, uint64_t size, uint8_t *out,
+                      uint8_t *tmp)
+{
+    const uint8_t *cur = raw;
+    uint64_t len = size;
+    for (int i = h->nfilters - 1; i >= 0; i--) {
+        if (mask & (1u << i))
+            continue; /* the writer skipped this filter for this chunk */
+        uint8_t *dst = cur == tmp ? out : tmp;
+        if (h->filters[i] == H5Z_FILTER_DEFLATE) {
+            uLongf got = (uLongf)h->chunk_bytes;
+            if (uncompress(dst, &got, cur, (uLong)len) != Z_OK)
+                return STOKER_E_CORRUPT;
+            len = got;
+        } else {
+            if (len > h->chunk_bytes)
+                return STOKER_E_CORRUPT;
+            unshuffle(cur, dst, len, h->esize);
+        }
+        cur = dst;
+    }
+    if (len != h->chunk_bytes)
+        return STOKER_E_CORRUPT;
+    if (cur != out)
+        memcpy(out, cur, (size_t)len);
+    return 0;
+}
+
+/* ---- chunks ---- */
+
+static void fill_chunk(const stoker__h5 *h, uint8_t *p)
+{
+    if (h->fill_zero) {
+        memset(p, 0, (size_t)h->chunk_bytes);
+        return;
+    }
+    for (uint64_t i = 0; i + h->esize <= h->chunk_bytes; i += h->esize)
+        memcpy(p + i, h->fill, h->esize);
+}
+
+static int load_chunk(const stoker__h5 *h, h5_cache *c, const stoker__h5_chunk *k, uint8_t *out)
+{
+    if (k->addr == UINT64_MAX) {
+        fill_chunk(h, out);
+        return 0;
+    }
+    if (h->nfilters == 0)
+        return stoker__pread_full(h->fd, out, (size_t)h->chunk_bytes, k->addr);
+    if (grow(&c->raw, &c->raw_cap, k->size) < 0 || grow(&c->tmp, &c->tmp_cap, h->chunk_bytes) < 0)
+        return -ENOMEM;
+    const int rc = stoker__pread_full(h->fd, c->raw, (size_t)k->size, k->addr);
+    return rc < 0 ? rc : stoker__h5_decode(h, k->mask, c->raw, k->size, out, c->tmp);
+}
+
+#define INFLATE_STEP (UINT64_C(256) << 10) /* inflate at least this much further per call */
+
+/* Inflates the entry's stream until `need` bytes are valid (or the chunk is whole). */
+static int inflate_to(const stoker__h5 *h, h5_entry *e, uint64_t need)
+{
+    uint64_t target = e->valid + INFLATE_STEP > need ? e->valid + INFLATE_STEP : need;
+    target = target < h->chunk_bytes ? target : h->chunk_bytes;
+    e->zs.next_out = e->data + e->valid;
+    e->zs.avail_out = (uInt)(target - e->valid);
+    int z = Z_OK;
+    while (e->zs.avail_out > 0 && z == Z_OK)
+        z = inflate(&e->zs, Z_SYNC_FLUSH);
+    e->valid = e->zs.total_out;
+    if (z == Z_STREAM_END && e->valid == h->chunk_bytes) {
+        inflateEnd(&e->zs);
+        e->zlive = false;
+        return 0;
+    }
+    if (z != Z_OK && !(z == Z_BUF_ERROR && e->zs.avail_out == 0))
+        return STOKER_E_CORRUPT; /* damaged, cut short, or longer than the chunk */
+    return e->valid >= need ? 0 : STOKER_E_CORRUPT;
+}
+
+/* Starts a chunk that is deflate only: its stored bytes into the entry, a new stream. */
+static int stream_start(const stoker__h5 *h, h5_entry *e, const stoker__h5_chunk *k)
+{
+    if (grow(&e->raw, &e->raw_cap, k->size) < 0)
+        return -ENOMEM;
+    const int rc = stoker__pread_full(h->fd, e->raw, (size_t)k->size, k->addr);
+    if (rc < 0)
+        return rc;
+    memset(&e->zs, 0, sizeof e->zs);
+    if (inflateInit(&e->zs) != Z_OK)
+        return -ENOMEM;
+    e->zs.next_in = e->raw;
+    e->zs.avail_in = (uInt)k->size;
+    e->zlive = true;
+    e->valid = 0;
+    return 0;
+}
+
+static bool streamable(const stoker__h5 *h, const stoker__h5_chunk *k)
+{
+    return h->nfilters == 1 && h->filters[0] == H5Z_FILTER_DEFLATE && !(k->mask & 1u) &&
+           k->addr != UINT64_MAX;
+}
+
+/* Fills a fresh entry with chunk `index`, decoded at least `need` bytes far. */
+static int entry_load(const stoker__h5 *h, h5_cache *c, h5_entry *e, uint64_t index, uint64_t need)
+{
+    const stoker__h5_chunk *k = &h->chunks[index];
+    int rc = grow(&e->data, &e->cap, h->chunk_bytes);
+    if (rc == 0 && streamable(h, k)) {
+        rc = stream_start(h, e, k);
+        return rc < 0 ? rc : inflate_to(h, e, need);
+    }
+    if (rc == 0 && (rc = load_chunk(h, c, k, e->data)) == 0)
+        e->valid = h->chunk_bytes;
+    return rc;
+}
+
+/* Chunk `index` decoded at least `need` bytes far, from the cache or read now (the least
+ * recently used entry evicted). */
+static const uint8_t *get_chunk(const stoker__h5 *h, h5_cache *c, uint64_t index, uint64_t need,
+                                int *rc)
+{
+    uint64_t room = CACHE_BYTES / (h->chunk_bytes ? h->chunk_bytes : 1);
+    const int n = room < 2 ? 2 : room > CACHE_MAX ? CACHE_MAX : (int)room;
+    int victim = 0;
+    h5_entry *e = NULL;
+    for (int i = 0; i < n && !e; i++) {
+        if (c->e[i].serial == h->serial && c->e[i].index == index && c->e[i].data)
+            e = &c->e[i];
+        else if (c->e[i].tick < c->e[victim].tick)
+            victim = i;
+    }
+    if (!e) {
+        e = &c->e[victim];
+        entry_end(e);
+        *rc = entry_load(h, c, e, index, need);
+    } else {
+        *rc = e->valid >= need ? 0 : e->zlive ? inflate_to(h, e, need) : STOKER_E_CORRUPT;
+    }
+    if (*rc < 0) {
+        entry_end(e);
+        return NULL;
+    }
+    e->serial = h->serial;
+    e->index = index;
+    e->tick = ++c->tick;
+    return e->data;
+}
+
+/* Copies the part of chunk `cc` (chunk coordinates) that lies in rows [r0, r1) to dst,
+ * which holds those rows densely. Runs along the last axis are contiguous on both sides. */
+static void copy_part(const stoker__h5 *h, const uint8_t *chunk, const uint64_t *cc, uint64_t r0,
+                      uint64_t r1, uint8_t *dst)
+{
+    const int R = h->rank;
+    uint64_t lo[STOKER__H5_MAX_RANK], hi[STOKER__H5_MAX_RANK], ds[STOKER__H5_MAX_RANK],
+        cs[STOKER__H5_MAX_RANK], at[STOKER__H5_MAX_RANK];
+    for (int d = 0; d < R; d++) {
+        const uint64_t a = cc[d] * h->cdims[d], b = a + h->cdims[d];
+        const uint64_t rlo = d == 0 ? r0 : 0, rhi = d == 0 ? r1 : h->dims[d];
+        lo[d] = at[d] = a > rlo ? a : rlo;
+        hi[d] = b < rhi ? b : rhi;
+    }
+    ds[R - 1] = cs[R - 1] = h->esize;
+    for (int d = R - 2; d >= 0; d--) {
+        ds[d] = ds[d + 1] * h->dims[d + 1]; /* dst holds whole rows */
+        cs[d] = cs[d + 1] * h->cdims[d + 1];
+    }
+    const size_t run = (size_t)((hi[R - 1] - lo[R - 1]) * h->esize);
+    for (;;) {
+        uint64_t so = 0, dof = 0;
+        for (int d = 0; d < R; d++) {
+            so += (at[d] - cc[d] * h->cdims[d]) * cs[d];
+            dof += (at[d] - (d == 0 ? r0 : 0)) * ds[d];
+        }
+        memcpy(dst + dof, chunk + so, run);
+        int d = R - 2;
+        while (d >= 0 && ++at[d] == hi[d]) {
+            at[d] = lo[d];
+            d--;
+        }
+        if (d < 0)
+            return;
+    }
+}
+
+/* Assembles rows [r0, r1) from every chunk they touch. */
+static int assemble(const stoker__h5 *h, h5_cache *c, uint64_t r0, uint64_t r1, uint8_t *dst)
+{
+    if (r1 <= r0 || h->row_bytes == 0)
+        return 0; /* an empty record (some axis has length 0): no chunk to visit */
+    const int R = h->rank;
+    uint64_t lo[STOKER__H5_MAX_RANK], hi[STOKER__H5_MAX_RANK], cc[STOKER__H5_MAX_RANK];
+    for (int d = 0; d < R; d++) {
+        lo[d] = cc[d] = d == 0 ? r0 / h->cdims[0] : 0;
+        hi[d] = d == 0 ? (r1 - 1) / h->cdims[0] + 1 : h->grid[d];
+    }
+    for (;;) {
+        uint64_t index = 0;
+        for (int d = 0; d < R; d++)
+            index = index * h->grid[d] + cc[d];
+        /* rows are outermost in a chunk: the record needs it up to its last row there */
+        const uint64_t top = (cc[0] + 1) * h->cdims[0] < r1 ? (cc[0] + 1) * h->cdims[0] : r1;
+        const uint64_t need = (top - cc[0] * h->cdims[0]) * (h->chunk_bytes / h->cdims[0]);
+        int rc = 0;
+        const uint8_t *chunk = get_chunk(h, c, index, need, &rc);
+        if (!chunk)
+            return rc;
+        copy_part(h, chunk, cc, r0, r1, dst);
+        int d = R - 1;
+        while (d >= 0 && ++cc[d] == hi[d]) {
+            cc[d] = lo[d];
+            d--;
+        }
+        if (d < 0)
+            return 0;
+    }
+}
+
+/* ---- the serialised reads ---- */
+
+/* Both readers take the reason off libhdf5's error stack at once: the next API call,
+ * even a successful close, clears it. */
+static int read_rows(const stoker__h5 *h, uint64_t r0, uint64_t r1, uint8_t *dst, char *why,
+                     size_t cap)
+{
+    hsize_t start[STOKER__H5_MAX_RANK] = {0}, count[STOKER__H5_MAX_RANK];
+    for (int d = 0; d < h->rank; d++)
+        count[d] = d == 0 ? r1 - r0 : h->dims[d];
+    start[0] = r0;
+    if (r1 == r0)
+        return 0;
+    const hid_t fs = H5Dget_space(h->did);
+    const hid_t ms = H5Screate_simple(h->rank, count, NULL);
+    herr_t r =
+        fs < 0 || ms < 0 ? -1 : H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL);
+    if (r >= 0)
+        r = H5Dread(h->did, h->mtype, ms, fs, H5P_DEFAULT, dst);
+    if (r < 0)
+        stoker__h5_why(why, cap);
+    H5Sclose(ms);
+    H5Sclose(fs);
+    return r < 0 ? STOKER_E_CORRUPT : 0;
+}
+
+static int read_vlen(const stoker__h5 *h, uint64_t row, uint64_t len, uint8_t *dst, char *why,
+                     size_t cap)
+{
+    const hsize_t start = row, one = 1;
+    const hid_t fs = H5Dget_space(h->did);
+    const hid_t ms = H5Screate_simple(1, &one, NULL);
+    hvl_t v = {0, NULL};
+    herr_t r =
+        fs < 0 || ms < 0 ? -1 : H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &one, NULL);
+    if (r >= 0)
+        r = H5Dread(h->did, h->mtype, ms, fs, H5P_DEFAULT, &v);
+    if (r < 0)
+        stoker__h5_why(why, cap);
+    else if (v.len != len)
+        snprintf(why, cap, "%llu bytes, %llu at open (file changed?)", (unsigned long long)v.len,
+                 (unsigned long long)len);
+    const bool ok = r >= 0 && v.len == len;
+    if (ok && len)
+        memcpy(dst, v.p, (size_t)len);
+    if (r >= 0)
+        H5Dvlen_reclaim(h->mtype, ms, H5P_DEFAULT, &v);
+    H5Sclose(ms);
+    H5Sclose(fs);
+    return ok ? 0 : STOKER_E_CORRUPT;
+}
+
+static int serial_read(const stoker__h5 *h, int64_t id, uint64_t len, uint8_t *dst, char *why,
+                       size_t cap)
+{
+    uint64_t r0, r1;
+    stoker__h5_rows(h, id, &r0, &r1);
+    stoker__h5_lock();
+    const int rc = h->mode == H5M_VLEN ? read_vlen(h, (uint64_t)id, len, dst, why, cap)
+                                       : read_rows(h, r0, r1, dst, why, cap);
+    stoker__h5_unlock();
+    return rc;
+}
+
+/* ---- the source's fetch ---- */
+
+int stoker__h5_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, uint8_t *dst,
+                     const uint8_t **out, stoker__err *err)
+{
+    const stoker__h5 *h = ds->source;
+    h5_cache local;
+    memset(&local, 0, sizeof local);
+    h5_cache *c = thread_cache();
+    c = c ? c : &local; /* no thread-specific data: this call decodes without a cache */
+    STOKER_RETURN_IF(!dst && grow(&c->rec, &c->rec_cap, loc->length) < 0, err, -ENOMEM,
+                     "%s: record %lld: out of memory", h->file, (long long)id);
+    uint8_t *buf = dst ? dst : c->rec;
+    char why[256] = "";
+    int rc = 0;
+    if (h->mode == H5M_CHUNKS) {
+        uint64_t r0, r1;
+        stoker__h5_rows(h, id, &r0, &r1);
+        rc = assemble(h, c, r0, r1, buf);
+        snprintf(why, sizeof why, "%s",
+                 rc == STOKER_E_CORRUPT ? "a chunk is cut short or does not decode to its size "
+                                          "(truncated or damaged file)"
+                                        : stoker_strerror(rc));
+    } else {
+        rc = serial_read(h, id, loc->length, buf, why, sizeof why);
+    }
+    if (c == &local)
+        cache_free(&local);
+    *out = buf;
+    STOKER_RETURN_IF(rc < 0, err, rc, "%s: dataset %s: record %lld: %s", h->file, h->name,
+                     (long long)id, why);
+    return 0;
+}

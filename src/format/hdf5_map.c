@@ -1,0 +1,138 @@
+/* The record map's arithmetic: chunk grids, chunk extents, blob offsets. These take
+ * libhdf5's answers (which a damaged or malicious file can make anything) and decide whether
+ * they describe records inside the file; no libhdf5 call here, so the fuzz target can drive
+ * them, and the chunk assembly after them, with arbitrary values. */
+#include "format/hdf5_source.h"
+
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+bool stoker__h5_grid(stoker__h5 *h)
+{
+    h->nchunks = h->chunk_bytes = 1;
+    bool ovf = stoker__mul_ovf(h->chunk_bytes, h->esize, &h->chunk_bytes);
+    for (int d = 0; d < h->rank; d++) {
+        h->cdims[d] = h->cdims[d] ? h->cdims[d] : 1;
+        h->grid[d] = h->dims[d] / h->cdims[d] + (h->dims[d] % h->cdims[d] != 0);
+        ovf = ovf || stoker__mul_ovf(h->nchunks, h->grid[d], &h->nchunks) ||
+              stoker__mul_ovf(h->chunk_bytes, h->cdims[d], &h->chunk_bytes);
+    }
+    return !ovf && h->nchunks <= (UINT64_C(1) << 32) && h->chunk_bytes <= (UINT64_C(1) << 31);
+}
+
+uint64_t stoker__h5_chunk_coord(const stoker__h5 *h, uint64_t i, int d)
+{
+    uint64_t stride = 1;
+    for (int k = d + 1; k < h->rank; k++)
+        stride *= h->grid[k]; /* bounded by nchunks: no overflow after stoker__h5_grid */
+    return (i / stride) % h->grid[d];
+}
+
+bool stoker__h5_chunk_fits(const stoker__h5 *h, const stoker__h5_chunk *c, uint64_t file_size)
+{
+    uint64_t end = 0;
+    if (c->addr == UINT64_MAX)
+        return true; /* not allocated: the fill value */
+    /* stored sizes: exact without filters; deflate may grow incompressible data a little */
+    const uint64_t most =
+        h->nfilters ? h->chunk_bytes + (h->chunk_bytes >> 3) + 4096 : h->chunk_bytes;
+    return !stoker__add_ovf(c->addr, c->size, &end) && end <= file_size && c->size <= most &&
+           (h->nfilters > 0 || c->size == h->chunk_bytes);
+}
+
+int64_t stoker__h5_bad_offset(stoker__h5 *h, uint64_t n, uint64_t max_size)
+{
+    const bool has_end = n >= 2 && h->offs[n - 1] == h->dims[0];
+    h->records = has_end ? n - 1 : n;
+    h->offs[h->records] = h->dims[0];
+    for (uint64_t i = 0; i < h->records; i++)
+        if (h->offs[i] > h->offs[i + 1] || h->offs[i + 1] - h->offs[i] > max_size)
+            return (int64_t)i;
+    return -1;
+}
+
+/* ---- the fuzz entry: a map from arbitrary bytes, then every record assembled ---- */
+
+typedef struct fuzz_in {
+    const uint8_t *p;
+    size_t n;
+} fuzz_in;
+
+static uint64_t take(fuzz_in *in, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < bytes && in->n > 0; i++, in->p++, in->n--)
+        v |= (uint64_t)in->p[0] << (8 * i);
+    return v;
+}
+
+/* Shape, filters and chunk table from the input; the rest of the input is the "file". */
+static bool fuzz_map(stoker__h5 *h, fuzz_in *in, uint64_t file_size)
+{
+    h->rank = 1 + (int)(take(in, 1) % 4);
+    h->esize = (size_t)1 << (take(in, 1) % 3);
+    const uint64_t f = take(in, 1);
+    h->nfilters = (int)(f % 3);
+    h->filters[0] = f & 4 ? H5Z_FILTER_SHUFFLE : H5Z_FILTER_DEFLATE;
+    h->filters[1] = f & 8 ? H5Z_FILTER_SHUFFLE : H5Z_FILTER_DEFLATE;
+    uint64_t elems = 1;
+    for (int d = 0; d < h->rank; d++) {
+        h->dims[d] = take(in, 1) % 24;
+        h->cdims[d] = take(in, 1) % 9;
+        elems *= h->dims[d] ? h->dims[d] : 1;
+    }
+    if (!stoker__h5_grid(h) || h->nchunks > 4096 || elems > 65536)
+        return false;
+    h->chunks = stoker__calloc(h->nchunks, sizeof *h->chunks);
+    if (!h->chunks)
+        return false;
+    for (uint64_t i = 0; i < h->nchunks; i++) {
+        stoker__h5_chunk *c = &h->chunks[i];
+        const uint64_t a = take(in, 2);
+        c->addr = a == 0xFFFF ? UINT64_MAX : a;
+        c->size = take(in, 2);
+        c->mask = (uint32_t)take(in, 1);
+        if (!stoker__h5_chunk_fits(h, c, file_size))
+            return false;
+    }
+    h->row_bytes = h->esize;
+    for (int d = 1; d < h->rank; d++)
+        h->row_bytes *= h->dims[d];
+    h->records = h->dims[0];
+    h->fill_zero = true;
+    h->mode = H5M_CHUNKS;
+    return true;
+}
+
+int stoker__h5_fuzz_map(const uint8_t *data, size_t size);
+int stoker__h5_fuzz_map(const uint8_t *data, size_t size)
+{
+    fuzz_in in = {data, size};
+    const int fd = memfd_create("fuzz_hdf5_map", MFD_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    stoker_dataset *ds = stoker__dataset_alloc();
+    stoker__h5 *h = stoker__calloc(1, sizeof *h);
+    if (ds && h && write(fd, data, size) == (ssize_t)size && fuzz_map(h, &in, size)) {
+        h->fd = fd;
+        h->serial = UINT64_MAX - 1 - size; /* apart from real data sets' serials */
+        ds->source = h;
+        uint8_t *buf = stoker__malloc(h->row_bytes ? h->row_bytes : 1);
+        for (int64_t id = 0; buf && id < (int64_t)h->records; id++) {
+            stoker__recloc loc = {.length = h->row_bytes, .fetch = 1};
+            stoker__err err;
+            const uint8_t *out = NULL;
+            stoker__h5_fetch(ds, id, &loc, buf, &out, &err);
+        }
+        stoker__free(buf);
+    }
+    close(fd);
+    if (h)
+        stoker__free(h->chunks);
+    stoker__free(h);
+    if (ds)
+        ds->source = NULL; /* freed above: close finds no source kind to close */
+    stoker_dataset_close(ds);
+    return 0;
+}

@@ -1,0 +1,671 @@
+/* The HDF5 source: libhdf5 for the map, the loader's reader for the bytes.
+ *
+ * At open, under one global lock, libhdf5 tells where the records lie: a contiguous
+ * dataset's file offset (H5Dget_offset), or every chunk's address, stored size and filter
+ * mask (H5Dget_chunk_info_by_coord, one call per chunk: by index is quadratic in 1.10).
+ * After that the hot path never calls libhdf5, except for the layouts whose bytes cannot be
+ * mapped (variable-length data in the global heap, other filters, byte orders other than
+ * the host's): those are read with H5Dread, serialised, and logged as such.
+ *
+ * libhdf5 1.10 is not robust against malicious files: an untrusted file should be
+ * converted with stoker-pack in a separate process. */
+#include "format/hdf5_source.h"
+#include "common/config.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static pthread_mutex_t h5_mu = PTHREAD_MUTEX_INITIALIZER;
+static H5E_auto2_t h5_saved_fn;
+static void *h5_saved_data;
+static atomic_uint_fast64_t h5_serial;
+
+static const uint8_t SIGNATURE[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+
+/* libhdf5's automatic error printing is process-global (the error stack is per thread only
+ * in thread-safe builds): it is switched off while we hold the lock, and whatever the
+ * application had set is put back when we let go, so h5py or the application keep theirs. */
+void stoker__h5_lock(void)
+{
+    pthread_mutex_lock(&h5_mu);
+    H5Eget_auto2(H5E_DEFAULT, &h5_saved_fn, &h5_saved_data);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
+void stoker__h5_unlock(void)
+{
+    H5Eclear2(H5E_DEFAULT);
+    H5Eset_auto2(H5E_DEFAULT, h5_saved_fn, h5_saved_data);
+    pthread_mutex_unlock(&h5_mu);
+}
+
+static herr_t why_walk(unsigned n, const H5E_error2_t *e, void *data)
+{
+    (void)n;
+    char **slot = data;
+    if (!slot[0][0] && e->desc && e->desc[0]) /* the innermost message that says something */
+        snprintf(slot[0], (size_t)(uintptr_t)slot[1], "%s", e->desc);
+    return 0;
+}
+
+const char *stoker__h5_why(char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    char *slot[2] = {buf, (char *)(uintptr_t)cap};
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, why_walk, slot);
+    H5Eclear2(H5E_DEFAULT);
+    if (!buf[0])
+        snprintf(buf, cap, "libhdf5 failed without a reason (a filter missing from this build?)");
+    return buf;
+}
+
+/* ---- the path: "file" or "file:/dataset" ---- */
+
+static bool has_signature(const char *file)
+{
+    const int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return false;
+    uint8_t sig[8] = {0};
+    struct stat st;
+    const bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && pread(fd, sig, 8, 0) == 8 &&
+                    memcmp(sig, SIGNATURE, 8) == 0;
+    close(fd);
+    return ok;
+}
+
+/* Splits path into its file and dataset parts (dataset NULL when there is no colon part). */
+static int split_path(const char *path, char **file, char **dset)
+{
+    *dset = NULL;
+    *file = stoker__strdup(path);
+    if (!*file)
+        return -ENOMEM;
+    if (has_signature(path))
+        return 0;
+    char *colon = strrchr(*file, ':');
+    if (!colon)
+        return 0;
+    *colon = '\0';
+    *dset = stoker__strdup(colon + 1);
+    return *dset ? 0 : -ENOMEM;
+}
+
+/* Allocates nothing: every open asks, and allocation failures belong to the open itself. */
+bool stoker__h5_detect(const char *path)
+{
+    if (has_signature(path))
+        return true;
+    const char *colon = strrchr(path, ':');
+    char file[4096];
+    if (!colon || (size_t)(colon - path) >= sizeof file)
+        return false;
+    memcpy(file, path, (size_t)(colon - path));
+    file[colon - path] = '\0';
+    return has_signature(file);
+}
+
+/* ---- types ---- */
+
+static int32_t stoker_dtype_of(hid_t t)
+{
+    const size_t size = H5Tget_size(t);
+    switch (H5Tget_class(t)) {
+    case H5T_INTEGER: {
+        const bool sig = H5Tget_sign(t) == H5T_SGN_2;
+        return size == 1   ? (sig ? STOKER_DTYPE_INT8 : STOKER_DTYPE_UINT8)
+               : size == 2 ? (sig ? STOKER_DTYPE_INT16 : STOKER_DTYPE_UINT16)
+               : size == 4 ? (sig ? STOKER_DTYPE_INT32 : STOKER_DTYPE_UINT32)
+               : size == 8 ? (sig ? STOKER_DTYPE_INT64 : STOKER_DTYPE_UINT64)
+                           : 0;
+    }
+    case H5T_FLOAT:
+        return size == 2   ? STOKER_DTYPE_FLOAT16
+               : size == 4 ? STOKER_DTYPE_FLOAT32
+               : size == 8 ? STOKER_DTYPE_FLOAT64
+                           : 0;
+    default: return 0;
+    }
+}
+
+/* True for a variable-length sequence of 1-byte integers (h5py's vlen_dtype(uint8)). */
+static bool is_vlen_bytes(hid_t t)
+{
+    if (H5Tget_class(t) != H5T_VLEN)
+        return false;
+    const hid_t base = H5Tget_super(t);
+    const bool ok = base >= 0 && H5Tget_class(base) == H5T_INTEGER && H5Tget_size(base) == 1;
+    if (base >= 0)
+        H5Tclose(base);
+    return ok;
+}
+
+/* ---- open ---- */
+
+typedef struct h5_open {
+    stoker_dataset *ds;
+    stoker__h5 *h;
+    hid_t type, space, dcpl;
+    int32_t dtype;
+    bool native, vlen;
+    const char *labels_name;
+    bool labels_set;
+    uint64_t max_records, max_record_size;
+} h5_open;
+
+#define H5_FAIL_IF(cond, code, ...) STOKER_RETURN_IF(cond, &o->ds->err, code, __VA_ARGS__)
+
+static int open_shape(h5_open *o)
+{
+    stoker__h5 *h = o->h;
+    hsize_t dims[H5S_MAX_RANK];
+    h->rank = H5Sget_simple_extent_ndims(o->space);
+    H5_FAIL_IF(h->rank < 1 || h->rank > STOKER_MAX_DIMS + 1, STOKER_E_FORMAT,
+               "%s: dataset %s: rank %d; records lie along axis 0 of a dataset of rank 1 to %d",
+               h->file, h->name, h->rank, STOKER_MAX_DIMS + 1);
+    H5Sget_simple_extent_dims(o->space, dims, NULL);
+    h->row_bytes = h->esize;
+    for (int d = 0; d < h->rank; d++) {
+        h->dims[d] = dims[d];
+        H5_FAIL_IF(d > 0 && stoker__mul_ovf(h->row_bytes, dims[d], &h->row_bytes), STOKER_E_LIMIT,
+                   "%s: dataset %s: record size overflows", h->file, h->name);
+    }
+    return 0;
+}
+
+static int open_type(h5_open *o)
+{
+    stoker__h5 *h = o->h;
+    o->vlen = is_vlen_bytes(o->type);
+    o->dtype = o->vlen ? STOKER_DTYPE_UINT8 : stoker_dtype_of(o->type);
+    H5_FAIL_IF(o->dtype == 0, STOKER_E_UNSUPPORTED,
+               "%s: dataset %s: element type not supported (integers, floats, or variable-length "
+               "uint8 only; compound and string types are not); convert it with numpy first",
+               h->file, h->name);
+    h->esize = o->vlen ? 1 : H5Tget_size(o->type);
+    o->native = o->vlen || h->esize == 1 || H5Tget_order(o->type) == H5T_ORDER_LE;
+    H5_FAIL_IF(!o->native && o->dtype == STOKER_DTYPE_FLOAT16, STOKER_E_UNSUPPORTED,
+               "%s: dataset %s: big-endian float16 is not supported", h->file, h->name);
+    h->mtype =
+        o->vlen ? H5Tvlen_create(H5T_NATIVE_UINT8) : H5Tget_native_type(o->type, H5T_DIR_ASCEND);
+    H5_FAIL_IF(h->mtype < 0, STOKER_E_FORMAT, "%s: dataset %s: no native type", h->file, h->name);
+    return 0;
+}
+
+/* The labels: one integer per record, read once (small next to the records). */
+static int open_labels(h5_open *o, const char *group)
+{
+    stoker__h5 *h = o->h;
+    h->labels = stoker__malloc((h->records ? h->records : 1) * sizeof *h->labels);
+    H5_FAIL_IF(!h->labels, -ENOMEM, "%s: out of memory for labels", h->file);
+    char name[1024];
+    snprintf(name, sizeof name, "%s%s", o->labels_name[0] == '/' ? "" : group, o->labels_name);
+    const htri_t there = H5Lexists(h->fid, name, H5P_DEFAULT) > 0 &&
+                         H5Oexists_by_name(h->fid, name, H5P_DEFAULT) > 0;
+    H5_FAIL_IF(!there && o->labels_set, STOKER_E_FORMAT, "%s: no labels dataset %s", h->file, name);
+    for (uint64_t i = 0; !there && i < h->records; i++)
+        h->labels[i] = -1;
+    if (!there)
+        return 0;
+    char why[256];
+    const hid_t d = H5Dopen2(h->fid, name, H5P_DEFAULT);
+    H5_FAIL_IF(d < 0, STOKER_E_FORMAT, "%s: labels dataset %s: %s", h->file, name,
+               stoker__h5_why(why, sizeof why));
+    const hid_t t = H5Dget_type(d), sp = H5Dget_space(d);
+    hsize_t n = 0;
+    const bool ok = t >= 0 && sp >= 0 && H5Tget_class(t) == H5T_INTEGER &&
+                    H5Sget_simple_extent_ndims(sp) == 1 &&
+                    H5Sget_simple_extent_dims(sp, &n, NULL) == 1 && n == h->records;
+    herr_t r = -1;
+    if (ok)
+        r = H5Dread(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, h->labels);
+    if (!ok || r < 0)
+        stoker__h5_why(why, sizeof why);
+    H5Sclose(sp);
+    H5Tclose(t);
+    H5Dclose(d);
+    H5_FAIL_IF(!ok, STOKER_E_FORMAT,
+               "%s: labels dataset %s: expected (%llu,) integers, one per record of %s", h->file,
+               name, (unsigned long long)h->records, h->name);
+    H5_FAIL_IF(r < 0, STOKER_E_CORRUPT, "%s: labels dataset %s: read failed: %s", h->file, name,
+               why);
+    return 0;
+}
+
+/* Blob layout: a 1-D uint8 dataset plus "<name>_offsets" (N+1 or N integers, the start of
+ * each record; with N, the last record ends at the blob's end). 0 when there is none. */
+static int open_offsets(h5_open *o)
+{
+    stoker__h5 *h = o->h;
+    char name[1024];
+    snprintf(name, sizeof name, "%s_offsets", h->name);
+    if (h->rank != 1 || o->dtype != STOKER_DTYPE_UINT8 || o->vlen ||
+        H5Lexists(h->fid, name, H5P_DEFAULT) <= 0)
+        return 0;
+    const hid_t d = H5Dopen2(h->fid, name, H5P_DEFAULT);
+    const hid_t sp = d >= 0 ? H5Dget_space(d) : -1;
+    hsize_t n = 0;
+    const bool shape_ok = sp >= 0 && H5Sget_simple_extent_ndims(sp) == 1 &&
+                          H5Sget_simple_extent_dims(sp, &n, NULL) == 1 && n >= 1 &&
+                          n <= o->max_records + 1;
+    h->offs = shape_ok ? stoker__malloc((n + 1) * sizeof *h->offs) : NULL;
+    const herr_t r =
+        h->offs ? H5Dread(d, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, h->offs) : -1;
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (d >= 0)
+        H5Dclose(d);
+    H5_FAIL_IF(!shape_ok, STOKER_E_FORMAT,
+               "%s: offsets dataset %s: expected a 1-D integer array of 1 to %llu entries", h->file,
+               name, (unsigned long long)o->max_records + 1);
+    H5_FAIL_IF(!h->offs, -ENOMEM, "%s: out of memory for %s", h->file, name);
+    H5_FAIL_IF(r < 0, STOKER_E_CORRUPT, "%s: offsets dataset %s: read failed", h->file, name);
+    const int64_t i = stoker__h5_bad_offset(h, n, o->max_record_size);
+    H5_FAIL_IF(i >= 0, STOKER_E_CORRUPT,
+               "%s: offsets dataset %s: record %llu spans [%llu, %llu) of a %llu-byte blob "
+               "(or exceeds STOKER_OPT_MAX_RECORD_SIZE)",
+               h->file, name, (unsigned long long)i, (unsigned long long)h->offs[i],
+               (unsigned long long)h->offs[i + 1], (unsigned long long)h->dims[0]);
+    return 1;
+}
+
+/* ---- the map ---- */
+
+static int open_filters(h5_open *o)
+{
+    stoker__h5 *h = o->h;
+    const int n = H5Pget_nfilters(o->dcpl);
+    if (n < 0 || n > STOKER__H5_MAX_FILTERS)
+        return 0;
+    for (int i = 0; i < n; i++) {
+        unsigned flags = 0;
+        size_t nv = 0;
+        const H5Z_filter_t f =
+            H5Pget_filter2(o->dcpl, (unsigned)i, &flags, &nv, NULL, 0, NULL, NULL);
+        if (f != H5Z_FILTER_DEFLATE && f != H5Z_FILTER_SHUFFLE)
+            return 0;
+        h->filters[i] = (int)f;
+    }
+    h->nfilters = n;
+    return 1;
+}
+
+/* The fill value of unallocated chunks (zeros unless the dataset defines one). */
+static void open_fill(h5_open *o)
+{
+    stoker__h5 *h = o->h;
+    H5D_fill_value_t st = H5D_FILL_VALUE_UNDEFINED;
+    memset(h->fill, 0, sizeof h->fill);
+    if (h->esize <= sizeof h->fill && !o->vlen && H5Pfill_value_defined(o->dcpl, &st) >= 0 &&
+        st != H5D_FILL_VALUE_UNDEFINED)
+        H5Pget_fill_value(o->dcpl, h->mtype, h->fill);
+    h->fill_zero = true;
+    for (size_t i = 0; i < sizeof h->fill; i++)
+        h->fill_zero = h->fill_zero && h->fill[i] == 0;
+}
+
+/* One call per chunk, in grid order: linear in the number of chunks. */
+static int open_chunks(h5_open *o, uint64_t file_size)
+{
+    stoker__h5 *h = o->h;
+    hsize_t cd[H5S_MAX_RANK];
+    H5_FAIL_IF(H5Pget_chunk(o->dcpl, h->rank, cd) != h->rank, STOKER_E_FORMAT,
+               "%s: dataset %s: cannot read the chunk shape", h->file, h->name);
+    for (int d = 0; d < h->rank; d++)
+        h->cdims[d] = cd[d];
+    H5_FAIL_IF(!stoker__h5_grid(h), STOKER_E_LIMIT,
+               "%s: dataset %s: %llu chunks of %llu bytes are beyond the limits", h->file, h->name,
+               (unsigned long long)h->nchunks, (unsigned long long)h->chunk_bytes);
+    h->chunks = stoker__malloc((h->nchunks ? h->nchunks : 1) * sizeof *h->chunks);
+    H5_FAIL_IF(!h->chunks, -ENOMEM, "%s: out of memory for %llu chunks", h->file,
+               (unsigned long long)h->nchunks);
+    hsize_t at[H5S_MAX_RANK] = {0};
+    for (uint64_t i = 0; i < h->nchunks; i++) {
+        unsigned mask = 0;
+        haddr_t addr = HADDR_UNDEF;
+        hsize_t size = 0;
+        for (int d = 0; d < h->rank; d++)
+            at[d] = stoker__h5_chunk_coord(h, i, d) * h->cdims[d];
+        const herr_t r = H5Dget_chunk_info_by_coord(o->h->did, at, &mask, &addr, &size);
+        char why[256];
+        H5_FAIL_IF(r < 0, STOKER_E_CORRUPT, "%s: dataset %s: chunk %llu: %s", h->file, h->name,
+                   (unsigned long long)i, stoker__h5_why(why, sizeof why));
+        stoker__h5_chunk *c = &h->chunks[i];
+        c->addr = addr == HADDR_UNDEF ? UINT64_MAX : (uint64_t)addr;
+        c->size = size;
+        c->mask = mask;
+        H5_FAIL_IF(!stoker__h5_chunk_fits(h, c, file_size), STOKER_E_CORRUPT,
+                   "%s: dataset %s: chunk %llu: %llu bytes at %llu do not fit the file of %llu "
+                   "bytes or the chunk of %llu (truncated or damaged file)",
+                   h->file, h->name, (unsigned long long)i, (unsigned long long)c->size,
+                   (unsigned long long)c->addr, (unsigned long long)file_size,
+                   (unsigned long long)h->chunk_bytes);
+    }
+    return 0;
+}
+
+static int open_extent(h5_open *o, uint64_t file_size)
+{
+    stoker__h5 *h = o->h;
+    const haddr_t base = H5Dget_offset(h->did);
+    uint64_t total = 0, end = 0;
+    if (base == HADDR_UNDEF)
+        return 0; /* never written: libhdf5 gives the fill value */
+    H5_FAIL_IF(stoker__mul_ovf(h->row_bytes, h->dims[0], &total) ||
+                   stoker__add_ovf((uint64_t)base, total, &end) || end > file_size,
+               STOKER_E_CORRUPT,
+               "%s: dataset %s: %llu bytes at %llu extend past the end of the file (%llu "
+               "bytes): truncated file",
+               h->file, h->name, (unsigned long long)total, (unsigned long long)base,
+               (unsigned long long)file_size);
+    h->base = (uint64_t)base;
+    return 1;
+}
+
+static int open_layout(h5_open *o)
+{
+    stoker__h5 *h = o->h;
+    struct stat st;
+    H5_FAIL_IF(fstat(h->fd, &st) != 0, -errno, "%s: %s", h->file, stoker_strerror(-errno));
+    const uint64_t file_size = (uint64_t)st.st_size;
+    const H5D_layout_t lay = H5Pget_layout(o->dcpl);
+    open_fill(o);
+    h->mode = o->vlen ? H5M_VLEN : H5M_READ;
+    if (o->vlen || !o->native)
+        return 0;
+    int rc = 0;
+    if (lay == H5D_CONTIGUOUS && (rc = open_extent(o, file_size)) > 0)
+        h->mode = H5M_EXTENT;
+    if (lay == H5D_CHUNKED && open_filters(o) && (rc = open_chunks(o, file_size)) == 0)
+        h->mode = H5M_CHUNKS;
+    return rc < 0 ? rc : 0;
+}
+
+/* Variable-length records: their lengths, read once in blocks (the bytes stay on disk). */
+static int open_vlen(h5_open *o)
+{
+    stoker__h5 *h = o->h;
+    h->lens = stoker__malloc((h->records ? h->records : 1) * sizeof *h->lens);
+    H5_FAIL_IF(!h->lens, -ENOMEM, "%s: out of memory", h->file);
+    enum { BLOCK = 256 };
+    hvl_t v[BLOCK];
+    for (uint64_t s = 0; s < h->records; s += BLOCK) {
+        const hsize_t start = s, count = h->records - s < BLOCK ? h->records - s : BLOCK;
+        const hid_t ms = H5Screate_simple(1, &count, NULL);
+        H5Sselect_hyperslab(o->space, H5S_SELECT_SET, &start, NULL, &count, NULL);
+        const herr_t r = H5Dread(h->did, h->mtype, ms, o->space, H5P_DEFAULT, v);
+        for (hsize_t i = 0; r >= 0 && i < count; i++)
+            h->lens[s + i] = v[i].len;
+        char why[256];
+        if (r < 0)
+            stoker__h5_why(why, sizeof why);
+        else
+            H5Dvlen_reclaim(h->mtype, ms, H5P_DEFAULT, v);
+        H5Sclose(ms);
+        H5_FAIL_IF(r < 0, STOKER_E_CORRUPT, "%s: dataset %s: reading records %llu..: %s", h->file,
+                   h->name, (unsigned long long)s, why);
+    }
+    for (uint64_t i = 0; i < h->records; i++)
+        H5_FAIL_IF(h->lens[i] > o->max_record_size, STOKER_E_LIMIT,
+                   "%s: dataset %s: record %llu: %llu bytes exceed the limit of %llu "
+                   "(STOKER_OPT_MAX_RECORD_SIZE)",
+                   h->file, h->name, (unsigned long long)i, (unsigned long long)h->lens[i],
+                   (unsigned long long)o->max_record_size);
+    return 0;
+}
+
+/* ---- the source table ---- */
+
+void stoker__h5_rows(const stoker__h5 *h, int64_t id, uint64_t *r0, uint64_t *r1)
+{
+    *r0 = h->offs ? h->offs[id] : (uint64_t)id;
+    *r1 = h->offs ? h->offs[id + 1] : (uint64_t)id + 1;
+}
+
+static int h5_locate(const stoker_dataset *ds, int64_t id, stoker__recloc *loc)
+{
+    const stoker__h5 *h = ds->source;
+    if (id < 0 || (uint64_t)id >= h->records)
+        return STOKER_E_INVALID;
+    uint64_t r0, r1;
+    stoker__h5_rows(h, id, &r0, &r1);
+    loc->fd = h->fd;
+    loc->shard = 0;
+    loc->label = h->labels[id];
+    loc->crc = 0;
+    loc->has_crc = 0; /* HDF5 keeps no per-record checksum */
+    loc->length = h->lens ? h->lens[id] : (r1 - r0) * h->row_bytes;
+    loc->fetch = h->mode != H5M_EXTENT;
+    loc->offset = h->mode == H5M_EXTENT ? h->base + r0 * h->row_bytes : 0;
+    return 0;
+}
+
+static int h5_direct_fd(stoker_dataset *ds, int32_t shard)
+{
+    (void)ds;
+    (void)shard;
+    return -EINVAL; /* HDF5 offsets are not aligned: the loader refuses direct I/O first */
+}
+
+static const char *h5_key(stoker_dataset *ds, int64_t id)
+{
+    (void)ds;
+    (void)id;
+    return NULL; /* the record id is the key: the index along axis 0 */
+}
+
+static void h5_free(stoker__h5 *h)
+{
+    if (!h)
+        return;
+    if (h->did > 0 || h->fid > 0 || h->mtype > 0) {
+        stoker__h5_lock();
+        if (h->mtype > 0)
+            H5Tclose(h->mtype);
+        if (h->did > 0)
+            H5Dclose(h->did);
+        if (h->fid > 0)
+            H5Fclose(h->fid);
+        stoker__h5_unlock();
+    }
+    if (h->fd >= 0)
+        close(h->fd);
+    stoker__free(h->chunks);
+    stoker__free(h->labels);
+    stoker__free(h->offs);
+    stoker__free(h->lens);
+    stoker__free(h->file);
+    stoker__free(h->name);
+    stoker__free(h);
+}
+
+static void h5_close(stoker_dataset *ds)
+{
+    h5_free(ds->source);
+    ds->source = NULL;
+    if (ds->shards)
+        stoker__free(ds->shards[0].path);
+    stoker__free(ds->shards);
+    stoker__free(ds->first);
+    ds->shards = NULL;
+    ds->first = NULL;
+}
+
+static const stoker__source_ops H5_OPS = {
+    "hdf5", h5_locate, h5_direct_fd, h5_key, h5_close, stoker__h5_fetch,
+};
+
+/* ---- open: the whole sequence ---- */
+
+static int open_dataset(h5_open *o)
+{
+    stoker__h5 *h = o->h;
+    char why[256];
+    h->fid = H5Fopen(h->file, H5F_ACC_RDONLY, H5P_DEFAULT);
+    H5_FAIL_IF(h->fid < 0, STOKER_E_FORMAT, "%s: cannot open as HDF5: %s", h->file,
+               stoker__h5_why(why, sizeof why));
+    H5_FAIL_IF(H5Lexists(h->fid, h->name, H5P_DEFAULT) <= 0, STOKER_E_FORMAT,
+               "%s: no dataset %s (choose one as FILE:/path or with STOKER_OPT_H5_IMAGES)", h->file,
+               h->name);
+    h->did = H5Dopen2(h->fid, h->name, H5P_DEFAULT);
+    H5_FAIL_IF(h->did < 0, STOKER_E_FORMAT, "%s: dataset %s: %s", h->file, h->name,
+               stoker__h5_why(why, sizeof why));
+    o->type = H5Dget_type(h->did);
+    o->space = H5Dget_space(h->did);
+    o->dcpl = H5Dget_create_plist(h->did);
+    H5_FAIL_IF(o->type < 0 || o->space < 0 || o->dcpl < 0, STOKER_E_FORMAT, "%s: dataset %s: %s",
+               h->file, h->name, stoker__h5_why(why, sizeof why));
+    int rc = open_type(o);
+    if (rc == 0)
+        rc = open_shape(o);
+    if (rc < 0)
+        return rc;
+    h->records = h->dims[0];
+    if ((rc = open_offsets(o)) < 0)
+        return rc;
+    H5_FAIL_IF(h->records > o->max_records, STOKER_E_LIMIT,
+               "%s: dataset %s: %llu records exceed the limit of %llu (STOKER_OPT_MAX_RECORDS)",
+               h->file, h->name, (unsigned long long)h->records,
+               (unsigned long long)o->max_records);
+    H5_FAIL_IF(!h->offs && !o->vlen && h->row_bytes > o->max_record_size, STOKER_E_LIMIT,
+               "%s: dataset %s: records of %llu bytes exceed the limit of %llu "
+               "(STOKER_OPT_MAX_RECORD_SIZE)",
+               h->file, h->name, (unsigned long long)h->row_bytes,
+               (unsigned long long)o->max_record_size);
+    if ((rc = open_layout(o)) < 0 || (o->vlen && (rc = open_vlen(o)) < 0))
+        return rc;
+    char group[1024];
+    snprintf(group, sizeof group, "%s", h->name);
+    char *slash = strrchr(group, '/');
+    if (slash)
+        slash[1] = '\0';
+    else
+        group[0] = '\0';
+    return open_labels(o, group);
+}
+
+/* Closes what the hot path does not need; the serialised modes keep the dataset open. */
+static void open_release(h5_open *o)
+{
+    stoker__h5 *h = o->h;
+    if (o->dcpl > 0)
+        H5Pclose(o->dcpl);
+    if (o->space > 0)
+        H5Sclose(o->space);
+    if (o->type > 0)
+        H5Tclose(o->type);
+    if (h->mode == H5M_READ || h->mode == H5M_VLEN)
+        return;
+    if (h->mtype > 0)
+        H5Tclose(h->mtype);
+    if (h->did > 0)
+        H5Dclose(h->did);
+    if (h->fid > 0)
+        H5Fclose(h->fid);
+    h->mtype = h->did = h->fid = 0;
+}
+
+/* The field: RAW with shape dims[1..]; blobs and vlen are JPEG when record 0 is one. */
+static int fill_handle(stoker_dataset *ds, stoker__h5 *h, int32_t dtype)
+{
+    stoker__manifest *m = &ds->m;
+    m->version = 0;
+    m->align = 1;
+    m->records = h->records;
+    m->kind = STOKER_FIELD_RAW;
+    m->dtype = dtype;
+    m->ndim = h->rank - 1;
+    for (int d = 1; d < h->rank; d++)
+        m->shape[d - 1] = (int64_t)h->dims[d];
+    ds->shards = stoker__calloc(1, sizeof *ds->shards);
+    ds->first = stoker__calloc(2, sizeof *ds->first);
+    STOKER_RETURN_IF(!ds->shards || !ds->first, &ds->err, -ENOMEM, "%s: out of memory", h->file);
+    ds->shards[0].path = stoker__strdup(h->file);
+    STOKER_RETURN_IF(!ds->shards[0].path, &ds->err, -ENOMEM, "%s: out of memory", h->file);
+    ds->shards[0].fd = h->fd;
+    ds->shards[0].direct_fd = -1;
+    ds->nshards = 1;
+    ds->first[1] = h->records;
+    for (int64_t i = 0; i < (int64_t)h->records; i++) {
+        stoker__recloc loc;
+        h5_locate(ds, i, &loc);
+        ds->payload_bytes += loc.length;
+        ds->max_record = loc.length > ds->max_record ? loc.length : ds->max_record;
+    }
+    if (!h->offs && !h->lens)
+        return 0;
+    m->kind = STOKER_FIELD_BYTES;
+    m->ndim = 0;
+    m->dtype = 0;
+    stoker__recloc loc;
+    if (h->records == 0 || h5_locate(ds, 0, &loc) < 0 || loc.length < 2)
+        return 0;
+    uint8_t *buf = stoker__malloc(loc.length);
+    STOKER_RETURN_IF(!buf, &ds->err, -ENOMEM, "%s: out of memory", h->file);
+    const uint8_t *got = NULL;
+    int rc = 0;
+    if (loc.fetch)
+        rc = stoker__h5_fetch(ds, 0, &loc, buf, &got, &ds->err);
+    else if ((rc = stoker__pread_full(h->fd, buf, 2, loc.offset)) < 0)
+        stoker__fail(&ds->err, rc, "%s: dataset %s: record 0: cannot read: %s", h->file, h->name,
+                     stoker_strerror(rc));
+    if (rc == 0 && buf[0] == 0xFF && buf[1] == 0xD8)
+        m->kind = STOKER_FIELD_JPEG;
+    stoker__free(buf);
+    return rc;
+}
+
+static const char *mode_name(int mode)
+{
+    return mode == H5M_EXTENT   ? "contiguous"
+           : mode == H5M_CHUNKS ? "chunked"
+           : mode == H5M_VLEN   ? "variable-length, read serially with H5Dread"
+                                : "read serially with H5Dread";
+}
+
+int stoker__h5_open(stoker_dataset *ds, const char *path, const stoker_config *cfg)
+{
+    ds->ops = &H5_OPS;
+    ds->path = stoker__strdup(path);
+    stoker__h5 *h = ds->source = stoker__calloc(1, sizeof *h);
+    STOKER_RETURN_IF(!ds->path || !h, &ds->err, -ENOMEM, "%s: out of memory", path);
+    h->fd = -1;
+    h->serial = atomic_fetch_add(&h5_serial, 1) + 1;
+    const char *images = stoker__cfg_string(cfg, STOKER_OPT_H5_IMAGES);
+    const char *labels = stoker__cfg_string(cfg, STOKER_OPT_H5_LABELS);
+    char *dset = NULL;
+    STOKER_RETURN_IF(split_path(path, &h->file, &dset) < 0, &ds->err, -ENOMEM, "%s: out of memory",
+                     path);
+    h->name = dset ? dset : stoker__strdup(images && *images ? images : "images");
+    STOKER_RETURN_IF(!h->name, &ds->err, -ENOMEM, "%s: out of memory", path);
+    h->fd = open(h->file, O_RDONLY | O_CLOEXEC);
+    STOKER_RETURN_IF(h->fd < 0, &ds->err, -errno, "%s: %s", h->file, stoker_strerror(-errno));
+    h5_open o = {
+        .ds = ds,
+        .h = h,
+        .type = -1,
+        .space = -1,
+        .dcpl = -1,
+        .labels_name = labels && *labels ? labels : "labels",
+        .labels_set = labels && *labels && strcmp(labels, "labels") != 0,
+        .max_records = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_MAX_RECORDS),
+        .max_record_size = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_MAX_RECORD_SIZE),
+    };
+    stoker__h5_lock();
+    int rc = open_dataset(&o);
+    open_release(&o);
+    stoker__h5_unlock();
+    if (rc == 0)
+        rc = fill_handle(ds, h, o.dtype);
+    if (rc == 0 && h->mode != H5M_EXTENT && h->mode != H5M_CHUNKS) {
+        const stoker__log log = stoker__cfg_log(cfg);
+        stoker__logf(&log, STOKER_LOG_WARN,
+                     "%s: dataset %s is %s, one record at a time; convert it with "
+                     "`stoker-pack %s OUT` for full speed",
+                     h->file, h->name, mode_name(h->mode), h->file);
+    }
+    return rc;
+}

@@ -1,0 +1,92 @@
+/* The HDF5 source: an h5py-written file whose records lie along axis 0 of one dataset.
+ * libhdf5 is called only at open (and for the serialised fallback reads); the record map
+ * it yields lets the loader read the bytes itself. Built only with STOKER_HAVE_HDF5. */
+#ifndef STOKER_FORMAT_HDF5_SOURCE_H
+#define STOKER_FORMAT_HDF5_SOURCE_H
+
+#include "common/common.h"
+#include "format/format.h"
+
+#include <hdf5.h>
+
+#define STOKER__H5_MAX_RANK 32 /* HDF5's own limit */
+#define STOKER__H5_MAX_FILTERS 8
+
+/* How a record's bytes are found. */
+enum {
+    H5M_EXTENT = 1, /* contiguous: one extent per record, read by the loader's reader */
+    H5M_CHUNKS,     /* chunked (no filter, deflate, shuffle): assembled from whole chunks */
+    H5M_READ,       /* anything else libhdf5 can read: H5Dread, serialised */
+    H5M_VLEN,       /* variable-length uint8 (global heap): H5Dread, serialised */
+};
+
+/* One chunk of the map: where it lies, its stored size, which filters were skipped. */
+typedef struct stoker__h5_chunk {
+    uint64_t addr; /* UINT64_MAX: not allocated (fill value) */
+    uint64_t size;
+    uint32_t mask;
+} stoker__h5_chunk;
+
+typedef struct stoker__h5 {
+    uint64_t serial; /* tells data sets apart in the per-thread chunk caches */
+    char *file;      /* the HDF5 file, for messages */
+    char *name;      /* the dataset's path inside it */
+    int fd;
+    int mode;
+    int rank;
+    uint64_t dims[STOKER__H5_MAX_RANK];
+    uint64_t cdims[STOKER__H5_MAX_RANK]; /* chunk shape (H5M_CHUNKS) */
+    uint64_t grid[STOKER__H5_MAX_RANK];  /* chunks along each axis */
+    size_t esize;                        /* bytes per element */
+    uint64_t row_bytes;                  /* bytes per axis-0 row */
+    uint64_t records;
+    uint64_t base;            /* H5M_EXTENT: file offset of row 0 */
+    stoker__h5_chunk *chunks; /* row-major over grid */
+    uint64_t nchunks, chunk_bytes;
+    int nfilters;
+    int filters[STOKER__H5_MAX_FILTERS]; /* pipeline order (H5Z_FILTER_DEFLATE/SHUFFLE) */
+    uint8_t fill[16];                    /* the fill value of one element */
+    bool fill_zero;
+    int64_t *labels;       /* per record, -1 without a labels dataset */
+    uint64_t *offs;        /* blob layouts: records+1 row offsets; NULL: record i is row i */
+    uint64_t *lens;        /* H5M_VLEN: per record byte length */
+    hid_t fid, did, mtype; /* kept open only for the serialised modes */
+} stoker__h5;
+
+/* libhdf5 is not thread-safe in common builds: every call goes between these, which also
+ * silence libhdf5's own error printing for the duration (saved and restored). */
+void stoker__h5_lock(void);
+void stoker__h5_unlock(void);
+/* The innermost message on libhdf5's error stack (cleared), or "" (under the lock). */
+const char *stoker__h5_why(char *buf, size_t cap);
+
+/* ---- hdf5_map.c: turning libhdf5's answers into the record map (no libhdf5 call) ---- */
+/* From dims, cdims (0 taken as 1), esize: grid, nchunks, chunk_bytes. False beyond the
+ * limits (2^32 chunks, 2 GiB per chunk) or on overflow. */
+bool stoker__h5_grid(stoker__h5 *h);
+/* Chunk i's coordinate (in chunks) along axis d; chunks are numbered row-major. */
+uint64_t stoker__h5_chunk_coord(const stoker__h5 *h, uint64_t i, int d);
+/* Does the chunk's stored extent lie in a file of file_size bytes, with a plausible size? */
+bool stoker__h5_chunk_fits(const stoker__h5 *h, const stoker__h5_chunk *c, uint64_t file_size);
+/* Sets records and the end offset from n offsets read into h->offs (room for n + 1) and
+ * checks them: -1 when all records lie in the blob within max_size, else the first bad
+ * record. */
+int64_t stoker__h5_bad_offset(stoker__h5 *h, uint64_t n, uint64_t max_size);
+
+/* Record id's rows [r0, r1) along axis 0 and its byte length. */
+void stoker__h5_rows(const stoker__h5 *h, int64_t id, uint64_t *r0, uint64_t *r1);
+
+/* The fetch operation (format.h's source table). */
+int stoker__h5_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, uint8_t *dst,
+                     const uint8_t **out, stoker__err *err);
+/* Reverses a chunk's filters into out (chunk_bytes); raw holds `size` stored bytes. */
+int stoker__h5_decode(const stoker__h5 *h, uint32_t mask, uint8_t *raw, uint64_t size, uint8_t *out,
+                      uint8_t *tmp);
+
+/* True when `path` names an HDF5 file, either whole or as "file:/dataset/path". */
+bool stoker__h5_detect(const char *path);
+
+/* Opens the HDF5 source into a freshly allocated handle (ds->err has the message). */
+int stoker__h5_open(stoker_dataset *ds, const char *path, const stoker_config *cfg);
+
+#endif
