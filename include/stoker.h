@@ -168,6 +168,10 @@ typedef enum stoker_option {
     STOKER_OPT_SIMD = 66,        /* a stoker_simd value; default AUTO */
     STOKER_OPT_DEVICE = 67,      /* CUDA device ordinal + 1; 0 = default (GPU 0 or
                                     LOCAL_RANK when usable, else CPU); -1 = CPU */
+    STOKER_OPT_DEVICE_BUFFERS = 68, /* device batch buffers (ring, >= 2); 0 = default 3 */
+    STOKER_OPT_GPU_NORMALIZE = 69,  /* boolean: raw uint8 [H, W, 3] records cross PCIe as
+                                       uint8 and are normalised on the GPU to DTYPE/LAYOUT
+                                       with MEAN/STD (needs a device); default 0 */
 
     /* ---- loader: transforms (images) ---- */
     STOKER_OPT_TRANSFORM = 80,   /* a stoker_transform value; default by data set kind */
@@ -353,6 +357,8 @@ STOKER_API const char *stoker_dataset_errmsg(const stoker_dataset *ds);
 
 STOKER_API int64_t stoker_dataset_num_records(const stoker_dataset *ds);
 STOKER_API int32_t stoker_dataset_num_shards(const stoker_dataset *ds);
+/* The file of shard `i` (owned by the data set), or NULL when out of range. */
+STOKER_API const char *stoker_dataset_shard_path(const stoker_dataset *ds, int32_t i);
 STOKER_API int32_t stoker_dataset_num_classes(const stoker_dataset *ds);
 /* Class name `i` (owned by the data set), or NULL when out of range. */
 STOKER_API const char *stoker_dataset_class_name(const stoker_dataset *ds, int32_t i);
@@ -452,7 +458,9 @@ typedef struct stoker_batch stoker_batch;
  * Errors: those of stoker_dataset_open; STOKER_E_INVALID (rank >= world size, a bad
  * RANK/WORLD_SIZE with STOKER_OPT_DIST_ENV, direct I/O on a data set not aligned to 4096);
  * STOKER_E_UNSUPPORTED (io_uring requested but unavailable, a transform or dtype conversion
- * this build cannot do, a SIMD level this CPU lacks); -ENOMEM. With STOKER_BACKEND_AUTO the
+ * this build cannot do, a SIMD level this CPU lacks, GPU normalisation without a device);
+ * STOKER_E_CUDA (an explicit STOKER_OPT_DEVICE that is not usable, a CUDA failure setting up
+ * the GPU stage; docs/GPU.md); -ENOMEM. With STOKER_BACKEND_AUTO the
  * loader uses io_uring when a ring can be set up, else pread (see stoker_stats.backend). */
 STOKER_API int stoker_loader_create(stoker_loader **out, const char *path,
                                     const stoker_config *cfg);
@@ -537,6 +545,28 @@ STOKER_API int64_t stoker_batch_epoch(const stoker_batch *b);
 STOKER_API int64_t stoker_batch_position(const stoker_batch *b);
 STOKER_API int32_t stoker_batch_device(const stoker_batch *b);
 
+/* ---- GPU batches (docs/GPU.md) ----
+ * With a device (stoker_stats.device >= 0), data is device memory on that device (labels,
+ * ids and offsets stay host memory), filled by an asynchronous copy on the loader's own
+ * stream. Nothing blocks the host: make your stream wait for the copy, then give the batch
+ * back with the stream whose work reads it. Host batches: these calls are no-ops. */
+
+/* Makes `cuda_stream` (a cudaStream_t; NULL = the legacy default stream) wait until the
+ * batch's data is on the device (cudaStreamWaitEvent; the host does not block). 0, or
+ * STOKER_E_CUDA (message in stoker_loader_errmsg), STOKER_E_INVALID (NULL b). */
+STOKER_API int stoker_batch_wait_stream(const stoker_batch *b, void *cuda_stream);
+
+/* The batch's ready event (a cudaEvent_t, owned by the loader, valid until release), or
+ * NULL for a host batch. */
+STOKER_API void *stoker_batch_cuda_event(const stoker_batch *b);
+
+/* Releases a batch whose data is still read by work queued on `cuda_stream` (NULL = the
+ * legacy default stream): an event is recorded there, and the device buffer is refilled
+ * only after it completes. Any thread. stoker_batch_release means "no queued work reads
+ * it": the buffer may be refilled at once. Returns 0, STOKER_E_INVALID, STOKER_E_STATE
+ * (already released), STOKER_E_CUDA. Host batches: the same as stoker_batch_release. */
+STOKER_API int stoker_batch_release_stream(stoker_batch *b, void *cuda_stream);
+
 /* ---- statistics ---- */
 
 /* A static name for a back-end ("io_uring", "pread", "auto"), "unknown" otherwise. */
@@ -564,6 +594,13 @@ typedef struct stoker_stats {
     double wait_seconds;    /* time the consumer spent blocked inside stoker_loader_next */
     double ready_slots;     /* mean number of ready batches found by stoker_loader_next */
     double reads_in_flight; /* mean reads in flight per worker, sampled at each submit */
+    /* Seconds per stage, summed over the worker threads (read-ahead included): */
+    double read_seconds;      /* in the reader: submitting reads and waiting for them */
+    double crc_seconds;       /* CRC32C checks (and staging copies) */
+    double process_seconds;   /* the per-record process step (image pipeline), in all */
+    double decode_seconds;    /* JPEG decoding, part of process_seconds */
+    double resize_seconds;    /* cropping and resampling, part of process_seconds */
+    double normalize_seconds; /* normalising and converting to the dtype, likewise */
 } stoker_stats;
 
 /* Fills `stats` (struct_size set by the caller). Any thread. 0 or STOKER_E_INVALID. */

@@ -50,7 +50,7 @@ static int dist_options(stoker_loader *l, const stoker_config *cfg, uint32_t *ra
     int64_t w = stoker__cfg_int(cfg, STOKER_OPT_WORLD_SIZE);
     l->local_rank = -1;
     if (stoker__cfg_int(cfg, STOKER_OPT_DIST_ENV)) {
-        int64_t er, ew, el;
+        int64_t er = -1, ew = -1, el = -1;
         int rc = env_int(l, "RANK", &er);
         if (rc == 0)
             rc = env_int(l, "WORLD_SIZE", &ew);
@@ -88,7 +88,9 @@ static int field_options(stoker_loader *l, const stoker_config *cfg)
                          &l->err, STOKER_E_UNSUPPORTED,
                          "%s: raw records take no image transform (transform %lld)", path,
                          (long long)transform);
-        STOKER_RETURN_IF(dtype != STOKER_DTYPE_DEFAULT && dtype != l->dtype, &l->err,
+        /* GPU normalisation converts on the device (loader_gpu.c checks the rest). */
+        STOKER_RETURN_IF(dtype != STOKER_DTYPE_DEFAULT && dtype != l->dtype &&
+                             !stoker__cfg_int(cfg, STOKER_OPT_GPU_NORMALIZE), &l->err,
                          STOKER_E_UNSUPPORTED, "%s: converting %s records to %s is not "
                          "supported", path, stoker_dtype_name(l->dtype),
                          stoker_dtype_name((int32_t)dtype));
@@ -99,10 +101,12 @@ static int field_options(stoker_loader *l, const stoker_config *cfg)
         l->rec_size = size;
         return 0;
     }
+    if (l->kind == STOKER_FIELD_JPEG && transform != STOKER_TRANSFORM_NONE)
+        return stoker__xform_setup(l, cfg); /* decoded, transformed samples */
     STOKER_RETURN_IF(transform != STOKER_TRANSFORM_NONE &&
                          !(l->kind == STOKER_FIELD_BYTES && transform == 0),
                      &l->err, STOKER_E_UNSUPPORTED,
-                     "%s: image transforms are not available in this build; set "
+                     "%s: image transforms apply to JPEG data sets only; set "
                      "STOKER_OPT_TRANSFORM to STOKER_TRANSFORM_NONE for the encoded bytes", path);
     l->dtype = STOKER_DTYPE_UINT8;
     return 0;
@@ -197,6 +201,7 @@ int stoker_loader_create(stoker_loader **out, const char *path, const stoker_con
         return -ENOMEM;
     int rc = 0;
     l->t_create = stoker__now();
+    l->device = -1;
     l->log = stoker__cfg_log(cfg);
     STOKER_FAIL_IF(init_sync(l) < 0, &l->err, -ENOMEM, "cannot create the loader's locks");
     STOKER_FAIL_IF(!path, &l->err, STOKER_E_INVALID, "no data set path");
@@ -206,7 +211,9 @@ int stoker_loader_create(stoker_loader **out, const char *path, const stoker_con
         goto fail;
     }
     STOKER_FORWARD(configure(l, cfg));
+    STOKER_FORWARD(stoker__gpu_configure(l, cfg)); /* slots are pinned for a device */
     STOKER_FORWARD(stoker__slots_create(l));
+    STOKER_FORWARD(stoker__gpu_create(l));
     STOKER_FORWARD(stoker__workers_create(l));
     STOKER_FORWARD(stoker__workers_start(l));
     l->threads_started = true;
@@ -222,8 +229,10 @@ void stoker_loader_destroy(stoker_loader *l)
 {
     if (!l)
         return;
+    stoker__gpu_destroy(l);     /* copies in flight end before the slots they read */
     stoker__workers_destroy(l); /* stop + join before anything they use goes */
     stoker__slots_destroy(l);
+    stoker__xform_free(l);
     stoker_dataset_close(l->ds);
     if (l->has_locks) {
         pthread_mutex_destroy(&l->ctl_mu);
@@ -259,6 +268,8 @@ int stoker_loader_next(stoker_loader *l, stoker_batch **out)
         l->cons_epoch++;
         return STOKER_END;
     }
+    if (l->gpu)
+        return stoker__gpu_next(l, out);
     stoker__slot *s = &l->slots[l->cons_seq % l->depth];
     const double t0 = stoker__now();
     pthread_mutex_lock(&s->mu);
@@ -302,6 +313,8 @@ int stoker_batch_release(stoker_batch *b)
 {
     if (!b)
         return STOKER_E_INVALID;
+    if (b->dbuf)
+        return stoker__gpu_release(b, false, NULL);
     stoker__slot *s = b->slot;
     stoker_loader *l = b->loader;
     pthread_mutex_lock(&s->mu);
@@ -321,6 +334,7 @@ int stoker_batch_release(stoker_batch *b)
  * NULL) and lets it run again. */
 static void restart(stoker_loader *l, const stoker__sampler *smp, uint64_t epoch, uint64_t pos)
 {
+    stoker__gpu_quiesce(l); /* no copy in flight nor slot-done callback while slots reset */
     pthread_mutex_lock(&l->ctl_mu);
     atomic_store_explicit(&l->paused, true, memory_order_release);
     for (uint32_t i = 0; i < l->depth; i++) {

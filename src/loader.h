@@ -12,6 +12,9 @@
  *   FREE(seq) --first worker of seq prepares: ids, locations, layout--> PREPARED
  *   PREPARED --last piece done (pending hits 0)--> READY --next--> OUT
  *   OUT --stoker_batch_release--> FREE(seq + depth)
+ * With a device (loader_gpu.c), the consumer thread copies a READY slot to a device buffer
+ * and the slot goes OUT --copy done (host function on the copy stream)--> FREE(seq + depth);
+ * the consumer holds device batches (own ring, own states), never host slots.
  * Workers of batch seq wait until the slot is FREE or PREPARED for seq: that is the
  * back-pressure (batch seq is filled only after batch seq - depth was released).
  *
@@ -49,6 +52,7 @@ struct stoker_batch {
     uint64_t nbytes;
     int32_t dtype, ndim;
     int64_t shape[STOKER_MAX_DIMS + 1];
+    struct stoker__dbuf *dbuf;  /* a device batch's buffer (loader_gpu.c); NULL: host batch */
 };
 
 struct stoker__slot {
@@ -63,6 +67,7 @@ struct stoker__slot {
     stoker__recloc *locs;       /* per record */
     uint8_t *bad;               /* per record: failed its check (SKIP policy) */
     size_t cap;                 /* bytes of batch.data */
+    bool pinned;                /* batch.data came from cudaHostAlloc */
     int err_code;               /* first failure of this batch, under mu */
     char err_msg[STOKER_ERRMSG_CAP];
 };
@@ -71,6 +76,9 @@ struct stoker__slot {
  * worker is its own cache line so counting never shares one. */
 typedef struct stoker__wstats {
     atomic_uint_fast64_t records, bytes, skipped, inflight_sum, inflight_n;
+    /* nanoseconds per stage: in the reader (submit + reap), CRC, the process step, and
+     * the image pipeline's decode / resize / normalise (copied from the worker's scratch) */
+    atomic_uint_fast64_t read_ns, crc_ns, process_ns, decode_ns, resize_ns, normalize_ns;
 } stoker__wstats;
 
 typedef struct stoker__worker {
@@ -85,6 +93,8 @@ typedef struct stoker__worker {
     stoker__read_done *done;
     uint32_t *req_first, *req_last; /* per request: records [first, last) it covers */
     stoker__err err;            /* messages of this worker's failures */
+    struct stoker__xform_scratch *xs; /* image pipeline scratch (JPEG transforms), or NULL */
+    int64_t epoch;              /* of the batch being read: the process step's randomness */
     stoker__wstats stats;
 } stoker__worker;
 
@@ -110,6 +120,7 @@ struct stoker_loader {
     bool direct;
     int32_t on_corrupt;
     stoker__process_fn process; /* NULL: read into place */
+    struct stoker__xform_params *xp; /* image pipeline parameters (JPEG transforms), or NULL */
     bool staged;                /* reads go to worker staging, then process/copy */
     uint64_t round_bytes;       /* most bytes one round of reads covers (see loader.c) */
 
@@ -144,11 +155,17 @@ struct stoker_loader {
     atomic_uint_fast64_t c_batches, c_records, c_bytes, c_next_calls, c_ready_sum;
     _Atomic double c_wait;
     double t_create;
+
+    /* GPU stage (loader_gpu.c): fixed after create. device -1: host batches. */
+    int32_t device;
+    struct stoker__gpu *gpu;    /* NULL without a device */
+    atomic_int_fast64_t pinned_bytes; /* slot memory that is page-locked */
 };
 
-/* loader_slots.c: slot memory, page-aligned; the one place to make it pinned. */
-void *stoker__slot_alloc(size_t size);
-void stoker__slot_free(void *p);
+/* loader_slots.c: slot memory, page-aligned; the one place to make it pinned (when the
+ * loader drives a device: *pinned tells which kind was given, for stoker__slot_free). */
+void *stoker__slot_alloc(stoker_loader *l, size_t size, bool *pinned);
+void stoker__slot_free(stoker_loader *l, void *p, size_t size, bool pinned);
 int stoker__slots_create(stoker_loader *l);
 void stoker__slots_destroy(stoker_loader *l);
 /* Makes the slot hold at least `size` bytes (contents are not kept). */
@@ -165,7 +182,29 @@ void stoker__workers_destroy(stoker_loader *l);
 void stoker__seq_position(const stoker_loader *l, uint64_t seq, uint64_t *epoch,
                           uint64_t *pos);
 
+/* loader_xform.c: the JPEG image pipeline as the process step */
+/* For a JPEG data set with a transform: parameters from cfg, process step, output layout. */
+int stoker__xform_setup(stoker_loader *l, const stoker_config *cfg);
+/* The worker's scratch (when the loader has an image pipeline); freed with the worker. */
+int stoker__xform_worker_init(stoker_loader *l, stoker__worker *w);
+void stoker__xform_worker_fini(stoker__worker *w);
+void stoker__xform_free(stoker_loader *l);
+
 /* loader.c */
 void stoker__deadline(struct timespec *ts);
+
+/* loader_gpu.c: the H2D stage; each is a no-op (or host path) without a device. */
+/* Picks the device from STOKER_OPT_DEVICE / LOCAL_RANK (before the slots are made). */
+int stoker__gpu_configure(stoker_loader *l, const stoker_config *cfg);
+/* Stream, events, device buffers (after the slots). */
+int stoker__gpu_create(stoker_loader *l);
+/* Waits for the copy stream, then frees the stage (first thing in destroy). */
+void stoker__gpu_destroy(stoker_loader *l);
+/* Settles every copy in flight and drops prefetched batches (restarts; consumer thread). */
+void stoker__gpu_quiesce(stoker_loader *l);
+/* stoker_loader_next with a device. */
+int stoker__gpu_next(stoker_loader *l, stoker_batch **out);
+/* stoker_batch_release of a device batch; with `record`, release_stream on `stream`. */
+int stoker__gpu_release(stoker_batch *b, bool record, void *stream);
 
 #endif

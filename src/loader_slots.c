@@ -1,24 +1,59 @@
 /* Batch slots: a ring of `depth` batches allocated once at create. Slot memory comes from
  * stoker__slot_alloc alone, so a CUDA build can swap in pinned memory in one place. */
 #include "loader.h"
+#ifdef STOKER_HAVE_CUDA
+#include "cuda/pinned.h"
+#endif
 
 #include <string.h>
 
 #define PAGE 4096u
 
 /* Touches every page now, so that first-touch page faults (zeroing) happen at create and
- * not while the first batches are timed: steady state starts with the first batch. */
-void *stoker__slot_alloc(size_t size)
+ * not while the first batches are timed: steady state starts with the first batch.
+ * With a device, slots are pinned (cudaHostAlloc) so that the H2D copy is a true DMA that
+ * overlaps compute; when pinning fails (ulimit, no memory) pageable memory still works, only
+ * slower, so that is a warning and not a failure. */
+void *stoker__slot_alloc(stoker_loader *l, size_t size, bool *pinned)
 {
     const size_t n = stoker__align_up(size ? size : 1, PAGE);
+    *pinned = false;
+#ifdef STOKER_HAVE_CUDA
+    if (l->device >= 0) {
+        char msg[160];
+        void *h = stoker__cuda_host_alloc(l->device, n, msg, sizeof msg);
+        if (h) {
+            *pinned = true;
+            atomic_fetch_add(&l->pinned_bytes, (int_fast64_t)n);
+            memset(h, 0, n);
+            return h;
+        }
+        stoker__logf(&l->log, STOKER_LOG_WARN, "cannot pin %zu bytes of batch slot (%s); "
+                     "using pageable memory", n, msg);
+    }
+#else
+    (void)l;
+#endif
     uint8_t *p = stoker__aligned_alloc(PAGE, n);
     if (p)
         memset(p, 0, n);
     return p;
 }
 
-void stoker__slot_free(void *p)
+void stoker__slot_free(stoker_loader *l, void *p, size_t size, bool pinned)
 {
+#ifdef STOKER_HAVE_CUDA
+    if (pinned && p) {
+        stoker__cuda_host_free(p);
+        atomic_fetch_sub(&l->pinned_bytes,
+                         (int_fast64_t)stoker__align_up(size ? size : 1, PAGE));
+        return;
+    }
+#else
+    (void)l;
+    (void)size;
+    (void)pinned;
+#endif
     stoker__free(p);
 }
 
@@ -26,12 +61,15 @@ int stoker__slot_reserve(stoker__slot *s, size_t size)
 {
     if (size <= s->cap && s->batch.data)
         return 0;
-    uint8_t *p = stoker__slot_alloc(size);
+    stoker_loader *l = s->batch.loader;
+    bool pinned = false;
+    uint8_t *p = stoker__slot_alloc(l, size, &pinned);
     if (!p)
         return -ENOMEM;
-    stoker__slot_free(s->batch.data);
+    stoker__slot_free(l, s->batch.data, s->cap, s->pinned);
     s->batch.data = p;
     s->cap = size;
+    s->pinned = pinned;
     return 0;
 }
 
@@ -113,7 +151,7 @@ void stoker__slots_destroy(stoker_loader *l)
         stoker__free(s->batch.offsets);
         stoker__free(s->locs);
         stoker__free(s->bad);
-        stoker__slot_free(s->batch.data);
+        stoker__slot_free(l, s->batch.data, s->cap, s->pinned);
     }
     stoker__free(l->slots);
     l->slots = NULL;

@@ -10,7 +10,7 @@ static void fill_view(const stoker_batch *b, stoker_batch_view *v)
     memset(v, 0, sizeof *v);
     v->struct_size = sizeof *v;
     v->dtype = l->dtype;
-    v->device = -1;
+    v->device = b->dbuf ? l->device : -1; /* device batch: data is device memory */
     v->count = b->count;
     v->data = b->data;
     v->nbytes = b->nbytes;
@@ -27,6 +27,11 @@ static void fill_view(const stoker_batch *b, stoker_batch_view *v)
     } else {
         v->ndim = 1;
         v->shape[0] = (int64_t)b->nbytes;
+    }
+    if (b->dbuf && l->rec_size) { /* GPU normalisation: the device batch's dtype and shape */
+        v->dtype = b->dtype;
+        v->ndim = b->ndim;
+        memcpy(v->shape, b->shape, sizeof v->shape);
     }
 }
 
@@ -60,13 +65,17 @@ uint64_t stoker_batch_nbytes(const stoker_batch *b)
 
 int32_t stoker_batch_dtype(const stoker_batch *b)
 {
-    return b ? b->loader->dtype : 0;
+    if (!b)
+        return 0;
+    return b->dbuf ? b->dtype : b->loader->dtype; /* GPU normalisation changes it */
 }
 
 int32_t stoker_batch_ndim(const stoker_batch *b)
 {
     if (!b)
         return 0;
+    if (b->dbuf)
+        return b->ndim; /* a device batch carries its own (GPU normalisation) */
     return b->loader->rec_size ? 1 + b->loader->ndim : 1;
 }
 
@@ -106,8 +115,7 @@ int64_t stoker_batch_position(const stoker_batch *b)
 
 int32_t stoker_batch_device(const stoker_batch *b)
 {
-    (void)b;
-    return -1;
+    return b && b->dbuf ? b->loader->device : -1;
 }
 
 const char *stoker_backend_name(int32_t backend)
@@ -122,6 +130,27 @@ const char *stoker_backend_name(int32_t backend)
 
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
 
+/* The workers' per-stage nanoseconds, as seconds. */
+static void stage_stats(const stoker_loader *l, stoker_stats *s)
+{
+    uint64_t ns[6] = {0};
+    for (uint32_t i = 0; l->workers && i < l->nworkers; i++) {
+        const stoker__wstats *w = &l->workers[i].stats;
+        ns[0] += LOAD(w->read_ns);
+        ns[1] += LOAD(w->crc_ns);
+        ns[2] += LOAD(w->process_ns);
+        ns[3] += LOAD(w->decode_ns);
+        ns[4] += LOAD(w->resize_ns);
+        ns[5] += LOAD(w->normalize_ns);
+    }
+    s->read_seconds = (double)ns[0] * 1e-9;
+    s->crc_seconds = (double)ns[1] * 1e-9;
+    s->process_seconds = (double)ns[2] * 1e-9;
+    s->decode_seconds = (double)ns[3] * 1e-9;
+    s->resize_seconds = (double)ns[4] * 1e-9;
+    s->normalize_seconds = (double)ns[5] * 1e-9;
+}
+
 static void fill_stats(const stoker_loader *l, stoker_stats *s)
 {
     memset(s, 0, sizeof *s);
@@ -130,7 +159,8 @@ static void fill_stats(const stoker_loader *l, stoker_stats *s)
     s->simd = l->simd;
     s->threads = (int32_t)l->nthreads;
     s->depth = (int32_t)l->depth;
-    s->device = -1;
+    s->device = l->gpu ? l->device : -1;
+    s->pinned_bytes = (int64_t)LOAD(l->pinned_bytes);
     s->batches = (int64_t)LOAD(l->c_batches);
     s->records = (int64_t)LOAD(l->c_records);
     s->bytes = (int64_t)LOAD(l->c_bytes);
@@ -152,6 +182,7 @@ static void fill_stats(const stoker_loader *l, stoker_stats *s)
     const uint64_t calls = LOAD(l->c_next_calls);
     s->ready_slots = calls ? (double)LOAD(l->c_ready_sum) / (double)calls : 0;
     s->reads_in_flight = samples ? (double)inflight / (double)samples : 0;
+    stage_stats(l, s);
 }
 
 int stoker_loader_get_stats(const stoker_loader *l, stoker_stats *stats)
@@ -179,11 +210,14 @@ int stoker_loader_stats_json(const stoker_loader *l, char *buf, size_t cap, size
         ",\"skipped\":%" PRId64 ",\"records_read\":%" PRId64 ",\"bytes_read\":%" PRId64
         ",\"pinned_bytes\":%" PRId64 ",\"seconds\":%.6f,\"records_per_sec\":%.3f,"
         "\"bytes_per_sec\":%.3f,\"wait_seconds\":%.6f,\"ready_slots\":%.3f,"
-        "\"reads_in_flight\":%.3f}",
+        "\"reads_in_flight\":%.3f,\"read_seconds\":%.6f,\"crc_seconds\":%.6f,"
+        "\"process_seconds\":%.6f,\"decode_seconds\":%.6f,\"resize_seconds\":%.6f,"
+        "\"normalize_seconds\":%.6f}",
         stoker_backend_name(s.backend), stoker_simd_name(s.simd), s.threads, s.depth, s.device,
         s.batches, s.records, s.bytes, s.skipped, s.records_read, s.bytes_read, s.pinned_bytes,
         s.seconds, s.records_per_sec, s.bytes_per_sec, s.wait_seconds, s.ready_slots,
-        s.reads_in_flight);
+        s.reads_in_flight, s.read_seconds, s.crc_seconds, s.process_seconds, s.decode_seconds,
+        s.resize_seconds, s.normalize_seconds);
     if (n < 0)
         return STOKER_E_INVALID;
     if (needed)

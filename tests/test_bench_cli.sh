@@ -2,26 +2,25 @@
 # stoker-bench smoke test: --json gives one valid JSON object with the documented keys;
 # --dump-indices lists every batch, and each epoch delivers every record exactly once
 # (and, for two ranks, disjoint and complete apart from the padding); bad arguments fail.
+# On a JPEG data set: the pipeline's options and per-stage times in the JSON, --plot's SVG,
+# the consumer verdict under --compute-ms, --io's two read rates, and SIGINT (exit 130 with
+# the partial results).
 set -euo pipefail
 
 PY=/usr/bin/python3
 [ -x "$PY" ] && "$PY" -c 'import numpy' 2>/dev/null || { echo "no python3 with numpy"; exit 77; }
 [ -n "${STOKER_BENCH:-}" ] && [ -x "$STOKER_BENCH" ] || { echo "stoker-bench not built"; exit 77; }
-LIB="$STOKER_BUILD_DIR/libstoker.so"
+[ -n "${STOKER_PACK:-}" ] && [ -x "$STOKER_PACK" ] || { echo "stoker-pack not built"; exit 77; }
 mkdir -p "$STOKER_TEST_TMP"
 TMP=$(mktemp -d "$STOKER_TEST_TMP/bench-cli-XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 
-# A sanitizer build's library needs its runtime loaded first when Python dlopens it.
-PRELOAD=""
-for rt in asan tsan ubsan; do
-    if ldd "$LIB" | grep -q "lib$rt"; then
-        PRELOAD="$PRELOAD $(ldd "$LIB" | awk -v rt="lib$rt" '$1 ~ rt {print $3}')"
-    fi
-done
-LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 \
-    "$PY" "$STOKER_SOURCE_DIR/bench/make_raw_dataset.py" --lib "$LIB" "$TMP/data" \
-    --records 203 --shape 5,7,3 --shard-size 65536
+# 203 raw uint8 records of shape 5x7x3, packed from a .npy by stoker-pack (no library is
+# loaded into Python, which a sanitizer build's runtime does not always allow)
+"$PY" -c 'import numpy as np, sys
+np.save(sys.argv[1], (np.arange(203 * 105) % 251).astype(np.uint8).reshape(203, 5, 7, 3))' \
+    "$TMP/raw.npy"
+"$STOKER_PACK" --shard-size 65536 "$TMP/raw.npy" "$TMP/data" > /dev/null 2>&1
 
 "$STOKER_BENCH" "$TMP/data" --epochs 3 --batch-size 16 --threads 2 --json \
     --dump-indices "$TMP/idx.txt" > "$TMP/out.json"
@@ -86,4 +85,95 @@ grep -q "stoker-bench:" "$TMP/err"
 if "$STOKER_BENCH" "$TMP/data" --rank 2 --world-size 2 > /dev/null 2> "$TMP/err"; then exit 1; fi
 grep -q "rank 2" "$TMP/err"
 "$STOKER_BENCH" --help | grep -q "usage: stoker-bench"
+
+# ---- a JPEG data set: the image pipeline's options, stages, plot, verdicts, --io, SIGINT ----
+"$PY" -c 'import PIL' 2>/dev/null || { echo "no PIL: JPEG part skipped"; echo "ok"; exit 0; }
+"$PY" - "$TMP/jpg" <<'PYEOF'
+import os, sys
+import numpy as np
+from PIL import Image
+rng = np.random.default_rng(3)
+for i in range(96):
+    d = os.path.join(sys.argv[1], "c%d" % (i % 3))
+    os.makedirs(d, exist_ok=True)
+    w, h = int(rng.integers(80, 300)), int(rng.integers(80, 300))
+    x = np.linspace(0, 255, w)[None, :, None] + rng.integers(0, 60, (h, w, 3))
+    Image.fromarray(np.clip(x, 0, 255).astype(np.uint8)).save(os.path.join(d, "%d.jpg" % i),
+                                                             quality=85)
+PYEOF
+"$STOKER_PACK" --shard-size 200K "$TMP/jpg" "$TMP/jds" > /dev/null 2>&1
+
+"$STOKER_BENCH" "$TMP/jds" --epochs 2 --batch-size 16 --threads 2 --size 64 --json \
+    --plot "$TMP/plot.svg" > "$TMP/j.json"
+"$STOKER_BENCH" "$TMP/jds" --epochs 1 --batch-size 8 --threads 2 --size 32 --dtype uint8 \
+    --layout NHWC --transform eval --dct fast --simd scalar --compute-ms 150 --compute-sleep \
+    --json \
+    > "$TMP/c.json"
+"$STOKER_BENCH" "$TMP/jds" --epochs 1 --batch-size 16 --threads 1 --size 32 --io \
+    --device cpu > "$TMP/io.txt"
+RATES="buffered [0-9]+ MB/s, O_DIRECT ([0-9]+ MB/s|not measured \(O_DIRECT refused)"
+grep -Eq "^raw read .* $RATES" "$TMP/io.txt"
+grep -q "^pipeline     transform=train size=32 resize=37 dct=accurate dtype=float16 layout=NCHW" \
+    "$TMP/io.txt"
+grep -q "^verdict      [a-z]" "$TMP/io.txt"
+
+# SIGINT: stops at the next batch, reports what it measured, exit status 130
+"$STOKER_BENCH" "$TMP/jds" --epochs 1000000 --batch-size 8 --threads 1 --size 32 --json \
+    > "$TMP/int.json" 2> "$TMP/int.err" &
+PID=$!
+sleep 2
+kill -INT $PID
+set +e
+wait $PID
+RC=$?
+set -e
+[ "$RC" = 130 ] || { echo "SIGINT: exit status $RC, want 130"; cat "$TMP/int.err"; exit 1; }
+
+"$PY" - "$TMP" <<'PYEOF'
+import json, sys
+import xml.etree.ElementTree as ET
+tmp = sys.argv[1]
+text = open(tmp + "/j.json").read()
+assert text.count("\n") == 1, "one JSON object on one line"
+o = json.loads(text)
+need = ["records_per_sec", "bytes_per_sec", "wait_fraction", "backend", "device", "threads",
+        "batches", "skipped", "simd", "version", "epochs", "records", "bytes", "seconds",
+        "cpu_seconds_per_record", "peak_rss_bytes", "pinned_bytes", "stage_seconds",
+        "verdict", "options", "timeline"]
+missing = [k for k in need if k not in o]
+assert not missing, "missing keys: %s" % missing
+st = o["stage_seconds"]
+for k in ("read", "crc", "decode", "resize", "normalize", "h2d", "wait"):
+    assert k in st and st[k] >= 0, (k, st)
+assert st["decode"] > 0 and st["resize"] > 0 and st["read"] > 0, st
+op = o["options"]
+assert (op["transform"], op["size"], op["dtype"], op["layout"], op["dct"]) == \
+    ("train", 64, "float16", "NCHW", "accurate"), op
+assert o["device"] == "cpu" and op["device"] == "cpu"
+assert o["records"] == 2 * 96 - 16 and o["bytes"] == o["records"] * 3 * 64 * 64 * 2, o
+assert 0 < o["cpu_seconds_per_record"] < 1 and o["peak_rss_bytes"] > 1 << 20
+assert o["verdict"] in ("storage", "crc", "decode", "transform", "host-to-device copy",
+                        "consumer"), o["verdict"]
+for t, rps, wf in o["timeline"]:
+    assert t > 0 and rps >= 0 and 0 <= wf <= 1, (t, rps, wf)
+
+svg = ET.parse(tmp + "/plot.svg").getroot()
+assert svg.tag.endswith("svg"), svg.tag
+ns = "{http://www.w3.org/2000/svg}"
+assert len(svg.findall(ns + "polyline")) == 2
+assert any("records/s" in (t.text or "") for t in svg.iter(ns + "text"))
+
+c = json.load(open(tmp + "/c.json"))
+assert c["wait_fraction"] < 0.05 and c["verdict"] == "consumer", (c["wait_fraction"],
+                                                                  c["verdict"])
+co = c["options"]
+assert (co["transform"], co["size"], co["dtype"], co["layout"], co["dct"], co["simd"],
+        co["compute_ms"], co["compute"]) == ("eval", 32, "uint8", "NHWC", "fast", "scalar", 150,
+                                             "sleep"), co
+assert c["bytes"] == c["records"] * 32 * 32 * 3
+
+i = json.load(open(tmp + "/int.json"))
+assert i["interrupted"] is True and i["records"] > 0, i
+print("bench jpeg ok")
+PYEOF
 echo "ok"

@@ -160,6 +160,8 @@ static inline stoker_config *tl_cfg(int64_t batch, int64_t threads)
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_BATCH_SIZE, batch));
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_THREADS, threads));
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_SEED, 1234));
+    /* host batches even where a GPU is usable: these tests read the data on the host */
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_DEVICE, -1));
     return cfg;
 }
 

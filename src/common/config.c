@@ -43,6 +43,8 @@ static const opt_desc OPTS[] = {
     {STOKER_OPT_ON_CORRUPT, "on_corrupt", OPT_INT, STOKER_ON_CORRUPT_ERROR, 0, 2, 0},
     {STOKER_OPT_SIMD, "simd", OPT_INT, STOKER_SIMD_AUTO, 0, 3, 0},
     {STOKER_OPT_DEVICE, "device", OPT_INT, 0, -1, 1024, 0},
+    {STOKER_OPT_DEVICE_BUFFERS, "device_buffers", OPT_INT, 0, 0, 64, 0},
+    {STOKER_OPT_GPU_NORMALIZE, "gpu_normalize", OPT_INT, 0, 0, 1, 0},
     {STOKER_OPT_TRANSFORM, "transform", OPT_INT, STOKER_TRANSFORM_DEFAULT, 0, 4, 0},
     {STOKER_OPT_SIZE, "size", OPT_INT, 224, 0, 65535, 0},
     {STOKER_OPT_RESIZE, "resize", OPT_INT, 0, 0, 65535, 0},

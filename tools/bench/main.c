@@ -1,34 +1,36 @@
 /* stoker-bench: runs the loader over a data set and reports its throughput, the library's
- * version, read back-end, SIMD level, every effective option and the loader's stats. Uses
- * the public API (stoker.h) only. */
-#include "stoker.h"
+ * version, read back-end, SIMD level, every effective option, per-stage times and the
+ * stage that limits it. Uses the public API (stoker.h) only. This file: options and the
+ * order of things. */
+#include "bench.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-typedef struct opts {
-    const char *data;
-    int64_t epochs, batch, threads, depth, rank, world, seed;
-    int shuffle, drop_last, direct, json;
-    int32_t backend, on_corrupt, transform;
-    const char *dump;
-} opts;
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: stoker-bench DATA [--epochs N] [--batch-size B] [--threads T] [--depth D]\n"
             "                   [--seed S] [--no-shuffle] [--drop-last] [--rank R --world-size W]\n"
-            "                   [--transform none] [--backend auto|io_uring|pread] [--direct]\n"
-            "                   [--on-corrupt error|skip] [--json] [--dump-indices FILE]\n"
-            "One untimed warm-up batch is taken first; it is part of the delivered order.\n");
+            "                   [--transform train|eval|resize|none] [--size N] [--resize S]\n"
+            "                   [--dct accurate|fast] [--dtype float32|float16|bfloat16|uint8]\n"
+            "                   [--layout NCHW|NHWC] [--simd auto|scalar|avx2|avx512]\n"
+            "                   [--device cpu|cuda|N] [--backend auto|io_uring|pread] [--direct]\n"
+            "                   [--on-corrupt error|skip] [--warmup N] [--compute-ms X]\n"
+            "                   [--compute-sleep] [--io] [--json] [--plot FILE.svg]\n"
+            "                   [--dump-indices FILE]\n"
+            "Defaults come from the library: a JPEG data set is read with transform train,\n"
+            "size 224, float16, NCHW. --warmup batches (default 1) are taken untimed first;\n"
+            "they are part of the delivered order. --compute-ms simulates a consumer that\n"
+            "works X ms per batch (spinning; --compute-sleep sleeps instead). --io first\n"
+            "measures the shards' raw sequential read bandwidth. SIGINT stops at the next\n"
+            "batch and reports what was measured (exit status 130).\n");
 }
 
-static double now(void)
+double bench_now(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -48,6 +50,19 @@ static int parse_int(const char *flag, const char *s, int64_t min, int64_t *out)
     return 0;
 }
 
+static int parse_ms(const char *flag, const char *s, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    const double v = s ? strtod(s, &end) : 0;
+    if (!s || errno || !*s || *end || !(v >= 0) || v > 1e6) {
+        fprintf(stderr, "stoker-bench: %s needs a number of milliseconds >= 0\n", flag);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
 static int parse_choice(const char *flag, const char *s, const char *const *names,
                         const int32_t *values, int32_t *out)
 {
@@ -60,66 +75,127 @@ static int parse_choice(const char *flag, const char *s, const char *const *name
     return -1;
 }
 
-/* Parses argv; returns 0, 1 for --help, -1 on error. */
-static int parse(int argc, char **argv, opts *o)
+/* cpu, cuda (GPU 0) or a CUDA ordinal N, as STOKER_OPT_DEVICE's value. */
+static int parse_device(const char *s, opts *o)
+{
+    int64_t n = 0;
+    if (s && !strcmp(s, "cpu"))
+        o->device = -1;
+    else if (s && !strcmp(s, "cuda"))
+        o->device = 1;
+    else if (s && !strncmp(s, "cuda:", 5) && parse_int("--device", s + 5, 0, &n) == 0)
+        o->device = n + 1;
+    else if (parse_int("--device", s, 0, &n) == 0)
+        o->device = n + 1;
+    else
+        return -1;
+    o->device_set = 1;
+    return 0;
+}
+
+/* The options that take a named value. Returns 1 when `a` is not one of them. */
+static int parse_named(const char *a, const char *v, opts *o)
 {
     static const char *const backends[] = {"auto", "io_uring", "pread", NULL};
     static const int32_t backend_v[] = {STOKER_BACKEND_AUTO, STOKER_BACKEND_IO_URING,
                                         STOKER_BACKEND_PREAD};
     static const char *const corrupt[] = {"error", "skip", NULL};
     static const int32_t corrupt_v[] = {STOKER_ON_CORRUPT_ERROR, STOKER_ON_CORRUPT_SKIP};
-    static const char *const transforms[] = {"none", NULL};
-    static const int32_t transform_v[] = {STOKER_TRANSFORM_NONE};
-    *o = (opts){.epochs = 1, .batch = 256, .shuffle = 1, .world = 1,
-                .backend = STOKER_BACKEND_AUTO, .on_corrupt = STOKER_ON_CORRUPT_ERROR,
-                .transform = STOKER_TRANSFORM_NONE};
+    static const char *const transforms[] = {"train", "eval", "resize", "none", NULL};
+    static const int32_t transform_v[] = {STOKER_TRANSFORM_TRAIN, STOKER_TRANSFORM_EVAL,
+                                          STOKER_TRANSFORM_RESIZE, STOKER_TRANSFORM_NONE};
+    static const char *const dcts[] = {"accurate", "fast", NULL};
+    static const int32_t dct_v[] = {STOKER_DCT_ISLOW, STOKER_DCT_IFAST};
+    static const char *const dtypes[] = {"float32", "float16", "bfloat16", "uint8", NULL};
+    static const int32_t dtype_v[] = {STOKER_DTYPE_FLOAT32, STOKER_DTYPE_FLOAT16,
+                                      STOKER_DTYPE_BFLOAT16, STOKER_DTYPE_UINT8};
+    static const char *const layouts[] = {"NCHW", "NHWC", "nchw", "nhwc", NULL};
+    static const int32_t layout_v[] = {STOKER_LAYOUT_NCHW, STOKER_LAYOUT_NHWC,
+                                       STOKER_LAYOUT_NCHW, STOKER_LAYOUT_NHWC};
+    static const char *const simds[] = {"auto", "scalar", "avx2", "avx512", NULL};
+    static const int32_t simd_v[] = {STOKER_SIMD_AUTO, STOKER_SIMD_SCALAR, STOKER_SIMD_AVX2,
+                                     STOKER_SIMD_AVX512};
+    if (!strcmp(a, "--backend"))
+        return parse_choice(a, v, backends, backend_v, &o->backend);
+    if (!strcmp(a, "--on-corrupt"))
+        return parse_choice(a, v, corrupt, corrupt_v, &o->on_corrupt);
+    if (!strcmp(a, "--transform"))
+        return parse_choice(a, v, transforms, transform_v, &o->transform);
+    if (!strcmp(a, "--dct"))
+        return parse_choice(a, v, dcts, dct_v, &o->dct);
+    if (!strcmp(a, "--dtype"))
+        return parse_choice(a, v, dtypes, dtype_v, &o->dtype);
+    if (!strcmp(a, "--layout"))
+        return parse_choice(a, v, layouts, layout_v, &o->layout);
+    if (!strcmp(a, "--simd"))
+        return parse_choice(a, v, simds, simd_v, &o->simd);
+    if (!strcmp(a, "--device"))
+        return parse_device(v, o);
+    if (!strcmp(a, "--compute-ms"))
+        return parse_ms(a, v, &o->compute_ms);
+    if (!strcmp(a, "--dump-indices"))
+        return (o->dump = v) ? 0 : -1;
+    if (!strcmp(a, "--plot"))
+        return (o->plot = v) ? 0 : -1;
+    return 1;
+}
+
+/* The options that take an integer. Returns 1 when `a` is not one of them. */
+static int parse_number(const char *a, const char *v, opts *o)
+{
+    static const struct { const char *flag; int64_t min; size_t off; } ints[] = {
+        {"--epochs", 1, offsetof(opts, epochs)},     {"--batch-size", 1, offsetof(opts, batch)},
+        {"--threads", 0, offsetof(opts, threads)},   {"--depth", 0, offsetof(opts, depth)},
+        {"--seed", INT64_MIN, offsetof(opts, seed)}, {"--rank", 0, offsetof(opts, rank)},
+        {"--world-size", 1, offsetof(opts, world)},  {"--warmup", 0, offsetof(opts, warmup)},
+        {"--size", 1, offsetof(opts, size)},         {"--resize", 1, offsetof(opts, resize)},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (!strcmp(a, ints[i].flag))
+            return parse_int(a, v, ints[i].min, (int64_t *)(void *)((char *)o + ints[i].off));
+    return 1;
+}
+
+static int parse_flag(const char *a, opts *o)
+{
+    int *const flags[] = {&o->shuffle, &o->drop_last, &o->direct, &o->json, &o->io,
+                          &o->compute_sleep};
+    static const char *const names[] = {"--no-shuffle", "--drop-last", "--direct", "--json",
+                                        "--io", "--compute-sleep"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(a, names[i])) {
+            *flags[i] = i != 0; /* --no-shuffle clears */
+            return 0;
+        }
+    return 1;
+}
+
+/* Parses argv; returns 0, 1 for --help, -1 on error. */
+static int parse(int argc, char **argv, opts *o)
+{
+    *o = (opts){.epochs = 1, .batch = 256, .shuffle = 1, .world = 1, .warmup = 1,
+                .backend = STOKER_BACKEND_AUTO, .on_corrupt = STOKER_ON_CORRUPT_ERROR};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int rc = 0, used = 1;
         if (!strcmp(a, "-h") || !strcmp(a, "--help"))
             return 1;
-        else if (!strcmp(a, "--epochs"))
-            rc = parse_int(a, v, 1, &o->epochs);
-        else if (!strcmp(a, "--batch-size"))
-            rc = parse_int(a, v, 1, &o->batch);
-        else if (!strcmp(a, "--threads"))
-            rc = parse_int(a, v, 0, &o->threads);
-        else if (!strcmp(a, "--depth"))
-            rc = parse_int(a, v, 0, &o->depth);
-        else if (!strcmp(a, "--seed"))
-            rc = parse_int(a, v, INT64_MIN, &o->seed);
-        else if (!strcmp(a, "--rank"))
-            rc = parse_int(a, v, 0, &o->rank);
-        else if (!strcmp(a, "--world-size"))
-            rc = parse_int(a, v, 1, &o->world);
-        else if (!strcmp(a, "--backend"))
-            rc = parse_choice(a, v, backends, backend_v, &o->backend);
-        else if (!strcmp(a, "--on-corrupt"))
-            rc = parse_choice(a, v, corrupt, corrupt_v, &o->on_corrupt);
-        else if (!strcmp(a, "--transform"))
-            rc = parse_choice(a, v, transforms, transform_v, &o->transform);
-        else if (!strcmp(a, "--dump-indices"))
-            rc = (o->dump = v) ? 0 : -1;
-        else {
-            used = 0;
-            if (!strcmp(a, "--no-shuffle"))
-                o->shuffle = 0;
-            else if (!strcmp(a, "--drop-last"))
-                o->drop_last = 1;
-            else if (!strcmp(a, "--direct"))
-                o->direct = 1;
-            else if (!strcmp(a, "--json"))
-                o->json = 1;
-            else if (a[0] != '-' && !o->data)
-                o->data = a;
-            else {
-                fprintf(stderr, "stoker-bench: unknown argument %s\n", a);
-                return -1;
-            }
-        }
+        int rc = parse_named(a, v, o);
+        if (rc == 1)
+            rc = parse_number(a, v, o);
         if (rc < 0)
             return -1;
-        i += used;
+        if (rc == 0) {
+            i++;
+            continue;
+        }
+        if (parse_flag(a, o) == 0)
+            continue;
+        if (a[0] != '-' && !o->data) {
+            o->data = a;
+            continue;
+        }
+        fprintf(stderr, "stoker-bench: unknown argument %s\n", a);
+        return -1;
     }
     if (!o->data) {
         fprintf(stderr, "stoker-bench: no data set given\n");
@@ -139,8 +215,14 @@ static int make_config(const opts *o, stoker_config **out)
         {STOKER_OPT_RANK, o->rank},            {STOKER_OPT_WORLD_SIZE, o->world},
         {STOKER_OPT_BACKEND, o->backend},      {STOKER_OPT_DIRECT_IO, o->direct},
         {STOKER_OPT_ON_CORRUPT, o->on_corrupt}, {STOKER_OPT_TRANSFORM, o->transform},
+        {STOKER_OPT_SIZE, o->size},            {STOKER_OPT_RESIZE, o->resize},
+        {STOKER_OPT_DCT, o->dct},              {STOKER_OPT_DTYPE, o->dtype},
+        {STOKER_OPT_LAYOUT, o->layout},        {STOKER_OPT_SIMD, o->simd},
+        {STOKER_OPT_DEVICE, o->device_set ? o->device : 0},
     };
     for (size_t i = 0; rc == 0 && i < sizeof set / sizeof set[0]; i++) {
+        if (set[i].k == STOKER_OPT_DEVICE && !o->device_set)
+            continue; /* the library's default */
         rc = stoker_config_set_int(c, set[i].k, set[i].v);
         if (rc)
             fprintf(stderr, "stoker-bench: option %s = %lld: %s\n", stoker_option_name(set[i].k),
@@ -150,126 +232,65 @@ static int make_config(const opts *o, stoker_config **out)
     return rc;
 }
 
-typedef struct result {
-    int64_t batches, records, bytes, warm_records;
-    double seconds, wait;
-    int error;
-} result;
+volatile sig_atomic_t bench_interrupted;
 
-static void dump_batch(FILE *f, const stoker_batch *b)
+static void on_sigint(int sig)
 {
-    const int64_t *ids = stoker_batch_ids(b);
-    for (int64_t j = 0; j < stoker_batch_count(b); j++)
-        fprintf(f, j ? " %" PRId64 : "%" PRId64, ids[j]);
-    fputc('\n', f);
+    (void)sig;
+    bench_interrupted = 1;
 }
 
-/* Takes the next batch; 1 at the end of an epoch, 0 with *out, or the error. */
-static int take(stoker_loader *l, stoker_batch **out)
+/* The data set's field kind (JPEG data sets get the image pipeline by default). */
+static int32_t field_kind(const char *path, const stoker_config *cfg)
 {
-    const int rc = stoker_loader_next(l, out);
-    if (rc < 0)
+    stoker_dataset *ds = NULL;
+    int32_t kind = 0;
+    if (stoker_dataset_open(&ds, path, cfg) == 0)
+        stoker_dataset_field(ds, &kind, NULL, NULL, NULL);
+    stoker_dataset_close(ds);
+    return kind;
+}
+
+/* Runs the loader and reports. Returns the exit status. */
+static int bench(const opts *o, stoker_config *cfg, result *r)
+{
+    stoker_loader *l = NULL;
+    FILE *dump = NULL;
+    int status = 1;
+    r->kind = field_kind(o->data, cfg);
+    if (o->io)
+        bench_io(o->data, &r->io);
+    int rc = stoker_loader_create(&l, o->data, cfg);
+    if (rc != 0) {
         fprintf(stderr, "stoker-bench: %s: %s\n", stoker_strerror(rc), stoker_loader_errmsg(l));
-    return rc;
-}
-
-/* The timed run: one warm-up batch, then `epochs` epochs. */
-static int run(stoker_loader *l, const opts *o, FILE *dump, result *r)
-{
-    stoker_stats st = {.struct_size = sizeof st};
-    stoker_batch *b = NULL;
-    int64_t ends = 0;
-    int rc = take(l, &b);
-    if (rc < 0)
-        return rc;
-    if (rc == 0) {
-        r->warm_records = stoker_batch_count(b);
-        if (dump)
-            dump_batch(dump, b);
-        stoker_batch_release(b);
-    } else {
-        ends++;
+        goto out;
     }
-    stoker_loader_get_stats(l, &st);
-    const double wait0 = st.wait_seconds, t0 = now();
-    while (ends < o->epochs) {
-        rc = take(l, &b);
-        if (rc < 0)
-            return rc;
-        if (rc == STOKER_END) {
-            ends++;
-            continue;
-        }
-        r->batches++;
-        r->records += stoker_batch_count(b);
-        r->bytes += (int64_t)stoker_batch_nbytes(b);
-        if (dump)
-            dump_batch(dump, b);
-        stoker_batch_release(b);
+    if (o->dump && !(dump = fopen(o->dump, "w"))) {
+        fprintf(stderr, "stoker-bench: %s: %s\n", o->dump, strerror(errno));
+        goto out;
     }
-    r->seconds = now() - t0;
-    stoker_loader_get_stats(l, &st);
-    r->wait = st.wait_seconds - wait0;
-    return 0;
-}
-
-static const char *corrupt_name(int32_t v)
-{
-    return v == STOKER_ON_CORRUPT_SKIP ? "skip" : "error";
-}
-
-static void report_text(const opts *o, const stoker_stats *st, const result *r, int64_t nb,
-                        int64_t nrec)
-{
-    const double s = r->seconds > 0 ? r->seconds : 1e-9;
-    printf("stoker-bench %s\n", stoker_version_string());
-    printf("data set     %s (%" PRId64 " records, %" PRId64 " batches per epoch on this "
-           "rank)\n", o->data, nrec, nb);
-    printf("back-end     %s\nsimd         %s\ndevice       cpu\n", stoker_backend_name(st->backend),
-           stoker_simd_name(st->simd));
-    printf("options      epochs=%" PRId64 " batch_size=%" PRId64 " threads=%d depth=%d seed=%"
-           PRId64 " shuffle=%d drop_last=%d rank=%" PRId64 " world_size=%" PRId64
-           " transform=none backend=%s direct=%d on_corrupt=%s\n",
-           o->epochs, o->batch, st->threads, st->depth, o->seed, o->shuffle, o->drop_last,
-           o->rank, o->world, stoker_backend_name(o->backend), o->direct,
-           corrupt_name(o->on_corrupt));
-    printf("warm-up      1 batch, %" PRId64 " records (not timed)\n", r->warm_records);
-    printf("result       %" PRId64 " batches, %" PRId64 " records, %.1f MB in %.3f s\n",
-           r->batches, r->records, (double)r->bytes / 1e6, r->seconds);
-    printf("throughput   %.0f records/s, %.3f GB/s\n", (double)r->records / s,
-           (double)r->bytes / s / 1e9);
-    printf("consumer     waited %.3f s (%.1f%% of the run)\n", r->wait, 100.0 * r->wait / s);
-    printf("stats        skipped=%" PRId64 " records_read=%" PRId64 " ready_slots=%.2f "
-           "reads_in_flight=%.2f\n", st->skipped, st->records_read, st->ready_slots,
-           st->reads_in_flight);
-}
-
-static void report_json(const opts *o, const stoker_stats *st, const result *r, int64_t nb)
-{
-    const double s = r->seconds > 0 ? r->seconds : 1e-9;
-    printf("{\"version\":\"%s\",\"data\":\"", stoker_version_string());
-    for (const char *p = o->data; *p; p++) /* JSON string escape */
-        if (*p == '"' || *p == '\\')
-            printf("\\%c", *p);
-        else if ((unsigned char)*p < 0x20)
-            printf("\\u%04x", *p);
-        else
-            putchar(*p);
-    printf("\",\"backend\":\"%s\",\"simd\":\"%s\",\"device\":\"cpu\",\"threads\":%d,"
-           "\"depth\":%d,\"epochs\":%" PRId64 ",\"batch_size\":%" PRId64 ",\"seed\":%" PRId64
-           ",\"shuffle\":%s,\"drop_last\":%s,\"rank\":%" PRId64 ",\"world_size\":%" PRId64
-           ",\"transform\":\"none\",\"direct\":%s,\"on_corrupt\":\"%s\","
-           "\"batches_per_epoch\":%" PRId64 ",\"warmup_batches\":1,\"warmup_records\":%" PRId64
-           ",\"batches\":%" PRId64 ",\"records\":%" PRId64 ",\"bytes\":%" PRId64
-           ",\"seconds\":%.6f,\"records_per_sec\":%.3f,\"bytes_per_sec\":%.3f,"
-           "\"wait_seconds\":%.6f,\"wait_fraction\":%.6f,\"skipped\":%" PRId64
-           ",\"records_read\":%" PRId64 ",\"ready_slots\":%.3f,\"reads_in_flight\":%.3f}\n",
-           stoker_backend_name(st->backend), stoker_simd_name(st->simd), st->threads, st->depth,
-           o->epochs, o->batch, o->seed, o->shuffle ? "true" : "false",
-           o->drop_last ? "true" : "false", o->rank, o->world, o->direct ? "true" : "false",
-           corrupt_name(o->on_corrupt), nb, r->warm_records, r->batches, r->records, r->bytes,
-           r->seconds, (double)r->records / s, (double)r->bytes / s, r->wait, r->wait / s,
-           st->skipped, st->records_read, st->ready_slots, st->reads_in_flight);
+    if (bench_run(l, o, dump, r) < 0)
+        goto out;
+    if (dump && fclose(dump) != 0) {
+        dump = NULL;
+        fprintf(stderr, "stoker-bench: %s: %s\n", o->dump, strerror(errno));
+        goto out;
+    }
+    dump = NULL;
+    if (o->json)
+        bench_report_json(o, r);
+    else
+        bench_report_text(o, r);
+    if (o->plot && (rc = bench_plot(o->plot, r)) < 0) {
+        fprintf(stderr, "stoker-bench: %s: %s\n", o->plot, strerror(-rc));
+        goto out;
+    }
+    status = r->interrupted ? 130 : 0;
+out:
+    if (dump)
+        fclose(dump);
+    stoker_loader_destroy(l);
+    return status;
 }
 
 int main(int argc, char **argv)
@@ -283,44 +304,17 @@ int main(int argc, char **argv)
     if (stoker_version() != STOKER_VERSION_NUMBER)
         fprintf(stderr, "stoker-bench: warning: built against %d, running %u\n",
                 STOKER_VERSION_NUMBER, stoker_version());
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, NULL);
     stoker_config *cfg = NULL;
-    stoker_loader *l = NULL;
-    FILE *dump = NULL;
+    result r;
+    memset(&r, 0, sizeof r);
     int status = 1;
-    if (make_config(&o, &cfg) != 0)
-        goto out;
-    int rc = stoker_loader_create(&l, o.data, cfg);
-    if (rc != 0) {
-        fprintf(stderr, "stoker-bench: %s: %s\n", stoker_strerror(rc), stoker_loader_errmsg(l));
-        goto out;
-    }
-    if (o.dump && !(dump = fopen(o.dump, "w"))) {
-        fprintf(stderr, "stoker-bench: %s: %s\n", o.dump, strerror(errno));
-        goto out;
-    }
-    result r = {0};
-    if (run(l, &o, dump, &r) < 0)
-        goto out;
-    if (dump && fclose(dump) != 0) {
-        dump = NULL;
-        fprintf(stderr, "stoker-bench: %s: %s\n", o.dump, strerror(errno));
-        goto out;
-    }
-    dump = NULL;
-    stoker_stats st = {.struct_size = sizeof st};
-    int64_t nb = 0, nrec = 0;
-    stoker_loader_get_stats(l, &st);
-    stoker_loader_num_batches(l, &nb);
-    stoker_loader_num_records(l, &nrec);
-    if (o.json)
-        report_json(&o, &st, &r, nb);
-    else
-        report_text(&o, &st, &r, nb, nrec);
-    status = 0;
-out:
-    if (dump)
-        fclose(dump);
-    stoker_loader_destroy(l);
+    if (make_config(&o, &cfg) == 0)
+        status = bench(&o, cfg, &r);
+    free(r.timeline);
     stoker_config_destroy(cfg);
     return status;
 }

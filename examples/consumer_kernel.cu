@@ -1,0 +1,65 @@
+// The example consumer's "training step": a kernel that keeps the GPU busy for a given
+// time, then reads every byte of the batch into a checksum (so a batch overwritten while
+// in use would show up as a wrong sum, and the data is really read from device memory).
+#include "consumer_kernel.h"
+
+#include <cuda_runtime.h>
+
+namespace {
+
+__device__ unsigned long long global_ns()
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+__global__ void consume(const unsigned char *data, unsigned long long nbytes,
+                        unsigned long long busy_ns, unsigned long long *sum)
+{
+    // Busy: every thread spins on the global timer (nanoseconds, the same clock for all).
+    const unsigned long long t0 = global_ns();
+    while (global_ns() - t0 < busy_ns) {
+    }
+    // Checksum: 16-byte loads for the aligned body, bytes for the tail.
+    const unsigned long long tid = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+    const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+    const unsigned long long nvec = nbytes / 16;
+    const uint4 *v = reinterpret_cast<const uint4 *>(data);
+    unsigned long long s = 0;
+    for (unsigned long long i = tid; i < nvec; i += stride) {
+        const uint4 q = v[i];
+        s += (unsigned long long)q.x + q.y + q.z + q.w;
+    }
+    for (unsigned long long i = nvec * 16 + tid; i < nbytes; i += stride)
+        s += data[i];
+    atomicAdd(sum, s);
+}
+
+} // namespace
+
+extern "C" int consumer_launch(const void *data, unsigned long long nbytes, double busy_ms,
+                               unsigned long long *sum, cudaStream_t stream)
+{
+    const unsigned long long busy_ns = (unsigned long long)(busy_ms * 1e6);
+    consume<<<132, 256, 0, stream>>>(static_cast<const unsigned char *>(data), nbytes,
+                                     busy_ns, sum);
+    return cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+// The same sum on the host, as the kernel computes it (32-bit words of each 16 bytes).
+extern "C" unsigned long long consumer_host_sum(const void *data, unsigned long long nbytes)
+{
+    const unsigned char *p = static_cast<const unsigned char *>(data);
+    unsigned long long s = 0, i = 0;
+    for (; i + 16 <= nbytes; i += 16)
+        for (int w = 0; w < 4; w++) {
+            unsigned int x = 0;
+            for (int k = 3; k >= 0; k--)
+                x = (x << 8) | p[i + w * 4 + k];
+            s += x;
+        }
+    for (; i < nbytes; i++)
+        s += p[i];
+    return s;
+}

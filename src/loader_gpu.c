@@ -1,0 +1,687 @@
+/* The H2D stage: finished host slots are copied to a ring of device buffers on the loader's
+ * own stream, and handed out as device batches.
+ *
+ * Who copies: the consumer thread, inside stoker_loader_next. No copy thread: the copy is
+ * asynchronous anyway (cudaMemcpyAsync from pinned slots), so issuing it costs the consumer
+ * a few microseconds, and there is no extra stage to park on restarts or join on destroy.
+ * next(N) hands out batch N (copying it first if it was not prefetched), then prefetches:
+ * for every following batch whose host slot is READY now and whose device buffer is free
+ * now (never waiting), it issues the copy. So copy N+1 runs while the consumer computes on
+ * N, and the consumer's stream waits on an event, never the host.
+ *
+ * Per device buffer (the ring has nbuf >= 2, STOKER_OPT_DEVICE_BUFFERS, batch seq uses
+ * buffer seq % nbuf):
+ *   FREE --copy issued--> COPIED --next--> OUT --release(_stream)--> RELEASED --reuse--> ...
+ * A RELEASED buffer whose release recorded an event (release_stream) is refilled only after
+ * that event completed: cudaEventQuery when prefetching, cudaEventSynchronize when next
+ * needs it now (the consumer then waits for its own work, which is the back-pressure).
+ *
+ * Host slots are decoupled from device batches: after the copy, a host function on the
+ * copy stream (cudaLaunchHostFunc) gives the slot back to the workers (OUT -> FREE), so the
+ * CPU side runs ahead while the consumer still holds the device batch. That function only
+ * takes the slot's mutex (no CUDA call, as CUDA requires). Ids, labels and offsets are
+ * copied into the device buffer's own host arrays for the same reason: the slot is refilled.
+ *
+ * Threads: next, quiesce (restarts) and destroy run on the consumer thread; release may run
+ * on any thread; the slot-done host function on CUDA's callback thread. Every CUDA call
+ * runs with the loader's device current, and the caller's current device is restored.
+ *
+ * Lock order: gpu->mu is a leaf: taken alone, never with a slot mutex or ctl_mu; the only
+ * CUDA call made under it is cudaEventRecord (non-blocking). */
+#include "loader.h"
+#include "common/config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef STOKER_HAVE_CUDA
+#include "cuda/device.h"
+#ifdef STOKER_HAVE_NVCC
+#include "cuda/normalize.h"
+#endif
+
+#include <cuda_runtime_api.h>
+
+#define DEFAULT_BUFFERS 3u /* one in use, one released but queued, one being prefetched */
+
+enum { DBUF_FREE = 0, DBUF_COPIED, DBUF_OUT, DBUF_RELEASED };
+
+typedef struct stoker__gpu stoker__gpu;
+
+typedef struct stoker__dbuf {
+    stoker_batch batch;     /* what the consumer sees: data on the device, own host arrays */
+    uint8_t *dev;           /* device memory, cap bytes */
+    size_t cap;
+    cudaEvent_t ready;      /* recorded on the copy stream after the copy */
+    cudaEvent_t done;       /* recorded on the consumer's stream by release_stream */
+    bool has_events;
+    int state;              /* under gpu->mu */
+    bool pending;           /* under gpu->mu: `done` recorded, not yet seen complete */
+    int err;                /* a failed copy: next returns it (consumer thread) */
+} stoker__dbuf;
+
+struct stoker__gpu {
+    pthread_mutex_t mu;     /* buffer states; a leaf lock */
+    cudaStream_t stream;    /* non-blocking: never orders with the legacy default stream */
+    bool has_stream;
+    stoker__dbuf *bufs;
+    uint32_t nbuf;
+    uint64_t issued;        /* consumer thread: copies are issued for seq [cons_seq, issued) */
+    /* GPU normalisation (STOKER_OPT_GPU_NORMALIZE): uint8 [h, w, 3] records are copied to
+     * `staging` (one buffer: the copy stream orders copy N, kernel N, copy N+1), then the
+     * kernel writes out_dtype in the buffer of batch N. */
+    bool norm, nchw;
+    int32_t out_dtype;
+    int64_t h, w;
+    float scale[3], bias[3];
+    uint8_t *staging;
+    size_t staging_cap;
+};
+
+static int cuda_fail(stoker_loader *l, cudaError_t e, const char *what)
+{
+    cudaGetLastError(); /* clear the sticky last error: it is reported here */
+    return stoker__fail(&l->err, STOKER_E_CUDA, "%s (device %d): %s", what, l->device,
+                        cudaGetErrorString(e));
+}
+
+/* Makes the loader's device current; returns the caller's, for leave(). */
+static int enter(const stoker_loader *l)
+{
+    int prev = -1;
+    if (cudaGetDevice(&prev) != cudaSuccess)
+        prev = -1;
+    if (prev != l->device)
+        cudaSetDevice(l->device);
+    return prev;
+}
+
+static void leave(const stoker_loader *l, int prev)
+{
+    if (prev >= 0 && prev != l->device)
+        cudaSetDevice(prev);
+}
+
+/* LOCAL_RANK from the environment, or -1 (unset or not a number). */
+static int64_t env_local_rank(void)
+{
+    const char *s = getenv("LOCAL_RANK");
+    if (!s || !*s)
+        return -1;
+    char *end = NULL;
+    const long long v = strtoll(s, &end, 10);
+    return (*end || v < 0 || v > 1 << 20) ? -1 : v;
+}
+
+/* The device: an explicit ordinal must exist; the default takes LOCAL_RANK (or GPU 0) when
+ * a device is usable and falls back to host batches otherwise. */
+static int pick_device(stoker_loader *l, const stoker_config *cfg)
+{
+    const int64_t opt = stoker__cfg_int(cfg, STOKER_OPT_DEVICE);
+    char why[160] = "";
+    if (opt < 0)
+        return 0;
+    const int n = stoker__cuda_device_query(why, sizeof why);
+    if (opt > 0) {
+        STOKER_RETURN_IF(n == 0, &l->err, STOKER_E_CUDA, "CUDA device %lld was requested "
+                         "but no device is usable: %s", (long long)(opt - 1), why);
+        STOKER_RETURN_IF(opt - 1 >= n, &l->err, STOKER_E_CUDA, "CUDA device %lld was "
+                         "requested but there are %d device(s)", (long long)(opt - 1), n);
+        l->device = (int32_t)(opt - 1);
+        return 0;
+    }
+    const int64_t rank = l->local_rank >= 0 ? l->local_rank : env_local_rank();
+    const int64_t want = rank >= 0 ? rank : 0;
+    if (n == 0) {
+        stoker__logf(&l->log, STOKER_LOG_INFO, "no usable CUDA device (%s): host batches", why);
+        return 0;
+    }
+    if (want >= n) {
+        stoker__logf(&l->log, STOKER_LOG_WARN, "LOCAL_RANK %lld but %d CUDA device(s): host "
+                     "batches", (long long)want, n);
+        return 0;
+    }
+    l->device = (int32_t)want;
+    return 0;
+}
+
+/* GPU normalisation: raw uint8 [h, w, 3] records to a float dtype, NCHW or NHWC, with the
+ * CPU pipeline's arithmetic. The workers keep the records as they are (uint8: a quarter of
+ * float32's bytes cross PCIe); only the device batch has the requested dtype and shape. */
+static int norm_options(stoker_loader *l, const stoker_config *cfg)
+{
+    stoker__gpu *g = l->gpu;
+    if (!stoker__cfg_int(cfg, STOKER_OPT_GPU_NORMALIZE))
+        return 0;
+#ifndef STOKER_HAVE_NVCC
+    return stoker__fail(&l->err, STOKER_E_UNSUPPORTED, "GPU normalisation needs a build "
+                        "with nvcc (this one has the CUDA runtime only)");
+#else
+    const char *path = stoker__dataset_path(l->ds);
+    STOKER_RETURN_IF(!l->rec_size || l->dtype != STOKER_DTYPE_UINT8 || l->ndim != 3 ||
+                         l->shape[2] != 3, &l->err, STOKER_E_UNSUPPORTED,
+                     "%s: GPU normalisation takes raw uint8 records of shape [H, W, 3]", path);
+    const int64_t dt = stoker__cfg_int(cfg, STOKER_OPT_DTYPE);
+    g->out_dtype = dt == STOKER_DTYPE_DEFAULT ? STOKER_DTYPE_FLOAT16 : (int32_t)dt;
+    STOKER_RETURN_IF(g->out_dtype != STOKER_DTYPE_FLOAT16 &&
+                         g->out_dtype != STOKER_DTYPE_FLOAT32 &&
+                         g->out_dtype != STOKER_DTYPE_BFLOAT16, &l->err, STOKER_E_UNSUPPORTED,
+                     "GPU normalisation produces float16, bfloat16 or float32, not %s",
+                     stoker_dtype_name(g->out_dtype));
+    g->nchw = stoker__cfg_int(cfg, STOKER_OPT_LAYOUT) != STOKER_LAYOUT_NHWC;
+    g->h = l->shape[0];
+    g->w = l->shape[1];
+    for (int c = 0; c < 3; c++) {
+        const double mean = stoker__cfg_float(cfg, (stoker_option)(STOKER_OPT_MEAN_R + c));
+        const double sd = stoker__cfg_float(cfg, (stoker_option)(STOKER_OPT_STD_R + c));
+        STOKER_RETURN_IF(!(sd > 0), &l->err, STOKER_E_INVALID, "std must be positive");
+        g->scale[c] = (float)(1.0 / (255.0 * sd));
+        g->bias[c] = (float)(-mean / sd);
+    }
+    g->norm = true;
+    return 0;
+#endif
+}
+
+int stoker__gpu_configure(stoker_loader *l, const stoker_config *cfg)
+{
+    l->device = -1;
+    const int rc = pick_device(l, cfg);
+    STOKER_RETURN_IF(rc == 0 && l->device < 0 && stoker__cfg_int(cfg, STOKER_OPT_GPU_NORMALIZE),
+                     &l->err, STOKER_E_UNSUPPORTED, "GPU normalisation needs a usable CUDA "
+                     "device (this loader would deliver host batches)");
+    if (rc < 0 || l->device < 0)
+        return rc;
+    stoker__gpu *g = stoker__calloc(1, sizeof *g);
+    STOKER_RETURN_IF(!g, &l->err, -ENOMEM, "out of memory for the GPU stage");
+    if (pthread_mutex_init(&g->mu, NULL) != 0) {
+        stoker__free(g);
+        return stoker__fail(&l->err, -ENOMEM, "cannot create the GPU stage's lock");
+    }
+    const int64_t nb = stoker__cfg_int(cfg, STOKER_OPT_DEVICE_BUFFERS);
+    g->nbuf = nb <= 0 ? DEFAULT_BUFFERS : nb < 2 ? 2u : (uint32_t)nb;
+    l->gpu = g;
+    return norm_options(l, cfg);
+}
+
+static int dbuf_init(stoker_loader *l, stoker__dbuf *d, size_t cap)
+{
+    const uint64_t b = l->smp.batch;
+    d->batch.loader = l;
+    d->batch.dbuf = d;
+    d->batch.dtype = l->dtype;
+    d->batch.ids = stoker__calloc(b, sizeof(int64_t));
+    d->batch.labels = stoker__calloc(b, sizeof(int64_t));
+    d->batch.offsets = stoker__calloc(b + 1, sizeof(int64_t));
+    STOKER_RETURN_IF(!d->batch.ids || !d->batch.labels || !d->batch.offsets, &l->err,
+                     -ENOMEM, "out of memory for a device batch");
+    cudaError_t e = cudaEventCreateWithFlags(&d->ready, cudaEventDisableTiming);
+    if (e != cudaSuccess)
+        return cuda_fail(l, e, "cudaEventCreateWithFlags");
+    e = cudaEventCreateWithFlags(&d->done, cudaEventDisableTiming);
+    if (e != cudaSuccess) {
+        cudaEventDestroy(d->ready);
+        return cuda_fail(l, e, "cudaEventCreateWithFlags");
+    }
+    d->has_events = true;
+    e = cudaMalloc((void **)&d->dev, cap);
+    if (e != cudaSuccess)
+        return cuda_fail(l, e, "cudaMalloc of a device batch buffer");
+    d->cap = cap;
+    d->batch.data = d->dev;
+    return 0;
+}
+
+int stoker__gpu_create(stoker_loader *l)
+{
+    stoker__gpu *g = l->gpu;
+    if (!g)
+        return 0;
+    const int prev = enter(l);
+    int rc = 0;
+    cudaError_t e = cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+        rc = cuda_fail(l, e, "cudaStreamCreateWithFlags");
+        goto out;
+    }
+    g->has_stream = true;
+    g->bufs = stoker__calloc(g->nbuf, sizeof *g->bufs);
+    if (!g->bufs) {
+        rc = stoker__fail(&l->err, -ENOMEM, "out of memory for the device buffers");
+        goto out;
+    }
+    size_t cap = l->slots[0].cap;
+    if (g->norm) { /* device batches hold the normalised dtype; staging the uint8 batch */
+        e = cudaMalloc((void **)&g->staging, cap);
+        if (e != cudaSuccess) {
+            rc = cuda_fail(l, e, "cudaMalloc of the normalisation staging buffer");
+            goto out;
+        }
+        g->staging_cap = cap;
+        cap *= stoker_dtype_size(g->out_dtype);
+    }
+    for (uint32_t i = 0; i < g->nbuf && rc == 0; i++)
+        rc = dbuf_init(l, &g->bufs[i], cap);
+    if (rc == 0)
+        stoker__logf(&l->log, STOKER_LOG_INFO, "device %d: %u device buffers of %zu bytes, "
+                     "%lld pinned bytes", l->device, g->nbuf, l->slots[0].cap,
+                     (long long)atomic_load(&l->pinned_bytes));
+out:
+    leave(l, prev);
+    return rc;
+}
+
+void stoker__gpu_destroy(stoker_loader *l)
+{
+    stoker__gpu *g = l->gpu;
+    if (!g)
+        return;
+    const int prev = enter(l);
+    /* Copies in flight read slots, and their host functions touch slots: both end here,
+     * before the workers and slots go. */
+    if (g->has_stream)
+        cudaStreamSynchronize(g->stream);
+    for (uint32_t i = 0; g->bufs && i < g->nbuf; i++) {
+        stoker__dbuf *d = &g->bufs[i];
+        if (d->has_events) {
+            cudaEventDestroy(d->ready);
+            cudaEventDestroy(d->done);
+        }
+        cudaFree(d->dev);
+        stoker__free(d->batch.ids);
+        stoker__free(d->batch.labels);
+        stoker__free(d->batch.offsets);
+    }
+    cudaFree(g->staging);
+    if (g->has_stream)
+        cudaStreamDestroy(g->stream);
+    cudaGetLastError();
+    leave(l, prev);
+    stoker__free(g->bufs);
+    pthread_mutex_destroy(&g->mu);
+    stoker__free(g);
+    l->gpu = NULL;
+}
+
+/* Host function on the copy stream, after a slot's copy: the slot goes back to the workers.
+ * Runs on CUDA's callback thread; makes no CUDA call. */
+static void slot_copied(void *arg)
+{
+    stoker__slot *s = arg;
+    const stoker_loader *l = s->batch.loader;
+    pthread_mutex_lock(&s->mu);
+    s->state = SLOT_FREE;
+    s->seq += l->depth;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void stoker__gpu_quiesce(stoker_loader *l)
+{
+    stoker__gpu *g = l->gpu;
+    if (!g)
+        return;
+    const int prev = enter(l);
+    if (cudaStreamSynchronize(g->stream) != cudaSuccess)
+        cudaGetLastError();
+    leave(l, prev);
+    pthread_mutex_lock(&g->mu);
+    for (uint32_t i = 0; i < g->nbuf; i++) {
+        if (g->bufs[i].state == DBUF_COPIED)
+            g->bufs[i].state = DBUF_FREE;
+        g->bufs[i].err = 0;
+    }
+    pthread_mutex_unlock(&g->mu);
+    g->issued = 0; /* the restart numbers batches from 0 again */
+}
+
+/* Whether batch seq's device buffer may be filled: 0 yes, 1 not now (held by the consumer,
+ * or its release event not complete and !block), < 0 a CUDA failure. Consumer thread. */
+static int claim(stoker_loader *l, uint64_t seq, bool block)
+{
+    stoker__gpu *g = l->gpu;
+    stoker__dbuf *d = &g->bufs[seq % g->nbuf];
+    pthread_mutex_lock(&g->mu);
+    const int state = d->state;
+    const bool pending = d->pending;
+    pthread_mutex_unlock(&g->mu);
+    if (state == DBUF_OUT || state == DBUF_COPIED)
+        return 1;
+    if (state == DBUF_RELEASED && pending) {
+        /* Only this thread moves a RELEASED buffer on, so `done` is stable here. */
+        const cudaError_t e = block ? cudaEventSynchronize(d->done) : cudaEventQuery(d->done);
+        if (e == cudaErrorNotReady) {
+            cudaGetLastError();
+            return 1;
+        }
+        if (e != cudaSuccess)
+            return cuda_fail(l, e, "waiting for a released batch's event");
+        pthread_mutex_lock(&g->mu);
+        d->pending = false;
+        pthread_mutex_unlock(&g->mu);
+    }
+    return 0;
+}
+
+/* Takes host slot seq: 0 with *out (OUT), 1 when !block and it is not ready (or failed:
+ * failures are handed out by the blocking path), < 0 a failed batch, consumed here. */
+static int take_slot(stoker_loader *l, uint64_t seq, bool block, stoker__slot **out)
+{
+    stoker__slot *s = &l->slots[seq % l->depth];
+    pthread_mutex_lock(&s->mu);
+    if (!block && !(s->seq == seq && s->state == SLOT_READY && s->err_code == 0)) {
+        pthread_mutex_unlock(&s->mu);
+        return 1;
+    }
+    while (!(s->seq == seq && s->state == SLOT_READY)) {
+        struct timespec ts;
+        stoker__deadline(&ts);
+        pthread_cond_timedwait(&s->cond, &s->mu, &ts);
+    }
+    atomic_fetch_sub_explicit(&l->ready, 1, memory_order_relaxed);
+    if (s->err_code != 0) {
+        const int rc = stoker__fail(&l->err, s->err_code, "%s", s->err_msg);
+        s->state = SLOT_FREE;
+        s->seq += l->depth;
+        pthread_cond_broadcast(&s->cond);
+        pthread_mutex_unlock(&s->mu);
+        return rc;
+    }
+    s->state = SLOT_OUT;
+    pthread_mutex_unlock(&s->mu);
+    *out = s;
+    return 0;
+}
+
+/* Copies what the consumer reads besides data: the slot is refilled after the copy. With
+ * GPU normalisation, the device batch has the output dtype, layout and size. */
+static void copy_meta(const stoker__gpu *g, stoker__dbuf *d, const stoker_batch *hb)
+{
+    stoker_batch *b = &d->batch;
+    const size_t n = (size_t)hb->count;
+    b->count = hb->count;
+    b->epoch = hb->epoch;
+    b->position = hb->position;
+    b->nbytes = hb->nbytes;
+    b->dtype = hb->dtype;
+    b->ndim = hb->ndim;
+    memcpy(b->shape, hb->shape, sizeof b->shape);
+    memcpy(b->ids, hb->ids, n * sizeof *b->ids);
+    memcpy(b->labels, hb->labels, n * sizeof *b->labels);
+    memcpy(b->offsets, hb->offsets, (n + 1) * sizeof *b->offsets);
+    if (!g->norm)
+        return;
+    b->dtype = g->out_dtype;
+    b->nbytes = hb->nbytes * stoker_dtype_size(g->out_dtype);
+    b->ndim = 4;
+    b->shape[0] = hb->count;
+    b->shape[1] = g->nchw ? 3 : g->h;
+    b->shape[2] = g->nchw ? g->h : g->w;
+    b->shape[3] = g->nchw ? g->w : 3;
+}
+
+/* Queues the host batch's bytes to the device batch: one copy, or a copy to the staging
+ * buffer and the normalisation kernel. */
+static cudaError_t queue_data(stoker__gpu *g, stoker__dbuf *d, const stoker_batch *hb)
+{
+    if (hb->nbytes == 0)
+        return cudaSuccess;
+    if (!g->norm)
+        return cudaMemcpyAsync(d->dev, hb->data, hb->nbytes, cudaMemcpyHostToDevice,
+                               g->stream);
+#ifdef STOKER_HAVE_NVCC
+    if (hb->nbytes > g->staging_cap) /* fixed-size records: never (a full batch fits) */
+        return cudaErrorInvalidValue;
+    cudaError_t e = cudaMemcpyAsync(g->staging, hb->data, hb->nbytes, cudaMemcpyHostToDevice,
+                                    g->stream);
+    if (e == cudaSuccess)
+        e = (cudaError_t)stoker__cuda_normalize(g->staging, d->dev, hb->count, g->h, g->w,
+                                                g->out_dtype, g->nchw, g->scale, g->bias,
+                                                g->stream);
+    return e;
+#else
+    return cudaErrorNotSupported;
+#endif
+}
+
+/* Issues the copy of host slot s (batch seq) into its claimed device buffer, which becomes
+ * COPIED; a failure is kept in the buffer for next to return. The slot always goes back to
+ * the workers: after the copy, or at once when nothing was queued. Consumer thread. */
+static void issue_copy(stoker_loader *l, stoker__slot *s, uint64_t seq)
+{
+    stoker__gpu *g = l->gpu;
+    stoker__dbuf *d = &g->bufs[seq % g->nbuf];
+    const stoker_batch *hb = &s->batch;
+    cudaError_t e = cudaSuccess;
+    int rc = 0;
+    copy_meta(g, d, hb);
+    if (d->batch.nbytes > d->cap) { /* records that vary: a larger batch than any before (rare) */
+        cudaFree(d->dev);
+        d->dev = NULL;
+        d->cap = 0;
+        e = cudaMalloc((void **)&d->dev, d->batch.nbytes);
+        if (e != cudaSuccess)
+            rc = cuda_fail(l, e, "cudaMalloc growing a device batch buffer");
+        else
+            d->cap = d->batch.nbytes;
+        d->batch.data = d->dev;
+    }
+    if (rc == 0)
+        e = queue_data(g, d, hb);
+    if (rc == 0 && e == cudaSuccess)
+        e = cudaEventRecord(d->ready, g->stream);
+    if (rc == 0 && e == cudaSuccess)
+        e = cudaLaunchHostFunc(g->stream, slot_copied, s);
+    if (rc == 0 && e != cudaSuccess) {
+        rc = cuda_fail(l, e, "queueing a batch copy");
+        cudaStreamSynchronize(g->stream); /* a queued copy may still read the slot */
+        cudaGetLastError();
+    }
+    if (rc < 0)
+        slot_copied(s);
+    d->err = rc;
+    pthread_mutex_lock(&g->mu);
+    d->state = DBUF_COPIED;
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* Issues copies of the batches after cons_seq that are ready now, into buffers free now. */
+static void prefetch(stoker_loader *l)
+{
+    stoker__gpu *g = l->gpu;
+    while (g->issued - l->cons_seq < g->nbuf) {
+        stoker__slot *s = NULL;
+        if (claim(l, g->issued, false) != 0 || take_slot(l, g->issued, false, &s) != 0)
+            return;
+        issue_copy(l, s, g->issued);
+        g->issued++;
+    }
+}
+
+static void count_delivery(stoker_loader *l, const stoker_batch *b, double waited)
+{
+    /* One writer (the consumer thread), relaxed stores, read by stats. */
+    atomic_store_explicit(&l->c_wait, atomic_load_explicit(&l->c_wait, memory_order_relaxed) +
+                          waited, memory_order_relaxed);
+    const uint64_t ready = (uint64_t)atomic_load_explicit(&l->ready, memory_order_relaxed) +
+                           (l->gpu->issued - l->cons_seq);
+    atomic_fetch_add_explicit(&l->c_next_calls, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&l->c_ready_sum, ready, memory_order_relaxed);
+    atomic_fetch_add_explicit(&l->c_batches, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&l->c_records, (uint64_t)b->count, memory_order_relaxed);
+    atomic_fetch_add_explicit(&l->c_bytes, b->nbytes, memory_order_relaxed);
+}
+
+/* Batch cons_seq copied (now, unless prefetched): 0, or a failure (the batch is consumed)
+ * or STOKER_E_STATE (its buffer is still held: nothing consumed). */
+static int ensure_copied(stoker_loader *l, double *waited)
+{
+    stoker__gpu *g = l->gpu;
+    const uint64_t seq = l->cons_seq;
+    if (g->issued != seq)
+        return 0;
+    const double t0 = stoker__now();
+    int rc = claim(l, seq, true);
+    if (rc == 1)
+        return stoker__fail(&l->err, STOKER_E_STATE, "the device batch handed out %u batches "
+                            "before this one is still held: release it first (the %u device "
+                            "buffers form a ring)", g->nbuf, g->nbuf);
+    if (rc < 0)
+        return rc;
+    stoker__slot *s = NULL;
+    rc = take_slot(l, seq, true, &s);
+    *waited = stoker__now() - t0;
+    if (rc < 0) { /* a failed batch: consumed */
+        l->cons_seq++;
+        l->cons_pos++;
+        g->issued++;
+        return rc;
+    }
+    issue_copy(l, s, seq);
+    g->issued++;
+    return 0;
+}
+
+int stoker__gpu_next(stoker_loader *l, stoker_batch **out)
+{
+    stoker__gpu *g = l->gpu;
+    const int prev = enter(l);
+    double waited = 0;
+    int rc = ensure_copied(l, &waited);
+    if (rc < 0)
+        goto out;
+    stoker__dbuf *d = &g->bufs[l->cons_seq % g->nbuf];
+    l->cons_seq++;
+    l->cons_pos++;
+    rc = d->err;
+    pthread_mutex_lock(&g->mu);
+    d->state = rc < 0 ? DBUF_FREE : DBUF_OUT;
+    d->pending = false;
+    pthread_mutex_unlock(&g->mu);
+    d->err = 0;
+    if (rc == 0) {
+        atomic_fetch_add(&l->outstanding, 1);
+        count_delivery(l, &d->batch, waited);
+        *out = &d->batch;
+    }
+    prefetch(l);
+out:
+    leave(l, prev);
+    return rc;
+}
+
+int stoker__gpu_release(stoker_batch *b, bool record, void *stream)
+{
+    stoker__dbuf *d = b->dbuf;
+    stoker_loader *l = b->loader;
+    stoker__gpu *g = l->gpu;
+    int rc = 0;
+    pthread_mutex_lock(&g->mu);
+    if (d->state != DBUF_OUT) {
+        pthread_mutex_unlock(&g->mu);
+        return STOKER_E_STATE;
+    }
+    if (record) {
+        const int prev = enter(l);
+        cudaError_t e = cudaEventRecord(d->done, (cudaStream_t)stream);
+        if (e != cudaSuccess) {
+            /* Without the event, the only safe release is after the stream's work. */
+            rc = cuda_fail(l, e, "cudaEventRecord on the consumer's stream");
+            cudaStreamSynchronize((cudaStream_t)stream);
+            cudaGetLastError();
+        }
+        leave(l, prev);
+        d->pending = e == cudaSuccess;
+    }
+    d->state = DBUF_RELEASED;
+    pthread_mutex_unlock(&g->mu);
+    atomic_fetch_sub(&l->outstanding, 1);
+    return rc;
+}
+
+int stoker_batch_wait_stream(const stoker_batch *b, void *cuda_stream)
+{
+    if (!b)
+        return STOKER_E_INVALID;
+    if (!b->dbuf)
+        return 0;
+    stoker_loader *l = b->loader;
+    const int prev = enter(l);
+    const cudaError_t e = cudaStreamWaitEvent((cudaStream_t)cuda_stream, b->dbuf->ready, 0);
+    leave(l, prev);
+    return e == cudaSuccess ? 0 : cuda_fail(l, e, "cudaStreamWaitEvent on the batch's event");
+}
+
+void *stoker_batch_cuda_event(const stoker_batch *b)
+{
+    return b && b->dbuf ? (void *)b->dbuf->ready : NULL;
+}
+
+int stoker_batch_release_stream(stoker_batch *b, void *cuda_stream)
+{
+    if (!b)
+        return STOKER_E_INVALID;
+    return b->dbuf ? stoker__gpu_release(b, true, cuda_stream) : stoker_batch_release(b);
+}
+
+#else /* no CUDA in this build: host batches only */
+
+int stoker__gpu_configure(stoker_loader *l, const stoker_config *cfg)
+{
+    l->device = -1;
+    STOKER_RETURN_IF(stoker__cfg_int(cfg, STOKER_OPT_DEVICE) > 0, &l->err, STOKER_E_UNSUPPORTED,
+                     "a CUDA device was requested but this build has no CUDA support");
+    STOKER_RETURN_IF(stoker__cfg_int(cfg, STOKER_OPT_GPU_NORMALIZE), &l->err,
+                     STOKER_E_UNSUPPORTED, "GPU normalisation needs a build with CUDA");
+    return 0;
+}
+
+int stoker__gpu_create(stoker_loader *l)
+{
+    (void)l;
+    return 0;
+}
+
+void stoker__gpu_destroy(stoker_loader *l)
+{
+    (void)l;
+}
+
+void stoker__gpu_quiesce(stoker_loader *l)
+{
+    (void)l;
+}
+
+int stoker__gpu_next(stoker_loader *l, stoker_batch **out)
+{
+    (void)out;
+    return stoker__fail(&l->err, STOKER_E_STATE, "no GPU stage");
+}
+
+int stoker__gpu_release(stoker_batch *b, bool record, void *stream)
+{
+    (void)b;
+    (void)record;
+    (void)stream;
+    return STOKER_E_STATE;
+}
+
+int stoker_batch_wait_stream(const stoker_batch *b, void *cuda_stream)
+{
+    (void)cuda_stream;
+    return b ? 0 : STOKER_E_INVALID;
+}
+
+void *stoker_batch_cuda_event(const stoker_batch *b)
+{
+    (void)b;
+    return NULL;
+}
+
+int stoker_batch_release_stream(stoker_batch *b, void *cuda_stream)
+{
+    (void)cuda_stream;
+    return stoker_batch_release(b);
+}
+
+#endif

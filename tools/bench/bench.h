@@ -1,0 +1,93 @@
+/* stoker-bench's parts: options (main.c), the timed run (run.c), reports and the verdict
+ * (report.c), the SVG plot (plot.c), raw read bandwidth (io.c) and GPU utilisation through
+ * NVML (gpu.c). Public API (stoker.h) only. */
+#ifndef STOKER_BENCH_H
+#define STOKER_BENCH_H
+
+#include "stoker.h"
+
+#include <signal.h>
+#include <stdio.h>
+
+typedef struct opts {
+    const char *data;
+    int64_t epochs, batch, threads, depth, rank, world, seed, warmup;
+    int64_t size, resize;
+    double compute_ms;
+    int shuffle, drop_last, direct, json, io, compute_sleep;
+    int32_t backend, on_corrupt, transform, dct, dtype, layout, simd;
+    int64_t device; /* STOKER_OPT_DEVICE value; device_set 0: the library's default */
+    int device_set;
+    const char *dump, *plot;
+} opts;
+
+/* One point of the timeline: seconds into the timed part, throughput and consumer wait
+ * over the interval that ends there. */
+typedef struct sample {
+    double t, records_per_sec, wait_fraction;
+} sample;
+
+/* Per-stage worker seconds (summed over threads) over the timed part. */
+typedef struct stages {
+    double read, crc, decode, resize, normalize, process, h2d, wait;
+    int has_h2d;
+} stages;
+
+/* --io: MB/s of sequential 1 MiB reads of every shard; < 0 when not measured. */
+typedef struct io_result {
+    double buffered_mbps, direct_mbps;
+    int64_t bytes;
+    char direct_note[160]; /* why O_DIRECT was not measured */
+} io_result;
+
+typedef struct gpu_util {
+    int measured;
+    double mean, max; /* percent */
+    int samples;
+    char name[96];    /* the GPU's name through NVML, "" if unknown */
+} gpu_util;
+
+typedef struct result {
+    int64_t batches, records, bytes, warm_batches, warm_records;
+    double seconds, wait, cpu_seconds;
+    int64_t peak_rss;
+    int interrupted;
+    int32_t kind, dtype, ndim;
+    int64_t shape[STOKER_MAX_DIMS + 1];
+    stages st;
+    sample *timeline;
+    size_t ntimeline, cap_timeline;
+    stoker_stats stats;
+    io_result io;
+    gpu_util gpu;
+} result;
+
+extern volatile sig_atomic_t bench_interrupted;
+
+/* run.c: the warm-up and the timed epochs. 0, or the failing status (reported). */
+int bench_run(stoker_loader *l, const opts *o, FILE *dump, result *r);
+
+/* report.c */
+void bench_report_text(const opts *o, const result *r);
+void bench_report_json(const opts *o, const result *r);
+/* The limiting stage ("storage", "decode", ...) and a one-line reason. */
+const char *bench_verdict(const result *r, char *why, size_t cap);
+
+/* plot.c: the timeline as a self-contained SVG. 0 or -errno. */
+int bench_plot(const char *path, const result *r);
+
+/* io.c */
+void bench_io(const char *data, io_result *io);
+
+/* gpu.c: a sampler of the GPU's utilisation every 100 ms between start and stop. NVML
+ * absent or failing: start returns NULL and nothing is measured. */
+typedef struct gpu_sampler gpu_sampler;
+gpu_sampler *bench_gpu_start(int device);
+void bench_gpu_stop(gpu_sampler *g, gpu_util *out);
+/* The GPU's name through NVML into buf; 0, or -1 without NVML. */
+int bench_gpu_name(int device, char *buf, size_t cap);
+
+/* Seconds on the monotonic clock. */
+double bench_now(void);
+
+#endif

@@ -1,0 +1,219 @@
+/* The timed run: warm-up batches, then the epochs, with a simulated consumer, a timeline
+ * sampled every quarter second, a heartbeat every 5 s and a clean stop on SIGINT. */
+#include "bench.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#define SAMPLE_EVERY 0.25 /* s between timeline points */
+#define HEARTBEAT_EVERY 5.0
+
+static void dump_batch(FILE *f, const stoker_batch *b)
+{
+    const int64_t *ids = stoker_batch_ids(b);
+    for (int64_t j = 0; j < stoker_batch_count(b); j++)
+        fprintf(f, j ? " %" PRId64 : "%" PRId64, ids[j]);
+    fputc('\n', f);
+}
+
+/* Takes the next batch; STOKER_END at the end of an epoch, 0 with *out, or the error. */
+static int take(stoker_loader *l, stoker_batch **out)
+{
+    const int rc = stoker_loader_next(l, out);
+    if (rc < 0)
+        fprintf(stderr, "stoker-bench: %s: %s\n", stoker_strerror(rc), stoker_loader_errmsg(l));
+    return rc;
+}
+
+/* The simulated consumer's work on a batch: spinning keeps a core busy as a training step
+ * feeding a GPU would; sleeping leaves it free. */
+static void consume(const opts *o)
+{
+    if (o->compute_ms <= 0)
+        return;
+    if (o->compute_sleep) {
+        const double s = o->compute_ms * 1e-3;
+        struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+        while (nanosleep(&ts, &ts) != 0 && !bench_interrupted) {
+        }
+        return;
+    }
+    const double end = bench_now() + o->compute_ms * 1e-3;
+    while (bench_now() < end) {
+    }
+}
+
+static double cpu_seconds(int64_t *peak_rss)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    *peak_rss = (int64_t)ru.ru_maxrss * 1024;
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+}
+
+/* "key": number in the loader's stats JSON (stages that this stoker_stats may not have as
+ * fields, such as the host-to-device copy); 0 when absent. */
+static int json_number(const char *json, const char *key, double *v)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(json, pat);
+    if (!p)
+        return 0;
+    *v = strtod(p + strlen(pat), NULL);
+    return 1;
+}
+
+static void snapshot(stoker_loader *l, stoker_stats *st, stages *sg)
+{
+    memset(st, 0, sizeof *st);
+    st->struct_size = sizeof *st;
+    stoker_loader_get_stats(l, st);
+    *sg = (stages){st->read_seconds,    st->crc_seconds,     st->decode_seconds,
+                   st->resize_seconds,  st->normalize_seconds, st->process_seconds,
+                   0,                   st->wait_seconds,    0};
+    char json[4096];
+    if (stoker_loader_stats_json(l, json, sizeof json, NULL) == 0)
+        sg->has_h2d = json_number(json, "h2d_seconds", &sg->h2d);
+}
+
+static void stage_delta(const stages *a, const stages *b, stages *d)
+{
+    *d = (stages){b->read - a->read,           b->crc - a->crc,
+                  b->decode - a->decode,       b->resize - a->resize,
+                  b->normalize - a->normalize, b->process - a->process,
+                  b->h2d - a->h2d,             b->wait - a->wait,
+                  b->has_h2d};
+}
+
+static void push_sample(result *r, double t, double rps, double wait)
+{
+    if (r->ntimeline == r->cap_timeline) {
+        const size_t cap = r->cap_timeline ? 2 * r->cap_timeline : 256;
+        sample *p = realloc(r->timeline, cap * sizeof *p);
+        if (!p)
+            return; /* the timeline is a nicety: keep what there is */
+        r->timeline = p;
+        r->cap_timeline = cap;
+    }
+    r->timeline[r->ntimeline++] = (sample){t, rps, wait};
+}
+
+/* Progress kept by the timed loop for the timeline and the heartbeat. */
+typedef struct ticker {
+    double t0, last_t, last_wait, last_beat;
+    int64_t last_records;
+} ticker;
+
+static void tick(stoker_loader *l, result *r, ticker *k)
+{
+    const double t = bench_now();
+    if (t - k->last_t < SAMPLE_EVERY)
+        return;
+    stoker_stats st = {.struct_size = sizeof st};
+    stoker_loader_get_stats(l, &st);
+    const double dt = t - k->last_t;
+    double wf = (st.wait_seconds - k->last_wait) / dt;
+    wf = wf < 0 ? 0 : wf > 1 ? 1 : wf;
+    push_sample(r, t - k->t0, (double)(r->records - k->last_records) / dt, wf);
+    k->last_t = t;
+    k->last_wait = st.wait_seconds;
+    k->last_records = r->records;
+    if (t - k->last_beat >= HEARTBEAT_EVERY) {
+        k->last_beat = t;
+        fprintf(stderr, "stoker-bench: %.0f s, %" PRId64 " records, %.0f records/s, "
+                "consumer wait %.0f%%\n", t - k->t0, r->records,
+                (double)r->records / (t - k->t0), 100.0 * wf);
+    }
+}
+
+/* Untimed warm-up batches (a STOKER_END among them counts as an epoch's end). */
+static int warm_up(stoker_loader *l, const opts *o, FILE *dump, result *r, int64_t *ends)
+{
+    for (int64_t i = 0; i < o->warmup && !bench_interrupted; i++) {
+        stoker_batch *b = NULL;
+        const int rc = take(l, &b);
+        if (rc < 0)
+            return rc;
+        if (rc == STOKER_END) {
+            (*ends)++;
+            continue;
+        }
+        r->warm_batches++;
+        r->warm_records += stoker_batch_count(b);
+        if (dump)
+            dump_batch(dump, b);
+        stoker_batch_release(b);
+    }
+    return 0;
+}
+
+/* The batch's dtype and shape, for the report. */
+static void note_shape(result *r, const stoker_batch *b)
+{
+    r->dtype = stoker_batch_dtype(b);
+    r->ndim = stoker_batch_ndim(b);
+    memcpy(r->shape, stoker_batch_shape(b), (size_t)r->ndim * sizeof(int64_t));
+}
+
+static int timed(stoker_loader *l, const opts *o, FILE *dump, result *r, int64_t ends)
+{
+    ticker k = {0};
+    k.t0 = k.last_t = k.last_beat = bench_now();
+    stoker_stats st = {.struct_size = sizeof st};
+    stoker_loader_get_stats(l, &st);
+    k.last_wait = st.wait_seconds;
+    while (ends < o->epochs && !bench_interrupted) {
+        stoker_batch *b = NULL;
+        const int rc = take(l, &b);
+        if (rc < 0)
+            return rc;
+        if (rc == STOKER_END) {
+            ends++;
+            continue;
+        }
+        if (r->ndim == 0)
+            note_shape(r, b);
+        r->batches++;
+        r->records += stoker_batch_count(b);
+        r->bytes += (int64_t)stoker_batch_nbytes(b);
+        if (dump)
+            dump_batch(dump, b);
+        consume(o);
+        stoker_batch_release(b);
+        tick(l, r, &k);
+    }
+    return 0;
+}
+
+int bench_run(stoker_loader *l, const opts *o, FILE *dump, result *r)
+{
+    int64_t ends = 0;
+    int rc = warm_up(l, o, dump, r, &ends);
+    if (rc < 0)
+        return rc;
+    stoker_stats st0, st1;
+    stages s0, s1;
+    snapshot(l, &st0, &s0);
+    int64_t rss = 0;
+    const double cpu0 = cpu_seconds(&rss), t0 = bench_now();
+    gpu_sampler *g = st0.device >= 0 ? bench_gpu_start(st0.device) : NULL;
+    rc = timed(l, o, dump, r, ends);
+    r->seconds = bench_now() - t0;
+    r->cpu_seconds = cpu_seconds(&r->peak_rss) - cpu0;
+    bench_gpu_stop(g, &r->gpu);
+    if (rc < 0)
+        return rc;
+    snapshot(l, &st1, &s1);
+    stage_delta(&s0, &s1, &r->st);
+    r->stats = st1;
+    r->wait = r->st.wait;
+    r->interrupted = bench_interrupted != 0;
+    if (st1.device >= 0 && bench_gpu_name(st1.device, r->gpu.name, sizeof r->gpu.name) < 0)
+        snprintf(r->gpu.name, sizeof r->gpu.name, "cuda:%d", (int)st1.device);
+    return 0;
+}
