@@ -78,6 +78,7 @@ static stoker_config *config(int32_t transform, int32_t dtype, int32_t layout, i
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_SIZE, CROP));
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_THREADS, threads));
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_BATCH_SIZE, 16));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_DEVICE, -1)); /* host batches: read here */
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_SEED, 7));
     return cfg;
 }
