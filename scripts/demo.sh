@@ -2,7 +2,7 @@
 # stoker's main job on a small built-in sample, on a fresh Debian 12 machine:
 # install the dependencies, build, make ~600 ImageNet-like JPEGs from the photographs of
 # Debian's mate-backgrounds package, pack them into shards, verify the result, print a
-# summary, then load it and benchmark the loader.
+# summary, then load it (C and Python) and benchmark the loader.
 #   scripts/demo.sh             everything (data under demo-data/)
 #   STOKER_DEMO_N=2000 scripts/demo.sh   a larger sample
 set -eu
@@ -38,8 +38,23 @@ build/stoker-pack --verify "$data/packed"
 step "summary"
 build/stoker-pack --info "$data/packed"
 
-step "load it and benchmark the loader (2 epochs, packed JPEG bytes, no decode)"
+step "load it: the training transform (decode the crop, RandomResizedCrop 224, flip, float16)"
+build/stoker-bench "$data/packed" --epochs 2 --batch-size 64
+
+step "load it: the packed JPEG bytes only (no decode), as for decoding elsewhere"
 build/stoker-bench "$data/packed" --epochs 2 --batch-size 64 --transform none
+
+step "from Python: one batch as a NumPy array through DLPack"
+STOKER_LIBRARY="$(pwd)/build/libstoker.so" PYTHONPATH=python /usr/bin/python3 - "$data/packed" <<'PY'
+import sys
+import numpy as np
+import stoker
+with stoker.Loader(sys.argv[1], batch_size=8, device="cpu", dtype="float32") as loader:
+    batch = next(iter(loader))
+    x = np.from_dlpack(batch.data)
+    print(f"{len(loader)} batches per epoch; first batch {x.shape} {x.dtype}, "
+          f"mean {x.mean():+.3f}, labels {batch.labels.tolist()}")
+PY
 
 echo
 echo "scripts/demo.sh: done (data in $data/)"
