@@ -157,6 +157,8 @@ typedef enum stoker_option {
     STOKER_OPT_DIST_ENV = 46,    /* 1: take rank/world/local rank from RANK, WORLD_SIZE,
                                     LOCAL_RANK when not set explicitly; default 0 */
     STOKER_OPT_EPOCH = 47,       /* first epoch; default 0 */
+    STOKER_OPT_ORDER = 48,       /* a stoker_order value: how each epoch's permutation is
+                                    drawn; default RECORDS */
 
     /* ---- loader: machinery ---- */
     STOKER_OPT_THREADS = 60,     /* worker threads; 0 = online cores - 1 (at least 1) */
@@ -203,6 +205,17 @@ typedef enum stoker_on_corrupt {
     STOKER_ON_CORRUPT_ERROR = 1,   /* stoker_loader_next fails with STOKER_E_CORRUPT */
     STOKER_ON_CORRUPT_SKIP = 2,    /* replace deterministically, count in stats */
 } stoker_on_corrupt;
+
+/* Each epoch's order is a permutation of the record ids, a pure function of (seed, epoch,
+ * data set), the same on every rank and cut into batches and rank slices alike. */
+typedef enum stoker_order {
+    STOKER_ORDER_DEFAULT = 0, /* = RECORDS */
+    STOKER_ORDER_RECORDS = 1, /* a permutation of all records */
+    STOKER_ORDER_BLOCKS = 2,  /* a permutation of blocks of consecutive ids (a chunked HDF5
+                                 dataset: one chunk's rows along axis 0; else 64 ids), each
+                                 block's ids visited together in a permutation of their own:
+                                 compressed chunks are inflated once per epoch (docs/HDF5.md) */
+} stoker_order;
 
 typedef enum stoker_transform {
     STOKER_TRANSFORM_DEFAULT = 0, /* TRAIN for JPEG data sets, NONE for raw records */

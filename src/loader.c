@@ -185,6 +185,8 @@ static int configure(stoker_loader *l, const stoker_config *cfg)
                                            stoker__cfg_int(cfg, STOKER_OPT_DROP_LAST) != 0,
                                            (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_SEED)),
                      &l->err, STOKER_E_INVALID, "invalid batch size / rank / world size");
+    if (stoker__cfg_int(cfg, STOKER_OPT_ORDER) == STOKER_ORDER_BLOCKS)
+        stoker__sampler_set_blocks(&l->smp, stoker__dataset_block_records(l->ds));
     l->base_epoch = l->cons_epoch = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_EPOCH);
     if ((rc = field_options(l, cfg)) < 0 || (rc = machinery_options(l, cfg)) < 0)
         return rc;
@@ -400,7 +402,8 @@ int stoker_loader_num_records(const stoker_loader *l, int64_t *n)
 }
 
 /* ---- state: 64 bytes, little-endian ----
- *   0 magic "STKLDST1"   8 u32 version (1)   12 u32 flags (1 shuffle, 2 drop_last)
+ *   0 magic "STKLDST1"   8 u32 version (1)   12 u32 flags (1 shuffle, 2 drop_last,
+ *                                                               4 block order)
  *  16 u64 seed          24 u64 epoch        32 u64 position (batches consumed)
  *  40 u32 rank          44 u32 world size   48 u64 batch size
  *  56 u32 records (low 32 bits; the full count is checked through the CRC key below)
@@ -428,7 +431,8 @@ int stoker_loader_state_save(const stoker_loader *l, void *buf, size_t cap, size
     memset(p, 0, STOKER_STATE_SIZE);
     memcpy(p, STATE_MAGIC, 8);
     stoker__put_u32(p + 8, STATE_VERSION);
-    stoker__put_u32(p + 12, (l->smp.shuffle ? 1u : 0u) | (l->smp.drop_last ? 2u : 0u));
+    stoker__put_u32(p + 12, (l->smp.shuffle ? 1u : 0u) | (l->smp.drop_last ? 2u : 0u) |
+                                (l->smp.block ? 4u : 0u));
     stoker__put_u64(p + 16, l->smp.seed);
     stoker__put_u64(p + 24, l->cons_epoch);
     stoker__put_u64(p + 32, l->cons_pos);
@@ -471,6 +475,8 @@ int stoker_loader_state_restore(stoker_loader *l, const void *buf, size_t size)
     stoker__sampler smp;
     stoker__sampler_init(&smp, l->smp.n, l->smp.batch, l->smp.rank, l->smp.world, flags & 1u,
                          (flags & 2u) != 0, stoker__get_u64(p + 16));
+    if (flags & 4u) /* the block size is the data set's, as when the state was saved */
+        stoker__sampler_set_blocks(&smp, stoker__dataset_block_records(l->ds));
     STOKER_RETURN_IF(pos > smp.nbatches, &l->err, STOKER_E_CORRUPT,
                      "loader state position %" PRIu64 " is beyond the epoch's %" PRIu64
                      " batches", pos, smp.nbatches);

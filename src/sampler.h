@@ -28,7 +28,17 @@
  * round function is a splitmix64 finaliser keyed by (seed, epoch, round)), restricted to
  * [0, N) by cycle-walking (apply again until the value falls below N; 2^2h < 4N, so fewer
  * than 4 steps on average). O(1) memory and O(1) per position, so workers evaluate it
- * directly; no per-epoch table to draw or share. shuffle = false gives the identity. */
+ * directly; no per-epoch table to draw or share. shuffle = false gives the identity.
+ *
+ * The block order (STOKER_ORDER_BLOCKS) draws P differently, for data whose reads are cheap
+ * only in runs (a compressed HDF5 chunk is inflated whole): ids are cut into blocks of K
+ * consecutive ids (the last block holds the remaining N mod K when that is not 0); P visits
+ * the blocks in a keyed permutation of their numbers, and each block's ids in a permutation
+ * keyed by (seed, epoch, block number), so a block's ids take K consecutive positions of P.
+ * The partial last block is placed where the block permutation puts it, the positions after
+ * it shifted by its size (found in O(1) with the Feistel map's inverse). P is still a
+ * permutation of 0..N-1 and a pure function of (seed, epoch, N, K); padding, rank slices and
+ * drop_last apply to it unchanged. */
 #ifndef STOKER_SAMPLER_H
 #define STOKER_SAMPLER_H
 
@@ -41,6 +51,7 @@ typedef struct stoker__sampler {
     uint32_t rank, world;
     bool shuffle, drop_last;
     uint64_t seed;
+    uint64_t block;     /* K of the block order; 0: the record order (set by set_blocks) */
     /* derived by init */
     uint64_t nbatches;  /* batches per epoch on each rank */
     uint64_t nrecords;  /* records per epoch on each rank (padding included) */
@@ -55,9 +66,26 @@ typedef struct stoker__perm {
     bool shuffle;
 } stoker__perm;
 
+/* One epoch's order P: the record permutation, or the block order (block > 0). */
+typedef struct stoker__order {
+    stoker__perm outer; /* over records (record order) or over block numbers */
+    uint64_t n, block;
+    uint64_t inner_seed; /* keys the permutation inside each block */
+    uint64_t epoch;
+    uint64_t tail;       /* ids in the partial last block; 0 when every block is full */
+    uint64_t tail_at;    /* the partial block's first position in P */
+} stoker__order;
+
+/* Block size of the block order when the data set has no natural one (shards, contiguous
+ * HDF5): a few pieces of work, so neighbouring records are read by the same workers. */
+#define STOKER__BLOCK_DEFAULT 64u
+
 /* Fills s. Returns false for an invalid combination (batch 0, world 0, rank >= world). */
 bool stoker__sampler_init(stoker__sampler *s, uint64_t n, uint64_t batch, uint32_t rank,
                           uint32_t world, bool shuffle, bool drop_last, uint64_t seed);
+
+/* Switches s to the block order with blocks of `block` ids (0: STOKER__BLOCK_DEFAULT). */
+void stoker__sampler_set_blocks(stoker__sampler *s, uint64_t block);
 
 /* Records in this rank's batch k (0 <= k < nbatches). */
 uint64_t stoker__sampler_batch_count(const stoker__sampler *s, uint64_t k);
@@ -71,6 +99,13 @@ void stoker__perm_init(stoker__perm *p, uint64_t n, uint64_t seed, uint64_t epoc
                        bool shuffle);
 /* Element i (0 <= i < n) of the permutation. */
 uint64_t stoker__perm_at(const stoker__perm *p, uint64_t i);
+
+/* The order of `epoch` for n records: the record permutation when block is 0, else the
+ * block order with blocks of `block` ids (identity when !shuffle, either way). */
+void stoker__order_init(stoker__order *o, uint64_t n, uint64_t block, uint64_t seed,
+                        uint64_t epoch, bool shuffle);
+/* Element i (0 <= i < n) of the order. */
+uint64_t stoker__order_at(const stoker__order *o, uint64_t i);
 
 /* Per-sample randomness: the starting state of a counter-based generator keyed by
  * (seed, epoch, record id), independent of thread, timing and batch composition. Draw from

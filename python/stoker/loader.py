@@ -31,6 +31,8 @@ except ImportError:  # labels and ids then come as lists
 _L = _lib.lib
 
 _SIMD = {"auto": 0, "scalar": 1, "avx2": 2, "avx512": 3}
+_OPT_ORDER = 48  # STOKER_OPT_ORDER
+_ORDERS = {"records": 1, "blocks": 2}  # stoker_order
 
 _HOLD_RULE = ("the next batch's slot is still held (depth=%d): the loader's slots form a ring, "
               "so the batch handed out depth steps earlier must be released first. A batch "
@@ -339,7 +341,8 @@ def parse_state(blob):
         if version == 1:
             out = {"epoch": epoch, "position": position, "seed": seed, "rank": rank,
                    "world_size": world, "batch_size": batch, "shuffle": bool(flags & 1),
-                   "drop_last": bool(flags & 2)}
+                   "drop_last": bool(flags & 2),
+                   "order": "blocks" if flags & 4 else "records"}
     return out
 
 
@@ -381,7 +384,10 @@ class Loader:
     = GPU 0 (or ``LOCAL_RANK``) when a GPU is usable, else "cpu" (also "cuda", "cuda:N", an
     int); ``rank``/``world_size`` None = torch.distributed's when it is initialised, else
     the ``RANK``/``WORLD_SIZE`` environment variables, else 0/1; ``batch_size`` is per rank;
-    ``threads`` None = cores - 1; ``mean``/``std`` (three floats) ImageNet's.
+    ``threads`` None = cores - 1; ``mean``/``std`` (three floats) ImageNet's; ``order``
+    "records" (a permutation of all records) or "blocks" (a permutation of blocks of
+    consecutive ids, each block's records together: a chunk's rows for chunked HDF5,
+    docs/HDF5.md).
 
     ``for batch in loader`` runs to the end of the current epoch (a loop broken off early
     is continued by the next one); the next loop runs the next epoch. ``len(loader)`` is
@@ -395,7 +401,8 @@ class Loader:
                  world_size=None, drop_last=False, threads=None, depth=4, on_corrupt="error",
                  backend="auto", direct_io=False, mean=None, std=None, epoch=0,
                  read_ahead=None, simd=None, dct=None, max_record_size=None,
-                 max_pixels=None, h5_images=None, h5_labels=None, device_buffers=None):
+                 max_pixels=None, h5_images=None, h5_labels=None, device_buffers=None,
+                 order="records"):
         self._core = None
         self._active = None
         self._seq = 0  # mirrors the C loader's consumer sequence (ring position)
@@ -418,6 +425,7 @@ class Loader:
             if world_size is not None:
                 cfg.set_int(_lib.OPT_WORLD_SIZE, check_int("world_size", world_size, 1))
             cfg.set_int(_lib.OPT_EPOCH, check_int("epoch", epoch, 0))
+            cfg.set_int(_OPT_ORDER, choice("order", order, _ORDERS))
             if threads is not None:
                 cfg.set_int(_lib.OPT_THREADS, check_int("threads", threads, 1))
             cfg.set_int(_lib.OPT_DEPTH, self.depth)

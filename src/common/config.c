@@ -35,6 +35,7 @@ static const opt_desc OPTS[] = {
     {STOKER_OPT_WORLD_SIZE, "world_size", OPT_INT, 1, 0, INT64_C(1) << 20, 0},
     {STOKER_OPT_DIST_ENV, "dist_env", OPT_INT, 0, 0, 1, 0},
     {STOKER_OPT_EPOCH, "epoch", OPT_INT, 0, 0, INT64_C(1) << 40, 0},
+    {STOKER_OPT_ORDER, "order", OPT_INT, STOKER_ORDER_RECORDS, 0, 2, 0},
     {STOKER_OPT_THREADS, "threads", OPT_INT, 0, 0, 1024, 0},
     {STOKER_OPT_DEPTH, "depth", OPT_INT, 4, 0, 1024, 0},
     {STOKER_OPT_BACKEND, "backend", OPT_INT, STOKER_BACKEND_AUTO, 0, 2, 0},
@@ -111,7 +112,8 @@ int stoker_config_set_int(stoker_config *cfg, stoker_option opt, int64_t value)
     if (value == 0 && (opt == STOKER_OPT_ALIGN || opt == STOKER_OPT_DEPTH ||
                        opt == STOKER_OPT_READ_AHEAD || opt == STOKER_OPT_WORLD_SIZE ||
                        opt == STOKER_OPT_LAYOUT || opt == STOKER_OPT_DCT ||
-                       opt == STOKER_OPT_ON_CORRUPT || opt == STOKER_OPT_SIZE))
+                       opt == STOKER_OPT_ON_CORRUPT || opt == STOKER_OPT_SIZE ||
+                       opt == STOKER_OPT_ORDER))
         value = d->def;
     cfg->ints[opt] = value;
     cfg->int_set[opt] = 1;

@@ -161,7 +161,7 @@ static void shards_close(stoker_dataset *ds)
 }
 
 static const stoker__source_ops SHARD_OPS = {
-    "shards", shards_locate, shards_direct_fd, shards_key, shards_close, NULL,
+    "shards", shards_locate, shards_direct_fd, shards_key, shards_close, NULL, NULL,
 };
 
 /* ---- opening: the manifest ---- */
@@ -649,4 +649,9 @@ int stoker__dataset_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *
 uint64_t stoker__dataset_max_record(const stoker_dataset *ds)
 {
     return ds->max_record;
+}
+
+uint64_t stoker__dataset_block_records(const stoker_dataset *ds)
+{
+    return ds->ops->block_records ? ds->ops->block_records(ds) : 0;
 }

@@ -45,4 +45,9 @@ int stoker__dataset_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *
 /* The largest payload of any record (for sizing buffers). */
 uint64_t stoker__dataset_max_record(const stoker_dataset *ds);
 
+/* Records per natural block of the data set: consecutive ids that are cheapest read together
+ * (a chunked HDF5 dataset: the chunk's rows along axis 0), for the block order
+ * (STOKER_ORDER_BLOCKS). 0 when the data set has none (shards, contiguous data). */
+uint64_t stoker__dataset_block_records(const stoker_dataset *ds);
+
 #endif

@@ -119,6 +119,7 @@ typedef struct stoker__source_ops {
     void (*close)(stoker_dataset *ds);
     int (*fetch)(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, uint8_t *dst,
                  const uint8_t **out, stoker__err *err); /* NULL: every record is one extent */
+    uint64_t (*block_records)(const stoker_dataset *ds); /* NULL: no natural block */
 } stoker__source_ops;
 
 typedef struct stoker__shard {

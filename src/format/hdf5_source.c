@@ -494,8 +494,16 @@ static void h5_close(stoker_dataset *ds)
     ds->first = NULL;
 }
 
+/* A chunk's rows along axis 0 are records read together: the chunks holding one are
+ * inflated whole. Blob layouts have rows of bytes, not records: no natural block. */
+static uint64_t h5_block_records(const stoker_dataset *ds)
+{
+    const stoker__h5 *h = ds->source;
+    return h->mode == H5M_CHUNKS && !h->offs ? h->cdims[0] : 0;
+}
+
 static const stoker__source_ops H5_OPS = {
-    "hdf5", h5_locate, h5_direct_fd, h5_key, h5_close, stoker__h5_fetch,
+    "hdf5", h5_locate, h5_direct_fd, h5_key, h5_close, stoker__h5_fetch, h5_block_records,
 };
 
 /* ---- open: the whole sequence ---- */

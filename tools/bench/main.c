@@ -21,7 +21,7 @@ static void usage(FILE *f)
             "                   [--device cpu|cuda|N] [--backend auto|io_uring|pread] [--direct]\n"
             "                   [--on-corrupt error|skip] [--warmup N] [--compute-ms X]\n"
             "                   [--compute-sleep] [--io] [--json] [--plot FILE.svg]\n"
-            "                   [--dump-indices FILE]\n"
+            "                   [--dump-indices FILE] [--order records|blocks]\n"
             "Defaults come from the library: a JPEG data set is read with transform train,\n"
             "size 224, float16, NCHW. --warmup batches (default 1) are taken untimed first;\n"
             "they are part of the delivered order. --compute-ms simulates a consumer that\n"
@@ -93,6 +93,9 @@ static int parse_device(const char *s, opts *o)
     return 0;
 }
 
+/* --order: STOKER_OPT_ORDER's value, set only when given (0 leaves the library's default). */
+static int32_t order_opt;
+
 /* The options that take a named value. Returns 1 when `a` is not one of them. */
 static int parse_named(const char *a, const char *v, opts *o)
 {
@@ -112,6 +115,8 @@ static int parse_named(const char *a, const char *v, opts *o)
     static const char *const layouts[] = {"NCHW", "NHWC", "nchw", "nhwc", NULL};
     static const int32_t layout_v[] = {STOKER_LAYOUT_NCHW, STOKER_LAYOUT_NHWC,
                                        STOKER_LAYOUT_NCHW, STOKER_LAYOUT_NHWC};
+    static const char *const orders[] = {"records", "blocks", NULL};
+    static const int32_t order_v[] = {STOKER_ORDER_RECORDS, STOKER_ORDER_BLOCKS};
     static const char *const simds[] = {"auto", "scalar", "avx2", "avx512", NULL};
     static const int32_t simd_v[] = {STOKER_SIMD_AUTO, STOKER_SIMD_SCALAR, STOKER_SIMD_AVX2,
                                      STOKER_SIMD_AVX512};
@@ -129,6 +134,8 @@ static int parse_named(const char *a, const char *v, opts *o)
         return parse_choice(a, v, layouts, layout_v, &o->layout);
     if (!strcmp(a, "--simd"))
         return parse_choice(a, v, simds, simd_v, &o->simd);
+    if (!strcmp(a, "--order"))
+        return parse_choice(a, v, orders, order_v, &order_opt);
     if (!strcmp(a, "--device"))
         return parse_device(v, o);
     if (!strcmp(a, "--compute-ms"))
@@ -218,7 +225,7 @@ static int make_config(const opts *o, stoker_config **out)
         {STOKER_OPT_SIZE, o->size},            {STOKER_OPT_RESIZE, o->resize},
         {STOKER_OPT_DCT, o->dct},              {STOKER_OPT_DTYPE, o->dtype},
         {STOKER_OPT_LAYOUT, o->layout},        {STOKER_OPT_SIMD, o->simd},
-        {STOKER_OPT_DEVICE, o->device_set ? o->device : 0},
+        {STOKER_OPT_DEVICE, o->device_set ? o->device : 0}, {STOKER_OPT_ORDER, order_opt},
     };
     for (size_t i = 0; rc == 0 && i < sizeof set / sizeof set[0]; i++) {
         if (set[i].k == STOKER_OPT_DEVICE && !o->device_set)
