@@ -4,6 +4,7 @@
  * it holds in that handler; buffers that outlive a libjpeg session live in the caller's
  * `pixels`, which the caller frees on every path. */
 #include "common/common.h"
+#include "decode/color.h"
 #include "decode/jpeg_common.h"
 
 #include <math.h>
@@ -168,22 +169,16 @@ static int decode_jpeg(const uint8_t *data, size_t size, J_COLOR_SPACE out_cs, u
     return 0;
 }
 
-/* Pillow's CMYK -> RGB, so results match Image.open(f).convert("RGB"). Pillow reads every
- * CMYK JPEG as Adobe's inverted CMYK (APP14, what Photoshop writes; libjpeg reports
- * saw_Adobe_marker for it), whether or not the marker is present, then computes
- * R = (255 - K) - (C * (255 - K)) / 255 with its rounding MULDIV255. In libjpeg's raw
- * (inverted) samples that is R = k - muldiv255(255 - c, k). In place, 4 -> 3 channels. */
+/* CMYK -> RGB as Pillow's Image.open(f).convert("RGB") (the decoder's own conversion,
+ * decode/color.h), then RGBX packed to RGB in place: 4 -> 3 channels. */
 static void cmyk_to_rgb(pixels *px)
 {
     const size_t n = (size_t)px->w * px->h;
     uint8_t *p = px->data;
-    for (size_t i = 0; i < n; i++) {
-        const int k = p[4 * i + 3];
-        for (int c = 0; c < 3; c++) {
-            const int t = (255 - p[4 * i + c]) * k + 128;
-            p[3 * i + c] = (uint8_t)(k - (((t >> 8) + t) >> 8));
-        }
-    }
+    stoker__cmyk_to_rgbx(p, n);
+    for (size_t i = 0; i < n; i++) /* forward: 3 i + c never passes 4 i + c */
+        for (int c = 0; c < 3; c++)
+            p[3 * i + c] = p[4 * i + c];
     px->ch = 3;
 }
 
