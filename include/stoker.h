@@ -163,7 +163,7 @@ typedef enum stoker_option {
     /* ---- loader: machinery ---- */
     STOKER_OPT_THREADS = 60,     /* worker threads; 0 = online cores - 1 (at least 1) */
     STOKER_OPT_DEPTH = 61,       /* batch slots in flight; 0 = default 4 */
-    STOKER_OPT_BACKEND = 62,     /* a stoker_backend value; default AUTO */
+    STOKER_OPT_BACKEND = 62,     /* AUTO, IO_URING or PREAD (stoker_backend); default AUTO */
     STOKER_OPT_DIRECT_IO = 63,   /* boolean: O_DIRECT reads of aligned shards; default 0 */
     STOKER_OPT_READ_AHEAD = 64,  /* reads in flight per reader; 0 = default 64 */
     STOKER_OPT_ON_CORRUPT = 65,  /* a stoker_on_corrupt value; default ERROR */
@@ -198,6 +198,11 @@ typedef enum stoker_backend {
     STOKER_BACKEND_AUTO = 0,
     STOKER_BACKEND_IO_URING = 1,
     STOKER_BACKEND_PREAD = 2,
+    /* Reported only (stoker_stats.backend), never an option: the data set's records are
+     * read by libhdf5 (H5Dread), one at a time under its global lock, not by the loader's
+     * reader: HDF5 variable-length, lzf, szip or other filters, big-endian, compact
+     * (docs/HDF5.md). Convert such a file with stoker-pack for full speed. */
+    STOKER_BACKEND_HDF5 = 3,
 } stoker_backend;
 
 typedef enum stoker_on_corrupt {
@@ -582,14 +587,15 @@ STOKER_API int stoker_batch_release_stream(stoker_batch *b, void *cuda_stream);
 
 /* ---- statistics ---- */
 
-/* A static name for a back-end ("io_uring", "pread", "auto"), "unknown" otherwise. */
+/* A static name for a back-end ("io_uring", "pread", "auto", "hdf5"), "unknown" otherwise. */
 STOKER_API const char *stoker_backend_name(int32_t backend);
 
 /* Loader statistics; size-prefixed like stoker_batch_view. "Delivered" means handed out by
  * stoker_loader_next; rates are over the time since the loader was created. */
 typedef struct stoker_stats {
     uint32_t struct_size;
-    int32_t backend;        /* the active stoker_backend */
+    int32_t backend;        /* the active stoker_backend; STOKER_BACKEND_HDF5 when libhdf5
+                               reads the records (the serialised HDF5 fallback) */
     int32_t simd;           /* the stoker_simd level in use */
     int32_t threads;        /* worker threads */
     int32_t depth;          /* batch slots */

@@ -95,6 +95,11 @@ typedef struct stoker__worker {
     stoker__err err;            /* messages of this worker's failures */
     struct stoker__xform_scratch *xs; /* image pipeline scratch (JPEG transforms), or NULL */
     int64_t epoch;              /* of the batch being read: the process step's randomness */
+    /* Records of the round whose chunks the round reads (dataset.h's planned fetches):
+     * assembled once its reads are done. round numbers the worker's rounds. */
+    uint64_t round;
+    uint32_t nfetch;
+    uint32_t fetch_j[STOKER__PIECE];
     stoker__wstats stats;
 } stoker__worker;
 

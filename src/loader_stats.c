@@ -124,6 +124,7 @@ const char *stoker_backend_name(int32_t backend)
     case STOKER_BACKEND_AUTO: return "auto";
     case STOKER_BACKEND_IO_URING: return "io_uring";
     case STOKER_BACKEND_PREAD: return "pread";
+    case STOKER_BACKEND_HDF5: return "hdf5";
     default: return "unknown";
     }
 }
@@ -155,7 +156,10 @@ static void fill_stats(const stoker_loader *l, stoker_stats *s)
 {
     memset(s, 0, sizeof *s);
     s->struct_size = sizeof *s;
-    s->backend = l->backend;
+    /* Records that libhdf5 reads never go through the workers' readers: say so (only of a
+     * loader that was created: a failed create may hold a half-open data set). */
+    s->backend = l->threads_started && stoker__dataset_serialised(l->ds) ? STOKER_BACKEND_HDF5
+                                                                         : l->backend;
     s->simd = l->simd;
     s->threads = (int32_t)l->nthreads;
     s->depth = (int32_t)l->depth;

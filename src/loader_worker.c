@@ -8,6 +8,7 @@
 
 #define DIRECT_ALIGN 4096u
 #define MAX_COALESCE (UINT64_C(64) << 20) /* bytes one coalesced read may cover */
+#define CHUNK_READ UINT32_MAX /* req_first of a read a fetched record's plan asked for */
 
 /* Adds to a per-worker counter. Single writer (the worker), so a relaxed load and store
  * suffice and no locked instruction is spent; stats read it with relaxed loads. */
@@ -162,6 +163,10 @@ static void check_record(stoker_loader *l, stoker__worker *w, stoker__slot *s, u
 static void check_read(stoker_loader *l, stoker__worker *w, stoker__slot *s,
                        const stoker__read_done *d)
 {
+    if (w->req_first[d->tag] == CHUNK_READ) { /* req_last holds the plan's cookie */
+        stoker__dataset_fetch_landed(l->ds, w->req_last[d->tag], w->reqs[d->tag].length, d->res);
+        return;
+    }
     const uint32_t first = w->req_first[d->tag], last = w->req_last[d->tag];
     const stoker__recloc *loc0 = &s->locs[first];
     const char *shard = stoker__dataset_shard_path(l->ds, loc0->shard);
@@ -210,6 +215,39 @@ static void fetch_record(stoker_loader *l, stoker__worker *w, stoker__slot *s, u
     check_record(l, w, s, j, src, shard);
 }
 
+/* A fetched record joins the round: the reads its plan lists (its chunks missing from the
+ * worker's chunk cache) go out with the round's others, and the record is assembled once
+ * they are done (read_range). A record the source reads itself (the serialised fallback),
+ * or one too big for an empty round, is fetched at once. Returns false when the round is
+ * full. */
+static bool add_fetched(stoker_loader *l, stoker__worker *w, stoker__slot *s, uint32_t j,
+                        uint32_t *nreq)
+{
+    if (w->nfetch == STOKER__PIECE)
+        return false;
+    stoker__fetch_read fr[STOKER__FETCH_READS];
+    const uint32_t room = w->reader->depth - *nreq;
+    const uint32_t cap = room < STOKER__FETCH_READS ? room : STOKER__FETCH_READS;
+    uint32_t n = 0;
+    const int rc =
+        stoker__dataset_fetch_plan(l->ds, s->batch.ids[j], &s->locs[j], w->round, fr, cap, &n);
+    if (rc == STOKER__PLAN_FULL && (*nreq > 0 || w->nfetch > 0))
+        return false;
+    if (rc != STOKER__PLAN_OK) {
+        fetch_record(l, w, s, j);
+        return true;
+    }
+    for (uint32_t i = 0; i < n; i++, (*nreq)++) {
+        w->reqs[*nreq] = (stoker__read_req){.fd = fr[i].fd, .offset = fr[i].offset,
+                                            .length = fr[i].length, .dst = fr[i].dst,
+                                            .tag = *nreq};
+        w->req_first[*nreq] = CHUNK_READ;
+        w->req_last[*nreq] = fr[i].cookie;
+    }
+    w->fetch_j[w->nfetch++] = j;
+    return true;
+}
+
 /* Adds record j to the round: extends the previous read when the record follows it on
  * disk and in the slot (buffered reads only), else starts a new one. Returns false when
  * the round is full (reader depth or staging space). */
@@ -217,10 +255,8 @@ static bool add_record(stoker_loader *l, stoker__worker *w, stoker__slot *s, uin
                        uint32_t *nreq, size_t *staged, uint64_t *bytes)
 {
     const stoker__recloc *loc = &s->locs[j];
-    if (loc->fetch) {
-        fetch_record(l, w, s, j);
-        return true;
-    }
+    if (loc->fetch)
+        return add_fetched(l, w, s, j, nreq);
     uint8_t *dst = s->batch.data + s->batch.offsets[j];
     uint64_t len = loc->length;
     int fd = loc->fd;
@@ -239,8 +275,8 @@ static bool add_record(stoker_loader *l, stoker__worker *w, stoker__slot *s, uin
     } else if (*nreq > 0) {
         stoker__read_req *prev = &w->reqs[*nreq - 1];
         const stoker__recloc *pl = &s->locs[j - 1];
-        if (w->req_last[*nreq - 1] == j && pl->fd == loc->fd &&
-            pl->offset + pl->length == loc->offset &&
+        if (w->req_first[*nreq - 1] != CHUNK_READ && w->req_last[*nreq - 1] == j &&
+            pl->fd == loc->fd && pl->offset + pl->length == loc->offset &&
             (uint8_t *)prev->dst + prev->length == dst && prev->length + len <= MAX_COALESCE) {
             prev->length += len;
             w->req_last[*nreq - 1] = j + 1;
@@ -303,12 +339,15 @@ static int run_round(stoker_loader *l, stoker__worker *w, stoker__slot *s, uint3
 }
 
 /* The hot loop: reads records [j0, j1) of the slot's batch (only those marked bad when
- * only_bad) in rounds of up to the reader's depth, each submitted with one call. */
+ * only_bad) in rounds of up to the reader's depth, each submitted with one call; then
+ * assembles the round's fetched records from the chunks it read. */
 static int read_range(stoker_loader *l, stoker__worker *w, stoker__slot *s, uint32_t j0,
                       uint32_t j1, bool only_bad)
 {
     uint32_t j = j0;
     while (j < j1) {
+        w->round++;
+        w->nfetch = 0;
         uint32_t nreq = 0;
         size_t staged = 0;
         uint64_t bytes = 0;
@@ -322,11 +361,13 @@ static int read_range(stoker_loader *l, stoker__worker *w, stoker__slot *s, uint
             s->bad[j] = 0;
             j++;
         }
-        if (nreq == 0)
+        if (nreq == 0 && w->nfetch == 0)
             break;
-        const int rc = run_round(l, w, s, nreq);
+        const int rc = nreq > 0 ? run_round(l, w, s, nreq) : 0;
         if (rc < 0)
             return rc;
+        for (uint32_t i = 0; i < w->nfetch; i++)
+            fetch_record(l, w, s, w->fetch_j[i]);
     }
     return 0;
 }

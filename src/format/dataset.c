@@ -161,7 +161,8 @@ static void shards_close(stoker_dataset *ds)
 }
 
 static const stoker__source_ops SHARD_OPS = {
-    "shards", shards_locate, shards_direct_fd, shards_key, shards_close, NULL, NULL,
+    "shards", shards_locate, shards_direct_fd, shards_key, shards_close, NULL, NULL, NULL, NULL,
+    NULL,
 };
 
 /* ---- opening: the manifest ---- */
@@ -644,6 +645,25 @@ int stoker__dataset_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *
                      "%s: record %lld: this source has no fetched records", ds->path,
                      (long long)id);
     return ds->ops->fetch(ds, id, loc, dst, out, err);
+}
+
+int stoker__dataset_fetch_plan(stoker_dataset *ds, int64_t id, const stoker__recloc *loc,
+                               uint64_t round, stoker__fetch_read *out, uint32_t cap, uint32_t *n)
+{
+    *n = 0;
+    return ds->ops->plan ? ds->ops->plan(ds, id, loc, round, out, cap, n) : STOKER__PLAN_NONE;
+}
+
+void stoker__dataset_fetch_landed(stoker_dataset *ds, uint32_t cookie, uint64_t length,
+                                  int64_t res)
+{
+    if (ds->ops->landed)
+        ds->ops->landed(ds, cookie, length, res);
+}
+
+bool stoker__dataset_serialised(const stoker_dataset *ds)
+{
+    return ds && ds->ops && ds->ops->serialised && ds->ops->serialised(ds);
 }
 
 uint64_t stoker__dataset_max_record(const stoker_dataset *ds)

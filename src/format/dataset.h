@@ -42,6 +42,47 @@ int stoker__dataset_direct_fd(stoker_dataset *ds, int32_t shard);
 int stoker__dataset_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, uint8_t *dst,
                           const uint8_t **out, stoker__err *err);
 
+/* Fetched records through the caller's own reader (chunked HDF5): before fetching a batch
+ * piece's records, a worker asks the source, record by record, for the reads they still
+ * lack (whole stored chunks missing from the calling thread's chunk cache), makes them
+ * with its reader in one round, hands each completion back (stoker__dataset_fetch_landed),
+ * and then fetches the records, which the cache now serves. Every chunk a planned record
+ * needs stays in the cache until the thread plans under another `round` number, so a
+ * round's records never evict each other's chunks. One thread: plan, landed and fetch of
+ * a round must run in the same thread, and every planned read must have landed (or the
+ * round been abandoned) before the thread fetches. */
+#define STOKER__FETCH_READS 16 /* most reads one record's plan lists */
+
+typedef struct stoker__fetch_read {
+    int fd;
+    uint64_t offset;
+    uint64_t length;
+    void *dst;       /* the chunk cache's buffer: written only by this read until it lands */
+    uint32_t cookie; /* handed back to stoker__dataset_fetch_landed */
+} stoker__fetch_read;
+
+enum {
+    STOKER__PLAN_OK = 0, /* *n reads listed (0: every chunk is cached already) */
+    STOKER__PLAN_FULL,   /* the record does not fit the rest of this round (cache entries
+                            or `cap` reads); nothing listed. In an empty round: fetch it */
+    STOKER__PLAN_NONE,   /* not read through the caller's reader (the serialised fallback,
+                            no cache): fetch it directly */
+};
+
+/* Plans record id's reads into out (room for cap <= STOKER__FETCH_READS). Never fails: a
+ * record it cannot plan (out of memory included) answers PLAN_NONE or PLAN_FULL and the
+ * fetch reports any error. */
+int stoker__dataset_fetch_plan(stoker_dataset *ds, int64_t id, const stoker__recloc *loc,
+                               uint64_t round, stoker__fetch_read *out, uint32_t cap, uint32_t *n);
+/* A planned read completed: res is the bytes read or -errno. A failed or short read is
+ * reported by the fetch of a record that needs the chunk. */
+void stoker__dataset_fetch_landed(stoker_dataset *ds, uint32_t cookie, uint64_t length,
+                                  int64_t res);
+
+/* true when the data set's records are read by the source itself, one at a time and
+ * serialised (HDF5 layouts read with H5Dread): stats report STOKER_BACKEND_HDF5. */
+bool stoker__dataset_serialised(const stoker_dataset *ds);
+
 /* The largest payload of any record (for sizing buffers). */
 uint64_t stoker__dataset_max_record(const stoker_dataset *ds);
 

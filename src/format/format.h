@@ -120,6 +120,11 @@ typedef struct stoker__source_ops {
     int (*fetch)(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, uint8_t *dst,
                  const uint8_t **out, stoker__err *err); /* NULL: every record is one extent */
     uint64_t (*block_records)(const stoker_dataset *ds); /* NULL: no natural block */
+    /* Fetched records through the worker's reader (dataset.h); NULL: fetched directly. */
+    int (*plan)(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, uint64_t round,
+                stoker__fetch_read *out, uint32_t cap, uint32_t *n);
+    void (*landed)(stoker_dataset *ds, uint32_t cookie, uint64_t length, int64_t res);
+    bool (*serialised)(const stoker_dataset *ds); /* NULL: never */
 } stoker__source_ops;
 
 typedef struct stoker__shard {

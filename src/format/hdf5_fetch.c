@@ -1,6 +1,13 @@
-/* HDF5 records that are not one extent on disk: assembled from whole chunks (read with
- * pread, inflated and unshuffled here, in the calling worker), or, for what cannot be
- * mapped, read with H5Dread under the global lock.
+/* HDF5 records that are not one extent on disk: assembled from whole chunks (inflated and
+ * unshuffled here, in the calling worker), or, for what cannot be mapped, read with H5Dread
+ * under the global lock.
+ *
+ * A loader worker reads the chunks through its own reader: it plans a round of records
+ * (stoker__h5_plan lists the stored chunks they lack and reserves cache entries for them),
+ * submits those reads with the round's others, hands each completion back
+ * (stoker__h5_landed), and then fetches the records, which find every chunk in the cache.
+ * Any other caller (stoker_dataset_read, stoker-pack), and a record that needs more chunks
+ * than the cache holds, reads the chunks it misses with pread inside the fetch.
  *
  * Each thread keeps a small cache of decoded chunks (keyed by data set serial and chunk
  * number), so neighbouring records of one chunk, or the many records of a large chunk,
@@ -17,9 +24,13 @@
 
 typedef struct h5_entry {
     uint64_t serial, index, tick;
+    uint64_t pin;   /* the plan round that needs it: not evicted while that round lasts */
     uint8_t *data;
     size_t cap;
     uint64_t valid; /* decoded bytes at the front of data */
+    bool landing;   /* a planned read of its stored bytes has not landed yet */
+    bool stored;    /* its stored bytes are in raw, not decoded yet (filtered chunks) */
+    int rerr;       /* the planned read failed: the fetch reports this */
     /* A deflate-only chunk is inflated only as far as the records asked for so far need
      * (rows are outermost in a chunk): the stream and its stored bytes are kept so that
      * the next record of the chunk goes on from there. */
@@ -32,8 +43,9 @@ typedef struct h5_entry {
 typedef struct h5_cache {
     h5_entry e[CACHE_MAX];
     uint64_t tick;
-    uint8_t *raw, *tmp, *rec;
-    size_t raw_cap, tmp_cap, rec_cap;
+    uint64_t round; /* the round of the latest plan */
+    uint8_t *tmp, *rec;
+    size_t tmp_cap, rec_cap;
 } h5_cache;
 
 static pthread_key_t cache_key;
@@ -47,6 +59,9 @@ static void entry_end(h5_entry *e)
     e->zlive = false;
     e->serial = 0;
     e->valid = 0;
+    e->landing = false;
+    e->stored = false;
+    e->rerr = 0;
 }
 
 static void cache_free(h5_cache *c)
@@ -56,7 +71,6 @@ static void cache_free(h5_cache *c)
         stoker__free(c->e[i].data);
         stoker__free(c->e[i].raw);
     }
-    stoker__free(c->raw);
     stoker__free(c->tmp);
     stoker__free(c->rec);
 }
@@ -152,20 +166,6 @@ static void fill_chunk(const stoker__h5 *h, uint8_t *p)
         memcpy(p + i, h->fill, h->esize);
 }
 
-static int load_chunk(const stoker__h5 *h, h5_cache *c, const stoker__h5_chunk *k, uint8_t *out)
-{
-    if (k->addr == UINT64_MAX) {
-        fill_chunk(h, out);
-        return 0;
-    }
-    if (h->nfilters == 0)
-        return stoker__pread_full(h->fd, out, (size_t)h->chunk_bytes, k->addr);
-    if (grow(&c->raw, &c->raw_cap, k->size) < 0 || grow(&c->tmp, &c->tmp_cap, h->chunk_bytes) < 0)
-        return -ENOMEM;
-    const int rc = stoker__pread_full(h->fd, c->raw, (size_t)k->size, k->addr);
-    return rc < 0 ? rc : stoker__h5_decode(h, k->mask, c->raw, k->size, out, c->tmp);
-}
-
 #define INFLATE_STEP (UINT64_C(256) << 10) /* inflate at least this much further per call */
 
 /* Inflates the entry's stream until `need` bytes are valid (or the chunk is whole). */
@@ -189,63 +189,116 @@ static int inflate_to(const stoker__h5 *h, h5_entry *e, uint64_t need)
     return e->valid >= need ? 0 : STOKER_E_CORRUPT;
 }
 
-/* Starts a chunk that is deflate only: its stored bytes into the entry, a new stream. */
-static int stream_start(const stoker__h5 *h, h5_entry *e, const stoker__h5_chunk *k)
-{
-    if (grow(&e->raw, &e->raw_cap, k->size) < 0)
-        return -ENOMEM;
-    const int rc = stoker__pread_full(h->fd, e->raw, (size_t)k->size, k->addr);
-    if (rc < 0)
-        return rc;
-    memset(&e->zs, 0, sizeof e->zs);
-    if (inflateInit(&e->zs) != Z_OK)
-        return -ENOMEM;
-    e->zs.next_in = e->raw;
-    e->zs.avail_in = (uInt)k->size;
-    e->zlive = true;
-    e->valid = 0;
-    return 0;
-}
-
 static bool streamable(const stoker__h5 *h, const stoker__h5_chunk *k)
 {
     return h->nfilters == 1 && h->filters[0] == H5Z_FILTER_DEFLATE && !(k->mask & 1u) &&
            k->addr != UINT64_MAX;
 }
 
-/* Fills a fresh entry with chunk `index`, decoded at least `need` bytes far. */
-static int entry_load(const stoker__h5 *h, h5_cache *c, h5_entry *e, uint64_t index, uint64_t need)
+/* Where a chunk's stored bytes go: straight into data without filters, else into raw
+ * (both grown first). NULL when out of memory. */
+static uint8_t *stored_dst(const stoker__h5 *h, h5_entry *e, const stoker__h5_chunk *k)
 {
-    const stoker__h5_chunk *k = &h->chunks[index];
-    int rc = grow(&e->data, &e->cap, h->chunk_bytes);
-    if (rc == 0 && streamable(h, k)) {
-        rc = stream_start(h, e, k);
-        return rc < 0 ? rc : inflate_to(h, e, need);
+    if (grow(&e->data, &e->cap, h->chunk_bytes) < 0)
+        return NULL;
+    if (h->nfilters == 0)
+        return e->data;
+    return grow(&e->raw, &e->raw_cap, k->size) < 0 ? NULL : e->raw;
+}
+
+/* Decodes an entry whose stored bytes are in place (stored_dst): a deflate-only chunk
+ * starts its stream and is inflated `need` bytes far; other filters decode it whole. */
+static int entry_decode(const stoker__h5 *h, h5_cache *c, h5_entry *e, const stoker__h5_chunk *k,
+                        uint64_t need)
+{
+    if (h->nfilters == 0) {
+        e->valid = h->chunk_bytes;
+        return 0;
     }
-    if (rc == 0 && (rc = load_chunk(h, c, k, e->data)) == 0)
+    if (streamable(h, k)) {
+        memset(&e->zs, 0, sizeof e->zs);
+        if (inflateInit(&e->zs) != Z_OK)
+            return -ENOMEM;
+        e->zs.next_in = e->raw;
+        e->zs.avail_in = (uInt)k->size;
+        e->zlive = true;
+        e->valid = 0;
+        return inflate_to(h, e, need);
+    }
+    if (grow(&c->tmp, &c->tmp_cap, h->chunk_bytes) < 0)
+        return -ENOMEM;
+    const int rc = stoker__h5_decode(h, k->mask, e->raw, k->size, e->data, c->tmp);
+    if (rc == 0)
         e->valid = h->chunk_bytes;
     return rc;
 }
 
+/* Fills a fresh entry with chunk `index`, read now with pread (or the fill value), decoded
+ * at least `need` bytes far. */
+static int entry_load(const stoker__h5 *h, h5_cache *c, h5_entry *e, uint64_t index, uint64_t need)
+{
+    const stoker__h5_chunk *k = &h->chunks[index];
+    if (k->addr == UINT64_MAX) {
+        if (grow(&e->data, &e->cap, h->chunk_bytes) < 0)
+            return -ENOMEM;
+        fill_chunk(h, e->data);
+        e->valid = h->chunk_bytes;
+        return 0;
+    }
+    uint8_t *dst = stored_dst(h, e, k);
+    if (!dst)
+        return -ENOMEM;
+    const uint64_t size = h->nfilters ? k->size : h->chunk_bytes;
+    const int rc = stoker__pread_full(h->fd, dst, (size_t)size, k->addr);
+    return rc < 0 ? rc : entry_decode(h, c, e, k, need);
+}
+
+/* How many entries a data set's chunks may use: about CACHE_BYTES, 2 to CACHE_MAX. */
+static int cache_room(const stoker__h5 *h)
+{
+    const uint64_t room = CACHE_BYTES / (h->chunk_bytes ? h->chunk_bytes : 1);
+    return room < 2 ? 2 : room > CACHE_MAX ? CACHE_MAX : (int)room;
+}
+
+static h5_entry *cache_find(h5_cache *c, int n, uint64_t serial, uint64_t index)
+{
+    for (int i = 0; i < n; i++)
+        if (c->e[i].serial == serial && c->e[i].index == index && c->e[i].data)
+            return &c->e[i];
+    return NULL;
+}
+
+/* The least recently used entry that the current round does not hold (any, if all are). */
+static h5_entry *cache_victim(h5_cache *c, int n)
+{
+    h5_entry *v = NULL, *any = &c->e[0];
+    for (int i = 0; i < n; i++) {
+        h5_entry *e = &c->e[i];
+        any = e->tick < any->tick ? e : any;
+        if ((e->serial == 0 || e->pin != c->round) && (!v || e->tick < v->tick))
+            v = e;
+    }
+    return v ? v : any;
+}
+
 /* Chunk `index` decoded at least `need` bytes far, from the cache or read now (the least
- * recently used entry evicted). */
+ * recently used entry evicted). A planned read that failed is reported here. */
 static const uint8_t *get_chunk(const stoker__h5 *h, h5_cache *c, uint64_t index, uint64_t need,
                                 int *rc)
 {
-    uint64_t room = CACHE_BYTES / (h->chunk_bytes ? h->chunk_bytes : 1);
-    const int n = room < 2 ? 2 : room > CACHE_MAX ? CACHE_MAX : (int)room;
-    int victim = 0;
-    h5_entry *e = NULL;
-    for (int i = 0; i < n && !e; i++) {
-        if (c->e[i].serial == h->serial && c->e[i].index == index && c->e[i].data)
-            e = &c->e[i];
-        else if (c->e[i].tick < c->e[victim].tick)
-            victim = i;
-    }
-    if (!e) {
-        e = &c->e[victim];
+    h5_entry *e = cache_find(c, cache_room(h), h->serial, index);
+    const stoker__h5_chunk *k = &h->chunks[index];
+    if (e && e->landing)
+        entry_end(e); /* planned in a round that was given up: its read never landed */
+    if (!e || !e->serial) {
+        e = e ? e : cache_victim(c, cache_room(h));
         entry_end(e);
         *rc = entry_load(h, c, e, index, need);
+    } else if (e->rerr) {
+        *rc = e->rerr;
+    } else if (e->stored) {
+        e->stored = false;
+        *rc = entry_decode(h, c, e, k, need);
     } else {
         *rc = e->valid >= need ? 0 : e->zlive ? inflate_to(h, e, need) : STOKER_E_CORRUPT;
     }
@@ -296,37 +349,159 @@ static void copy_part(const stoker__h5 *h, const uint8_t *chunk, const uint64_t 
     }
 }
 
+/* The chunks that rows [r0, r1) touch (r0 < r1), in grid order: walk_first sets the
+ * walk's bounds and its first chunk cc; walk_next steps cc, false after the last. */
+static void walk_first(const stoker__h5 *h, uint64_t r0, uint64_t r1, uint64_t *lo, uint64_t *hi,
+                       uint64_t *cc)
+{
+    for (int d = 0; d < h->rank; d++) {
+        lo[d] = cc[d] = d == 0 ? r0 / h->cdims[0] : 0;
+        hi[d] = d == 0 ? (r1 - 1) / h->cdims[0] + 1 : h->grid[d];
+    }
+}
+
+static bool walk_next(const stoker__h5 *h, const uint64_t *lo, const uint64_t *hi, uint64_t *cc)
+{
+    int d = h->rank - 1;
+    while (d >= 0 && ++cc[d] == hi[d]) {
+        cc[d] = lo[d];
+        d--;
+    }
+    return d >= 0;
+}
+
+static uint64_t walk_index(const stoker__h5 *h, const uint64_t *cc)
+{
+    uint64_t index = 0;
+    for (int d = 0; d < h->rank; d++)
+        index = index * h->grid[d] + cc[d];
+    return index;
+}
+
 /* Assembles rows [r0, r1) from every chunk they touch. */
 static int assemble(const stoker__h5 *h, h5_cache *c, uint64_t r0, uint64_t r1, uint8_t *dst)
 {
     if (r1 <= r0 || h->row_bytes == 0)
         return 0; /* an empty record (some axis has length 0): no chunk to visit */
-    const int R = h->rank;
     uint64_t lo[STOKER__H5_MAX_RANK], hi[STOKER__H5_MAX_RANK], cc[STOKER__H5_MAX_RANK];
-    for (int d = 0; d < R; d++) {
-        lo[d] = cc[d] = d == 0 ? r0 / h->cdims[0] : 0;
-        hi[d] = d == 0 ? (r1 - 1) / h->cdims[0] + 1 : h->grid[d];
-    }
-    for (;;) {
-        uint64_t index = 0;
-        for (int d = 0; d < R; d++)
-            index = index * h->grid[d] + cc[d];
+    walk_first(h, r0, r1, lo, hi, cc);
+    do {
         /* rows are outermost in a chunk: the record needs it up to its last row there */
         const uint64_t top = (cc[0] + 1) * h->cdims[0] < r1 ? (cc[0] + 1) * h->cdims[0] : r1;
         const uint64_t need = (top - cc[0] * h->cdims[0]) * (h->chunk_bytes / h->cdims[0]);
         int rc = 0;
-        const uint8_t *chunk = get_chunk(h, c, index, need, &rc);
+        const uint8_t *chunk = get_chunk(h, c, walk_index(h, cc), need, &rc);
         if (!chunk)
             return rc;
         copy_part(h, chunk, cc, r0, r1, dst);
-        int d = R - 1;
-        while (d >= 0 && ++cc[d] == hi[d]) {
-            cc[d] = lo[d];
-            d--;
+    } while (walk_next(h, lo, hi, cc));
+    return 0;
+}
+
+/* ---- planned reads: the worker's reader reads the chunks ---- */
+
+/* An entry that serves the round as it is: decoded (or partly, a live stream), or stored
+ * bytes not decoded yet. Not one whose read failed or never landed. */
+static bool entry_usable(const h5_entry *e)
+{
+    return e && e->serial && !e->landing && !e->rerr;
+}
+
+/* Three walks over the record's chunks: the first decides whether it fits the round (every
+ * chunk the round needs must be held at once, within the cache's room, and its reads
+ * within cap), so that a record that does not fit changes nothing; the second holds the
+ * cached chunks, so that the third, which reserves entries for the missing ones and lists
+ * their reads, never evicts one of them (which would take a read beyond cap). */
+int stoker__h5_plan(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, uint64_t round,
+                    stoker__fetch_read *out, uint32_t cap, uint32_t *n)
+{
+    (void)loc;
+    const stoker__h5 *h = ds->source;
+    h5_cache *c = h->mode == H5M_CHUNKS ? thread_cache() : NULL;
+    *n = 0;
+    if (!c)
+        return STOKER__PLAN_NONE;
+    c->round = round;
+    uint64_t r0, r1;
+    stoker__h5_rows(h, id, &r0, &r1);
+    if (r1 <= r0 || h->row_bytes == 0)
+        return STOKER__PLAN_OK;
+    const int room = cache_room(h);
+    int held = 0, more = 0;
+    uint32_t reads = 0;
+    for (int i = 0; i < room; i++)
+        held += c->e[i].serial != 0 && c->e[i].pin == round;
+    uint64_t lo[STOKER__H5_MAX_RANK], hi[STOKER__H5_MAX_RANK], cc[STOKER__H5_MAX_RANK];
+    walk_first(h, r0, r1, lo, hi, cc);
+    do {
+        const uint64_t index = walk_index(h, cc);
+        const h5_entry *e = cache_find(c, room, h->serial, index);
+        if (e && e->pin == round)
+            continue; /* held already (cached, or its read is in this round) */
+        more++;
+        reads += !entry_usable(e) && h->chunks[index].addr != UINT64_MAX;
+        if (held + more > room || reads > cap)
+            return STOKER__PLAN_FULL;
+    } while (walk_next(h, lo, hi, cc));
+    walk_first(h, r0, r1, lo, hi, cc);
+    do {
+        h5_entry *e = cache_find(c, room, h->serial, walk_index(h, cc));
+        if (e && (e->pin == round || entry_usable(e))) {
+            e->pin = round;
+            e->tick = ++c->tick;
         }
-        if (d < 0)
-            return 0;
-    }
+    } while (walk_next(h, lo, hi, cc));
+    walk_first(h, r0, r1, lo, hi, cc);
+    do {
+        const uint64_t index = walk_index(h, cc);
+        const stoker__h5_chunk *k = &h->chunks[index];
+        h5_entry *e = cache_find(c, room, h->serial, index);
+        if (e && e->pin == round)
+            continue; /* held */
+        e = e ? e : cache_victim(c, room);
+        entry_end(e);
+        uint8_t *dst = k->addr == UINT64_MAX ? NULL : stored_dst(h, e, k);
+        if (k->addr == UINT64_MAX && grow(&e->data, &e->cap, h->chunk_bytes) == 0) {
+            fill_chunk(h, e->data); /* never written: nothing to read */
+            e->valid = h->chunk_bytes;
+        } else if (!dst || *n == cap) {
+            /* out of memory (or, never expected, more reads than counted): the fetch reads
+             * what is missing, and reports any failure; entries left landing are reloaded */
+            *n = 0;
+            return STOKER__PLAN_NONE;
+        }
+        e->serial = h->serial;
+        e->index = index;
+        e->pin = round;
+        e->tick = ++c->tick;
+        if (!dst)
+            continue;
+        e->landing = true;
+        out[(*n)++] = (stoker__fetch_read){
+            .fd = h->fd,
+            .offset = k->addr,
+            .length = h->nfilters ? k->size : h->chunk_bytes,
+            .dst = dst,
+            .cookie = (uint32_t)(e - c->e),
+        };
+    } while (walk_next(h, lo, hi, cc));
+    return STOKER__PLAN_OK;
+}
+
+void stoker__h5_landed(stoker_dataset *ds, uint32_t cookie, uint64_t length, int64_t res)
+{
+    (void)ds;
+    h5_cache *c = thread_cache();
+    if (!c || cookie >= CACHE_MAX || !c->e[cookie].landing)
+        return;
+    h5_entry *e = &c->e[cookie];
+    e->landing = false;
+    if (res < 0)
+        e->rerr = (int)res;
+    else if ((uint64_t)res < length)
+        e->rerr = STOKER_E_CORRUPT; /* the file ends inside the chunk */
+    else
+        e->stored = true; /* decoded by the first fetch that needs it */
 }
 
 /* ---- the serialised reads ---- */

@@ -52,7 +52,8 @@ int64_t stoker__h5_bad_offset(stoker__h5 *h, uint64_t n, uint64_t max_size)
     return -1;
 }
 
-/* ---- the fuzz entry: a map from arbitrary bytes, then every record assembled ---- */
+/* ---- the fuzz entry: a map from arbitrary bytes, then every record assembled, read
+ * inside the fetch and again through planned reads ---- */
 
 typedef struct fuzz_in {
     const uint8_t *p;
@@ -105,6 +106,30 @@ static bool fuzz_map(stoker__h5 *h, fuzz_in *in, uint64_t file_size)
     return true;
 }
 
+/* Fetches records id and id + 1 as a loader worker does: planned in one round, the
+ * planned reads made (with pread here) and handed back, then both assembled. */
+static void fuzz_planned(stoker_dataset *ds, int64_t id, uint64_t round, uint8_t *buf)
+{
+    const stoker__h5 *h = ds->source;
+    const int64_t last = id + 1 < (int64_t)h->records ? id + 1 : id;
+    stoker__recloc loc = {.length = h->row_bytes, .fetch = 1};
+    for (int64_t i = id; i <= last; i++) {
+        stoker__fetch_read fr[STOKER__FETCH_READS];
+        uint32_t n = 0;
+        stoker__h5_plan(ds, i, &loc, round, fr, STOKER__FETCH_READS, &n);
+        for (uint32_t k = 0; k < n; k++) {
+            const ssize_t got = pread(fr[k].fd, fr[k].dst, (size_t)fr[k].length,
+                                      (off_t)fr[k].offset);
+            stoker__h5_landed(ds, fr[k].cookie, fr[k].length, got < 0 ? -errno : got);
+        }
+    }
+    for (int64_t i = id; i <= last; i++) {
+        stoker__err err;
+        const uint8_t *out = NULL;
+        stoker__h5_fetch(ds, i, &loc, buf, &out, &err);
+    }
+}
+
 int stoker__h5_fuzz_map(const uint8_t *data, size_t size);
 int stoker__h5_fuzz_map(const uint8_t *data, size_t size)
 {
@@ -116,7 +141,10 @@ int stoker__h5_fuzz_map(const uint8_t *data, size_t size)
     stoker__h5 *h = stoker__calloc(1, sizeof *h);
     if (ds && h && write(fd, data, size) == (ssize_t)size && fuzz_map(h, &in, size)) {
         h->fd = fd;
-        h->serial = UINT64_MAX - 1 - size; /* apart from real data sets' serials */
+        /* apart from real data sets' serials, and from earlier inputs' chunks still in this
+         * thread's cache */
+        static uint64_t runs;
+        h->serial = UINT64_MAX - 1 - runs++;
         ds->source = h;
         uint8_t *buf = stoker__malloc(h->row_bytes ? h->row_bytes : 1);
         for (int64_t id = 0; buf && id < (int64_t)h->records; id++) {
@@ -125,6 +153,9 @@ int stoker__h5_fuzz_map(const uint8_t *data, size_t size)
             const uint8_t *out = NULL;
             stoker__h5_fetch(ds, id, &loc, buf, &out, &err);
         }
+        static uint64_t rounds; /* a worker's rounds only grow */
+        for (int64_t id = 0; buf && id < (int64_t)h->records; id += 2)
+            fuzz_planned(ds, id, ++rounds, buf);
         stoker__free(buf);
     }
     close(fd);

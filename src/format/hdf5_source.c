@@ -494,6 +494,13 @@ static void h5_close(stoker_dataset *ds)
     ds->first = NULL;
 }
 
+/* Records that libhdf5 reads (H5Dread, one at a time, under the global lock). */
+static bool h5_serialised(const stoker_dataset *ds)
+{
+    const stoker__h5 *h = ds->source;
+    return h && (h->mode == H5M_READ || h->mode == H5M_VLEN);
+}
+
 /* A chunk's rows along axis 0 are records read together: the chunks holding one are
  * inflated whole. Blob layouts have rows of bytes, not records: no natural block. */
 static uint64_t h5_block_records(const stoker_dataset *ds)
@@ -504,6 +511,7 @@ static uint64_t h5_block_records(const stoker_dataset *ds)
 
 static const stoker__source_ops H5_OPS = {
     "hdf5", h5_locate, h5_direct_fd, h5_key, h5_close, stoker__h5_fetch, h5_block_records,
+    stoker__h5_plan, stoker__h5_landed, h5_serialised,
 };
 
 /* ---- open: the whole sequence ---- */

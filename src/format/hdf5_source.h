@@ -79,6 +79,11 @@ void stoker__h5_rows(const stoker__h5 *h, int64_t id, uint64_t *r0, uint64_t *r1
 /* The fetch operation (format.h's source table). */
 int stoker__h5_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, uint8_t *dst,
                      const uint8_t **out, stoker__err *err);
+/* The plan and landed operations (dataset.h: fetched records through the worker's reader):
+ * chunked datasets only; the other modes answer STOKER__PLAN_NONE. */
+int stoker__h5_plan(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, uint64_t round,
+                    stoker__fetch_read *out, uint32_t cap, uint32_t *n);
+void stoker__h5_landed(stoker_dataset *ds, uint32_t cookie, uint64_t length, int64_t res);
 /* Reverses a chunk's filters into out (chunk_bytes); raw holds `size` stored bytes. */
 int stoker__h5_decode(const stoker__h5 *h, uint32_t mask, uint8_t *raw, uint64_t size, uint8_t *out,
                       uint8_t *tmp);
