@@ -1,10 +1,11 @@
 #!/bin/sh
 # The whole test suite on a fresh Debian 12 machine: installs the dependencies, builds
 # stoker (warnings are errors), runs the C tests, the Python tests, the C tests again under
-# AddressSanitizer + UndefinedBehaviorSanitizer, and builds a C and a C++ program against
-# an installed copy through both find_package(stoker) and pkg-config.
+# AddressSanitizer + UndefinedBehaviorSanitizer, the multi-threaded ones under
+# ThreadSanitizer, and builds a C and a C++ program against an installed copy through both
+# find_package(stoker) and pkg-config.
 #   scripts/test.sh            everything
-#   STOKER_QUICK=1 scripts/test.sh   skip the sanitizer build
+#   STOKER_QUICK=1 scripts/test.sh   skip the sanitizer builds
 set -eu
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -40,6 +41,18 @@ if [ "${STOKER_QUICK:-0}" != 1 ]; then
         { tail -n 50 build-asan-make.log; exit 1; }
     (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
         ctest --output-on-failure -j "$jobs" -LE gpu)
+fi
+
+if [ "${STOKER_QUICK:-0}" != 1 ]; then
+    step "multi-threaded tests under ThreadSanitizer"
+    mkdir -p build-tsan
+    cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTOKER_SANITIZE=thread \
+        -DSTOKER_WITH_CUDA=OFF > build-tsan/configure.log 2>&1 ||
+        { cat build-tsan/configure.log; exit 1; }
+    cmake --build build-tsan --target test_stress test_loader test_loader_faults -j "$jobs" \
+        > build-tsan/make.log 2>&1 || { tail -n 50 build-tsan/make.log; exit 1; }
+    (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+        ctest --output-on-failure -j "$jobs" -R '^(test_stress|test_loader|test_loader_faults)$')
 fi
 
 step "install and build consumers (find_package and pkg-config, C and C++)"

@@ -477,6 +477,10 @@ int stoker_loader_state_restore(stoker_loader *l, const void *buf, size_t size)
                          (flags & 2u) != 0, stoker__get_u64(p + 16));
     if (flags & 4u) /* the block size is the data set's, as when the state was saved */
         stoker__sampler_set_blocks(&smp, stoker__dataset_block_records(l->ds));
+    /* Epochs count up from set_epoch's int64_t; one near 2^63 was never written by a loader
+     * and would soon come back negative in batches, so such a state is corrupt. */
+    STOKER_RETURN_IF(epoch > (UINT64_C(1) << 62), &l->err, STOKER_E_CORRUPT,
+                     "loader state epoch %" PRIu64 " is out of range", epoch);
     STOKER_RETURN_IF(pos > smp.nbatches, &l->err, STOKER_E_CORRUPT,
                      "loader state position %" PRIu64 " is beyond the epoch's %" PRIu64
                      " batches", pos, smp.nbatches);
