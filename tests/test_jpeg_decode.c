@@ -31,6 +31,12 @@ typedef struct collect {
     int32_t w, h;
     uint8_t *img; /* w * h * 4, 0 where nothing was delivered */
     int32_t rows, bad_x;
+    /* group > 0: rows are decoded into a ring of `group` row buffers, row y into buffer
+     * (y - want.y0) % group, as the pipeline stages them; a run that crossed a group would
+     * overwrite a row before it was delivered and show as wrong pixels */
+    int32_t group, asked, bad_run;
+    uint8_t *ring;
+    size_t ring_row; /* bytes */
 } collect;
 
 static int c_region(void *ctx, int32_t w, int32_t h, stoker__jpeg_region *r)
@@ -56,10 +62,27 @@ static int c_row(void *ctx, int32_t y, const uint8_t *rgbx, int32_t x, int32_t n
     return 0;
 }
 
+static uint8_t *c_buffer(void *ctx, int32_t y, int32_t n)
+{
+    collect *c = ctx;
+    const size_t need = ((size_t)n + (size_t)c->want.pad) * 4;
+    if (!c->ring) {
+        c->ring_row = need;
+        c->ring = malloc(need * (size_t)c->group);
+    }
+    /* no row skipped or asked for after its delivery (a row not delivered in one call
+     * is asked for again in the next); rows asked and not yet delivered in one group */
+    const int32_t i = y - c->want.y0;
+    if (need > c->ring_row || i > c->asked || i < c->rows || i / c->group != c->rows / c->group)
+        c->bad_run++;
+    c->asked = i + 1 > c->asked ? i + 1 : c->asked;
+    return c->ring + (size_t)((y - c->want.y0) % c->group) * c->ring_row;
+}
+
 static int decode(stoker__jpeg_dec *d, const uint8_t *data, size_t size, int32_t dct, collect *c,
                   stoker__err *err)
 {
-    const stoker__jpeg_sink sink = {c_region, c_row, c, NULL};
+    const stoker__jpeg_sink sink = {c_region, c_row, c, c->group ? c_buffer : NULL, c->group};
     return stoker__jpeg_decode(d, data, size, dct, UINT64_C(1) << 28, &sink, err);
 }
 
@@ -124,9 +147,11 @@ static void check_kind(stoker__jpeg_dec *d, const t_jpeg_kind *k, int32_t w, int
         const int32_t x1 = x0 + 1 + (int32_t)(t_rand(&seed) % (uint64_t)(w - x0));
         const int32_t y1 = y0 + 1 + (int32_t)(t_rand(&seed) % (uint64_t)(h - y0));
         part.want = (stoker__jpeg_region){x0, y0, x1, y1, (int32_t)(t % 9)};
+        part.group = t % 2 ? 1 + t % 9 : 0; /* 0: the decoder's own row; 1..9 rows staged */
         T_OK(decode(d, jpg, size, dct, &part, &err));
         T_EQ_INT(part.rows, y1 - y0);
         T_EQ_INT(part.bad_x, 0);
+        T_EQ_INT(part.bad_run, 0);
         for (int32_t y = y0; y < y1; y++)
             for (int32_t x = x0; x < x1; x++)
                 for (int c = 0; c < 3; c++) {
@@ -138,6 +163,7 @@ static void check_kind(stoker__jpeg_dec *d, const t_jpeg_kind *k, int32_t w, int
                                (int)y1, (int)x, (int)y, c, part.img[i], full.img[i]);
                 }
         free(part.img);
+        free(part.ring);
     }
     free(full.img);
     free(jpg);
@@ -197,7 +223,7 @@ static void check_bad_input(stoker__jpeg_dec *d)
 
     /* 60000 x 60000 declared: the limit, before any allocation of ours */
     uint8_t *huge = patch_sof(jpg, size, 60000, 60000);
-    const stoker__jpeg_sink sink = {c_region, c_row, &c, NULL};
+    const stoker__jpeg_sink sink = {c_region, c_row, &c, NULL, 0};
     stoker__alloc_fail_at(0);
     T_EQ_RC(stoker__jpeg_decode(d, huge, size, STOKER_DCT_ISLOW, UINT64_C(1) << 28, &sink, &err),
             STOKER_E_LIMIT);

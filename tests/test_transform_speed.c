@@ -117,7 +117,7 @@ static void bench_one(bench *b, const blob *img, int64_t id)
     double t1 = now();
     b->t_full += t1 - t0;
     crop_ctx ctx = {id};
-    const stoker__jpeg_sink sink = {crop_region, crop_row, &ctx, NULL};
+    const stoker__jpeg_sink sink = {crop_region, crop_row, &ctx, NULL, 0};
     T_OK(stoker__jpeg_decode(b->crop, img->data, img->size, STOKER_DCT_ISLOW, UINT64_C(1) << 28,
                              &sink, &err));
     t0 = now();

@@ -91,24 +91,42 @@ static void set_output(j_decompress_ptr c, int32_t dct)
     c->scale_num = c->scale_denom = 1;
 }
 
-/* Reads rows [output_scanline, y1) and hands them on. Runs under decode's setjmp. */
-static int read_rows(stoker__jpeg_dec *d, int32_t y1, int32_t x, const stoker__jpeg_sink *sink,
-                     stoker__err *err)
+/* Rows to read in one call from row y: the sink's group, cut at the region's end. */
+static int32_t run_length(const stoker__jpeg_sink *sink, int32_t y, int32_t y0, int32_t y1)
+{
+    if (!sink->buffer || sink->group <= 1)
+        return 1;
+    int32_t run = sink->group - (y - y0) % sink->group;
+    run = run < STOKER__JPEG_RUN ? run : STOKER__JPEG_RUN;
+    return run < y1 - y ? run : y1 - y;
+}
+
+/* Reads rows [output_scanline, y1) of the region starting at row y0 and hands them on.
+ * Runs under decode's setjmp. */
+static int read_rows(stoker__jpeg_dec *d, int32_t y0, int32_t y1, int32_t x,
+                     const stoker__jpeg_sink *sink, stoker__err *err)
 {
     j_decompress_ptr c = &d->c;
     const int cmyk = c->out_color_space == JCS_CMYK;
     while ((int32_t)c->output_scanline < y1) {
         const int32_t y = (int32_t)c->output_scanline, n = (int32_t)c->output_width;
-        JSAMPROW row = sink->buffer ? sink->buffer(sink->ctx, y, n) : d->row;
-        if (!row)
-            return STOKER_E_LIMIT;
-        STOKER_RETURN_IF(jpeg_read_scanlines(c, &row, 1) != 1, err, STOKER_E_CORRUPT,
-                         "JPEG: no data for row %d", (int)y);
-        if (cmyk)
-            stoker__cmyk_to_rgbx(row, (size_t)n);
-        const int rc = sink->row(sink->ctx, y, row, x, n);
-        if (rc < 0)
-            return rc;
+        const int32_t run = run_length(sink, y, y0, y1);
+        JSAMPROW rows[STOKER__JPEG_RUN];
+        for (int32_t k = 0; k < run; k++) {
+            rows[k] = sink->buffer ? sink->buffer(sink->ctx, y + k, n) : d->row;
+            if (!rows[k])
+                return STOKER_E_LIMIT;
+        }
+        /* libjpeg returns at most one row group per call: the run may come in parts */
+        const int32_t got = (int32_t)jpeg_read_scanlines(c, rows, (JDIMENSION)run);
+        STOKER_RETURN_IF(got < 1, err, STOKER_E_CORRUPT, "JPEG: no data for row %d", (int)y);
+        for (int32_t k = 0; k < got; k++) {
+            if (cmyk)
+                stoker__cmyk_to_rgbx(rows[k], (size_t)n);
+            const int rc = sink->row(sink->ctx, y + k, rows[k], x, n);
+            if (rc < 0)
+                return rc;
+        }
     }
     return 0;
 }
@@ -143,7 +161,7 @@ static int decode_body(stoker__jpeg_dec *d, const uint8_t *data, size_t size, in
                      err, -ENOMEM, "JPEG: no memory for a %u-pixel row", c->output_width);
     if (r.y0 > 0)
         jpeg_skip_scanlines(c, (JDIMENSION)r.y0);
-    return read_rows(d, r.y1, (int32_t)x, sink, err);
+    return read_rows(d, r.y0, r.y1, (int32_t)x, sink, err);
 }
 
 int stoker__jpeg_decode(stoker__jpeg_dec *d, const uint8_t *data, size_t size, int32_t dct,

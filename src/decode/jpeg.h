@@ -26,7 +26,14 @@ typedef struct stoker__jpeg_sink {
      * n * 4 + pad * 4 bytes; NULL (with the message set) stops with STOKER_E_LIMIT. Saves
      * a copy when the sink keeps rows. */
     uint8_t *(*buffer)(void *ctx, int32_t y, int32_t n);
+    /* With `buffer`: rows are read in runs (at most STOKER__JPEG_RUN rows) that never cross
+     * a multiple of `group` rows counted from r->y0, every row's buffer asked for before
+     * the run is decoded (again for rows a call left undecoded); 0 or 1: one row at a
+     * time. Fewer calls into libjpeg. */
+    int32_t group;
 } stoker__jpeg_sink;
+
+#define STOKER__JPEG_RUN 8
 
 /* A reusable decoder (one libjpeg decompressor and its row buffer). One thread at a time. */
 typedef struct stoker__jpeg_dec stoker__jpeg_dec;

@@ -7,9 +7,24 @@
 
 #define STOKER__ROUND (1 << (STOKER__PRECISION_BITS - 1))
 
+/* RUN(K) with K a constant when kmax is 1..8 (up to 3.5x shrinking), so that a kernel's tap
+ * loop, inlined, unrolls; RUN(kmax) otherwise. */
+#define STOKER__WITH_TAPS(kmax, RUN)                                                               \
+    switch (kmax) {                                                                                \
+    case 1: RUN(1); break;                                                                         \
+    case 2: RUN(2); break;                                                                         \
+    case 3: RUN(3); break;                                                                         \
+    case 4: RUN(4); break;                                                                         \
+    case 5: RUN(5); break;                                                                         \
+    case 6: RUN(6); break;                                                                         \
+    case 7: RUN(7); break;                                                                         \
+    case 8: RUN(8); break;                                                                         \
+    default: RUN(kmax); break;                                                                     \
+    }
+
 void stoker__interleave4_scalar(const uint8_t *const rows[4], size_t n, uint8_t *quad);
 void stoker__hpass4_scalar(const uint8_t *quad, int32_t n, const int32_t *first,
-                           const int32_t *taps, const int32_t *coef, int32_t kstride,
+                           const int32_t *taps, const int32_t *coef, int32_t kstride, int32_t kmax,
                            uint8_t *const out[4]);
 void stoker__vpass_scalar(const uint8_t *src, size_t stride, int32_t taps, const int32_t *coef,
                           uint8_t *dst, size_t n);
@@ -24,7 +39,7 @@ void stoker__convert_scalar(const uint8_t *src, size_t n, int32_t dtype, const f
 
 void stoker__interleave4_avx2(const uint8_t *const rows[4], size_t n, uint8_t *quad);
 void stoker__hpass4_avx2(const uint8_t *quad, int32_t n, const int32_t *first, const int32_t *taps,
-                         const int32_t *coef, int32_t kstride, uint8_t *const out[4]);
+                         const int32_t *coef, int32_t kstride, int32_t kmax, uint8_t *const out[4]);
 void stoker__vpass_avx2(const uint8_t *src, size_t stride, int32_t taps, const int32_t *coef,
                         uint8_t *dst, size_t n);
 void stoker__unpack_planar_avx2(const uint8_t *rgbx, size_t n, uint8_t *r, uint8_t *g, uint8_t *b);
@@ -34,7 +49,7 @@ void stoker__convert_avx2(const uint8_t *src, size_t n, int32_t dtype, const flo
 
 void stoker__interleave4_avx512(const uint8_t *const rows[4], size_t n, uint8_t *quad);
 void stoker__hpass4_avx512(const uint8_t *quad, int32_t n, const int32_t *first,
-                           const int32_t *taps, const int32_t *coef, int32_t kstride,
+                           const int32_t *taps, const int32_t *coef, int32_t kstride, int32_t kmax,
                            uint8_t *const out[4]);
 void stoker__vpass_avx512(const uint8_t *src, size_t stride, int32_t taps, const int32_t *coef,
                           uint8_t *dst, size_t n);

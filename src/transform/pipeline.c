@@ -26,6 +26,7 @@ struct stoker__xform_scratch {
     const stoker__xform_params *p;
     stoker__geom g;
     int32_t hk, vk;         /* filter lengths (coefficient strides) */
+    int32_t hkmax;          /* the most taps of any output column (hpass4's kmax) */
     int32_t x0, x1, y0, y1; /* source pixels the outputs read */
     int rebased;            /* hfirst made relative to the first decoded column */
     size_t stage_px;        /* pixels per staged row */
@@ -212,7 +213,7 @@ static int grow_tables(stoker__xform_scratch *s, int32_t c, stoker__err *err)
         grow(&s->hfirst, &s->hfirst_cap, n, 4) < 0 || grow(&s->htaps, &s->htaps_cap, n, 4) < 0 ||
         grow(&s->hcoef, &s->hcoef_cap, n * hk, 4) < 0 ||
         grow(&s->stage, &s->stage_cap, px * 16, 1) < 0 ||
-        grow(&s->quad, &s->quad_cap, px * 16, 1) < 0 ||
+        grow(&s->quad, &s->quad_cap, (px + hk) * 16, 1) < 0 || /* hpass4 reads kmax past */
         grow(&s->vfirst, &s->vfirst_cap, n, 4) < 0 || grow(&s->vtaps, &s->vtaps_cap, n, 4) < 0 ||
         grow(&s->vcoef, &s->vcoef_cap, n * vk, 4) < 0 ||
         grow(&s->hbuf, &s->hbuf_cap, rows * n * 4, 1) < 0 ||
@@ -244,6 +245,9 @@ static int plan(stoker__xform_scratch *s, const stoker__xform_params *p, int32_t
                             &hi);
     stoker__resample_coeffs(&s->g.x, 0, s->g.flip, s->hk, 1, s->hfirst, s->htaps, s->hcoef, s->tmp,
                             &s->x0, &s->x1);
+    s->hkmax = 1;
+    for (int32_t j = 0; j < p->size; j++)
+        s->hkmax = s->htaps[j] > s->hkmax ? s->htaps[j] : s->hkmax;
     s->rebased = 0;
     s->hpass_ns = 0;
     return 0;
@@ -280,7 +284,7 @@ static void flush_rows(stoker__xform_scratch *s, int32_t y, int32_t r, int32_t n
         out[i] = i <= r ? s->hbuf + (size_t)(y - r + i - s->y0) * c * 4 : s->vrow;
     }
     s->p->simd->interleave4(rows, (size_t)n, s->quad);
-    s->p->simd->hpass4(s->quad, s->p->size, s->hfirst, s->htaps, s->hcoef, s->hk, out);
+    s->p->simd->hpass4(s->quad, s->p->size, s->hfirst, s->htaps, s->hcoef, s->hk, s->hkmax, out);
 }
 
 /* Row y of n pixels from image column x is staged; every fourth row (and the last) the
@@ -387,7 +391,7 @@ int stoker__xform_jpeg(stoker__xform_scratch *s, const stoker__xform_params *p, 
     s->id = id;
     s->err = err;
     s->hpass_ns = 0;
-    const stoker__jpeg_sink sink = {on_header, on_row, s, on_buffer};
+    const stoker__jpeg_sink sink = {on_header, on_row, s, on_buffer, 4}; /* 4 staged rows */
     const int rc = stoker__jpeg_decode(s->dec, jpeg, size, p->dct, p->max_pixels, &sink, err);
     s->stats.decode_ns += now_ns() - t0 - s->hpass_ns;
     if (rc < 0)

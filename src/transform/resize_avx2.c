@@ -19,15 +19,18 @@ static inline void store4(uint8_t *p, int32_t v)
     memcpy(p, &v, 4);
 }
 
-/* Hot loop: one output pixel of four rows per iteration, one weight per tap. */
-void stoker__hpass4_avx2(const uint8_t *quad, int32_t n, const int32_t *first, const int32_t *taps,
-                         const int32_t *coef, int32_t kstride, uint8_t *const out[4])
+/* Hot loop: one output pixel of four rows per iteration through K taps (a constant where it
+ * is inlined, so the tap loop unrolls and never mispredicts). */
+static inline __attribute__((always_inline)) void hpass4_k(const uint8_t *quad, int32_t n,
+                                                           const int32_t *first,
+                                                           const int32_t *coef, int32_t kstride,
+                                                           int32_t K, uint8_t *const out[4])
 {
     for (int32_t j = 0; j < n; j++) {
         const uint8_t *q = quad + (size_t)first[j] * 16;
         const int32_t *k = coef + (size_t)j * kstride;
         __m256i a01 = _mm256_setzero_si256(), a23 = _mm256_setzero_si256();
-        for (int32_t x = 0; x < taps[j]; x++) {
+        for (int32_t x = 0; x < K; x++) {
             const __m128i v = _mm_loadu_si128((const __m128i *)(q + (size_t)x * 16));
             const __m256i w = _mm256_set1_epi32(k[x]);
             a01 = _mm256_add_epi32(a01, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(v), w));
@@ -43,6 +46,15 @@ void stoker__hpass4_avx2(const uint8_t *quad, int32_t n, const int32_t *first, c
         store4(out[1] + (size_t)j * 4, _mm_cvtsi128_si32(hi));
         store4(out[3] + (size_t)j * 4, _mm_extract_epi32(hi, 1));
     }
+}
+
+void stoker__hpass4_avx2(const uint8_t *quad, int32_t n, const int32_t *first, const int32_t *taps,
+                         const int32_t *coef, int32_t kstride, int32_t kmax, uint8_t *const out[4])
+{
+    (void)taps; /* every pixel runs kmax taps; the weights past its own are zero */
+#define RUN(K) hpass4_k(quad, n, first, coef, kstride, K, out)
+    STOKER__WITH_TAPS(kmax, RUN)
+#undef RUN
 }
 
 /* A 4x4 transpose of 32-bit pixels per 128-bit lane: 8 pixels of 4 rows per iteration. */

@@ -23,9 +23,10 @@ void stoker__interleave4_scalar(const uint8_t *const rows[4], size_t n, uint8_t 
 }
 
 void stoker__hpass4_scalar(const uint8_t *quad, int32_t n, const int32_t *first,
-                           const int32_t *taps, const int32_t *coef, int32_t kstride,
+                           const int32_t *taps, const int32_t *coef, int32_t kstride, int32_t kmax,
                            uint8_t *const out[4])
 {
+    (void)kmax; /* the reference runs each pixel's own taps */
     for (int32_t j = 0; j < n; j++) {
         const uint8_t *q = quad + (size_t)first[j] * 16;
         const int32_t *k = coef + (size_t)j * kstride;

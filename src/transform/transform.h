@@ -78,9 +78,13 @@ typedef struct stoker__simd_ops {
     /* Horizontal pass over four interleaved rows at once (one filter, four rows: every
      * weight multiplies 16 values): output pixel j of row r is
      * sum_k quad[first[j] + k][r] * coef[j * kstride + k], k < taps[j], rounded and clipped
-     * to uint8 per channel, stored at out[r] + 4 j. */
+     * to uint8 per channel, stored at out[r] + 4 j. kmax is the largest taps[j] (at most
+     * kstride); weights from taps[j] to kmax must be zero, and quad must be readable up to
+     * pixel first[j] + kmax - 1: the SIMD variants run every pixel through kmax taps, a
+     * loop of fixed length, as mispredicted exits of loops of varying length cost more
+     * than a multiply by zero. */
     void (*hpass4)(const uint8_t *quad, int32_t n, const int32_t *first, const int32_t *taps,
-                   const int32_t *coef, int32_t kstride, uint8_t *const out[4]);
+                   const int32_t *coef, int32_t kstride, int32_t kmax, uint8_t *const out[4]);
     /* Vertical pass, channel-agnostic: dst[i] = clip(sum_k src[k * stride + i] * coef[k]),
      * k < taps, for i < n bytes. */
     void (*vpass)(const uint8_t *src, size_t stride, int32_t taps, const int32_t *coef,
