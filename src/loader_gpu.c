@@ -28,8 +28,8 @@
  *
  * Lock order: gpu->mu is a leaf: taken alone, never with a slot mutex or ctl_mu; the only
  * CUDA call made under it is cudaEventRecord (non-blocking). */
-#include "loader.h"
 #include "common/config.h"
+#include "loader.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +42,9 @@
 
 #include <cuda_runtime_api.h>
 
+/* A CUDA resource request, or the injected failure tests ask for (common.h). */
+#define INJECT(call) (stoker__cuda_injected() ? cudaErrorMemoryAllocation : (call))
+
 #define DEFAULT_BUFFERS 3u /* one in use, one released but queued, one being prefetched */
 
 enum { DBUF_FREE = 0, DBUF_COPIED, DBUF_OUT, DBUF_RELEASED };
@@ -49,24 +52,24 @@ enum { DBUF_FREE = 0, DBUF_COPIED, DBUF_OUT, DBUF_RELEASED };
 typedef struct stoker__gpu stoker__gpu;
 
 typedef struct stoker__dbuf {
-    stoker_batch batch;     /* what the consumer sees: data on the device, own host arrays */
-    uint8_t *dev;           /* device memory, cap bytes */
+    stoker_batch batch; /* what the consumer sees: data on the device, own host arrays */
+    uint8_t *dev;       /* device memory, cap bytes */
     size_t cap;
-    cudaEvent_t ready;      /* recorded on the copy stream after the copy */
-    cudaEvent_t done;       /* recorded on the consumer's stream by release_stream */
+    cudaEvent_t ready; /* recorded on the copy stream after the copy */
+    cudaEvent_t done;  /* recorded on the consumer's stream by release_stream */
     bool has_events;
-    int state;              /* under gpu->mu */
-    bool pending;           /* under gpu->mu: `done` recorded, not yet seen complete */
-    int err;                /* a failed copy: next returns it (consumer thread) */
+    int state;    /* under gpu->mu */
+    bool pending; /* under gpu->mu: `done` recorded, not yet seen complete */
+    int err;      /* a failed copy: next returns it (consumer thread) */
 } stoker__dbuf;
 
 struct stoker__gpu {
-    pthread_mutex_t mu;     /* buffer states; a leaf lock */
-    cudaStream_t stream;    /* non-blocking: never orders with the legacy default stream */
+    pthread_mutex_t mu;  /* buffer states; a leaf lock */
+    cudaStream_t stream; /* non-blocking: never orders with the legacy default stream */
     bool has_stream;
     stoker__dbuf *bufs;
     uint32_t nbuf;
-    uint64_t issued;        /* consumer thread: copies are issued for seq [cons_seq, issued) */
+    uint64_t issued; /* consumer thread: copies are issued for seq [cons_seq, issued) */
     /* GPU normalisation (STOKER_OPT_GPU_NORMALIZE): uint8 [h, w, 3] records are copied to
      * `staging` (one buffer: the copy stream orders copy N, kernel N, copy N+1), then the
      * kernel writes out_dtype in the buffer of batch N. */
@@ -123,10 +126,14 @@ static int pick_device(stoker_loader *l, const stoker_config *cfg)
         return 0;
     const int n = stoker__cuda_device_query(why, sizeof why);
     if (opt > 0) {
-        STOKER_RETURN_IF(n == 0, &l->err, STOKER_E_CUDA, "CUDA device %lld was requested "
-                         "but no device is usable: %s", (long long)(opt - 1), why);
-        STOKER_RETURN_IF(opt - 1 >= n, &l->err, STOKER_E_CUDA, "CUDA device %lld was "
-                         "requested but there are %d device(s)", (long long)(opt - 1), n);
+        STOKER_RETURN_IF(n == 0, &l->err, STOKER_E_CUDA,
+                         "CUDA device %lld was requested "
+                         "but no device is usable: %s",
+                         (long long)(opt - 1), why);
+        STOKER_RETURN_IF(opt - 1 >= n, &l->err, STOKER_E_CUDA,
+                         "CUDA device %lld was "
+                         "requested but there are %d device(s)",
+                         (long long)(opt - 1), n);
         l->device = (int32_t)(opt - 1);
         return 0;
     }
@@ -137,8 +144,10 @@ static int pick_device(stoker_loader *l, const stoker_config *cfg)
         return 0;
     }
     if (want >= n) {
-        stoker__logf(&l->log, STOKER_LOG_WARN, "LOCAL_RANK %lld but %d CUDA device(s): host "
-                     "batches", (long long)want, n);
+        stoker__logf(&l->log, STOKER_LOG_WARN,
+                     "LOCAL_RANK %lld but %d CUDA device(s): host "
+                     "batches",
+                     (long long)want, n);
         return 0;
     }
     l->device = (int32_t)want;
@@ -154,18 +163,20 @@ static int norm_options(stoker_loader *l, const stoker_config *cfg)
     if (!stoker__cfg_int(cfg, STOKER_OPT_GPU_NORMALIZE))
         return 0;
 #ifndef STOKER_HAVE_NVCC
-    return stoker__fail(&l->err, STOKER_E_UNSUPPORTED, "GPU normalisation needs a build "
+    return stoker__fail(&l->err, STOKER_E_UNSUPPORTED,
+                        "GPU normalisation needs a build "
                         "with nvcc (this one has the CUDA runtime only)");
 #else
     const char *path = stoker__dataset_path(l->ds);
     STOKER_RETURN_IF(!l->rec_size || l->dtype != STOKER_DTYPE_UINT8 || l->ndim != 3 ||
-                         l->shape[2] != 3, &l->err, STOKER_E_UNSUPPORTED,
+                         l->shape[2] != 3,
+                     &l->err, STOKER_E_UNSUPPORTED,
                      "%s: GPU normalisation takes raw uint8 records of shape [H, W, 3]", path);
     const int64_t dt = stoker__cfg_int(cfg, STOKER_OPT_DTYPE);
     g->out_dtype = dt == STOKER_DTYPE_DEFAULT ? STOKER_DTYPE_FLOAT16 : (int32_t)dt;
-    STOKER_RETURN_IF(g->out_dtype != STOKER_DTYPE_FLOAT16 &&
-                         g->out_dtype != STOKER_DTYPE_FLOAT32 &&
-                         g->out_dtype != STOKER_DTYPE_BFLOAT16, &l->err, STOKER_E_UNSUPPORTED,
+    STOKER_RETURN_IF(g->out_dtype != STOKER_DTYPE_FLOAT16 && g->out_dtype != STOKER_DTYPE_FLOAT32 &&
+                         g->out_dtype != STOKER_DTYPE_BFLOAT16,
+                     &l->err, STOKER_E_UNSUPPORTED,
                      "GPU normalisation produces float16, bfloat16 or float32, not %s",
                      stoker_dtype_name(g->out_dtype));
     g->nchw = stoker__cfg_int(cfg, STOKER_OPT_LAYOUT) != STOKER_LAYOUT_NHWC;
@@ -188,7 +199,8 @@ int stoker__gpu_configure(stoker_loader *l, const stoker_config *cfg)
     l->device = -1;
     const int rc = pick_device(l, cfg);
     STOKER_RETURN_IF(rc == 0 && l->device < 0 && stoker__cfg_int(cfg, STOKER_OPT_GPU_NORMALIZE),
-                     &l->err, STOKER_E_UNSUPPORTED, "GPU normalisation needs a usable CUDA "
+                     &l->err, STOKER_E_UNSUPPORTED,
+                     "GPU normalisation needs a usable CUDA "
                      "device (this loader would deliver host batches)");
     if (rc < 0 || l->device < 0)
         return rc;
@@ -213,18 +225,18 @@ static int dbuf_init(stoker_loader *l, stoker__dbuf *d, size_t cap)
     d->batch.ids = stoker__calloc(b, sizeof(int64_t));
     d->batch.labels = stoker__calloc(b, sizeof(int64_t));
     d->batch.offsets = stoker__calloc(b + 1, sizeof(int64_t));
-    STOKER_RETURN_IF(!d->batch.ids || !d->batch.labels || !d->batch.offsets, &l->err,
-                     -ENOMEM, "out of memory for a device batch");
-    cudaError_t e = cudaEventCreateWithFlags(&d->ready, cudaEventDisableTiming);
+    STOKER_RETURN_IF(!d->batch.ids || !d->batch.labels || !d->batch.offsets, &l->err, -ENOMEM,
+                     "out of memory for a device batch");
+    cudaError_t e = INJECT(cudaEventCreateWithFlags(&d->ready, cudaEventDisableTiming));
     if (e != cudaSuccess)
         return cuda_fail(l, e, "cudaEventCreateWithFlags");
-    e = cudaEventCreateWithFlags(&d->done, cudaEventDisableTiming);
+    e = INJECT(cudaEventCreateWithFlags(&d->done, cudaEventDisableTiming));
     if (e != cudaSuccess) {
         cudaEventDestroy(d->ready);
         return cuda_fail(l, e, "cudaEventCreateWithFlags");
     }
     d->has_events = true;
-    e = cudaMalloc((void **)&d->dev, cap);
+    e = INJECT(cudaMalloc((void **)&d->dev, cap));
     if (e != cudaSuccess)
         return cuda_fail(l, e, "cudaMalloc of a device batch buffer");
     d->cap = cap;
@@ -239,7 +251,7 @@ int stoker__gpu_create(stoker_loader *l)
         return 0;
     const int prev = enter(l);
     int rc = 0;
-    cudaError_t e = cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking);
+    cudaError_t e = INJECT(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
     if (e != cudaSuccess) {
         rc = cuda_fail(l, e, "cudaStreamCreateWithFlags");
         goto out;
@@ -252,7 +264,7 @@ int stoker__gpu_create(stoker_loader *l)
     }
     size_t cap = l->slots[0].cap;
     if (g->norm) { /* device batches hold the normalised dtype; staging the uint8 batch */
-        e = cudaMalloc((void **)&g->staging, cap);
+        e = INJECT(cudaMalloc((void **)&g->staging, cap));
         if (e != cudaSuccess) {
             rc = cuda_fail(l, e, "cudaMalloc of the normalisation staging buffer");
             goto out;
@@ -263,9 +275,10 @@ int stoker__gpu_create(stoker_loader *l)
     for (uint32_t i = 0; i < g->nbuf && rc == 0; i++)
         rc = dbuf_init(l, &g->bufs[i], cap);
     if (rc == 0)
-        stoker__logf(&l->log, STOKER_LOG_INFO, "device %d: %u device buffers of %zu bytes, "
-                     "%lld pinned bytes", l->device, g->nbuf, l->slots[0].cap,
-                     (long long)atomic_load(&l->pinned_bytes));
+        stoker__logf(&l->log, STOKER_LOG_INFO,
+                     "device %d: %u device buffers of %zu bytes, "
+                     "%lld pinned bytes",
+                     l->device, g->nbuf, l->slots[0].cap, (long long)atomic_load(&l->pinned_bytes));
 out:
     leave(l, prev);
     return rc;
@@ -427,13 +440,12 @@ static cudaError_t queue_data(stoker__gpu *g, stoker__dbuf *d, const stoker_batc
     if (hb->nbytes == 0)
         return cudaSuccess;
     if (!g->norm)
-        return cudaMemcpyAsync(d->dev, hb->data, hb->nbytes, cudaMemcpyHostToDevice,
-                               g->stream);
+        return cudaMemcpyAsync(d->dev, hb->data, hb->nbytes, cudaMemcpyHostToDevice, g->stream);
 #ifdef STOKER_HAVE_NVCC
     if (hb->nbytes > g->staging_cap) /* fixed-size records: never (a full batch fits) */
         return cudaErrorInvalidValue;
-    cudaError_t e = cudaMemcpyAsync(g->staging, hb->data, hb->nbytes, cudaMemcpyHostToDevice,
-                                    g->stream);
+    cudaError_t e =
+        cudaMemcpyAsync(g->staging, hb->data, hb->nbytes, cudaMemcpyHostToDevice, g->stream);
     if (e == cudaSuccess)
         e = (cudaError_t)stoker__cuda_normalize(g->staging, d->dev, hb->count, g->h, g->w,
                                                 g->out_dtype, g->nchw, g->scale, g->bias,
@@ -459,7 +471,7 @@ static void issue_copy(stoker_loader *l, stoker__slot *s, uint64_t seq)
         cudaFree(d->dev);
         d->dev = NULL;
         d->cap = 0;
-        e = cudaMalloc((void **)&d->dev, d->batch.nbytes);
+        e = INJECT(cudaMalloc((void **)&d->dev, d->batch.nbytes));
         if (e != cudaSuccess)
             rc = cuda_fail(l, e, "cudaMalloc growing a device batch buffer");
         else
@@ -501,8 +513,9 @@ static void prefetch(stoker_loader *l)
 static void count_delivery(stoker_loader *l, const stoker_batch *b, double waited)
 {
     /* One writer (the consumer thread), relaxed stores, read by stats. */
-    atomic_store_explicit(&l->c_wait, atomic_load_explicit(&l->c_wait, memory_order_relaxed) +
-                          waited, memory_order_relaxed);
+    atomic_store_explicit(&l->c_wait,
+                          atomic_load_explicit(&l->c_wait, memory_order_relaxed) + waited,
+                          memory_order_relaxed);
     const uint64_t ready = (uint64_t)atomic_load_explicit(&l->ready, memory_order_relaxed) +
                            (l->gpu->issued - l->cons_seq);
     atomic_fetch_add_explicit(&l->c_next_calls, 1, memory_order_relaxed);
@@ -523,9 +536,11 @@ static int ensure_copied(stoker_loader *l, double *waited)
     const double t0 = stoker__now();
     int rc = claim(l, seq, true);
     if (rc == 1)
-        return stoker__fail(&l->err, STOKER_E_STATE, "the device batch handed out %u batches "
+        return stoker__fail(&l->err, STOKER_E_STATE,
+                            "the device batch handed out %u batches "
                             "before this one is still held: release it first (the %u device "
-                            "buffers form a ring)", g->nbuf, g->nbuf);
+                            "buffers form a ring)",
+                            g->nbuf, g->nbuf);
     if (rc < 0)
         return rc;
     stoker__slot *s = NULL;
@@ -631,8 +646,8 @@ int stoker__gpu_configure(stoker_loader *l, const stoker_config *cfg)
     l->device = -1;
     STOKER_RETURN_IF(stoker__cfg_int(cfg, STOKER_OPT_DEVICE) > 0, &l->err, STOKER_E_UNSUPPORTED,
                      "a CUDA device was requested but this build has no CUDA support");
-    STOKER_RETURN_IF(stoker__cfg_int(cfg, STOKER_OPT_GPU_NORMALIZE), &l->err,
-                     STOKER_E_UNSUPPORTED, "GPU normalisation needs a build with CUDA");
+    STOKER_RETURN_IF(stoker__cfg_int(cfg, STOKER_OPT_GPU_NORMALIZE), &l->err, STOKER_E_UNSUPPORTED,
+                     "GPU normalisation needs a build with CUDA");
     return 0;
 }
 

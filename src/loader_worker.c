@@ -65,14 +65,16 @@ static int layout(stoker_loader *l, stoker__worker *w, stoker__slot *s)
     for (uint64_t j = 0; j < count; j++) {
         const uint64_t len = l->rec_size ? l->rec_size : s->locs[j].length;
         if (stoker__add_ovf(total, len, &total) || total > INT64_MAX)
-            return stoker__fail(&w->err, STOKER_E_LIMIT, "%s: batch of %" PRIu64
-                                " records is too large", stoker__dataset_path(l->ds), count);
+            return stoker__fail(&w->err, STOKER_E_LIMIT,
+                                "%s: batch of %" PRIu64 " records is too large",
+                                stoker__dataset_path(l->ds), count);
         b->offsets[j + 1] = (int64_t)total;
     }
     b->nbytes = total;
     if (stoker__slot_reserve(s, total) < 0)
-        return stoker__fail(&w->err, -ENOMEM, "%s: out of memory growing a batch slot to %"
-                            PRIu64 " bytes", stoker__dataset_path(l->ds), total);
+        return stoker__fail(&w->err, -ENOMEM,
+                            "%s: out of memory growing a batch slot to %" PRIu64 " bytes",
+                            stoker__dataset_path(l->ds), total);
     b->shape[0] = l->rec_size ? b->count : (int64_t)total;
     return 0;
 }
@@ -133,8 +135,10 @@ static void check_record(stoker_loader *l, stoker__worker *w, stoker__slot *s, u
     const int64_t id = s->batch.ids[j];
     const uint32_t crc = loc->has_crc ? stoker_crc32c(0, src, loc->length) : 0;
     if (loc->has_crc && crc != loc->crc) {
-        stoker__fail(&w->err, STOKER_E_CORRUPT, "%s: record %" PRId64 ": CRC32C mismatch "
-                     "(stored %08x, computed %08x)", shard, id, loc->crc, crc);
+        stoker__fail(&w->err, STOKER_E_CORRUPT,
+                     "%s: record %" PRId64 ": CRC32C mismatch "
+                     "(stored %08x, computed %08x)",
+                     shard, id, loc->crc, crc);
         corrupt(l, w, s, j);
         return;
     }
@@ -171,9 +175,11 @@ static void check_read(stoker_loader *l, stoker__worker *w, stoker__slot *s,
     const stoker__recloc *loc0 = &s->locs[first];
     const char *shard = stoker__dataset_shard_path(l->ds, loc0->shard);
     if (d->res < 0) {
-        stoker__fail(&w->err, (int)d->res, "%s: record %" PRId64 ": read of %" PRIu64
-                     " bytes at offset %" PRIu64 " failed: %s", shard, s->batch.ids[first],
-                     w->reqs[d->tag].length, loc0->offset, stoker_strerror((int)d->res));
+        stoker__fail(&w->err, (int)d->res,
+                     "%s: record %" PRId64 ": read of %" PRIu64 " bytes at offset %" PRIu64
+                     " failed: %s",
+                     shard, s->batch.ids[first], w->reqs[d->tag].length, loc0->offset,
+                     stoker_strerror((int)d->res));
         slot_fail(s, &w->err);
         return;
     }
@@ -185,9 +191,10 @@ static void check_read(stoker_loader *l, stoker__worker *w, stoker__slot *s,
     for (uint32_t j = first; j < last; j++) {
         const stoker__recloc *loc = &s->locs[j];
         if ((uint64_t)d->res < at + loc->length) {
-            stoker__fail(&w->err, STOKER_E_CORRUPT, "%s: record %" PRId64 ": short file: %"
-                         PRIu64 " of %" PRIu64 " bytes at offset %" PRIu64, shard,
-                         s->batch.ids[j], (uint64_t)d->res > at ? (uint64_t)d->res - at : 0,
+            stoker__fail(&w->err, STOKER_E_CORRUPT,
+                         "%s: record %" PRId64 ": short file: %" PRIu64 " of %" PRIu64
+                         " bytes at offset %" PRIu64,
+                         shard, s->batch.ids[j], (uint64_t)d->res > at ? (uint64_t)d->res - at : 0,
                          loc->length, loc->offset);
             corrupt(l, w, s, j);
             return;
@@ -238,8 +245,10 @@ static bool add_fetched(stoker_loader *l, stoker__worker *w, stoker__slot *s, ui
         return true;
     }
     for (uint32_t i = 0; i < n; i++, (*nreq)++) {
-        w->reqs[*nreq] = (stoker__read_req){.fd = fr[i].fd, .offset = fr[i].offset,
-                                            .length = fr[i].length, .dst = fr[i].dst,
+        w->reqs[*nreq] = (stoker__read_req){.fd = fr[i].fd,
+                                            .offset = fr[i].offset,
+                                            .length = fr[i].length,
+                                            .dst = fr[i].dst,
                                             .tag = *nreq};
         w->req_first[*nreq] = CHUNK_READ;
         w->req_last[*nreq] = fr[i].cookie;
@@ -299,8 +308,8 @@ static int run_round(stoker_loader *l, stoker__worker *w, stoker__slot *s, uint3
     for (uint32_t i = 0; i < nreq; i++) {
         if (w->reqs[i].fd < 0) { /* an O_DIRECT open that was refused */
             const stoker__recloc *loc = &s->locs[w->req_first[i]];
-            stoker__fail(&w->err, w->reqs[i].fd, "%s: record %" PRId64
-                         ": cannot open for direct I/O: %s",
+            stoker__fail(&w->err, w->reqs[i].fd,
+                         "%s: record %" PRId64 ": cannot open for direct I/O: %s",
                          stoker__dataset_shard_path(l->ds, loc->shard),
                          s->batch.ids[w->req_first[i]], stoker_strerror(w->reqs[i].fd));
             slot_fail(s, &w->err);
@@ -376,8 +385,8 @@ static int read_range(stoker_loader *l, stoker__worker *w, stoker__slot *s, uint
  * attempt), so the same batch comes out whatever thread or run reads it. */
 static int64_t replacement(const stoker_loader *l, uint64_t epoch, int64_t id, uint32_t attempt)
 {
-    uint64_t st = stoker__sample_rng(l->smp.seed ^ UINT64_C(0x5245504C41434531), epoch,
-                                     (uint64_t)id);
+    uint64_t st =
+        stoker__sample_rng(l->smp.seed ^ UINT64_C(0x5245504C41434531), epoch, (uint64_t)id);
     uint64_t r = 0;
     for (uint32_t i = 0; i < attempt; i++)
         r = stoker__rng_next(&st);
@@ -404,7 +413,8 @@ static void repair(stoker_loader *l, stoker__worker *w, stoker__slot *s)
         if (attempt > STOKER__REPLACE_TRIES) {
             char last[STOKER_ERRMSG_CAP];
             snprintf(last, sizeof last, "%s", w->err.msg);
-            stoker__fail(&w->err, STOKER_E_CORRUPT, "%s: %u corrupt record(s) without an "
+            stoker__fail(&w->err, STOKER_E_CORRUPT,
+                         "%s: %u corrupt record(s) without an "
                          "intact replacement after %u tries; last: %s",
                          stoker__dataset_path(l->ds), nbad, STOKER__REPLACE_TRIES, last);
             slot_fail(s, &w->err);
@@ -470,8 +480,7 @@ static bool halted(const stoker_loader *l)
 static int acquire(stoker_loader *l, stoker__worker *w, stoker__slot *s, uint64_t seq)
 {
     pthread_mutex_lock(&s->mu);
-    while (!halted(l) &&
-           !(s->seq == seq && (s->state == SLOT_FREE || s->state == SLOT_PREPARED))) {
+    while (!halted(l) && !(s->seq == seq && (s->state == SLOT_FREE || s->state == SLOT_PREPARED))) {
         struct timespec ts;
         stoker__deadline(&ts);
         pthread_cond_timedwait(&s->cond, &s->mu, &ts);
@@ -558,8 +567,9 @@ static int worker_init(stoker_loader *l, stoker__worker *w, uint32_t i)
             cap = one > (UINT64_C(64) << 20) ? one : UINT64_C(64) << 20;
         w->staging = stoker__aligned_alloc(DIRECT_ALIGN, (size_t)cap);
         if (!w->staging)
-            return stoker__fail(&l->err, -ENOMEM, "out of memory for worker %u's %" PRIu64
-                                "-byte staging buffer", i, cap);
+            return stoker__fail(&l->err, -ENOMEM,
+                                "out of memory for worker %u's %" PRIu64 "-byte staging buffer", i,
+                                cap);
         w->staging_cap = (size_t)cap;
     }
     return stoker__xform_worker_init(l, w);
@@ -584,7 +594,7 @@ int stoker__workers_start(stoker_loader *l)
 {
     for (uint32_t i = 0; i < l->nthreads; i++) {
         stoker__worker *w = &l->workers[i];
-        const int rc = pthread_create(&w->thread, NULL, stoker__worker_main, w);
+        const int rc = stoker__thread_start(&w->thread, stoker__worker_main, w);
         if (rc != 0)
             return stoker__fail(&l->err, -rc, "cannot start worker thread %u: %s", i,
                                 stoker_strerror(-rc));

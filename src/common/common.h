@@ -6,6 +6,7 @@
 #include "stoker.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -28,24 +29,24 @@ void stoker__err_clear(stoker__err *err);
 /* The two error macros of the code base (zstd's RETURN_ERROR_IF / FORWARD_IF_ERROR):
  * RETURN_IF sets the message and returns the code; FAIL_IF sets `rc` and jumps to the
  * function's single `fail:` cleanup label. Both expect a `stoker__err *` expression. */
-#define STOKER_RETURN_IF(cond, errp, code, ...)                                                \
-    do {                                                                                       \
-        if (cond)                                                                              \
-            return stoker__fail((errp), (code), __VA_ARGS__);                                  \
+#define STOKER_RETURN_IF(cond, errp, code, ...)                                                    \
+    do {                                                                                           \
+        if (cond)                                                                                  \
+            return stoker__fail((errp), (code), __VA_ARGS__);                                      \
     } while (0)
-#define STOKER_FAIL_IF(cond, errp, code, ...)                                                  \
-    do {                                                                                       \
-        if (cond) {                                                                            \
-            rc = stoker__fail((errp), (code), __VA_ARGS__);                                    \
-            goto fail;                                                                         \
-        }                                                                                      \
+#define STOKER_FAIL_IF(cond, errp, code, ...)                                                      \
+    do {                                                                                           \
+        if (cond) {                                                                                \
+            rc = stoker__fail((errp), (code), __VA_ARGS__);                                        \
+            goto fail;                                                                             \
+        }                                                                                          \
     } while (0)
 /* Forwards a failed status (message already set by the callee) to `fail:`. */
-#define STOKER_FORWARD(expr)                                                                   \
-    do {                                                                                       \
-        rc = (expr);                                                                           \
-        if (rc < 0)                                                                            \
-            goto fail;                                                                         \
+#define STOKER_FORWARD(expr)                                                                       \
+    do {                                                                                           \
+        rc = (expr);                                                                               \
+        if (rc < 0)                                                                                \
+            goto fail;                                                                             \
     } while (0)
 
 /* ---- checked size arithmetic: return false on overflow ---- */
@@ -73,6 +74,21 @@ void stoker__free(void *p);
 /* Test hook: the nth allocation from now (1 = the next) fails; 0 disables. Returns how
  * many allocations have been made since the last call. Not for production use. */
 uint64_t stoker__alloc_fail_at(uint64_t nth);
+
+/* ---- threads: every thread of the library starts here, so that tests can make the Nth
+ * start fail with EAGAIN (stoker__thread_fail_at), as pthread_create does when the process
+ * is out of threads or memory. Returns 0 or a positive errno, like pthread_create. ---- */
+int stoker__thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
+/* Test hook: the nth thread start from now (1 = the next) fails; 0 disables. Returns how
+ * many starts were made since the last call. Not for production use. */
+uint64_t stoker__thread_fail_at(uint64_t nth);
+
+/* ---- CUDA resources: every stream, event, device and pinned allocation of the library
+ * asks stoker__cuda_injected first and fails with cudaErrorMemoryAllocation when it says
+ * so, so that tests can fail the Nth one on a real GPU (stoker__cuda_fail_at, same
+ * contract as stoker__alloc_fail_at). ---- */
+bool stoker__cuda_injected(void);
+uint64_t stoker__cuda_fail_at(uint64_t nth);
 
 /* ---- logging through a config's callback ---- */
 typedef struct stoker__log {

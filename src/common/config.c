@@ -109,11 +109,10 @@ int stoker_config_set_int(stoker_config *cfg, stoker_option opt, int64_t value)
     if (opt == STOKER_OPT_ALIGN && value != 0 && value != 1 && value != 512 && value != 4096)
         return STOKER_E_INVALID;
     /* 0 means "the default" for counts and enum-valued options */
-    if (value == 0 && (opt == STOKER_OPT_ALIGN || opt == STOKER_OPT_DEPTH ||
-                       opt == STOKER_OPT_READ_AHEAD || opt == STOKER_OPT_WORLD_SIZE ||
-                       opt == STOKER_OPT_LAYOUT || opt == STOKER_OPT_DCT ||
-                       opt == STOKER_OPT_ON_CORRUPT || opt == STOKER_OPT_SIZE ||
-                       opt == STOKER_OPT_ORDER))
+    if (value == 0 &&
+        (opt == STOKER_OPT_ALIGN || opt == STOKER_OPT_DEPTH || opt == STOKER_OPT_READ_AHEAD ||
+         opt == STOKER_OPT_WORLD_SIZE || opt == STOKER_OPT_LAYOUT || opt == STOKER_OPT_DCT ||
+         opt == STOKER_OPT_ON_CORRUPT || opt == STOKER_OPT_SIZE || opt == STOKER_OPT_ORDER))
         value = d->def;
     cfg->ints[opt] = value;
     cfg->int_set[opt] = 1;

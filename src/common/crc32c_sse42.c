@@ -39,8 +39,8 @@ static inline uint64_t load64(const unsigned char *p)
 /* crc * x^(8n) mod P, given k = x^(8n - 33) mod P. */
 static inline uint64_t shift(uint64_t crc, uint32_t k)
 {
-    const __m128i prod = _mm_clmulepi64_si128(_mm_cvtsi64_si128((long long)crc),
-                                              _mm_cvtsi32_si128((int)k), 0);
+    const __m128i prod =
+        _mm_clmulepi64_si128(_mm_cvtsi64_si128((long long)crc), _mm_cvtsi32_si128((int)k), 0);
     return _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(prod));
 }
 

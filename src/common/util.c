@@ -176,6 +176,42 @@ int stoker__online_cpus(void)
     return n > 0 ? (int)n : 1;
 }
 
+static atomic_uint_fast64_t cuda_count;
+static atomic_uint_fast64_t cuda_fail_at; /* absolute count at which to fail; 0 = never */
+
+uint64_t stoker__cuda_fail_at(uint64_t nth)
+{
+    const uint64_t made = atomic_exchange(&cuda_count, 0);
+    atomic_store(&cuda_fail_at, nth);
+    return made;
+}
+
+bool stoker__cuda_injected(void)
+{
+    const uint64_t n = atomic_fetch_add(&cuda_count, 1) + 1;
+    const uint64_t at = atomic_load_explicit(&cuda_fail_at, memory_order_relaxed);
+    return at != 0 && n == at;
+}
+
+static atomic_uint_fast64_t thread_count;
+static atomic_uint_fast64_t thread_fail_at; /* absolute count at which to fail; 0 = never */
+
+uint64_t stoker__thread_fail_at(uint64_t nth)
+{
+    const uint64_t made = atomic_exchange(&thread_count, 0);
+    atomic_store(&thread_fail_at, nth);
+    return made;
+}
+
+int stoker__thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+    const uint64_t n = atomic_fetch_add(&thread_count, 1) + 1;
+    const uint64_t at = atomic_load_explicit(&thread_fail_at, memory_order_relaxed);
+    if (at != 0 && n == at)
+        return EAGAIN;
+    return pthread_create(t, NULL, fn, arg);
+}
+
 void stoker__thread_name(const char *name)
 {
     char buf[16];
@@ -193,8 +229,8 @@ size_t stoker_dtype_size(int32_t dtype)
 
 const char *stoker_dtype_name(int32_t dtype)
 {
-    static const char *const names[] = {"unknown", "uint8",   "int8",    "uint16", "int16",
-                                        "uint32",  "int32",   "uint64",  "int64",  "float16",
+    static const char *const names[] = {"unknown",  "uint8",   "int8",    "uint16", "int16",
+                                        "uint32",   "int32",   "uint64",  "int64",  "float16",
                                         "bfloat16", "float32", "float64", "bool"};
     return dtype > 0 && dtype < (int32_t)(sizeof names / sizeof names[0]) ? names[dtype]
                                                                           : "unknown";

@@ -1,6 +1,8 @@
 /* Page-locked host memory for the batch slots. */
 #include "cuda/pinned.h"
 
+#include "common/common.h"
+
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 
@@ -13,7 +15,8 @@ void *stoker__cuda_host_alloc(int device, size_t size, char *msg, size_t cap)
     if (e == cudaSuccess)
         e = cudaSetDevice(device);
     if (e == cudaSuccess)
-        e = cudaHostAlloc(&p, size, cudaHostAllocPortable);
+        e = stoker__cuda_injected() ? cudaErrorMemoryAllocation
+                                    : cudaHostAlloc(&p, size, cudaHostAllocPortable);
     if (prev >= 0)
         cudaSetDevice(prev);
     if (e != cudaSuccess) {
