@@ -16,11 +16,13 @@
  * that event completed: cudaEventQuery when prefetching, cudaEventSynchronize when next
  * needs it now (the consumer then waits for its own work, which is the back-pressure).
  *
- * Host slots are decoupled from device batches: after the copy, a host function on the
- * copy stream (cudaLaunchHostFunc) gives the slot back to the workers (OUT -> FREE), so the
- * CPU side runs ahead while the consumer still holds the device batch. That function only
- * takes the slot's mutex (no CUDA call, as CUDA requires). Ids, labels and offsets are
- * copied into the device buffer's own host arrays for the same reason: the slot is refilled.
+ * Host slots are decoupled from device batches: after the copy, a host function gives the
+ * slot back to the workers (OUT -> FREE), so the CPU side runs ahead while the consumer
+ * still holds the device batch. Host functions run on a second stream that waits on each
+ * copy's event: on the copy stream, the wake-up of CUDA's callback thread after every copy
+ * would hold back the copy queued behind it, a gap between copies on every batch. That function
+ * only takes the slot's mutex (no CUDA call, as CUDA requires). Ids, labels and offsets are copied
+ * into the device buffer's own host arrays for the same reason: the slot is refilled.
  *
  * Threads: next, quiesce (restarts) and destroy run on the consumer thread; release may run
  * on any thread; the slot-done host function on CUDA's callback thread. Every CUDA call
@@ -64,9 +66,10 @@ typedef struct stoker__dbuf {
 } stoker__dbuf;
 
 struct stoker__gpu {
-    pthread_mutex_t mu;  /* buffer states; a leaf lock */
-    cudaStream_t stream; /* non-blocking: never orders with the legacy default stream */
-    bool has_stream;
+    pthread_mutex_t mu;     /* buffer states; a leaf lock */
+    cudaStream_t stream;    /* non-blocking: never orders with the legacy default stream */
+    cudaStream_t cb_stream; /* the slot-done host functions, each after its copy's event */
+    bool has_stream, has_cb_stream;
     stoker__dbuf *bufs;
     uint32_t nbuf;
     uint64_t issued; /* consumer thread: copies are issued for seq [cons_seq, issued) */
@@ -257,6 +260,12 @@ int stoker__gpu_create(stoker_loader *l)
         goto out;
     }
     g->has_stream = true;
+    e = INJECT(cudaStreamCreateWithFlags(&g->cb_stream, cudaStreamNonBlocking));
+    if (e != cudaSuccess) {
+        rc = cuda_fail(l, e, "cudaStreamCreateWithFlags");
+        goto out;
+    }
+    g->has_cb_stream = true;
     g->bufs = stoker__calloc(g->nbuf, sizeof *g->bufs);
     if (!g->bufs) {
         rc = stoker__fail(&l->err, -ENOMEM, "out of memory for the device buffers");
@@ -294,6 +303,8 @@ void stoker__gpu_destroy(stoker_loader *l)
      * before the workers and slots go. */
     if (g->has_stream)
         cudaStreamSynchronize(g->stream);
+    if (g->has_cb_stream)
+        cudaStreamSynchronize(g->cb_stream);
     for (uint32_t i = 0; g->bufs && i < g->nbuf; i++) {
         stoker__dbuf *d = &g->bufs[i];
         if (d->has_events) {
@@ -308,6 +319,8 @@ void stoker__gpu_destroy(stoker_loader *l)
     cudaFree(g->staging);
     if (g->has_stream)
         cudaStreamDestroy(g->stream);
+    if (g->has_cb_stream)
+        cudaStreamDestroy(g->cb_stream);
     cudaGetLastError();
     leave(l, prev);
     stoker__free(g->bufs);
@@ -335,7 +348,8 @@ void stoker__gpu_quiesce(stoker_loader *l)
     if (!g)
         return;
     const int prev = enter(l);
-    if (cudaStreamSynchronize(g->stream) != cudaSuccess)
+    const cudaError_t e = cudaStreamSynchronize(g->stream);
+    if ((cudaStreamSynchronize(g->cb_stream) != cudaSuccess) | (e != cudaSuccess))
         cudaGetLastError();
     leave(l, prev);
     pthread_mutex_lock(&g->mu);
@@ -483,7 +497,9 @@ static void issue_copy(stoker_loader *l, stoker__slot *s, uint64_t seq)
     if (rc == 0 && e == cudaSuccess)
         e = cudaEventRecord(d->ready, g->stream);
     if (rc == 0 && e == cudaSuccess)
-        e = cudaLaunchHostFunc(g->stream, slot_copied, s);
+        e = cudaStreamWaitEvent(g->cb_stream, d->ready, 0);
+    if (rc == 0 && e == cudaSuccess)
+        e = cudaLaunchHostFunc(g->cb_stream, slot_copied, s);
     if (rc == 0 && e != cudaSuccess) {
         rc = cuda_fail(l, e, "queueing a batch copy");
         cudaStreamSynchronize(g->stream); /* a queued copy may still read the slot */
