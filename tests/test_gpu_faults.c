@@ -33,28 +33,6 @@
             T_FAIL("%s: %s", #x, cudaGetErrorString(e_));                                          \
     } while (0)
 
-/* NREC raw uint8 records of shape [H, W, 3]; byte k of record id is tl_byte(id, k). */
-static void make_images(const char *path)
-{
-    stoker_config *cfg = NULL;
-    T_OK(stoker_config_create(&cfg));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_FSYNC, 0));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_OVERWRITE, 1));
-    stoker_writer *w = NULL;
-    T_OK(stoker_writer_create(&w, path, cfg));
-    const int64_t shape[3] = {H, W, 3};
-    T_OK(stoker_writer_set_field(w, STOKER_FIELD_RAW, STOKER_DTYPE_UINT8, 3, shape));
-    uint8_t buf[RS];
-    for (int64_t id = 0; id < NREC; id++) {
-        for (size_t k = 0; k < sizeof buf; k++)
-            buf[k] = tl_byte(id, k);
-        T_OK(stoker_writer_add(w, buf, sizeof buf, tl_label(id), NULL));
-    }
-    T_OK(stoker_writer_finish(w));
-    stoker_writer_destroy(w);
-    stoker_config_destroy(cfg);
-}
-
 typedef struct logged {
     int warnings;
     char last[512];
@@ -204,7 +182,7 @@ int main(void)
     char path[4200];
     snprintf(path, sizeof path, "%s/img", tmp);
 #ifdef HAVE_CUDA_RUNTIME
-    make_images(path);
+    tl_make_images(path, NREC, H, W);
 #endif
     const int rc = run(path);
     t_rmrf(tmp);

@@ -21,28 +21,6 @@
 
 static const double MEAN[3] = {0.485, 0.456, 0.406}, STD[3] = {0.229, 0.224, 0.225};
 
-/* Writes NREC raw uint8 records of shape [H, W, 3]; byte k of record id is tl_byte. */
-static void make_images(const char *path)
-{
-    stoker_config *cfg = NULL;
-    T_OK(stoker_config_create(&cfg));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_FSYNC, 0));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_OVERWRITE, 1));
-    stoker_writer *w = NULL;
-    T_OK(stoker_writer_create(&w, path, cfg));
-    const int64_t shape[3] = {H, W, 3};
-    T_OK(stoker_writer_set_field(w, STOKER_FIELD_RAW, STOKER_DTYPE_UINT8, 3, shape));
-    uint8_t buf[H * W * 3];
-    for (int64_t id = 0; id < NREC; id++) {
-        for (size_t k = 0; k < sizeof buf; k++)
-            buf[k] = tl_byte(id, k);
-        T_OK(stoker_writer_add(w, buf, sizeof buf, tl_label(id), NULL));
-    }
-    T_OK(stoker_writer_finish(w));
-    stoker_writer_destroy(w);
-    stoker_config_destroy(cfg);
-}
-
 static stoker_config *norm_cfg(int64_t device, int64_t dtype, int64_t layout)
 {
     stoker_config *cfg = tl_cfg(BATCH, 2);
@@ -121,8 +99,7 @@ static void check_one(int64_t dtype, int64_t layout, const char *path)
                         const float ref = fmaf((float)tl_byte(v.ids[j], k), scale[c], bias[c]);
                         const uint64_t at = layout == STOKER_LAYOUT_NHWC
                                                 ? (uint64_t)j * H * W * 3 + k
-                                                : (((uint64_t)j * 3 + (uint64_t)c) * H + y) * W
-                                                      + x;
+                                                : (((uint64_t)j * 3 + (uint64_t)c) * H + y) * W + x;
                         float got;
                         uint16_t u;
                         double tol;
@@ -131,8 +108,8 @@ static void check_one(int64_t dtype, int64_t layout, const char *path)
                             tol = 1e-6 * (1 + fabs(ref));
                         } else {
                             memcpy(&u, host + at * 2, 2);
-                            got = dtype == STOKER_DTYPE_FLOAT16 ? half_to_float(u)
-                                                                : bf16_to_float(u);
+                            got =
+                                dtype == STOKER_DTYPE_FLOAT16 ? half_to_float(u) : bf16_to_float(u);
                             tol = ulp(dtype, ref);
                         }
                         const double err = fabs((double)got - (double)ref);
@@ -140,8 +117,8 @@ static void check_one(int64_t dtype, int64_t layout, const char *path)
                             T_FAIL("%s %s: record %" PRId64 " (y %" PRIu64 ", x %" PRIu64
                                    ", c %d): %.8g, want %.8g",
                                    stoker_dtype_name((int32_t)dtype),
-                                   layout == STOKER_LAYOUT_NHWC ? "NHWC" : "NCHW", v.ids[j], y,
-                                   x, c, got, ref);
+                                   layout == STOKER_LAYOUT_NHWC ? "NHWC" : "NCHW", v.ids[j], y, x,
+                                   c, got, ref);
                         if (err / tol > worst)
                             worst = err / tol;
                     }
@@ -189,7 +166,7 @@ int main(void)
     char *tmp = t_mkdtemp("gpu_norm");
     char path[4200];
     snprintf(path, sizeof path, "%s/img", tmp);
-    make_images(path);
+    tl_make_images(path, NREC, H, W);
     (void)ulp;
     (void)MEAN;
     (void)STD;

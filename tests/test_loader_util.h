@@ -174,4 +174,29 @@ static inline stoker_loader *tl_open(const char *path, const stoker_config *cfg)
     return l;
 }
 
+/* n raw uint8 records of shape [h, w, 3] (images, as GPU normalisation takes them); byte k
+ * of record id is tl_byte(id, k), its label tl_label(id). */
+static inline void tl_make_images(const char *path, int64_t n, int64_t h, int64_t w)
+{
+    stoker_config *cfg = NULL;
+    T_OK(stoker_config_create(&cfg));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_FSYNC, 0));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_OVERWRITE, 1));
+    stoker_writer *wr = NULL;
+    T_OK(stoker_writer_create(&wr, path, cfg));
+    const int64_t shape[3] = {h, w, 3};
+    T_OK(stoker_writer_set_field(wr, STOKER_FIELD_RAW, STOKER_DTYPE_UINT8, 3, shape));
+    const size_t size = (size_t)(h * w * 3);
+    uint8_t *buf = malloc(size);
+    for (int64_t id = 0; id < n; id++) {
+        for (size_t k = 0; k < size; k++)
+            buf[k] = tl_byte(id, k);
+        T_OK(stoker_writer_add(wr, buf, size, tl_label(id), NULL));
+    }
+    free(buf);
+    T_OK(stoker_writer_finish(wr));
+    stoker_writer_destroy(wr);
+    stoker_config_destroy(cfg);
+}
+
 #endif
