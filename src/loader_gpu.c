@@ -157,9 +157,10 @@ static int pick_device(stoker_loader *l, const stoker_config *cfg)
     return 0;
 }
 
-/* GPU normalisation: raw uint8 [h, w, 3] records to a float dtype, NCHW or NHWC, with the
- * CPU pipeline's arithmetic. The workers keep the records as they are (uint8: a quarter of
- * float32's bytes cross PCIe); only the device batch has the requested dtype and shape. */
+/* GPU normalisation: uint8 [h, w, 3] samples (raw records, or the JPEG pipeline's output,
+ * which it then leaves as uint8 HWC) to a float dtype, NCHW or NHWC, with the CPU
+ * pipeline's arithmetic. The workers' batches stay uint8 (a quarter of float32's bytes
+ * cross PCIe); only the device batch has the requested dtype and shape. */
 static int norm_options(stoker_loader *l, const stoker_config *cfg)
 {
     stoker__gpu *g = l->gpu;
@@ -174,7 +175,9 @@ static int norm_options(stoker_loader *l, const stoker_config *cfg)
     STOKER_RETURN_IF(!l->rec_size || l->dtype != STOKER_DTYPE_UINT8 || l->ndim != 3 ||
                          l->shape[2] != 3,
                      &l->err, STOKER_E_UNSUPPORTED,
-                     "%s: GPU normalisation takes raw uint8 records of shape [H, W, 3]", path);
+                     "%s: GPU normalisation takes uint8 records of shape [H, W, 3] or JPEG "
+                     "images with a transform",
+                     path);
     const int64_t dt = stoker__cfg_int(cfg, STOKER_OPT_DTYPE);
     g->out_dtype = dt == STOKER_DTYPE_DEFAULT ? STOKER_DTYPE_FLOAT16 : (int32_t)dt;
     STOKER_RETURN_IF(g->out_dtype != STOKER_DTYPE_FLOAT16 && g->out_dtype != STOKER_DTYPE_FLOAT32 &&

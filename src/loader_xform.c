@@ -3,6 +3,7 @@
  * the batch, so a batch is one dense [count, 3, C, C] (NCHW) or [count, C, C, 3] (NHWC)
  * array of the output dtype. Each worker owns one scratch; the parameters are shared and
  * read-only after create. */
+#include "common/config.h"
 #include "loader.h"
 #include "transform/transform.h"
 
@@ -27,22 +28,25 @@ static void publish_stats(stoker__worker *w)
  * (seed, epoch, id) only, so any worker produces the same sample. A decoded size above the
  * pixel limit is a corrupt record like any other damage (the policy decides), its cause
  * kept in the message. */
-static int process_jpeg(stoker__worker *w, int64_t id, const uint8_t *src, uint64_t n,
-                        uint8_t *dst, uint64_t dst_cap)
+static int process_jpeg(stoker__worker *w, int64_t id, const uint8_t *src, uint64_t n, uint8_t *dst,
+                        uint64_t dst_cap)
 {
     const stoker_loader *l = w->loader;
     if (dst_cap < l->rec_size)
-        return stoker__fail(&w->err, STOKER_E_LIMIT, "output slot of %" PRIu64
-                            " bytes is smaller than a sample (%" PRIu64 ")", dst_cap,
-                            l->rec_size);
-    int rc = stoker__xform_jpeg(w->xs, l->xp, l->smp.seed, w->epoch, id, src, (size_t)n, dst,
-                                &w->err);
+        return stoker__fail(&w->err, STOKER_E_LIMIT,
+                            "output slot of %" PRIu64 " bytes is smaller than a sample (%" PRIu64
+                            ")",
+                            dst_cap, l->rec_size);
+    int rc =
+        stoker__xform_jpeg(w->xs, l->xp, l->smp.seed, w->epoch, id, src, (size_t)n, dst, &w->err);
     publish_stats(w);
     if (rc == STOKER_E_LIMIT) {
         char why[STOKER_ERRMSG_CAP];
         memcpy(why, w->err.msg, sizeof why);
-        rc = stoker__fail(&w->err, STOKER_E_CORRUPT, "image over the size limit "
-                          "(STOKER_E_LIMIT): %s", why);
+        rc = stoker__fail(&w->err, STOKER_E_CORRUPT,
+                          "image over the size limit "
+                          "(STOKER_E_LIMIT): %s",
+                          why);
     }
     return rc;
 }
@@ -56,7 +60,14 @@ int stoker__xform_setup(stoker_loader *l, const stoker_config *cfg)
     const int rc = stoker__xform_params_from_config(l->xp, cfg, &why);
     if (rc < 0)
         return stoker__fail(&l->err, rc, "%s: %s", stoker__dataset_path(l->ds), why.msg);
-    const stoker__xform_params *p = l->xp;
+    stoker__xform_params *p = l->xp;
+    if (stoker__cfg_int(cfg, STOKER_OPT_GPU_NORMALIZE)) {
+        /* The GPU stage normalises into the requested dtype and layout (loader_gpu.c): the
+         * workers stop at uint8 [C, C, 3], what its kernel takes, and only that crosses
+         * PCIe. Without a device, create fails there (GPU normalisation was asked for). */
+        p->dtype = STOKER_DTYPE_UINT8;
+        p->layout = STOKER_LAYOUT_NHWC;
+    }
     l->process = process_jpeg;
     l->dtype = p->dtype;
     l->ndim = 3;

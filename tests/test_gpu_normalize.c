@@ -3,6 +3,7 @@
  * NHWC. Every value is compared with the CPU formula (float32 v * scale + bias, as the
  * CPU pipeline computes it): float32 within 1e-6, float16 within 1 ulp, bfloat16 within
  * 1 ulp. Without a usable GPU: asking for it fails at create, and the test exits 77. */
+#include "jpegutil.h"
 #include "test_loader_util.h"
 
 #include <math.h>
@@ -133,10 +134,120 @@ static void check_one(int64_t dtype, int64_t layout, const char *path)
            worst);
 }
 
+/* JPEG records of several kinds and sizes, for the image pipeline. */
+static void make_jpegs(const char *path)
+{
+    static const t_jpeg_kind kinds[] = {{"420", 3, 2, 2, 0, 0, 0},
+                                        {"gray", 1, 1, 1, 0, 0, 0},
+                                        {"prog", 3, 2, 2, 1, 0, 0},
+                                        {"cmyk", 4, 1, 1, 0, 0, 1}};
+    stoker_config *cfg = NULL;
+    T_OK(stoker_config_create(&cfg));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_FSYNC, 0));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_OVERWRITE, 1));
+    stoker_writer *w = NULL;
+    T_OK(stoker_writer_create(&w, path, cfg));
+    T_OK(stoker_writer_set_field(w, STOKER_FIELD_JPEG, 0, 0, NULL));
+    for (int64_t id = 0; id < 70; id++) {
+        size_t size;
+        uint8_t *j = t_make_jpeg(&kinds[id % 4], 50 + (int)(id * 7 % 90), 40 + (int)(id * 13 % 70),
+                                 88, (uint64_t)id + 1, &size);
+        T_OK(stoker_writer_add(w, j, size, tl_label(id), NULL));
+        free(j);
+    }
+    T_OK(stoker_writer_finish(w));
+    stoker_writer_destroy(w);
+    stoker_config_destroy(cfg);
+}
+
+static float value_at(const uint8_t *p, int64_t dtype, uint64_t i)
+{
+    if (dtype == STOKER_DTYPE_FLOAT32) {
+        float f;
+        memcpy(&f, p + i * 4, 4);
+        return f;
+    }
+    uint16_t u;
+    memcpy(&u, p + i * 2, 2);
+    return dtype == STOKER_DTYPE_FLOAT16 ? half_to_float(u) : bf16_to_float(u);
+}
+
+/* The JPEG pipeline with GPU normalisation: the workers stop at uint8 HWC and the device
+ * batch holds what the CPU pipeline alone delivers (same crops and flips: same seed),
+ * within 1 ulp of the output type, in the requested dtype and layout. */
+static void check_jpeg(const char *path, int64_t dtype, int64_t layout)
+{
+    const int64_t size = 40;
+    stoker_config *cfg[2];
+    stoker_loader *l[2];
+    for (int g = 0; g < 2; g++) {
+        cfg[g] = tl_cfg(16, 3);
+        T_OK(stoker_config_set_int(cfg[g], STOKER_OPT_SIZE, size));
+        T_OK(stoker_config_set_int(cfg[g], STOKER_OPT_DTYPE, dtype));
+        T_OK(stoker_config_set_int(cfg[g], STOKER_OPT_LAYOUT, layout));
+        T_OK(stoker_config_set_int(cfg[g], STOKER_OPT_DEVICE, g ? 1 : -1));
+        T_OK(stoker_config_set_int(cfg[g], STOKER_OPT_GPU_NORMALIZE, g));
+        l[g] = tl_open(path, cfg[g]);
+    }
+    const uint64_t per = (uint64_t)(size * size * 3);
+    int64_t records = 0;
+    for (;;) {
+        stoker_batch *b[2];
+        const int rc = stoker_loader_next(l[0], &b[0]);
+        T_EQ_RC(stoker_loader_next(l[1], &b[1]), rc);
+        if (rc == STOKER_END)
+            break;
+        T_OK(rc);
+        stoker_batch_view v[2];
+        for (int g = 0; g < 2; g++) {
+            v[g].struct_size = sizeof v[g];
+            T_OK(stoker_batch_get_view(b[g], &v[g]));
+        }
+        T_EQ_INT(v[1].device, 0);
+        T_EQ_INT(v[1].dtype, dtype);
+        T_EQ_INT(v[1].nbytes, v[0].nbytes);
+        T_EQ_INT(v[1].count, v[0].count);
+        for (int i = 0; i < 4; i++)
+            T_EQ_INT(v[1].shape[i], v[0].shape[i]);
+        uint8_t *dev = malloc(v[1].nbytes);
+        T_OK(stoker_batch_wait_stream(b[1], NULL));
+        T_ASSERT(cudaMemcpy(dev, v[1].data, v[1].nbytes, cudaMemcpyDeviceToHost) == cudaSuccess);
+        for (uint64_t i = 0; i < (uint64_t)v[0].count * per; i++) {
+            const float want = value_at(v[0].data, dtype, i), got = value_at(dev, dtype, i);
+            const double tol =
+                dtype == STOKER_DTYPE_FLOAT32 ? 1e-6 * (1 + fabs(want)) : ulp(dtype, want);
+            if (fabs((double)got - (double)want) > tol)
+                T_FAIL("JPEG %s %s: record %" PRId64 " element %" PRIu64 ": GPU %.8g, CPU %.8g",
+                       stoker_dtype_name((int32_t)dtype),
+                       layout == STOKER_LAYOUT_NHWC ? "NHWC" : "NCHW", v[0].ids[i / per], i % per,
+                       (double)got, (double)want);
+        }
+        for (int64_t j = 0; j < v[0].count; j++)
+            T_EQ_INT(v[1].ids[j], v[0].ids[j]);
+        records += v[0].count;
+        free(dev);
+        T_OK(stoker_batch_release(b[0]));
+        T_OK(stoker_batch_release(b[1]));
+    }
+    T_EQ_INT(records, 70);
+    for (int g = 0; g < 2; g++) {
+        stoker_loader_destroy(l[g]);
+        stoker_config_destroy(cfg[g]);
+    }
+    printf("gpu normalise of the JPEG pipeline %s %s ok\n", stoker_dtype_name((int32_t)dtype),
+           layout == STOKER_LAYOUT_NHWC ? "NHWC" : "NCHW");
+}
+
 static int run_gpu(const char *path)
 {
     if (stoker_capability_get(STOKER_CAP_CUDA_DEVICES) <= 0)
         return T_SKIP;
+    char jpath[4300];
+    snprintf(jpath, sizeof jpath, "%s-jpeg", path);
+    make_jpegs(jpath);
+    check_jpeg(jpath, STOKER_DTYPE_FLOAT16, STOKER_LAYOUT_NCHW);
+    check_jpeg(jpath, STOKER_DTYPE_BFLOAT16, STOKER_LAYOUT_NHWC);
+    check_jpeg(jpath, STOKER_DTYPE_FLOAT32, STOKER_LAYOUT_NCHW);
     const int64_t dtypes[3] = {STOKER_DTYPE_FLOAT16, STOKER_DTYPE_FLOAT32, STOKER_DTYPE_BFLOAT16};
     for (int d = 0; d < 3; d++) {
         check_one(dtypes[d], STOKER_LAYOUT_NCHW, path);

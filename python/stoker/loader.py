@@ -32,6 +32,7 @@ _L = _lib.lib
 
 _SIMD = {"auto": 0, "scalar": 1, "avx2": 2, "avx512": 3}
 _OPT_ORDER = 48  # STOKER_OPT_ORDER
+_OPT_GPU_NORMALIZE = 69  # STOKER_OPT_GPU_NORMALIZE
 _ORDERS = {"records": 1, "blocks": 2}  # stoker_order
 
 _HOLD_RULE = ("the next batch's slot is still held (depth=%d): the loader's slots form a ring, "
@@ -387,7 +388,8 @@ class Loader:
     ``threads`` None = cores - 1; ``mean``/``std`` (three floats) ImageNet's; ``order``
     "records" (a permutation of all records) or "blocks" (a permutation of blocks of
     consecutive ids, each block's records together: a chunk's rows for chunked HDF5,
-    docs/HDF5.md).
+    docs/HDF5.md). ``gpu_normalize`` True: ``(x/255 - mean)/std`` runs on the GPU, so only
+    uint8 crosses PCIe (JPEG pipelines and uint8 [H, W, 3] records; needs a GPU device).
 
     ``for batch in loader`` runs to the end of the current epoch (a loop broken off early
     is continued by the next one); the next loop runs the next epoch. ``len(loader)`` is
@@ -402,7 +404,7 @@ class Loader:
                  backend="auto", direct_io=False, mean=None, std=None, epoch=0,
                  read_ahead=None, simd=None, dct=None, max_record_size=None,
                  max_pixels=None, h5_images=None, h5_labels=None, device_buffers=None,
-                 order="records"):
+                 order="records", gpu_normalize=False):
         self._core = None
         self._active = None
         self._seq = 0  # mirrors the C loader's consumer sequence (ring position)
@@ -426,6 +428,7 @@ class Loader:
                 cfg.set_int(_lib.OPT_WORLD_SIZE, check_int("world_size", world_size, 1))
             cfg.set_int(_lib.OPT_EPOCH, check_int("epoch", epoch, 0))
             cfg.set_int(_OPT_ORDER, choice("order", order, _ORDERS))
+            cfg.set_int(_OPT_GPU_NORMALIZE, check_bool("gpu_normalize", gpu_normalize))
             if threads is not None:
                 cfg.set_int(_lib.OPT_THREADS, check_int("threads", threads, 1))
             cfg.set_int(_lib.OPT_DEPTH, self.depth)

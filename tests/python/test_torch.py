@@ -96,3 +96,32 @@ def test_cuda_batches(raw_ds):
             seen += [int(x) for x in h.record_id(t.cpu().numpy())]
             assert seen[-b.count:] == [int(x) for x in b.indices]
         assert sorted(seen) == list(range(103))
+
+
+@pytest.mark.skipif(not cuda_usable(), reason="no usable CUDA device")
+def test_cuda_gpu_normalize_jpeg(tmp_path):
+    """The JPEG pipeline normalised on the GPU (only uint8 crosses PCIe) equals the CPU one."""
+    from PIL import Image
+    path = str(tmp_path / "jpegs")
+    rng = np.random.default_rng(3)
+    with stoker.Writer(path, kind="jpeg", fsync=False) as w:
+        for i in range(40):
+            hh, ww = 40 + 5 * (i % 9), 60 + 7 * (i % 5)
+            base = np.linspace(0, 255, ww, dtype=np.float32)[None, :, None]
+            img = (base + rng.normal(0, 30, (hh, ww, 3))).clip(0, 255).astype(np.uint8)
+            f = tmp_path / ("%d.jpg" % i)
+            Image.fromarray(img).save(f, quality=90)
+            w.add(f.read_bytes(), label=i % 3)
+    kw = dict(batch_size=8, seed=5, size=32, dtype="float16")
+    with stoker.Loader(path, device="cpu", **kw) as cpu, \
+            stoker.Loader(path, device="cuda:0", gpu_normalize=True, **kw) as gpu:
+        n = 0
+        for a, b in zip(cpu, gpu):
+            assert b.device == 0
+            ta, tb = torch.from_dlpack(a.data), torch.from_dlpack(b.data)
+            assert tb.is_cuda and tb.dtype == torch.float16 and tb.shape == ta.shape
+            assert list(a.indices) == list(b.indices)
+            diff = (tb.cpu().float() - ta.float()).abs()
+            assert float(diff.max()) <= 2 ** -8 * (1 + float(ta.float().abs().max()))
+            n += a.count
+        assert n == 40

@@ -14,7 +14,7 @@ typedef struct opts {
     int64_t epochs, batch, threads, depth, rank, world, seed, warmup;
     int64_t size, resize;
     double compute_ms;
-    int shuffle, drop_last, direct, json, io, compute_sleep;
+    int shuffle, drop_last, direct, json, io, compute_sleep, gpu_normalize;
     int32_t backend, on_corrupt, transform, dct, dtype, layout, simd;
     int64_t device; /* STOKER_OPT_DEVICE value; device_set 0: the library's default */
     int device_set;
@@ -44,7 +44,7 @@ typedef struct gpu_util {
     int measured;
     double mean, max; /* percent */
     int samples;
-    char name[96];    /* the GPU's name through NVML, "" if unknown */
+    char name[96]; /* the GPU's name through NVML, "" if unknown */
 } gpu_util;
 
 typedef struct result {

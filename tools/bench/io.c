@@ -67,8 +67,7 @@ void bench_io(const char *data, io_result *io)
     int64_t bytes = 0;
     io->direct_mbps = read_all(ds, 1, buf, &bytes, &err);
     if (io->direct_mbps < 0)
-        snprintf(io->direct_note, sizeof io->direct_note, "O_DIRECT refused: %s",
-                 strerror(err));
+        snprintf(io->direct_note, sizeof io->direct_note, "O_DIRECT refused: %s", strerror(err));
     io->buffered_mbps = read_all(ds, 0, buf, &io->bytes, &err);
     if (io->buffered_mbps < 0) {
         fprintf(stderr, "stoker-bench: --io: read failed: %s\n", strerror(err));

@@ -22,12 +22,14 @@ static void usage(FILE *f)
             "                   [--on-corrupt error|skip] [--warmup N] [--compute-ms X]\n"
             "                   [--compute-sleep] [--io] [--json] [--plot FILE.svg]\n"
             "                   [--dump-indices FILE] [--order records|blocks]\n"
+            "                   [--gpu-normalize]\n"
             "Defaults come from the library: a JPEG data set is read with transform train,\n"
             "size 224, float16, NCHW. --warmup batches (default 1) are taken untimed first;\n"
             "they are part of the delivered order. --compute-ms simulates a consumer that\n"
             "works X ms per batch (spinning; --compute-sleep sleeps instead). --io first\n"
-            "measures the shards' raw sequential read bandwidth. SIGINT stops at the next\n"
-            "batch and reports what was measured (exit status 130).\n");
+            "measures the shards' raw sequential read bandwidth. --gpu-normalize moves\n"
+            "(x/255 - mean)/std to the GPU (--device cuda): only uint8 crosses PCIe. SIGINT\n"
+            "stops at the next batch and reports what was measured (exit status 130).\n");
 }
 
 double bench_now(void)
@@ -113,8 +115,8 @@ static int parse_named(const char *a, const char *v, opts *o)
     static const int32_t dtype_v[] = {STOKER_DTYPE_FLOAT32, STOKER_DTYPE_FLOAT16,
                                       STOKER_DTYPE_BFLOAT16, STOKER_DTYPE_UINT8};
     static const char *const layouts[] = {"NCHW", "NHWC", "nchw", "nhwc", NULL};
-    static const int32_t layout_v[] = {STOKER_LAYOUT_NCHW, STOKER_LAYOUT_NHWC,
-                                       STOKER_LAYOUT_NCHW, STOKER_LAYOUT_NHWC};
+    static const int32_t layout_v[] = {STOKER_LAYOUT_NCHW, STOKER_LAYOUT_NHWC, STOKER_LAYOUT_NCHW,
+                                       STOKER_LAYOUT_NHWC};
     static const char *const orders[] = {"records", "blocks", NULL};
     static const int32_t order_v[] = {STOKER_ORDER_RECORDS, STOKER_ORDER_BLOCKS};
     static const char *const simds[] = {"auto", "scalar", "avx2", "avx512", NULL};
@@ -150,7 +152,11 @@ static int parse_named(const char *a, const char *v, opts *o)
 /* The options that take an integer. Returns 1 when `a` is not one of them. */
 static int parse_number(const char *a, const char *v, opts *o)
 {
-    static const struct { const char *flag; int64_t min; size_t off; } ints[] = {
+    static const struct {
+        const char *flag;
+        int64_t min;
+        size_t off;
+    } ints[] = {
         {"--epochs", 1, offsetof(opts, epochs)},     {"--batch-size", 1, offsetof(opts, batch)},
         {"--threads", 0, offsetof(opts, threads)},   {"--depth", 0, offsetof(opts, depth)},
         {"--seed", INT64_MIN, offsetof(opts, seed)}, {"--rank", 0, offsetof(opts, rank)},
@@ -165,10 +171,11 @@ static int parse_number(const char *a, const char *v, opts *o)
 
 static int parse_flag(const char *a, opts *o)
 {
-    int *const flags[] = {&o->shuffle, &o->drop_last, &o->direct, &o->json, &o->io,
-                          &o->compute_sleep};
-    static const char *const names[] = {"--no-shuffle", "--drop-last", "--direct", "--json",
-                                        "--io", "--compute-sleep"};
+    int *const flags[] = {&o->shuffle, &o->drop_last,     &o->direct,       &o->json,
+                          &o->io,      &o->compute_sleep, &o->gpu_normalize};
+    static const char *const names[] = {"--no-shuffle",   "--drop-last", "--direct",
+                                        "--json",         "--io",        "--compute-sleep",
+                                        "--gpu-normalize"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(a, names[i])) {
             *flags[i] = i != 0; /* --no-shuffle clears */
@@ -180,8 +187,13 @@ static int parse_flag(const char *a, opts *o)
 /* Parses argv; returns 0, 1 for --help, -1 on error. */
 static int parse(int argc, char **argv, opts *o)
 {
-    *o = (opts){.epochs = 1, .batch = 256, .shuffle = 1, .world = 1, .warmup = 1,
-                .backend = STOKER_BACKEND_AUTO, .on_corrupt = STOKER_ON_CORRUPT_ERROR};
+    *o = (opts){.epochs = 1,
+                .batch = 256,
+                .shuffle = 1,
+                .world = 1,
+                .warmup = 1,
+                .backend = STOKER_BACKEND_AUTO,
+                .on_corrupt = STOKER_ON_CORRUPT_ERROR};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help"))
@@ -215,17 +227,31 @@ static int make_config(const opts *o, stoker_config **out)
 {
     stoker_config *c = NULL;
     int rc = stoker_config_create(&c);
-    const struct { stoker_option k; int64_t v; } set[] = {
-        {STOKER_OPT_BATCH_SIZE, o->batch},     {STOKER_OPT_THREADS, o->threads},
-        {STOKER_OPT_DEPTH, o->depth},          {STOKER_OPT_SEED, o->seed},
-        {STOKER_OPT_SHUFFLE, o->shuffle},      {STOKER_OPT_DROP_LAST, o->drop_last},
-        {STOKER_OPT_RANK, o->rank},            {STOKER_OPT_WORLD_SIZE, o->world},
-        {STOKER_OPT_BACKEND, o->backend},      {STOKER_OPT_DIRECT_IO, o->direct},
-        {STOKER_OPT_ON_CORRUPT, o->on_corrupt}, {STOKER_OPT_TRANSFORM, o->transform},
-        {STOKER_OPT_SIZE, o->size},            {STOKER_OPT_RESIZE, o->resize},
-        {STOKER_OPT_DCT, o->dct},              {STOKER_OPT_DTYPE, o->dtype},
-        {STOKER_OPT_LAYOUT, o->layout},        {STOKER_OPT_SIMD, o->simd},
-        {STOKER_OPT_DEVICE, o->device_set ? o->device : 0}, {STOKER_OPT_ORDER, order_opt},
+    const struct {
+        stoker_option k;
+        int64_t v;
+    } set[] = {
+        {STOKER_OPT_BATCH_SIZE, o->batch},
+        {STOKER_OPT_THREADS, o->threads},
+        {STOKER_OPT_DEPTH, o->depth},
+        {STOKER_OPT_SEED, o->seed},
+        {STOKER_OPT_SHUFFLE, o->shuffle},
+        {STOKER_OPT_DROP_LAST, o->drop_last},
+        {STOKER_OPT_RANK, o->rank},
+        {STOKER_OPT_WORLD_SIZE, o->world},
+        {STOKER_OPT_BACKEND, o->backend},
+        {STOKER_OPT_DIRECT_IO, o->direct},
+        {STOKER_OPT_ON_CORRUPT, o->on_corrupt},
+        {STOKER_OPT_TRANSFORM, o->transform},
+        {STOKER_OPT_SIZE, o->size},
+        {STOKER_OPT_RESIZE, o->resize},
+        {STOKER_OPT_DCT, o->dct},
+        {STOKER_OPT_DTYPE, o->dtype},
+        {STOKER_OPT_LAYOUT, o->layout},
+        {STOKER_OPT_SIMD, o->simd},
+        {STOKER_OPT_DEVICE, o->device_set ? o->device : 0},
+        {STOKER_OPT_ORDER, order_opt},
+        {STOKER_OPT_GPU_NORMALIZE, o->gpu_normalize},
     };
     for (size_t i = 0; rc == 0 && i < sizeof set / sizeof set[0]; i++) {
         if (set[i].k == STOKER_OPT_DEVICE && !o->device_set)

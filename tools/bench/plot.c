@@ -23,31 +23,39 @@ static double nice_step(double max, int n)
 
 static void axes(FILE *f, double tmax, double ymax, double xstep, double ystep)
 {
-    fprintf(f, "<rect x='%.0f' y='%.0f' width='%.0f' height='%.0f' fill='none' "
-            "stroke='#444'/>\n", LEFT, TOP, PW, PH);
+    fprintf(f,
+            "<rect x='%.0f' y='%.0f' width='%.0f' height='%.0f' fill='none' "
+            "stroke='#444'/>\n",
+            LEFT, TOP, PW, PH);
     for (double x = 0; x <= tmax + 1e-9; x += xstep) {
         const double px = LEFT + PW * x / tmax;
-        fprintf(f, "<line x1='%.1f' y1='%.0f' x2='%.1f' y2='%.0f' stroke='#ddd'/>"
-                "<text x='%.1f' y='%.0f' text-anchor='middle'>%g</text>\n", px, TOP, px,
-                TOP + PH, px, TOP + PH + 18, x);
+        fprintf(f,
+                "<line x1='%.1f' y1='%.0f' x2='%.1f' y2='%.0f' stroke='#ddd'/>"
+                "<text x='%.1f' y='%.0f' text-anchor='middle'>%g</text>\n",
+                px, TOP, px, TOP + PH, px, TOP + PH + 18, x);
     }
     for (double y = 0; y <= ymax + 1e-9; y += ystep) {
         const double py = TOP + PH - PH * y / ymax;
-        fprintf(f, "<line x1='%.0f' y1='%.1f' x2='%.0f' y2='%.1f' stroke='#ddd'/>"
-                "<text x='%.0f' y='%.1f' text-anchor='end' fill='#1f5fbf'>%g</text>\n", LEFT,
-                py, LEFT + PW, py, LEFT - 6, py + 4, y);
+        fprintf(f,
+                "<line x1='%.0f' y1='%.1f' x2='%.0f' y2='%.1f' stroke='#ddd'/>"
+                "<text x='%.0f' y='%.1f' text-anchor='end' fill='#1f5fbf'>%g</text>\n",
+                LEFT, py, LEFT + PW, py, LEFT - 6, py + 4, y);
     }
     for (int k = 0; k <= 4; k++) {
         const double py = TOP + PH - PH * k / 4.0;
-        fprintf(f, "<text x='%.0f' y='%.1f' fill='#c0392b'>%d%%</text>\n", LEFT + PW + 6,
-                py + 4, 25 * k);
+        fprintf(f, "<text x='%.0f' y='%.1f' fill='#c0392b'>%d%%</text>\n", LEFT + PW + 6, py + 4,
+                25 * k);
     }
-    fprintf(f, "<text x='%.0f' y='%.0f' text-anchor='middle'>time (s)</text>\n",
-            LEFT + PW / 2, H - 15);
-    fprintf(f, "<text transform='translate(20,%.0f) rotate(-90)' text-anchor='middle' "
-            "fill='#1f5fbf'>records/s</text>\n", TOP + PH / 2);
-    fprintf(f, "<text transform='translate(%.0f,%.0f) rotate(90)' text-anchor='middle' "
-            "fill='#c0392b'>consumer wait</text>\n", W - 18, TOP + PH / 2);
+    fprintf(f, "<text x='%.0f' y='%.0f' text-anchor='middle'>time (s)</text>\n", LEFT + PW / 2,
+            H - 15);
+    fprintf(f,
+            "<text transform='translate(20,%.0f) rotate(-90)' text-anchor='middle' "
+            "fill='#1f5fbf'>records/s</text>\n",
+            TOP + PH / 2);
+    fprintf(f,
+            "<text transform='translate(%.0f,%.0f) rotate(90)' text-anchor='middle' "
+            "fill='#c0392b'>consumer wait</text>\n",
+            W - 18, TOP + PH / 2);
 }
 
 static void series(FILE *f, const result *r, double tmax, double ymax, int which)
@@ -65,14 +73,18 @@ static void series(FILE *f, const result *r, double tmax, double ymax, int which
 static void legend(FILE *f)
 {
     const double x = LEFT + 12, y = TOP + 14;
-    fprintf(f, "<rect x='%.0f' y='%.0f' width='190' height='44' fill='white' "
-            "stroke='#999'/>\n", x - 6, y - 10);
-    fprintf(f, "<line x1='%.0f' y1='%.0f' x2='%.0f' y2='%.0f' stroke='#1f5fbf' "
-            "stroke-width='2'/><text x='%.0f' y='%.0f'>throughput (records/s)</text>\n", x,
-            y, x + 24, y, x + 30, y + 4);
-    fprintf(f, "<line x1='%.0f' y1='%.0f' x2='%.0f' y2='%.0f' stroke='#c0392b' "
-            "stroke-width='2'/><text x='%.0f' y='%.0f'>consumer wait (%%)</text>\n", x,
-            y + 20, x + 24, y + 20, x + 30, y + 24);
+    fprintf(f,
+            "<rect x='%.0f' y='%.0f' width='190' height='44' fill='white' "
+            "stroke='#999'/>\n",
+            x - 6, y - 10);
+    fprintf(f,
+            "<line x1='%.0f' y1='%.0f' x2='%.0f' y2='%.0f' stroke='#1f5fbf' "
+            "stroke-width='2'/><text x='%.0f' y='%.0f'>throughput (records/s)</text>\n",
+            x, y, x + 24, y, x + 30, y + 4);
+    fprintf(f,
+            "<line x1='%.0f' y1='%.0f' x2='%.0f' y2='%.0f' stroke='#c0392b' "
+            "stroke-width='2'/><text x='%.0f' y='%.0f'>consumer wait (%%)</text>\n",
+            x, y + 20, x + 24, y + 20, x + 30, y + 24);
 }
 
 int bench_plot(const char *path, const result *r)
@@ -90,7 +102,8 @@ int bench_plot(const char *path, const result *r)
     const double xstep = nice_step(tmax, 8), ystep = nice_step(ymax > 0 ? ymax : 1, 5);
     tmax = ceil(tmax / xstep - 1e-9) * xstep;
     ymax = ceil((ymax > 0 ? ymax : 1) / ystep - 1e-9) * ystep;
-    fprintf(f, "<?xml version='1.0' encoding='UTF-8'?>\n<svg xmlns='http://www.w3.org/2000/svg'"
+    fprintf(f,
+            "<?xml version='1.0' encoding='UTF-8'?>\n<svg xmlns='http://www.w3.org/2000/svg'"
             " width='%.0f' height='%.0f' viewBox='0 0 %.0f %.0f' font-family='sans-serif' "
             "font-size='12'>\n<rect width='100%%' height='100%%' fill='white'/>\n"
             "<text x='%.0f' y='28' text-anchor='middle' font-size='15'>stoker-bench: "

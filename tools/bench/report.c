@@ -61,14 +61,21 @@ const char *bench_verdict(const result *r, char *why, size_t cap)
         return "none";
     }
     if (wf < CONSUMER_BOUND) {
-        snprintf(why, cap, "the loader is ahead: the consumer waited %.1f%% of the run, "
-                 "%.1f batches ready on average", 100 * wf, r->stats.ready_slots);
+        snprintf(why, cap,
+                 "the loader is ahead: the consumer waited %.1f%% of the run, "
+                 "%.1f batches ready on average",
+                 100 * wf, r->stats.ready_slots);
         return "consumer";
     }
     const double transform = s->resize + s->normalize;
-    const struct { const char *name, *what; double v; } st[] = {
-        {"storage", "reading", s->read},       {"crc", "CRC checks", s->crc},
-        {"decode", "JPEG decoding", s->decode}, {"transform", "resize + normalise", transform},
+    const struct {
+        const char *name, *what;
+        double v;
+    } st[] = {
+        {"storage", "reading", s->read},
+        {"crc", "CRC checks", s->crc},
+        {"decode", "JPEG decoding", s->decode},
+        {"transform", "resize + normalise", transform},
         {"host-to-device copy", "host-to-device copies", s->h2d},
     };
     size_t best = 0;
@@ -79,15 +86,19 @@ const char *bench_verdict(const result *r, char *why, size_t cap)
             best = i;
     }
     const double share = total > 0 ? 100 * st[best].v / total : 0;
-    int n = snprintf(why, cap, "%s takes %.0f%% of the workers' stage time (%.2f s over %d "
+    int n = snprintf(why, cap,
+                     "%s takes %.0f%% of the workers' stage time (%.2f s over %d "
                      "threads in %.2f s) while the consumer waited %.0f%% of the run",
                      st[best].what, share, st[best].v, r->stats.threads, secs, 100 * wf);
     if (best == 0 && r->io.bytes > 0 && n > 0 && (size_t)n < cap)
-        snprintf(why + n, cap - (size_t)n, "; raw reads run at %.0f MB/s (%s the %.0f MB/s "
-                 "rule of thumb)", r->io.direct_mbps > 0 ? r->io.direct_mbps
-                                                          : r->io.buffered_mbps,
+        snprintf(why + n, cap - (size_t)n,
+                 "; raw reads run at %.0f MB/s (%s the %.0f MB/s "
+                 "rule of thumb)",
+                 r->io.direct_mbps > 0 ? r->io.direct_mbps : r->io.buffered_mbps,
                  (r->io.direct_mbps > 0 ? r->io.direct_mbps : r->io.buffered_mbps) <
-                         RULE_OF_THUMB_MBPS ? "below" : "above",
+                         RULE_OF_THUMB_MBPS
+                     ? "below"
+                     : "above",
                  RULE_OF_THUMB_MBPS);
     return best == 1 ? "crc" : st[best].name;
 }
@@ -109,8 +120,8 @@ static void stages_text(const result *r)
 {
     const stages *s = &r->st;
     printf("stages       worker seconds over %d threads: read %.3f, crc %.3f, decode %.3f, "
-           "resize %.3f, normalise %.3f", r->stats.threads, s->read, s->crc, s->decode,
-           s->resize, s->normalize);
+           "resize %.3f, normalise %.3f",
+           r->stats.threads, s->read, s->crc, s->decode, s->resize, s->normalize);
     if (s->has_h2d)
         printf(", host-to-device %.3f", s->h2d);
     printf("; consumer wait %.3f s\n", s->wait);
@@ -126,18 +137,20 @@ void bench_report_text(const opts *o, const result *r)
     printf("data set     %s\n", o->data);
     printf("back-end     %s\nsimd         %s\ndevice       %s\n", stoker_backend_name(st->backend),
            stoker_simd_name(st->simd), e.device);
-    printf("options      epochs=%" PRId64 " batch_size=%" PRId64 " threads=%d depth=%d seed=%"
-           PRId64 " shuffle=%d drop_last=%d rank=%" PRId64 " world_size=%" PRId64
-           " backend=%s direct=%d on_corrupt=%s warmup=%" PRId64 " compute_ms=%g (%s)\n",
-           o->epochs, o->batch, st->threads, st->depth, o->seed, o->shuffle, o->drop_last,
-           o->rank, o->world, stoker_backend_name(o->backend), o->direct,
-           o->on_corrupt == STOKER_ON_CORRUPT_SKIP ? "skip" : "error", o->warmup,
-           o->compute_ms, o->compute_sleep ? "sleep" : "spin");
+    printf("options      epochs=%" PRId64 " batch_size=%" PRId64
+           " threads=%d depth=%d seed=%" PRId64 " shuffle=%d drop_last=%d rank=%" PRId64
+           " world_size=%" PRId64 " backend=%s direct=%d on_corrupt=%s warmup=%" PRId64
+           " compute_ms=%g (%s)\n",
+           o->epochs, o->batch, st->threads, st->depth, o->seed, o->shuffle, o->drop_last, o->rank,
+           o->world, stoker_backend_name(o->backend), o->direct,
+           o->on_corrupt == STOKER_ON_CORRUPT_SKIP ? "skip" : "error", o->warmup, o->compute_ms,
+           o->compute_sleep ? "sleep" : "spin");
     printf("pipeline     transform=%s size=%" PRId64 " resize=%" PRId64 " dct=%s dtype=%s "
-           "layout=%s\n", e.transform, e.size, e.resize, e.dct, e.dtype, e.layout);
+           "layout=%s gpu_normalize=%d\n",
+           e.transform, e.size, e.resize, e.dct, e.dtype, e.layout, o->gpu_normalize);
     io_text(&r->io);
-    printf("warm-up      %" PRId64 " batches, %" PRId64 " records (not timed)\n",
-           r->warm_batches, r->warm_records);
+    printf("warm-up      %" PRId64 " batches, %" PRId64 " records (not timed)\n", r->warm_batches,
+           r->warm_records);
     printf("result       %" PRId64 " batches, %" PRId64 " records, %.1f MB in %.3f s%s\n",
            r->batches, r->records, (double)r->bytes / 1e6, r->seconds,
            r->interrupted ? " (interrupted)" : "");
@@ -146,14 +159,15 @@ void bench_report_text(const opts *o, const result *r)
     printf("consumer     waited %.3f s (%.1f%% of the run)\n", r->wait, 100.0 * r->wait / s);
     stages_text(r);
     printf("cpu          %.1f us of CPU per record (%.2f s user+sys), peak RSS %.1f MB, "
-           "pinned %.1f MB\n", r->records ? 1e6 * r->cpu_seconds / (double)r->records : 0.0,
-           r->cpu_seconds, (double)r->peak_rss / 1e6, (double)st->pinned_bytes / 1e6);
+           "pinned %.1f MB\n",
+           r->records ? 1e6 * r->cpu_seconds / (double)r->records : 0.0, r->cpu_seconds,
+           (double)r->peak_rss / 1e6, (double)st->pinned_bytes / 1e6);
     if (r->gpu.measured)
         printf("gpu          utilisation mean %.0f%%, max %.0f%% (%d samples)\n", r->gpu.mean,
                r->gpu.max, r->gpu.samples);
     printf("stats        skipped=%" PRId64 " records_read=%" PRId64 " ready_slots=%.2f "
-           "reads_in_flight=%.2f\n", st->skipped, st->records_read, st->ready_slots,
-           st->reads_in_flight);
+           "reads_in_flight=%.2f\n",
+           st->skipped, st->records_read, st->ready_slots, st->reads_in_flight);
     char why[512];
     const char *v = bench_verdict(r, why, sizeof why);
     printf("verdict      %s: %s\n", v, why);
@@ -182,35 +196,37 @@ static void json_options(const opts *o, const result *r, const effective *e)
     printf(",\"batch_size\":%" PRId64 ",\"threads\":%d,\"depth\":%d,\"seed\":%" PRId64
            ",\"shuffle\":%s,\"drop_last\":%s,\"rank\":%" PRId64 ",\"world_size\":%" PRId64
            ",\"backend\":\"%s\",\"direct\":%s,\"on_corrupt\":\"%s\",\"epochs\":%" PRId64
-           ",\"warmup\":%" PRId64 ",\"compute_ms\":%g,\"compute\":\"%s\",\"io\":%s}",
+           ",\"warmup\":%" PRId64 ",\"compute_ms\":%g,\"compute\":\"%s\",\"io\":%s,"
+           "\"gpu_normalize\":%s}",
            o->batch, r->stats.threads, r->stats.depth, o->seed, o->shuffle ? "true" : "false",
            o->drop_last ? "true" : "false", o->rank, o->world, stoker_backend_name(o->backend),
-           o->direct ? "true" : "false",
-           o->on_corrupt == STOKER_ON_CORRUPT_SKIP ? "skip" : "error", o->epochs, o->warmup,
-           o->compute_ms, o->compute_sleep ? "sleep" : "spin", o->io ? "true" : "false");
+           o->direct ? "true" : "false", o->on_corrupt == STOKER_ON_CORRUPT_SKIP ? "skip" : "error",
+           o->epochs, o->warmup, o->compute_ms, o->compute_sleep ? "sleep" : "spin",
+           o->io ? "true" : "false", o->gpu_normalize ? "true" : "false");
 }
 
 static void json_extras(const result *r)
 {
     const stages *s = &r->st;
     printf(",\"stage_seconds\":{\"read\":%.6f,\"crc\":%.6f,\"decode\":%.6f,\"resize\":%.6f,"
-           "\"normalize\":%.6f,\"h2d\":%.6f,\"wait\":%.6f}", s->read, s->crc, s->decode,
-           s->resize, s->normalize, s->h2d, s->wait);
+           "\"normalize\":%.6f,\"h2d\":%.6f,\"wait\":%.6f}",
+           s->read, s->crc, s->decode, s->resize, s->normalize, s->h2d, s->wait);
     if (r->io.bytes > 0) {
         printf(",\"io\":{\"bytes\":%" PRId64 ",\"buffered_mb_per_sec\":%.1f,"
-               "\"direct_mb_per_sec\":", r->io.bytes, r->io.buffered_mbps);
+               "\"direct_mb_per_sec\":",
+               r->io.bytes, r->io.buffered_mbps);
         if (r->io.direct_mbps >= 0)
             printf("%.1f}", r->io.direct_mbps);
         else
             printf("null,\"direct_note\":"), json_string(r->io.direct_note), putchar('}');
     }
     if (r->gpu.measured)
-        printf(",\"gpu_util\":{\"mean\":%.1f,\"max\":%.1f,\"samples\":%d}", r->gpu.mean,
-               r->gpu.max, r->gpu.samples);
+        printf(",\"gpu_util\":{\"mean\":%.1f,\"max\":%.1f,\"samples\":%d}", r->gpu.mean, r->gpu.max,
+               r->gpu.samples);
     printf(",\"timeline\":[");
     for (size_t i = 0; i < r->ntimeline; i++)
-        printf("%s[%.3f,%.1f,%.4f]", i ? "," : "", r->timeline[i].t,
-               r->timeline[i].records_per_sec, r->timeline[i].wait_fraction);
+        printf("%s[%.3f,%.1f,%.4f]", i ? "," : "", r->timeline[i].t, r->timeline[i].records_per_sec,
+               r->timeline[i].wait_fraction);
     printf("]");
 }
 
@@ -237,11 +253,11 @@ void bench_report_json(const opts *o, const result *r)
            ",\"pinned_bytes\":%" PRId64 ",\"interrupted\":%s,\"verdict\":\"%s\","
            "\"verdict_reason\":",
            st->threads, st->depth, o->epochs, o->batch, e.transform, r->warm_batches,
-           r->warm_records, r->batches, r->records, r->bytes, r->seconds,
-           (double)r->records / s, (double)r->bytes / s, r->wait, r->wait / s, st->skipped,
-           st->records_read, st->ready_slots, st->reads_in_flight,
-           r->records ? r->cpu_seconds / (double)r->records : 0.0, r->peak_rss,
-           st->pinned_bytes, r->interrupted ? "true" : "false", verdict);
+           r->warm_records, r->batches, r->records, r->bytes, r->seconds, (double)r->records / s,
+           (double)r->bytes / s, r->wait, r->wait / s, st->skipped, st->records_read,
+           st->ready_slots, st->reads_in_flight,
+           r->records ? r->cpu_seconds / (double)r->records : 0.0, r->peak_rss, st->pinned_bytes,
+           r->interrupted ? "true" : "false", verdict);
     json_string(why);
     json_options(o, r, &e);
     json_extras(r);

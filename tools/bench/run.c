@@ -73,9 +73,15 @@ static void snapshot(stoker_loader *l, stoker_stats *st, stages *sg)
     memset(st, 0, sizeof *st);
     st->struct_size = sizeof *st;
     stoker_loader_get_stats(l, st);
-    *sg = (stages){st->read_seconds,    st->crc_seconds,     st->decode_seconds,
-                   st->resize_seconds,  st->normalize_seconds, st->process_seconds,
-                   0,                   st->wait_seconds,    0};
+    *sg = (stages){st->read_seconds,
+                   st->crc_seconds,
+                   st->decode_seconds,
+                   st->resize_seconds,
+                   st->normalize_seconds,
+                   st->process_seconds,
+                   0,
+                   st->wait_seconds,
+                   0};
     char json[4096];
     if (stoker_loader_stats_json(l, json, sizeof json, NULL) == 0)
         sg->has_h2d = json_number(json, "h2d_seconds", &sg->h2d);
@@ -83,10 +89,14 @@ static void snapshot(stoker_loader *l, stoker_stats *st, stages *sg)
 
 static void stage_delta(const stages *a, const stages *b, stages *d)
 {
-    *d = (stages){b->read - a->read,           b->crc - a->crc,
-                  b->decode - a->decode,       b->resize - a->resize,
-                  b->normalize - a->normalize, b->process - a->process,
-                  b->h2d - a->h2d,             b->wait - a->wait,
+    *d = (stages){b->read - a->read,
+                  b->crc - a->crc,
+                  b->decode - a->decode,
+                  b->resize - a->resize,
+                  b->normalize - a->normalize,
+                  b->process - a->process,
+                  b->h2d - a->h2d,
+                  b->wait - a->wait,
                   b->has_h2d};
 }
 
@@ -125,9 +135,10 @@ static void tick(stoker_loader *l, result *r, ticker *k)
     k->last_records = r->records;
     if (t - k->last_beat >= HEARTBEAT_EVERY) {
         k->last_beat = t;
-        fprintf(stderr, "stoker-bench: %.0f s, %" PRId64 " records, %.0f records/s, "
-                "consumer wait %.0f%%\n", t - k->t0, r->records,
-                (double)r->records / (t - k->t0), 100.0 * wf);
+        fprintf(stderr,
+                "stoker-bench: %.0f s, %" PRId64 " records, %.0f records/s, "
+                "consumer wait %.0f%%\n",
+                t - k->t0, r->records, (double)r->records / (t - k->t0), 100.0 * wf);
     }
 }
 
