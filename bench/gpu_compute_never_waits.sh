@@ -15,7 +15,10 @@
 # consumer) for comparison; (4) PyTorch's pin_memory + .to(non_blocking=True) copy rate on
 # batches of the same size, when torch is importable. Targets (design): at X = 1.1 T,
 # gpu_idle_fraction <= 0.01 and next_p99_us <= 100; raw 150 KB records >= 40 GB/s at X = 0.
-# Env: DEVICE (GPU ordinal, default 0), THREADS (loader threads, default all), PYTHON.
+# Env: DEVICE (GPU ordinal, default 0), THREADS (loader threads, default all), PYTHON,
+# WARMUP (untimed steps first, default 40: at X = 1.1 T the loader gains a tenth of a batch
+# per step on the consumer, so it takes about 10 x depth steps after start to build the
+# lead of full slots it keeps from then on; the figures are those of that steady state).
 set -euo pipefail
 build=$1 data=$2 batch=${3:-256} steps=${4:-300}
 py=${PYTHON:-python3}
@@ -63,7 +66,7 @@ fi
 cat "$data"/shard-* > /dev/null 2>&1 || true # warm the page cache
 
 run() { "$exe" "$data" --device "$1" --compute-ms "$2" --batch-size "$batch" --steps "$steps" \
-        "${threads[@]}"; }
+        --warmup "${WARMUP:-40}" "${threads[@]}"; }
 field() { "$py" -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$1" "$2"; }
 
 printf '%-8s %-7s %10s %9s %11s %10s %10s %9s\n' delivery X_ms ms/step "GB/s" gpu_idle \
