@@ -30,6 +30,7 @@ static inline __attribute__((always_inline)) void hpass4_k(const uint8_t *quad, 
         const uint8_t *q = quad + (size_t)first[j] * 16;
         const int32_t *k = coef + (size_t)j * kstride;
         __m256i a01 = _mm256_setzero_si256(), a23 = _mm256_setzero_si256();
+#pragma GCC unroll 8
         for (int32_t x = 0; x < K; x++) {
             const __m128i v = _mm_loadu_si128((const __m128i *)(q + (size_t)x * 16));
             const __m256i w = _mm256_set1_epi32(k[x]);

@@ -54,6 +54,7 @@ static inline __attribute__((always_inline)) __m128i pixel16(const uint8_t *q, c
                                                              int32_t K)
 {
     __m512i acc = _mm512_setzero_si512();
+#pragma GCC unroll 8
     for (int32_t x = 0; x < K; x++) {
         const __m128i v = _mm_loadu_si128((const __m128i *)(q + (size_t)x * 16));
         acc = _mm512_add_epi32(
