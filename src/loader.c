@@ -43,8 +43,7 @@ static int env_int(stoker_loader *l, const char *name, int64_t *v)
 
 /* Rank and world size: explicit options win; with DIST_ENV, RANK / WORLD_SIZE /
  * LOCAL_RANK fill what was not set. */
-static int dist_options(stoker_loader *l, const stoker_config *cfg, uint32_t *rank,
-                        uint32_t *world)
+static int dist_options(stoker_loader *l, const stoker_config *cfg, uint32_t *rank, uint32_t *world)
 {
     int64_t r = stoker__cfg_int(cfg, STOKER_OPT_RANK);
     int64_t w = stoker__cfg_int(cfg, STOKER_OPT_WORLD_SIZE);
@@ -83,17 +82,17 @@ static int field_options(stoker_loader *l, const stoker_config *cfg)
     const int64_t dtype = stoker__cfg_int(cfg, STOKER_OPT_DTYPE);
     l->max_record = stoker__dataset_max_record(l->ds);
     if (l->kind == STOKER_FIELD_RAW) {
-        STOKER_RETURN_IF(transform != STOKER_TRANSFORM_DEFAULT &&
-                             transform != STOKER_TRANSFORM_NONE,
-                         &l->err, STOKER_E_UNSUPPORTED,
-                         "%s: raw records take no image transform (transform %lld)", path,
-                         (long long)transform);
+        STOKER_RETURN_IF(
+            transform != STOKER_TRANSFORM_DEFAULT && transform != STOKER_TRANSFORM_NONE, &l->err,
+            STOKER_E_UNSUPPORTED, "%s: raw records take no image transform (transform %lld)", path,
+            (long long)transform);
         /* GPU normalisation converts on the device (loader_gpu.c checks the rest). */
         STOKER_RETURN_IF(dtype != STOKER_DTYPE_DEFAULT && dtype != l->dtype &&
-                             !stoker__cfg_int(cfg, STOKER_OPT_GPU_NORMALIZE), &l->err,
-                         STOKER_E_UNSUPPORTED, "%s: converting %s records to %s is not "
-                         "supported", path, stoker_dtype_name(l->dtype),
-                         stoker_dtype_name((int32_t)dtype));
+                             !stoker__cfg_int(cfg, STOKER_OPT_GPU_NORMALIZE),
+                         &l->err, STOKER_E_UNSUPPORTED,
+                         "%s: converting %s records to %s is not "
+                         "supported",
+                         path, stoker_dtype_name(l->dtype), stoker_dtype_name((int32_t)dtype));
         uint64_t size = stoker_dtype_size(l->dtype);
         for (int32_t i = 0; i < l->ndim; i++)
             STOKER_RETURN_IF(stoker__mul_ovf(size, (uint64_t)l->shape[i], &size), &l->err,
@@ -107,7 +106,8 @@ static int field_options(stoker_loader *l, const stoker_config *cfg)
                          !(l->kind == STOKER_FIELD_BYTES && transform == 0),
                      &l->err, STOKER_E_UNSUPPORTED,
                      "%s: image transforms apply to JPEG data sets only; set "
-                     "STOKER_OPT_TRANSFORM to STOKER_TRANSFORM_NONE for the encoded bytes", path);
+                     "STOKER_OPT_TRANSFORM to STOKER_TRANSFORM_NONE for the encoded bytes",
+                     path);
     l->dtype = STOKER_DTYPE_UINT8;
     return 0;
 fail:
@@ -134,9 +134,10 @@ static int machinery_options(stoker_loader *l, const stoker_config *cfg)
                      stoker_simd_name((int32_t)simd), stoker_simd_name(best));
     l->simd = simd == STOKER_SIMD_AUTO ? best : (int32_t)simd;
     STOKER_RETURN_IF(l->direct && stoker__dataset_align(l->ds) % 4096 != 0, &l->err,
-                     STOKER_E_INVALID, "%s: direct I/O needs records aligned to 4096 bytes; "
-                     "this data set is aligned to %u", stoker__dataset_path(l->ds),
-                     stoker__dataset_align(l->ds));
+                     STOKER_E_INVALID,
+                     "%s: direct I/O needs records aligned to 4096 bytes; "
+                     "this data set is aligned to %u",
+                     stoker__dataset_path(l->ds), stoker__dataset_align(l->ds));
     l->staged = l->direct || l->process != NULL;
     /* A round's records are read, then CRC-checked: a round of at most 1 MiB is still in
      * L2 when it is checked. Measured on 16 cores, warm ext4, 150 KB records: 1 MiB rounds
@@ -178,13 +179,12 @@ static int configure(stoker_loader *l, const stoker_config *cfg)
     if (rc < 0)
         return rc;
     const uint64_t n = (uint64_t)stoker_dataset_num_records(l->ds);
-    STOKER_RETURN_IF(!stoker__sampler_init(&l->smp, n,
-                                           (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_BATCH_SIZE),
-                                           rank, world,
-                                           stoker__cfg_int(cfg, STOKER_OPT_SHUFFLE) != 0,
-                                           stoker__cfg_int(cfg, STOKER_OPT_DROP_LAST) != 0,
-                                           (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_SEED)),
-                     &l->err, STOKER_E_INVALID, "invalid batch size / rank / world size");
+    STOKER_RETURN_IF(
+        !stoker__sampler_init(&l->smp, n, (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_BATCH_SIZE),
+                              rank, world, stoker__cfg_int(cfg, STOKER_OPT_SHUFFLE) != 0,
+                              stoker__cfg_int(cfg, STOKER_OPT_DROP_LAST) != 0,
+                              (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_SEED)),
+        &l->err, STOKER_E_INVALID, "invalid batch size / rank / world size");
     if (stoker__cfg_int(cfg, STOKER_OPT_ORDER) == STOKER_ORDER_BLOCKS)
         stoker__sampler_set_blocks(&l->smp, stoker__dataset_block_records(l->ds));
     l->base_epoch = l->cons_epoch = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_EPOCH);
@@ -219,9 +219,11 @@ int stoker_loader_create(stoker_loader **out, const char *path, const stoker_con
     STOKER_FORWARD(stoker__workers_create(l));
     STOKER_FORWARD(stoker__workers_start(l));
     l->threads_started = true;
-    stoker__logf(&l->log, STOKER_LOG_INFO, "loader over %s: %" PRIu64 " records, %" PRIu64
-                 " batches per epoch, %u threads, depth %u, %s", path, l->smp.n,
-                 l->smp.nbatches, l->nthreads, l->depth, stoker_backend_name(l->backend));
+    stoker__logf(&l->log, STOKER_LOG_INFO,
+                 "loader over %s: %" PRIu64 " records, %" PRIu64
+                 " batches per epoch, %u threads, depth %u, %s",
+                 path, l->smp.n, l->smp.nbatches, l->nthreads, l->depth,
+                 stoker_backend_name(l->backend));
     return 0;
 fail:
     return rc;
@@ -278,9 +280,11 @@ int stoker_loader_next(stoker_loader *l, stoker_batch **out)
     if (s->state == SLOT_OUT) {
         /* The ring's slot for this batch still holds batch cons_seq - depth. */
         pthread_mutex_unlock(&s->mu);
-        return stoker__fail(&l->err, STOKER_E_STATE, "the batch handed out %u batches before "
+        return stoker__fail(&l->err, STOKER_E_STATE,
+                            "the batch handed out %u batches before "
                             "this one is still held: release it first (the %u slots form a "
-                            "ring)", l->depth, l->depth);
+                            "ring)",
+                            l->depth, l->depth);
     }
     while (!(s->seq == l->cons_seq && s->state == SLOT_READY)) {
         struct timespec ts;
@@ -300,8 +304,9 @@ int stoker_loader_next(stoker_loader *l, stoker_batch **out)
     pthread_mutex_unlock(&s->mu);
     atomic_fetch_add(&l->outstanding, 1);
     /* Consumer counters: one writer (this thread), relaxed stores, read by stats. */
-    atomic_store_explicit(&l->c_wait, atomic_load_explicit(&l->c_wait, memory_order_relaxed) +
-                          waited, memory_order_relaxed);
+    atomic_store_explicit(&l->c_wait,
+                          atomic_load_explicit(&l->c_wait, memory_order_relaxed) + waited,
+                          memory_order_relaxed);
     atomic_fetch_add_explicit(&l->c_next_calls, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&l->c_ready_sum, (uint64_t)ready, memory_order_relaxed);
     atomic_fetch_add_explicit(&l->c_batches, 1, memory_order_relaxed);
@@ -368,14 +373,14 @@ static void restart(stoker_loader *l, const stoker__sampler *smp, uint64_t epoch
     atomic_store_explicit(&l->paused, false, memory_order_release);
     pthread_cond_broadcast(&l->ctl_cond);
     pthread_mutex_unlock(&l->ctl_mu);
+    stoker__gpu_resume(l);
 }
 
 int stoker_loader_set_epoch(stoker_loader *l, int64_t epoch)
 {
     if (!l)
         return STOKER_E_INVALID;
-    STOKER_RETURN_IF(epoch < 0, &l->err, STOKER_E_INVALID, "negative epoch %lld",
-                     (long long)epoch);
+    STOKER_RETURN_IF(epoch < 0, &l->err, STOKER_E_INVALID, "negative epoch %lld", (long long)epoch);
     STOKER_RETURN_IF(!l->threads_started, &l->err, STOKER_E_STATE,
                      "the loader was not created successfully");
     STOKER_RETURN_IF(atomic_load(&l->outstanding) != 0, &l->err, STOKER_E_STATE,
@@ -449,21 +454,22 @@ int stoker_loader_state_restore(stoker_loader *l, const void *buf, size_t size)
     if (!l)
         return STOKER_E_INVALID;
     const uint8_t *p = buf;
-    STOKER_RETURN_IF(!p || size < STOKER_STATE_SIZE || memcmp(p, STATE_MAGIC, 8) != 0,
-                     &l->err, STOKER_E_INVALID, "not a loader state (%zu bytes)", size);
+    STOKER_RETURN_IF(!p || size < STOKER_STATE_SIZE || memcmp(p, STATE_MAGIC, 8) != 0, &l->err,
+                     STOKER_E_INVALID, "not a loader state (%zu bytes)", size);
     STOKER_RETURN_IF(stoker__get_u32(p + 8) != STATE_VERSION, &l->err, STOKER_E_FORMAT,
                      "loader state version %u is not supported", stoker__get_u32(p + 8));
     STOKER_RETURN_IF(!l->threads_started, &l->err, STOKER_E_STATE,
                      "the loader was not created successfully");
     STOKER_RETURN_IF(stoker__get_u32(p + 56) != (uint32_t)l->smp.n, &l->err, STOKER_E_STATE,
                      "the state is for a data set of another size");
-    STOKER_RETURN_IF(stoker__get_u32(p + 60) != state_crc(p, l->smp.n), &l->err,
-                     STOKER_E_CORRUPT, "loader state checksum mismatch (corrupt, or saved "
+    STOKER_RETURN_IF(stoker__get_u32(p + 60) != state_crc(p, l->smp.n), &l->err, STOKER_E_CORRUPT,
+                     "loader state checksum mismatch (corrupt, or saved "
                      "for a data set of another size)");
     STOKER_RETURN_IF(stoker__get_u32(p + 40) != l->smp.rank ||
                          stoker__get_u32(p + 44) != l->smp.world ||
                          stoker__get_u64(p + 48) != l->smp.batch,
-                     &l->err, STOKER_E_STATE, "the state is for rank %u of %u with batch size "
+                     &l->err, STOKER_E_STATE,
+                     "the state is for rank %u of %u with batch size "
                      "%" PRIu64 "; this loader is rank %u of %u with batch size %" PRIu64,
                      stoker__get_u32(p + 40), stoker__get_u32(p + 44), stoker__get_u64(p + 48),
                      l->smp.rank, l->smp.world, l->smp.batch);
@@ -482,8 +488,8 @@ int stoker_loader_state_restore(stoker_loader *l, const void *buf, size_t size)
     STOKER_RETURN_IF(epoch > (UINT64_C(1) << 62), &l->err, STOKER_E_CORRUPT,
                      "loader state epoch %" PRIu64 " is out of range", epoch);
     STOKER_RETURN_IF(pos > smp.nbatches, &l->err, STOKER_E_CORRUPT,
-                     "loader state position %" PRIu64 " is beyond the epoch's %" PRIu64
-                     " batches", pos, smp.nbatches);
+                     "loader state position %" PRIu64 " is beyond the epoch's %" PRIu64 " batches",
+                     pos, smp.nbatches);
     restart(l, &smp, epoch, pos);
     return 0;
 }

@@ -33,9 +33,9 @@
 #include <stdalign.h>
 #include <stdatomic.h>
 
-#define STOKER__PIECE 32u          /* records per work piece */
-#define STOKER__WAIT_NS 20000000L  /* bounded waits re-check stop/pause this often */
-#define STOKER__REPLACE_TRIES 16u  /* SKIP policy: replacements tried per corrupt record */
+#define STOKER__PIECE 32u         /* records per work piece */
+#define STOKER__WAIT_NS 20000000L /* bounded waits re-check stop/pause this often */
+#define STOKER__REPLACE_TRIES 16u /* SKIP policy: replacements tried per corrupt record */
 
 enum { SLOT_FREE = 0, SLOT_PREPARED, SLOT_READY, SLOT_OUT };
 
@@ -46,29 +46,29 @@ struct stoker_batch {
     stoker__slot *slot;
     int64_t count, epoch, position;
     int64_t *ids, *labels;
-    int64_t *offsets;   /* count + 1 byte offsets into data (every mode; public only when
-                           records vary in size) */
-    uint8_t *data;      /* slot memory (stoker__slot_alloc) */
+    int64_t *offsets; /* count + 1 byte offsets into data (every mode; public only when
+                         records vary in size) */
+    uint8_t *data;    /* slot memory (stoker__slot_alloc) */
     uint64_t nbytes;
     int32_t dtype, ndim;
     int64_t shape[STOKER_MAX_DIMS + 1];
-    struct stoker__dbuf *dbuf;  /* a device batch's buffer (loader_gpu.c); NULL: host batch */
+    struct stoker__dbuf *dbuf; /* a device batch's buffer (loader_gpu.c); NULL: host batch */
 };
 
 struct stoker__slot {
     pthread_mutex_t mu;
-    pthread_cond_t cond;        /* workers wait for FREE/PREPARED, the consumer for READY */
-    uint64_t seq;               /* under mu */
-    int state;                  /* under mu */
+    pthread_cond_t cond; /* workers wait for FREE/PREPARED, the consumer for READY */
+    uint64_t seq;        /* under mu */
+    int state;           /* under mu */
     /* Pieces of the batch not yet done. The last worker to decrement it (acq_rel) sees
      * every other piece's writes and publishes READY under mu. */
     atomic_uint pending;
-    stoker_batch batch;         /* written in prepare (under mu) and by pieces (disjoint) */
-    stoker__recloc *locs;       /* per record */
-    uint8_t *bad;               /* per record: failed its check (SKIP policy) */
-    size_t cap;                 /* bytes of batch.data */
-    bool pinned;                /* batch.data came from cudaHostAlloc */
-    int err_code;               /* first failure of this batch, under mu */
+    stoker_batch batch;   /* written in prepare (under mu) and by pieces (disjoint) */
+    stoker__recloc *locs; /* per record */
+    uint8_t *bad;         /* per record: failed its check (SKIP policy) */
+    size_t cap;           /* bytes of batch.data */
+    bool pinned;          /* batch.data came from cudaHostAlloc */
+    int err_code;         /* first failure of this batch, under mu */
     char err_msg[STOKER_ERRMSG_CAP];
 };
 
@@ -87,14 +87,14 @@ typedef struct stoker__worker {
     pthread_t thread;
     bool started;
     stoker__reader *reader;
-    uint8_t *staging;           /* aligned; direct I/O and the process step read here */
+    uint8_t *staging; /* aligned; direct I/O and the process step read here */
     size_t staging_cap;
-    stoker__read_req *reqs;     /* reader depth entries */
+    stoker__read_req *reqs; /* reader depth entries */
     stoker__read_done *done;
-    uint32_t *req_first, *req_last; /* per request: records [first, last) it covers */
-    stoker__err err;            /* messages of this worker's failures */
+    uint32_t *req_first, *req_last;   /* per request: records [first, last) it covers */
+    stoker__err err;                  /* messages of this worker's failures */
     struct stoker__xform_scratch *xs; /* image pipeline scratch (JPEG transforms), or NULL */
-    int64_t epoch;              /* of the batch being read: the process step's randomness */
+    int64_t epoch;                    /* of the batch being read: the process step's randomness */
     /* Records of the round whose chunks the round reads (dataset.h's planned fetches):
      * assembled once its reads are done. round numbers the worker's rounds. */
     uint64_t round;
@@ -106,8 +106,8 @@ typedef struct stoker__worker {
 /* The per-record process step: turns a record's stored bytes (src, n) into the finished
  * sample at dst. NULL when records are read straight into their place (raw records,
  * transform NONE, buffered reads). The JPEG path plugs decode + crop + normalise in here. */
-typedef int (*stoker__process_fn)(stoker__worker *w, int64_t id, const uint8_t *src,
-                                  uint64_t n, uint8_t *dst, uint64_t dst_cap);
+typedef int (*stoker__process_fn)(stoker__worker *w, int64_t id, const uint8_t *src, uint64_t n,
+                                  uint8_t *dst, uint64_t dst_cap);
 
 struct stoker_loader {
     stoker__err err;
@@ -120,32 +120,32 @@ struct stoker_loader {
 
     /* machinery (fixed after create) */
     uint32_t nthreads, depth, read_ahead, ppb;
-    int32_t backend;            /* the active back-end */
+    int32_t backend; /* the active back-end */
     int32_t simd;
     bool direct;
     int32_t on_corrupt;
-    stoker__process_fn process; /* NULL: read into place */
+    stoker__process_fn process;      /* NULL: read into place */
     struct stoker__xform_params *xp; /* image pipeline parameters (JPEG transforms), or NULL */
-    bool staged;                /* reads go to worker staging, then process/copy */
-    uint64_t round_bytes;       /* most bytes one round of reads covers (see loader.c) */
+    bool staged;                     /* reads go to worker staging, then process/copy */
+    uint64_t round_bytes;            /* most bytes one round of reads covers (see loader.c) */
 
     /* data set facts */
     int32_t kind, dtype, ndim;
     int64_t shape[STOKER_MAX_DIMS];
-    uint64_t rec_size;          /* fixed record size, 0 when records vary */
+    uint64_t rec_size; /* fixed record size, 0 when records vary */
     uint64_t max_record;
 
     stoker__slot *slots;
-    uint32_t nslots;            /* slots whose locks exist (destroy tears down these) */
+    uint32_t nslots; /* slots whose locks exist (destroy tears down these) */
     stoker__worker *workers;
-    uint32_t nworkers;          /* workers allocated (destroy frees these) */
+    uint32_t nworkers; /* workers allocated (destroy frees these) */
 
     /* control: pause/park for restarts, stop for destroy */
     pthread_mutex_t ctl_mu;
     pthread_cond_t ctl_cond;
     atomic_bool stop;
     atomic_bool paused;
-    uint32_t parked;            /* under ctl_mu */
+    uint32_t parked; /* under ctl_mu */
     atomic_uint_fast64_t ticket;
     /* Written only while every worker is parked (under ctl_mu) or before they start. */
     uint64_t base_epoch, base_pos;
@@ -153,7 +153,7 @@ struct stoker_loader {
     /* consumer side (the consumer thread) */
     uint64_t cons_seq, cons_epoch, cons_pos;
     atomic_int outstanding;
-    atomic_int ready;           /* slots READY, for occupancy */
+    atomic_int ready; /* slots READY, for occupancy */
     bool has_locks, threads_started;
 
     /* consumer counters (relaxed atomics so that stats may be read from any thread) */
@@ -163,7 +163,7 @@ struct stoker_loader {
 
     /* GPU stage (loader_gpu.c): fixed after create. device -1: host batches. */
     int32_t device;
-    struct stoker__gpu *gpu;    /* NULL without a device */
+    struct stoker__gpu *gpu;          /* NULL without a device */
     atomic_int_fast64_t pinned_bytes; /* slot memory that is page-locked */
 };
 
@@ -184,8 +184,7 @@ int stoker__workers_start(stoker_loader *l);
 /* Stops and joins every worker and frees them. */
 void stoker__workers_destroy(stoker_loader *l);
 /* (epoch, position) of sequence number seq. */
-void stoker__seq_position(const stoker_loader *l, uint64_t seq, uint64_t *epoch,
-                          uint64_t *pos);
+void stoker__seq_position(const stoker_loader *l, uint64_t seq, uint64_t *epoch, uint64_t *pos);
 
 /* loader_xform.c: the JPEG image pipeline as the process step */
 /* For a JPEG data set with a transform: parameters from cfg, process step, output layout. */
@@ -207,6 +206,8 @@ int stoker__gpu_create(stoker_loader *l);
 void stoker__gpu_destroy(stoker_loader *l);
 /* Settles every copy in flight and drops prefetched batches (restarts; consumer thread). */
 void stoker__gpu_quiesce(stoker_loader *l);
+/* After a restart has reset the slots: the copy thread goes on from batch 0. */
+void stoker__gpu_resume(stoker_loader *l);
 /* stoker_loader_next with a device. */
 int stoker__gpu_next(stoker_loader *l, stoker_batch **out);
 /* stoker_batch_release of a device batch; with `record`, release_stream on `stream`. */

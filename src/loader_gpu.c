@@ -1,20 +1,21 @@
 /* The H2D stage: finished host slots are copied to a ring of device buffers on the loader's
  * own stream, and handed out as device batches.
  *
- * Who copies: the consumer thread, inside stoker_loader_next. No copy thread: the copy is
- * asynchronous anyway (cudaMemcpyAsync from pinned slots), so issuing it costs the consumer
- * a few microseconds, and there is no extra stage to park on restarts or join on destroy.
- * next(N) hands out batch N (copying it first if it was not prefetched), then prefetches:
- * for every following batch whose host slot is READY now and whose device buffer is free
- * now (never waiting), it issues the copy. So copy N+1 runs while the consumer computes on
- * N, and the consumer's stream waits on an event, never the host.
+ * Who copies: the loader's copy thread. It takes batch N's host slot as soon as the workers
+ * have finished it and N's device buffer is free, issues the copy (cudaMemcpyAsync from the
+ * pinned slot) and records N's ready event. Issuing a copy costs the caller time that grows
+ * with its size (about 1 us per MB measured on an H200: 70 us for a 77 MB float16 batch),
+ * so it is kept off the consumer: next only waits until batch N's copy has been issued (not
+ * completed; the consumer's stream waits on the event, never the host) and hands it out,
+ * with no CUDA call. Copy N+1 runs while the consumer computes on N.
  *
  * Per device buffer (the ring has nbuf >= 2, STOKER_OPT_DEVICE_BUFFERS, batch seq uses
  * buffer seq % nbuf):
  *   FREE --copy issued--> COPIED --next--> OUT --release(_stream)--> RELEASED --reuse--> ...
  * A RELEASED buffer whose release recorded an event (release_stream) is refilled only after
- * that event completed: cudaEventQuery when prefetching, cudaEventSynchronize when next
- * needs it now (the consumer then waits for its own work, which is the back-pressure).
+ * that event completed: the copy thread waits for it (a blocking-sync event, so the wait
+ * does not spin on a core the workers need). The copy thread runs at most nbuf batches
+ * ahead of next.
  *
  * Host slots are decoupled from device batches: after the copy, a host function gives the
  * slot back to the workers (OUT -> FREE), so the CPU side runs ahead while the consumer
@@ -25,11 +26,15 @@
  * into the device buffer's own host arrays for the same reason: the slot is refilled.
  *
  * Threads: next, quiesce (restarts) and destroy run on the consumer thread; release may run
- * on any thread; the slot-done host function on CUDA's callback thread. Every CUDA call
- * runs with the loader's device current, and the caller's current device is restored.
+ * on any thread; copies are issued by the copy thread; the slot-done host function runs on
+ * CUDA's callback thread. Every CUDA call runs with the loader's device current; calls on
+ * the caller's threads restore the caller's current device. Quiesce holds the copy thread
+ * (it acknowledges between batches), resume lets it go; destroy stops and joins it.
  *
  * Lock order: gpu->mu is a leaf: taken alone, never with a slot mutex or ctl_mu; the only
- * CUDA call made under it is cudaEventRecord (non-blocking). */
+ * CUDA call made under it is cudaEventRecord (non-blocking). The copy thread waits for a
+ * slot under the slot's mutex and checks `halt` there, so stop and hold wake it by setting
+ * halt, then broadcasting every slot's condition under its mutex. */
 #include "common/config.h"
 #include "loader.h"
 
@@ -60,19 +65,28 @@ typedef struct stoker__dbuf {
     cudaEvent_t ready; /* recorded on the copy stream after the copy */
     cudaEvent_t done;  /* recorded on the consumer's stream by release_stream */
     bool has_events;
-    int state;    /* under gpu->mu */
-    bool pending; /* under gpu->mu: `done` recorded, not yet seen complete */
-    int err;      /* a failed copy: next returns it (consumer thread) */
+    int state;       /* under gpu->mu */
+    bool pending;    /* under gpu->mu: `done` recorded, not yet seen complete */
+    stoker__err err; /* a failed batch or copy (code 0: none), written by the copy thread
+                      * before COPIED is published under gpu->mu; next hands it out */
 } stoker__dbuf;
 
 struct stoker__gpu {
-    pthread_mutex_t mu;     /* buffer states; a leaf lock */
+    pthread_mutex_t mu; /* buffer states and the copy thread's progress; a leaf lock */
+    pthread_cond_t cv;  /* under mu: any of them changed */
+    pthread_t thread;   /* the copy thread */
+    bool has_cv, has_thread;
     cudaStream_t stream;    /* non-blocking: never orders with the legacy default stream */
     cudaStream_t cb_stream; /* the slot-done host functions, each after its copy's event */
     bool has_stream, has_cb_stream;
     stoker__dbuf *bufs;
     uint32_t nbuf;
-    uint64_t issued; /* consumer thread: copies are issued for seq [cons_seq, issued) */
+    /* under mu */
+    uint64_t issued;   /* copies issued (or failures recorded) for every seq < issued */
+    uint64_t consumed; /* batches handed out by next: every seq < consumed */
+    bool stop, hold;   /* asked of the copy thread: exit; stand still (quiesce) */
+    bool held;         /* the copy thread stands still (or has exited) */
+    atomic_bool halt;  /* stop || hold, read without mu while waiting for a slot */
     /* GPU normalisation (STOKER_OPT_GPU_NORMALIZE): uint8 [h, w, 3] records are copied to
      * `staging` (one buffer: the copy stream orders copy N, kernel N, copy N+1), then the
      * kernel writes out_dtype in the buffer of batch N. */
@@ -84,11 +98,19 @@ struct stoker__gpu {
     size_t staging_cap;
 };
 
-static int cuda_fail(stoker_loader *l, cudaError_t e, const char *what)
+static void *copy_main(void *arg);
+static void wake_slots(stoker_loader *l);
+
+static int cuda_fail_to(stoker__err *err, int device, cudaError_t e, const char *what)
 {
     cudaGetLastError(); /* clear the sticky last error: it is reported here */
-    return stoker__fail(&l->err, STOKER_E_CUDA, "%s (device %d): %s", what, l->device,
+    return stoker__fail(err, STOKER_E_CUDA, "%s (device %d): %s", what, device,
                         cudaGetErrorString(e));
+}
+
+static int cuda_fail(stoker_loader *l, cudaError_t e, const char *what)
+{
+    return cuda_fail_to(&l->err, l->device, e, what);
 }
 
 /* Makes the loader's device current; returns the caller's, for leave(). */
@@ -216,9 +238,12 @@ int stoker__gpu_configure(stoker_loader *l, const stoker_config *cfg)
         stoker__free(g);
         return stoker__fail(&l->err, -ENOMEM, "cannot create the GPU stage's lock");
     }
+    l->gpu = g; /* destroy frees it from here on */
+    STOKER_RETURN_IF(pthread_cond_init(&g->cv, NULL) != 0, &l->err, -ENOMEM,
+                     "cannot create the GPU stage's condition variable");
+    g->has_cv = true;
     const int64_t nb = stoker__cfg_int(cfg, STOKER_OPT_DEVICE_BUFFERS);
     g->nbuf = nb <= 0 ? DEFAULT_BUFFERS : nb < 2 ? 2u : (uint32_t)nb;
-    l->gpu = g;
     return norm_options(l, cfg);
 }
 
@@ -236,7 +261,7 @@ static int dbuf_init(stoker_loader *l, stoker__dbuf *d, size_t cap)
     cudaError_t e = INJECT(cudaEventCreateWithFlags(&d->ready, cudaEventDisableTiming));
     if (e != cudaSuccess)
         return cuda_fail(l, e, "cudaEventCreateWithFlags");
-    e = INJECT(cudaEventCreateWithFlags(&d->done, cudaEventDisableTiming));
+    e = INJECT(cudaEventCreateWithFlags(&d->done, cudaEventDisableTiming | cudaEventBlockingSync));
     if (e != cudaSuccess) {
         cudaEventDestroy(d->ready);
         return cuda_fail(l, e, "cudaEventCreateWithFlags");
@@ -286,6 +311,13 @@ int stoker__gpu_create(stoker_loader *l)
     }
     for (uint32_t i = 0; i < g->nbuf && rc == 0; i++)
         rc = dbuf_init(l, &g->bufs[i], cap);
+    if (rc == 0) {
+        const int err = stoker__thread_start(&g->thread, copy_main, l);
+        if (err != 0)
+            rc = stoker__fail(&l->err, -err, "cannot start the copy thread: %s",
+                              stoker_strerror(-err));
+        g->has_thread = err == 0;
+    }
     if (rc == 0)
         stoker__logf(&l->log, STOKER_LOG_INFO,
                      "device %d: %u device buffers of %zu bytes, "
@@ -301,6 +333,15 @@ void stoker__gpu_destroy(stoker_loader *l)
     stoker__gpu *g = l->gpu;
     if (!g)
         return;
+    if (g->has_thread) {
+        pthread_mutex_lock(&g->mu);
+        g->stop = true;
+        atomic_store_explicit(&g->halt, true, memory_order_release);
+        pthread_cond_broadcast(&g->cv);
+        pthread_mutex_unlock(&g->mu);
+        wake_slots(l);
+        pthread_join(g->thread, NULL);
+    }
     const int prev = enter(l);
     /* Copies in flight read slots, and their host functions touch slots: both end here,
      * before the workers and slots go. */
@@ -327,13 +368,15 @@ void stoker__gpu_destroy(stoker_loader *l)
     cudaGetLastError();
     leave(l, prev);
     stoker__free(g->bufs);
+    if (g->has_cv)
+        pthread_cond_destroy(&g->cv);
     pthread_mutex_destroy(&g->mu);
     stoker__free(g);
     l->gpu = NULL;
 }
 
-/* Host function on the copy stream, after a slot's copy: the slot goes back to the workers.
- * Runs on CUDA's callback thread; makes no CUDA call. */
+/* Host function after a slot's copy: the slot goes back to the workers. Runs on CUDA's
+ * callback thread; makes no CUDA call. */
 static void slot_copied(void *arg)
 {
     stoker__slot *s = arg;
@@ -345,72 +388,35 @@ static void slot_copied(void *arg)
     pthread_mutex_unlock(&s->mu);
 }
 
-void stoker__gpu_quiesce(stoker_loader *l)
+/* Wakes the copy thread wherever it waits: after halt is set, on every slot's condition
+ * (under the slot's mutex, so the wake-up cannot fall between its check and its wait). */
+static void wake_slots(stoker_loader *l)
 {
-    stoker__gpu *g = l->gpu;
-    if (!g)
-        return;
-    const int prev = enter(l);
-    const cudaError_t e = cudaStreamSynchronize(g->stream);
-    if ((cudaStreamSynchronize(g->cb_stream) != cudaSuccess) | (e != cudaSuccess))
-        cudaGetLastError();
-    leave(l, prev);
-    pthread_mutex_lock(&g->mu);
-    for (uint32_t i = 0; i < g->nbuf; i++) {
-        if (g->bufs[i].state == DBUF_COPIED)
-            g->bufs[i].state = DBUF_FREE;
-        g->bufs[i].err = 0;
+    for (uint32_t i = 0; i < l->depth; i++) {
+        pthread_mutex_lock(&l->slots[i].mu);
+        pthread_cond_broadcast(&l->slots[i].cond);
+        pthread_mutex_unlock(&l->slots[i].mu);
     }
-    pthread_mutex_unlock(&g->mu);
-    g->issued = 0; /* the restart numbers batches from 0 again */
 }
 
-/* Whether batch seq's device buffer may be filled: 0 yes, 1 not now (held by the consumer,
- * or its release event not complete and !block), < 0 a CUDA failure. Consumer thread. */
-static int claim(stoker_loader *l, uint64_t seq, bool block)
-{
-    stoker__gpu *g = l->gpu;
-    stoker__dbuf *d = &g->bufs[seq % g->nbuf];
-    pthread_mutex_lock(&g->mu);
-    const int state = d->state;
-    const bool pending = d->pending;
-    pthread_mutex_unlock(&g->mu);
-    if (state == DBUF_OUT || state == DBUF_COPIED)
-        return 1;
-    if (state == DBUF_RELEASED && pending) {
-        /* Only this thread moves a RELEASED buffer on, so `done` is stable here. */
-        const cudaError_t e = block ? cudaEventSynchronize(d->done) : cudaEventQuery(d->done);
-        if (e == cudaErrorNotReady) {
-            cudaGetLastError();
-            return 1;
-        }
-        if (e != cudaSuccess)
-            return cuda_fail(l, e, "waiting for a released batch's event");
-        pthread_mutex_lock(&g->mu);
-        d->pending = false;
-        pthread_mutex_unlock(&g->mu);
-    }
-    return 0;
-}
-
-/* Takes host slot seq: 0 with *out (OUT), 1 when !block and it is not ready (or failed:
- * failures are handed out by the blocking path), < 0 a failed batch, consumed here. */
-static int take_slot(stoker_loader *l, uint64_t seq, bool block, stoker__slot **out)
+/* Copy thread: waits for host slot seq to be READY and takes it (OUT): 0 with *out, 1 when
+ * halted first, or a failed batch's code with its message in *err (the slot freed). */
+static int take_slot(stoker_loader *l, uint64_t seq, stoker__slot **out, stoker__err *err)
 {
     stoker__slot *s = &l->slots[seq % l->depth];
     pthread_mutex_lock(&s->mu);
-    if (!block && !(s->seq == seq && s->state == SLOT_READY && s->err_code == 0)) {
-        pthread_mutex_unlock(&s->mu);
-        return 1;
-    }
     while (!(s->seq == seq && s->state == SLOT_READY)) {
+        if (atomic_load_explicit(&l->gpu->halt, memory_order_acquire)) {
+            pthread_mutex_unlock(&s->mu);
+            return 1;
+        }
         struct timespec ts;
         stoker__deadline(&ts);
         pthread_cond_timedwait(&s->cond, &s->mu, &ts);
     }
     atomic_fetch_sub_explicit(&l->ready, 1, memory_order_relaxed);
     if (s->err_code != 0) {
-        const int rc = stoker__fail(&l->err, s->err_code, "%s", s->err_msg);
+        const int rc = stoker__fail(err, s->err_code, "%s", s->err_msg);
         s->state = SLOT_FREE;
         s->seq += l->depth;
         pthread_cond_broadcast(&s->cond);
@@ -473,13 +479,13 @@ static cudaError_t queue_data(stoker__gpu *g, stoker__dbuf *d, const stoker_batc
 #endif
 }
 
-/* Issues the copy of host slot s (batch seq) into its claimed device buffer, which becomes
- * COPIED; a failure is kept in the buffer for next to return. The slot always goes back to
- * the workers: after the copy, or at once when nothing was queued. Consumer thread. */
-static void issue_copy(stoker_loader *l, stoker__slot *s, uint64_t seq)
+/* Copy thread: issues the copy of host slot s into device buffer d, then its ready event
+ * and the slot-done host function; a failure is kept in d->err for next to hand out. The
+ * slot always goes back to the workers: after the copy, or at once when nothing was
+ * queued. */
+static void issue_copy(stoker_loader *l, stoker__slot *s, stoker__dbuf *d)
 {
     stoker__gpu *g = l->gpu;
-    stoker__dbuf *d = &g->bufs[seq % g->nbuf];
     const stoker_batch *hb = &s->batch;
     cudaError_t e = cudaSuccess;
     int rc = 0;
@@ -490,7 +496,7 @@ static void issue_copy(stoker_loader *l, stoker__slot *s, uint64_t seq)
         d->cap = 0;
         e = INJECT(cudaMalloc((void **)&d->dev, d->batch.nbytes));
         if (e != cudaSuccess)
-            rc = cuda_fail(l, e, "cudaMalloc growing a device batch buffer");
+            rc = cuda_fail_to(&d->err, l->device, e, "cudaMalloc growing a device batch buffer");
         else
             d->cap = d->batch.nbytes;
         d->batch.data = d->dev;
@@ -504,39 +510,126 @@ static void issue_copy(stoker_loader *l, stoker__slot *s, uint64_t seq)
     if (rc == 0 && e == cudaSuccess)
         e = cudaLaunchHostFunc(g->cb_stream, slot_copied, s);
     if (rc == 0 && e != cudaSuccess) {
-        rc = cuda_fail(l, e, "queueing a batch copy");
+        rc = cuda_fail_to(&d->err, l->device, e, "queueing a batch copy");
         cudaStreamSynchronize(g->stream); /* a queued copy may still read the slot */
         cudaGetLastError();
     }
     if (rc < 0)
         slot_copied(s);
-    d->err = rc;
+}
+
+/* Copy thread, gpu->mu held: whether batch seq's device buffer may be filled now. Waits
+ * (mu released) for the consumer's work on a released buffer; returns false when it must
+ * wait for the consumer instead (the buffer held, or nbuf batches already ahead). */
+static bool buffer_free(stoker__gpu *g, uint64_t seq)
+{
+    stoker__dbuf *d = &g->bufs[seq % g->nbuf];
+    if (seq - g->consumed >= g->nbuf || d->state == DBUF_OUT || d->state == DBUF_COPIED)
+        return false;
+    if (d->state == DBUF_RELEASED && d->pending) {
+        /* Only this thread moves a RELEASED buffer on, so `done` is stable here. */
+        pthread_mutex_unlock(&g->mu);
+        if (cudaEventSynchronize(d->done) != cudaSuccess)
+            cudaGetLastError(); /* the consumer's stream failed: its own calls report it */
+        pthread_mutex_lock(&g->mu);
+        d->pending = false;
+    }
+    return true;
+}
+
+static void *copy_main(void *arg)
+{
+    stoker_loader *l = arg;
+    stoker__gpu *g = l->gpu;
+    stoker__thread_name("stoker-h2d");
+    cudaSetDevice(l->device); /* checked at create; a failure shows in the first copy */
     pthread_mutex_lock(&g->mu);
-    d->state = DBUF_COPIED;
+    while (!g->stop) {
+        g->held = g->hold;
+        if (g->hold)
+            pthread_cond_broadcast(&g->cv); /* quiesce waits for held */
+        if (g->hold || !buffer_free(g, g->issued)) {
+            struct timespec ts;
+            stoker__deadline(&ts);
+            pthread_cond_timedwait(&g->cv, &g->mu, &ts);
+            continue;
+        }
+        if (g->hold || g->stop) /* asked while buffer_free waited */
+            continue;
+        const uint64_t seq = g->issued;
+        stoker__dbuf *d = &g->bufs[seq % g->nbuf];
+        pthread_mutex_unlock(&g->mu);
+        /* d is not visible to next until COPIED is published below */
+        stoker__err_clear(&d->err);
+        stoker__slot *s = NULL;
+        const int rc = take_slot(l, seq, &s, &d->err);
+        if (rc == 0)
+            issue_copy(l, s, d);
+        pthread_mutex_lock(&g->mu);
+        if (rc == 1)
+            continue; /* halted while waiting for the slot */
+        d->state = DBUF_COPIED;
+        g->issued = seq + 1;
+        pthread_cond_broadcast(&g->cv);
+    }
+    g->held = true;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    return NULL;
+}
+
+void stoker__gpu_quiesce(stoker_loader *l)
+{
+    stoker__gpu *g = l->gpu;
+    if (!g)
+        return;
+    pthread_mutex_lock(&g->mu);
+    g->hold = true;
+    atomic_store_explicit(&g->halt, true, memory_order_release);
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    wake_slots(l);
+    pthread_mutex_lock(&g->mu);
+    while (g->has_thread && !g->held) {
+        struct timespec ts;
+        stoker__deadline(&ts);
+        pthread_cond_timedwait(&g->cv, &g->mu, &ts);
+    }
+    pthread_mutex_unlock(&g->mu);
+    const int prev = enter(l);
+    const cudaError_t e = cudaStreamSynchronize(g->stream);
+    if ((cudaStreamSynchronize(g->cb_stream) != cudaSuccess) | (e != cudaSuccess))
+        cudaGetLastError();
+    leave(l, prev);
+    pthread_mutex_lock(&g->mu);
+    for (uint32_t i = 0; i < g->nbuf; i++) {
+        if (g->bufs[i].state == DBUF_COPIED)
+            g->bufs[i].state = DBUF_FREE;
+        stoker__err_clear(&g->bufs[i].err);
+    }
+    g->issued = g->consumed = 0; /* the restart numbers batches from 0 again */
     pthread_mutex_unlock(&g->mu);
 }
 
-/* Issues copies of the batches after cons_seq that are ready now, into buffers free now. */
-static void prefetch(stoker_loader *l)
+void stoker__gpu_resume(stoker_loader *l)
 {
     stoker__gpu *g = l->gpu;
-    while (g->issued - l->cons_seq < g->nbuf) {
-        stoker__slot *s = NULL;
-        if (claim(l, g->issued, false) != 0 || take_slot(l, g->issued, false, &s) != 0)
-            return;
-        issue_copy(l, s, g->issued);
-        g->issued++;
-    }
+    if (!g)
+        return;
+    pthread_mutex_lock(&g->mu);
+    g->hold = false;
+    atomic_store_explicit(&g->halt, false, memory_order_release);
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
 }
 
-static void count_delivery(stoker_loader *l, const stoker_batch *b, double waited)
+static void count_delivery(stoker_loader *l, const stoker_batch *b, double waited, uint64_t queued)
 {
     /* One writer (the consumer thread), relaxed stores, read by stats. */
     atomic_store_explicit(&l->c_wait,
                           atomic_load_explicit(&l->c_wait, memory_order_relaxed) + waited,
                           memory_order_relaxed);
-    const uint64_t ready = (uint64_t)atomic_load_explicit(&l->ready, memory_order_relaxed) +
-                           (l->gpu->issued - l->cons_seq);
+    const uint64_t ready = (uint64_t)atomic_load_explicit(&l->ready, memory_order_relaxed) + queued;
     atomic_fetch_add_explicit(&l->c_next_calls, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&l->c_ready_sum, ready, memory_order_relaxed);
     atomic_fetch_add_explicit(&l->c_batches, 1, memory_order_relaxed);
@@ -544,64 +637,49 @@ static void count_delivery(stoker_loader *l, const stoker_batch *b, double waite
     atomic_fetch_add_explicit(&l->c_bytes, b->nbytes, memory_order_relaxed);
 }
 
-/* Batch cons_seq copied (now, unless prefetched): 0, or a failure (the batch is consumed)
- * or STOKER_E_STATE (its buffer is still held: nothing consumed). */
-static int ensure_copied(stoker_loader *l, double *waited)
-{
-    stoker__gpu *g = l->gpu;
-    const uint64_t seq = l->cons_seq;
-    if (g->issued != seq)
-        return 0;
-    const double t0 = stoker__now();
-    int rc = claim(l, seq, true);
-    if (rc == 1)
-        return stoker__fail(&l->err, STOKER_E_STATE,
-                            "the device batch handed out %u batches "
-                            "before this one is still held: release it first (the %u device "
-                            "buffers form a ring)",
-                            g->nbuf, g->nbuf);
-    if (rc < 0)
-        return rc;
-    stoker__slot *s = NULL;
-    rc = take_slot(l, seq, true, &s);
-    *waited = stoker__now() - t0;
-    if (rc < 0) { /* a failed batch: consumed */
-        l->cons_seq++;
-        l->cons_pos++;
-        g->issued++;
-        return rc;
-    }
-    issue_copy(l, s, seq);
-    g->issued++;
-    return 0;
-}
-
+/* Hands out batch cons_seq once the copy thread has issued its copy: no CUDA call here. A
+ * failed batch is consumed and its error returned; STOKER_E_STATE (nothing consumed) when
+ * its device buffer still holds a batch the consumer has not released. */
 int stoker__gpu_next(stoker_loader *l, stoker_batch **out)
 {
     stoker__gpu *g = l->gpu;
-    const int prev = enter(l);
+    const uint64_t seq = l->cons_seq;
+    stoker__dbuf *d = &g->bufs[seq % g->nbuf];
     double waited = 0;
-    int rc = ensure_copied(l, &waited);
-    if (rc < 0)
-        goto out;
-    stoker__dbuf *d = &g->bufs[l->cons_seq % g->nbuf];
-    l->cons_seq++;
-    l->cons_pos++;
-    rc = d->err;
     pthread_mutex_lock(&g->mu);
+    if (g->issued <= seq && d->state == DBUF_OUT) {
+        pthread_mutex_unlock(&g->mu);
+        return stoker__fail(&l->err, STOKER_E_STATE,
+                            "the device batch handed out %u batches before this one is still "
+                            "held: release it first (the %u device buffers form a ring)",
+                            g->nbuf, g->nbuf);
+    }
+    if (g->issued <= seq) {
+        const double t0 = stoker__now();
+        while (g->issued <= seq) {
+            struct timespec ts;
+            stoker__deadline(&ts);
+            pthread_cond_timedwait(&g->cv, &g->mu, &ts);
+        }
+        waited = stoker__now() - t0;
+    }
+    int rc = d->err.code;
+    if (rc < 0)
+        stoker__fail(&l->err, rc, "%s", d->err.msg); /* d may be refilled once consumed */
     d->state = rc < 0 ? DBUF_FREE : DBUF_OUT;
     d->pending = false;
+    g->consumed = seq + 1;
+    const uint64_t queued = g->issued - g->consumed;
+    pthread_cond_broadcast(&g->cv);
     pthread_mutex_unlock(&g->mu);
-    d->err = 0;
-    if (rc == 0) {
-        atomic_fetch_add(&l->outstanding, 1);
-        count_delivery(l, &d->batch, waited);
-        *out = &d->batch;
-    }
-    prefetch(l);
-out:
-    leave(l, prev);
-    return rc;
+    l->cons_seq++;
+    l->cons_pos++;
+    if (rc < 0)
+        return rc;
+    atomic_fetch_add(&l->outstanding, 1);
+    count_delivery(l, &d->batch, waited, queued);
+    *out = &d->batch;
+    return 0;
 }
 
 int stoker__gpu_release(stoker_batch *b, bool record, void *stream)
@@ -628,6 +706,7 @@ int stoker__gpu_release(stoker_batch *b, bool record, void *stream)
         d->pending = e == cudaSuccess;
     }
     d->state = DBUF_RELEASED;
+    pthread_cond_broadcast(&g->cv);
     pthread_mutex_unlock(&g->mu);
     atomic_fetch_sub(&l->outstanding, 1);
     return rc;
@@ -682,6 +761,11 @@ void stoker__gpu_destroy(stoker_loader *l)
 }
 
 void stoker__gpu_quiesce(stoker_loader *l)
+{
+    (void)l;
+}
+
+void stoker__gpu_resume(stoker_loader *l)
 {
     (void)l;
 }

@@ -6,7 +6,8 @@
  *     the log, and the loader delivers every byte to the device all the same;
  *   - any other failure makes create return STOKER_E_CUDA with CUDA's message and what
  *     was being done, and leaves no device memory behind.
- * Runs with and without GPU normalisation. Needs a usable GPU: exits 77 without one. */
+ * Then the copy thread fails to start: create returns -EAGAIN with a message. Runs with
+ * and without GPU normalisation. Needs a usable GPU: exits 77 without one. */
 #include "test_loader_util.h"
 
 #include "common/common.h"
@@ -149,6 +150,13 @@ static void test_faults(const char *path, int norm)
             T_FAIL("after failing CUDA request %" PRIu64 ": %zu bytes of device memory lost", n,
                    free0 - now);
     }
+    /* the copy thread cannot start (it is the first thread create starts) */
+    l = NULL;
+    stoker__thread_fail_at(1);
+    T_EQ_RC(stoker_loader_create(&l, path, cfg), -EAGAIN);
+    T_EQ_INT(stoker__thread_fail_at(0), 1);
+    T_CONTAINS(stoker_loader_errmsg(l), "copy thread");
+    stoker_loader_destroy(l);
     T_ASSERT(failed >= 4);    /* stream, two events, a device buffer at least */
     T_ASSERT(fell_back >= 2); /* the two pinned slots */
     printf("cuda faults ok (%s): %" PRIu64 " requests, %d failed create, %d fell back to "
