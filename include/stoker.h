@@ -170,7 +170,7 @@ typedef enum stoker_option {
     STOKER_OPT_SIMD = 66,        /* a stoker_simd value; default AUTO */
     STOKER_OPT_DEVICE = 67,      /* CUDA device ordinal + 1; 0 = default (GPU 0 or
                                     LOCAL_RANK when usable, else CPU); -1 = CPU */
-    STOKER_OPT_DEVICE_BUFFERS = 68, /* device batch buffers (ring, >= 2); 0 = default 3 */
+    STOKER_OPT_DEVICE_BUFFERS = 68, /* device batch buffers (ring, >= 2); 0 = default 6 */
     STOKER_OPT_GPU_NORMALIZE = 69,  /* boolean: raw uint8 [H, W, 3] records cross PCIe as
                                        uint8 and are normalised on the GPU to DTYPE/LAYOUT
                                        with MEAN/STD (needs a device); default 0 */
