@@ -93,4 +93,39 @@ static inline uint8_t *t_make_jpeg(const t_jpeg_kind *kind, int w, int h, int qu
     return copy;
 }
 
+/* A JPEG data set for loader tests: record id is a t_make_jpeg image (quality 80, seed
+ * id + 1) of kind kinds[id % nkinds], w[0] + (id % w[1]) * w[2] by h[0] + (id % h[1]) * h[2]
+ * pixels, label id % labels; shards of at most shard_size bytes (0: the default). */
+typedef struct t_jpeg_set {
+    const t_jpeg_kind *kinds;
+    int nkinds;
+    int w[3], h[3];
+    int64_t labels, shard_size;
+} t_jpeg_set;
+
+static inline void t_write_jpeg_set(const char *path, int64_t n, const t_jpeg_set *spec)
+{
+    stoker_config *cfg = NULL;
+    T_OK(stoker_config_create(&cfg));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_FSYNC, 0));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_OVERWRITE, 1));
+    if (spec->shard_size)
+        T_OK(stoker_config_set_int(cfg, STOKER_OPT_SHARD_SIZE, spec->shard_size));
+    stoker_writer *w = NULL;
+    T_OK(stoker_writer_create(&w, path, cfg));
+    T_OK(stoker_writer_set_field(w, STOKER_FIELD_JPEG, 0, 0, NULL));
+    for (int64_t id = 0; id < n; id++) {
+        size_t size = 0;
+        const int wd = spec->w[0] + (int)(id % spec->w[1]) * spec->w[2];
+        const int ht = spec->h[0] + (int)(id % spec->h[1]) * spec->h[2];
+        uint8_t *j =
+            t_make_jpeg(&spec->kinds[id % spec->nkinds], wd, ht, 80, (uint64_t)id + 1, &size);
+        T_OK(stoker_writer_add(w, j, size, id % spec->labels, NULL));
+        free(j);
+    }
+    T_OK(stoker_writer_finish(w));
+    stoker_writer_destroy(w);
+    stoker_config_destroy(cfg);
+}
+
 #endif

@@ -27,12 +27,7 @@
 
 #ifdef HAVE_CUDA_RUNTIME
 
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        const cudaError_t e_ = (x);                                                                \
-        if (e_ != cudaSuccess)                                                                     \
-            T_FAIL("%s: %s", #x, cudaGetErrorString(e_));                                          \
-    } while (0)
+#define CK(x) T_CUDA_OK(x)
 
 typedef struct logged {
     int warnings;

@@ -16,7 +16,7 @@
 #endif
 
 #define NREC 3000
-#define RS 4096u     /* raw record bytes */
+#define RS 4096u /* raw record bytes */
 #define BATCH 64
 
 static char g_raw[4200], g_var[4200];
@@ -63,12 +63,7 @@ static void test_host_fallback(void)
 
 #ifdef HAVE_CUDA_RUNTIME
 
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        const cudaError_t e_ = (x);                                                            \
-        if (e_ != cudaSuccess)                                                                 \
-            T_FAIL("%s: %s", #x, cudaGetErrorString(e_));                                      \
-    } while (0)
+#define CK(x) T_CUDA_OK(x)
 
 /* Checks a device batch's bytes by copying them back; host arrays are read directly. */
 static void check_device_batch(const stoker_batch *b, uint64_t rec_size, int device)
@@ -184,7 +179,8 @@ static void test_no_reuse_before_release(void)
             for (uint64_t x = 0; x < RS; x++)
                 if (out[k][(uint64_t)j * RS + x] != tl_byte(ids[k][j], x))
                     T_FAIL("step %d record %" PRId64 " byte %" PRIu64 " was overwritten "
-                           "before the consumer's stream read it", k, ids[k][j], x);
+                           "before the consumer's stream read it",
+                           k, ids[k][j], x);
         CK(cudaFreeHost(out[k]));
     }
     CK(cudaStreamDestroy(my));

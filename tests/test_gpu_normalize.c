@@ -141,23 +141,8 @@ static void make_jpegs(const char *path)
                                         {"gray", 1, 1, 1, 0, 0, 0},
                                         {"prog", 3, 2, 2, 1, 0, 0},
                                         {"cmyk", 4, 1, 1, 0, 0, 1}};
-    stoker_config *cfg = NULL;
-    T_OK(stoker_config_create(&cfg));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_FSYNC, 0));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_OVERWRITE, 1));
-    stoker_writer *w = NULL;
-    T_OK(stoker_writer_create(&w, path, cfg));
-    T_OK(stoker_writer_set_field(w, STOKER_FIELD_JPEG, 0, 0, NULL));
-    for (int64_t id = 0; id < 70; id++) {
-        size_t size;
-        uint8_t *j = t_make_jpeg(&kinds[id % 4], 50 + (int)(id * 7 % 90), 40 + (int)(id * 13 % 70),
-                                 88, (uint64_t)id + 1, &size);
-        T_OK(stoker_writer_add(w, j, size, tl_label(id), NULL));
-        free(j);
-    }
-    T_OK(stoker_writer_finish(w));
-    stoker_writer_destroy(w);
-    stoker_config_destroy(cfg);
+    const t_jpeg_set spec = {kinds, 4, {50, 13, 7}, {40, 10, 7}, 3, 0};
+    t_write_jpeg_set(path, 70, &spec);
 }
 
 static float value_at(const uint8_t *p, int64_t dtype, uint64_t i)

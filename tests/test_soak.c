@@ -136,23 +136,8 @@ static void make_jpeg_set(const char *path)
         {"prog", 3, 2, 2, 1, 0, 0},
         {"cmyk", 4, 1, 1, 0, 0, 1},
     };
-    stoker_config *cfg = NULL;
-    T_OK(stoker_config_create(&cfg));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_FSYNC, 0));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_OVERWRITE, 1));
-    stoker_writer *w = NULL;
-    T_OK(stoker_writer_create(&w, path, cfg));
-    T_OK(stoker_writer_set_field(w, STOKER_FIELD_JPEG, 0, 0, NULL));
-    for (int64_t id = 0; id < RECORDS; id++) {
-        size_t size = 0;
-        uint8_t *j = t_make_jpeg(&kinds[id % 4], 40 + (int)(id % 7) * 9, 36 + (int)(id % 5) * 11,
-                                 80, (uint64_t)id + 1, &size);
-        T_OK(stoker_writer_add(w, j, size, id % 10, NULL));
-        free(j);
-    }
-    T_OK(stoker_writer_finish(w));
-    stoker_writer_destroy(w);
-    stoker_config_destroy(cfg);
+    const t_jpeg_set spec = {kinds, 4, {40, 7, 9}, {36, 5, 11}, 10, 0};
+    t_write_jpeg_set(path, RECORDS, &spec);
 }
 
 static void soak_cycles(const char *path)

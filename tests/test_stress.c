@@ -171,24 +171,8 @@ static void make_set(const char *path)
         {"gray", 1, 1, 1, 0, 0, 0},
         {"prog", 3, 2, 2, 1, 0, 0},
     };
-    stoker_config *cfg = NULL;
-    T_OK(stoker_config_create(&cfg));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_FSYNC, 0));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_OVERWRITE, 1));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_SHARD_SIZE, 12000)); /* several shards */
-    stoker_writer *w = NULL;
-    T_OK(stoker_writer_create(&w, path, cfg));
-    T_OK(stoker_writer_set_field(w, STOKER_FIELD_JPEG, 0, 0, NULL));
-    for (int64_t id = 0; id < RECORDS; id++) {
-        size_t size = 0;
-        uint8_t *j = t_make_jpeg(&kinds[id % 4], 24 + (int)(id % 5) * 7, 20 + (int)(id % 3) * 9, 80,
-                                 (uint64_t)id + 1, &size);
-        T_OK(stoker_writer_add(w, j, size, id % 7, NULL));
-        free(j);
-    }
-    T_OK(stoker_writer_finish(w));
-    stoker_writer_destroy(w);
-    stoker_config_destroy(cfg);
+    const t_jpeg_set spec = {kinds, 4, {24, 5, 7}, {20, 3, 9}, 7, 12000}; /* several shards */
+    t_write_jpeg_set(path, RECORDS, &spec);
 }
 
 static stoker_config *config(int threads, int depth)
