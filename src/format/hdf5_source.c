@@ -457,18 +457,25 @@ static const char *h5_key(stoker_dataset *ds, int64_t id)
     return NULL; /* the record id is the key: the index along axis 0 */
 }
 
+/* Closes the memory type, dataset and file the source holds open. HDF5 lock held. */
+static void close_handles(stoker__h5 *h)
+{
+    if (h->mtype > 0)
+        H5Tclose(h->mtype);
+    if (h->did > 0)
+        H5Dclose(h->did);
+    if (h->fid > 0)
+        H5Fclose(h->fid);
+    h->mtype = h->did = h->fid = 0;
+}
+
 static void h5_free(stoker__h5 *h)
 {
     if (!h)
         return;
     if (h->did > 0 || h->fid > 0 || h->mtype > 0) {
         stoker__h5_lock();
-        if (h->mtype > 0)
-            H5Tclose(h->mtype);
-        if (h->did > 0)
-            H5Dclose(h->did);
-        if (h->fid > 0)
-            H5Fclose(h->fid);
+        close_handles(h);
         stoker__h5_unlock();
     }
     if (h->fd >= 0)
@@ -575,13 +582,7 @@ static void open_release(h5_open *o)
         H5Tclose(o->type);
     if (h->mode == H5M_READ || h->mode == H5M_VLEN)
         return;
-    if (h->mtype > 0)
-        H5Tclose(h->mtype);
-    if (h->did > 0)
-        H5Dclose(h->did);
-    if (h->fid > 0)
-        H5Fclose(h->fid);
-    h->mtype = h->did = h->fid = 0;
+    close_handles(h);
 }
 
 /* The field: RAW with shape dims[1..]; blobs and vlen are JPEG when record 0 is one. */
