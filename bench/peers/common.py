@@ -11,6 +11,27 @@ import sys
 import time
 
 
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]  # ImageNet's
+
+
+def image_loader(torch, dataset, a, dev):
+    """The DataLoader of the JPEG peers: shuffled full batches from a.workers workers,
+    pinned when the batches go to CUDA, 4 batches prefetched per worker, workers kept."""
+    from torch.utils.data import DataLoader
+    w = a.workers
+    return DataLoader(dataset, batch_size=a.batch_size, shuffle=True, num_workers=w,
+                      pin_memory=dev.type == "cuda", drop_last=True,
+                      persistent_workers=w > 0, prefetch_factor=4 if w > 0 else None)
+
+
+def image_result(torch, torchvision, out, a, dev):
+    """A JPEG peer's timed result with what it ran on."""
+    out.update(device=torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
+               workers=a.workers, batch_size=a.batch_size, dtype="float32",
+               versions=f"torch {torch.__version__}, torchvision {torchvision.__version__}")
+    return out
+
+
 def parse_args(doc, data_help):
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("data", help=data_help)

@@ -13,8 +13,6 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
-MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
-
 
 def main():
     a = common.parse_args(__doc__, "ImageFolder root")
@@ -23,23 +21,16 @@ def main():
                    "ToTensor, Normalize float32 on CPU"}
     torch, torchvision = common.need(row, "torch", "torchvision")
     import torchvision.transforms as T
-    from torch.utils.data import DataLoader
     from torchvision.datasets import ImageFolder
 
     def body():
         dev = common.pick_device(torch, a.device)
         tf = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(),
-                        T.Normalize(MEAN, STD)])
-        w = a.workers
-        dl = DataLoader(ImageFolder(a.data, tf), batch_size=a.batch_size, shuffle=True,
-                        num_workers=w, pin_memory=dev.type == "cuda", drop_last=True,
-                        persistent_workers=w > 0, prefetch_factor=4 if w > 0 else None)
+                        T.Normalize(common.MEAN, common.STD)])
+        dl = common.image_loader(torch, ImageFolder(a.data, tf), a, dev)
         out = common.timed(torch, dl, dev, a.epochs, a.max_seconds,
                            lambda x: x.to(dev, non_blocking=True))
-        out.update(device=torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
-                   workers=w, batch_size=a.batch_size, dtype="float32",
-                   versions=f"torch {torch.__version__}, torchvision {torchvision.__version__}")
-        return out
+        return common.image_result(torch, torchvision, out, a, dev)
 
     common.run(row, body)
 

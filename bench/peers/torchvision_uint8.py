@@ -16,8 +16,6 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
-MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
-
 
 def main():
     a = common.parse_args(__doc__, "ImageFolder root")
@@ -25,7 +23,7 @@ def main():
            "name": "PyTorch DataLoader + torchvision.io.decode_jpeg, v2 RandomResizedCrop 224 "
                    "+ flip on uint8, normalise on the device"}
     torch, torchvision = common.need(row, "torch", "torchvision")
-    from torch.utils.data import DataLoader, Dataset
+    from torch.utils.data import Dataset
     from torchvision.datasets import ImageFolder
     from torchvision.io import ImageReadMode, decode_jpeg, read_file
     try:
@@ -56,21 +54,15 @@ def main():
 
     def body():
         dev = common.pick_device(torch, a.device)
-        w = a.workers
-        dl = DataLoader(Decoded(a.data), batch_size=a.batch_size, shuffle=True, num_workers=w,
-                        pin_memory=dev.type == "cuda", drop_last=True,
-                        persistent_workers=w > 0, prefetch_factor=4 if w > 0 else None)
-        mean = torch.tensor(MEAN, device=dev).view(1, 3, 1, 1) * 255
-        std = torch.tensor(STD, device=dev).view(1, 3, 1, 1) * 255
+        dl = common.image_loader(torch, Decoded(a.data), a, dev)
+        mean = torch.tensor(common.MEAN, device=dev).view(1, 3, 1, 1) * 255
+        std = torch.tensor(common.STD, device=dev).view(1, 3, 1, 1) * 255
 
         def consume(x):
             return (x.to(dev, non_blocking=True).float() - mean) / std
 
         out = common.timed(torch, dl, dev, a.epochs, a.max_seconds, consume)
-        out.update(device=torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
-                   workers=w, batch_size=a.batch_size, dtype="float32",
-                   versions=f"torch {torch.__version__}, torchvision {torchvision.__version__}")
-        return out
+        return common.image_result(torch, torchvision, out, a, dev)
 
     common.run(row, body)
 
