@@ -85,6 +85,11 @@ grep -q "stoker-bench:" "$TMP/err"
 if "$STOKER_BENCH" "$TMP/data" --rank 2 --world-size 2 > /dev/null 2> "$TMP/err"; then exit 1; fi
 grep -q "rank 2" "$TMP/err"
 "$STOKER_BENCH" --help | grep -q "usage: stoker-bench"
+# --gpu-normalize needs a device: without one (or with --device cpu) create says so
+if "$STOKER_BENCH" "$TMP/data" --device cpu --gpu-normalize > /dev/null 2> "$TMP/err"; then
+    exit 1
+fi
+grep -q "GPU normalisation needs a usable CUDA device" "$TMP/err"
 
 # ---- a JPEG data set: the image pipeline's options, stages, plot, verdicts, --io, SIGINT ----
 "$PY" -c 'import PIL' 2>/dev/null || { echo "no PIL: JPEG part skipped"; echo "ok"; exit 0; }
