@@ -80,49 +80,60 @@ const char *stoker_version_string(void)
     return STOKER_VERSION_STRING;
 }
 
-/* ---- allocation with fault injection ---- */
+/* ---- fault injection: allocations, CUDA resources, thread starts ---- */
 
-static atomic_uint_fast64_t alloc_count;
-static atomic_uint_fast64_t alloc_fail_at; /* absolute count at which to fail; 0 = never */
+/* Counts calls of one kind and fails the one numbered `at` (0: none). */
+typedef struct fault {
+    atomic_uint_fast64_t count, at;
+} fault;
 
-uint64_t stoker__alloc_fail_at(uint64_t nth)
+static fault alloc_fault, cuda_fault, thread_fault;
+
+/* Arms f for its nth next call (0 disarms); returns the calls counted since last armed. */
+static uint64_t fault_arm(fault *f, uint64_t nth)
 {
-    uint64_t made = atomic_exchange(&alloc_count, 0);
-    atomic_store(&alloc_fail_at, nth);
+    const uint64_t made = atomic_exchange(&f->count, 0);
+    atomic_store(&f->at, nth);
     return made;
 }
 
-static bool inject_failure(void)
+/* Counts one call; true when it is the one to fail. */
+static bool fault_hit(fault *f)
 {
-    uint64_t n = atomic_fetch_add(&alloc_count, 1) + 1;
-    uint64_t at = atomic_load_explicit(&alloc_fail_at, memory_order_relaxed);
+    const uint64_t n = atomic_fetch_add(&f->count, 1) + 1;
+    const uint64_t at = atomic_load_explicit(&f->at, memory_order_relaxed);
     return at != 0 && n == at;
+}
+
+uint64_t stoker__alloc_fail_at(uint64_t nth)
+{
+    return fault_arm(&alloc_fault, nth);
 }
 
 void *stoker__malloc(size_t size)
 {
-    if (inject_failure())
+    if (fault_hit(&alloc_fault))
         return NULL;
     return malloc(size ? size : 1);
 }
 
 void *stoker__calloc(size_t n, size_t size)
 {
-    if (inject_failure())
+    if (fault_hit(&alloc_fault))
         return NULL;
     return calloc(n ? n : 1, size ? size : 1);
 }
 
 void *stoker__realloc(void *p, size_t size)
 {
-    if (inject_failure())
+    if (fault_hit(&alloc_fault))
         return NULL;
     return realloc(p, size ? size : 1);
 }
 
 void *stoker__aligned_alloc(size_t align, size_t size)
 {
-    if (inject_failure())
+    if (fault_hit(&alloc_fault))
         return NULL;
     void *p = NULL;
     if (posix_memalign(&p, align, size ? size : 1) != 0)
@@ -176,38 +187,24 @@ int stoker__online_cpus(void)
     return n > 0 ? (int)n : 1;
 }
 
-static atomic_uint_fast64_t cuda_count;
-static atomic_uint_fast64_t cuda_fail_at; /* absolute count at which to fail; 0 = never */
-
 uint64_t stoker__cuda_fail_at(uint64_t nth)
 {
-    const uint64_t made = atomic_exchange(&cuda_count, 0);
-    atomic_store(&cuda_fail_at, nth);
-    return made;
+    return fault_arm(&cuda_fault, nth);
 }
 
 bool stoker__cuda_injected(void)
 {
-    const uint64_t n = atomic_fetch_add(&cuda_count, 1) + 1;
-    const uint64_t at = atomic_load_explicit(&cuda_fail_at, memory_order_relaxed);
-    return at != 0 && n == at;
+    return fault_hit(&cuda_fault);
 }
-
-static atomic_uint_fast64_t thread_count;
-static atomic_uint_fast64_t thread_fail_at; /* absolute count at which to fail; 0 = never */
 
 uint64_t stoker__thread_fail_at(uint64_t nth)
 {
-    const uint64_t made = atomic_exchange(&thread_count, 0);
-    atomic_store(&thread_fail_at, nth);
-    return made;
+    return fault_arm(&thread_fault, nth);
 }
 
 int stoker__thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
 {
-    const uint64_t n = atomic_fetch_add(&thread_count, 1) + 1;
-    const uint64_t at = atomic_load_explicit(&thread_fail_at, memory_order_relaxed);
-    if (at != 0 && n == at)
+    if (fault_hit(&thread_fault))
         return EAGAIN;
     return pthread_create(t, NULL, fn, arg);
 }
