@@ -344,11 +344,7 @@ static void restart(stoker_loader *l, const stoker__sampler *smp, uint64_t epoch
     stoker__gpu_quiesce(l); /* no copy in flight nor slot-done callback while slots reset */
     pthread_mutex_lock(&l->ctl_mu);
     atomic_store_explicit(&l->paused, true, memory_order_release);
-    for (uint32_t i = 0; i < l->depth; i++) {
-        pthread_mutex_lock(&l->slots[i].mu);
-        pthread_cond_broadcast(&l->slots[i].cond);
-        pthread_mutex_unlock(&l->slots[i].mu);
-    }
+    stoker__slots_wake(l);
     while (l->parked < l->nthreads) {
         struct timespec ts;
         stoker__deadline(&ts);

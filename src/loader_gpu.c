@@ -105,7 +105,7 @@ struct stoker__gpu {
 };
 
 static void *copy_main(void *arg);
-static void wake_slots(stoker_loader *l);
+static void ask_copy_thread(stoker_loader *l, bool stop, bool hold);
 
 static int cuda_fail_to(stoker__err *err, int device, cudaError_t e, const char *what)
 {
@@ -340,12 +340,7 @@ void stoker__gpu_destroy(stoker_loader *l)
     if (!g)
         return;
     if (g->has_thread) {
-        pthread_mutex_lock(&g->mu);
-        g->stop = true;
-        atomic_store_explicit(&g->halt, true, memory_order_release);
-        pthread_cond_broadcast(&g->cv);
-        pthread_mutex_unlock(&g->mu);
-        wake_slots(l);
+        ask_copy_thread(l, true, false);
         pthread_join(g->thread, NULL);
     }
     const int prev = enter(l);
@@ -394,15 +389,19 @@ static void slot_copied(void *arg)
     pthread_mutex_unlock(&s->mu);
 }
 
-/* Wakes the copy thread wherever it waits: after halt is set, on every slot's condition
- * (under the slot's mutex, so the wake-up cannot fall between its check and its wait). */
-static void wake_slots(stoker_loader *l)
+/* Sets what the copy thread is asked (stop; hold still) and `halt`, which mirrors them for
+ * its waits on slots, then wakes it wherever it waits. */
+static void ask_copy_thread(stoker_loader *l, bool stop, bool hold)
 {
-    for (uint32_t i = 0; i < l->depth; i++) {
-        pthread_mutex_lock(&l->slots[i].mu);
-        pthread_cond_broadcast(&l->slots[i].cond);
-        pthread_mutex_unlock(&l->slots[i].mu);
-    }
+    stoker__gpu *g = l->gpu;
+    pthread_mutex_lock(&g->mu);
+    g->stop = stop;
+    g->hold = hold;
+    atomic_store_explicit(&g->halt, stop || hold, memory_order_release);
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    if (stop || hold)
+        stoker__slots_wake(l);
 }
 
 /* Copy thread: waits for host slot seq to be READY and takes it (OUT): 0 with *out, 1 when
@@ -589,12 +588,7 @@ void stoker__gpu_quiesce(stoker_loader *l)
     stoker__gpu *g = l->gpu;
     if (!g)
         return;
-    pthread_mutex_lock(&g->mu);
-    g->hold = true;
-    atomic_store_explicit(&g->halt, true, memory_order_release);
-    pthread_cond_broadcast(&g->cv);
-    pthread_mutex_unlock(&g->mu);
-    wake_slots(l);
+    ask_copy_thread(l, false, true);
     pthread_mutex_lock(&g->mu);
     while (g->has_thread && !g->held) {
         struct timespec ts;
@@ -619,14 +613,8 @@ void stoker__gpu_quiesce(stoker_loader *l)
 
 void stoker__gpu_resume(stoker_loader *l)
 {
-    stoker__gpu *g = l->gpu;
-    if (!g)
-        return;
-    pthread_mutex_lock(&g->mu);
-    g->hold = false;
-    atomic_store_explicit(&g->halt, false, memory_order_release);
-    pthread_cond_broadcast(&g->cv);
-    pthread_mutex_unlock(&g->mu);
+    if (l->gpu)
+        ask_copy_thread(l, false, false);
 }
 
 static void count_delivery(stoker_loader *l, const stoker_batch *b, double waited, uint64_t queued)

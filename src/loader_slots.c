@@ -28,8 +28,10 @@ void *stoker__slot_alloc(stoker_loader *l, size_t size, bool *pinned)
             memset(h, 0, n);
             return h;
         }
-        stoker__logf(&l->log, STOKER_LOG_WARN, "cannot pin %zu bytes of batch slot (%s); "
-                     "using pageable memory", n, msg);
+        stoker__logf(&l->log, STOKER_LOG_WARN,
+                     "cannot pin %zu bytes of batch slot (%s); "
+                     "using pageable memory",
+                     n, msg);
     }
 #else
     (void)l;
@@ -45,8 +47,7 @@ void stoker__slot_free(stoker_loader *l, void *p, size_t size, bool pinned)
 #ifdef STOKER_HAVE_CUDA
     if (pinned && p) {
         stoker__cuda_host_free(p);
-        atomic_fetch_sub(&l->pinned_bytes,
-                         (int_fast64_t)stoker__align_up(size ? size : 1, PAGE));
+        atomic_fetch_sub(&l->pinned_bytes, (int_fast64_t)stoker__align_up(size ? size : 1, PAGE));
         return;
     }
 #else
@@ -55,6 +56,15 @@ void stoker__slot_free(stoker_loader *l, void *p, size_t size, bool pinned)
     (void)pinned;
 #endif
     stoker__free(p);
+}
+
+void stoker__slots_wake(stoker_loader *l)
+{
+    for (uint32_t i = 0; i < l->depth; i++) {
+        pthread_mutex_lock(&l->slots[i].mu);
+        pthread_cond_broadcast(&l->slots[i].cond);
+        pthread_mutex_unlock(&l->slots[i].mu);
+    }
 }
 
 int stoker__slot_reserve(stoker__slot *s, size_t size)
@@ -130,8 +140,7 @@ int stoker__slots_create(stoker_loader *l)
         l->nslots = i + 1;
         const int rc = slot_init(l, s, i, cap);
         if (rc < 0)
-            return stoker__fail(&l->err, rc,
-                                "%s: out of memory for batch slot %u (%zu bytes)",
+            return stoker__fail(&l->err, rc, "%s: out of memory for batch slot %u (%zu bytes)",
                                 stoker__dataset_path(l->ds), i, cap);
     }
     return 0;
