@@ -123,4 +123,17 @@ static inline uint64_t t_rand(uint64_t *s)
     return z ^ (z >> 31);
 }
 
+/* SANITIZED: 1 when built with AddressSanitizer or ThreadSanitizer (gcc or clang), whose
+ * runtimes change memory figures such as RSS. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
+
 #endif
