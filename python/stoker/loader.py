@@ -31,8 +31,6 @@ except ImportError:  # labels and ids then come as lists
 _L = _lib.lib
 
 _SIMD = {"auto": 0, "scalar": 1, "avx2": 2, "avx512": 3}
-_OPT_ORDER = 48  # STOKER_OPT_ORDER
-_OPT_GPU_NORMALIZE = 69  # STOKER_OPT_GPU_NORMALIZE
 _ORDERS = {"records": 1, "blocks": 2}  # stoker_order
 
 _HOLD_RULE = ("the next batch's slot is still held (depth=%d): the loader's slots form a ring, "
@@ -427,8 +425,8 @@ class Loader:
             if world_size is not None:
                 cfg.set_int(_lib.OPT_WORLD_SIZE, check_int("world_size", world_size, 1))
             cfg.set_int(_lib.OPT_EPOCH, check_int("epoch", epoch, 0))
-            cfg.set_int(_OPT_ORDER, choice("order", order, _ORDERS))
-            cfg.set_int(_OPT_GPU_NORMALIZE, check_bool("gpu_normalize", gpu_normalize))
+            cfg.set_int(_lib.OPT_ORDER, choice("order", order, _ORDERS))
+            cfg.set_int(_lib.OPT_GPU_NORMALIZE, check_bool("gpu_normalize", gpu_normalize))
             if threads is not None:
                 cfg.set_int(_lib.OPT_THREADS, check_int("threads", threads, 1))
             cfg.set_int(_lib.OPT_DEPTH, self.depth)
