@@ -12,20 +12,11 @@ static char g_raw[4096], g_var[4096], g_dense[4096];
 
 static tl_run g_a, g_b;
 
-static void run_with(const char *path, stoker_config *cfg, tl_run *run, int epochs,
-                     uint64_t rec_size)
-{
-    memset(run, 0, sizeof *run);
-    stoker_loader *l = tl_open(path, cfg);
-    tl_collect(l, run, epochs, INT64_MAX, rec_size);
-    stoker_loader_destroy(l);
-}
-
 /* Every record once per epoch, ordered batches, shuffled differently per epoch. */
 static void test_once_per_epoch(void)
 {
     stoker_config *cfg = tl_cfg(16, 2);
-    run_with(g_raw, cfg, &g_a, 2, RAWSIZE);
+    tl_run_with(g_raw, cfg, &g_a, 2, RAWSIZE);
     const int64_t nb = (NRAW + 15) / 16;
     T_EQ_INT(g_a.nbatches, 2 * nb);
     static uint8_t seen[2][NRAW];
@@ -46,7 +37,7 @@ static void test_once_per_epoch(void)
 
     /* shuffle off: ids in order */
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_SHUFFLE, 0));
-    run_with(g_raw, cfg, &g_b, 1, RAWSIZE);
+    tl_run_with(g_raw, cfg, &g_b, 1, RAWSIZE);
     for (int64_t i = 0; i < NRAW; i++)
         T_EQ_INT(g_b.ids[i], i);
     stoker_config_destroy(cfg);
@@ -57,11 +48,11 @@ static void test_backends_threads(void)
 {
     stoker_config *cfg = tl_cfg(16, 1);
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_BACKEND, STOKER_BACKEND_PREAD));
-    run_with(g_raw, cfg, &g_a, 2, RAWSIZE);
+    tl_run_with(g_raw, cfg, &g_a, 2, RAWSIZE);
     if (stoker_capability_get(STOKER_CAP_IO_URING)) {
         T_OK(stoker_config_set_int(cfg, STOKER_OPT_BACKEND, STOKER_BACKEND_IO_URING));
         T_OK(stoker_config_set_int(cfg, STOKER_OPT_THREADS, 3));
-        run_with(g_raw, cfg, &g_b, 2, RAWSIZE);
+        tl_run_with(g_raw, cfg, &g_b, 2, RAWSIZE);
         tl_same(&g_a, 0, &g_b);
         stoker_loader *l = tl_open(g_raw, cfg);
         stoker_stats st = {.struct_size = sizeof st};
@@ -73,12 +64,12 @@ static void test_backends_threads(void)
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_BACKEND, STOKER_BACKEND_PREAD));
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_THREADS, 3));
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_DEPTH, 2));
-    run_with(g_raw, cfg, &g_b, 2, RAWSIZE);
+    tl_run_with(g_raw, cfg, &g_b, 2, RAWSIZE);
     tl_same(&g_a, 0, &g_b);
     /* Dense data set (align 1, shuffle off): reads of neighbours coalesce; same bytes. */
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_SHUFFLE, 0));
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_BACKEND, STOKER_BACKEND_AUTO));
-    run_with(g_dense, cfg, &g_b, 1, RAWSIZE);
+    tl_run_with(g_dense, cfg, &g_b, 1, RAWSIZE);
     for (int64_t i = 0; i < NRAW; i++)
         T_EQ_INT(g_b.ids[i], i);
     stoker_config_destroy(cfg);
@@ -89,7 +80,7 @@ static void test_variable(void)
 {
     stoker_config *cfg = tl_cfg(7, 3);
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_READ_AHEAD, 3));
-    run_with(g_var, cfg, &g_a, 2, 0);
+    tl_run_with(g_var, cfg, &g_a, 2, 0);
     static uint8_t seen[NVAR];
     for (int64_t i = 0; i < g_a.nids; i++)
         seen[g_a.ids[i]]++;
@@ -97,7 +88,7 @@ static void test_variable(void)
         T_EQ_INT(seen[i], 2);
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_BACKEND, STOKER_BACKEND_PREAD));
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_THREADS, 1));
-    run_with(g_var, cfg, &g_b, 2, 0);
+    tl_run_with(g_var, cfg, &g_b, 2, 0);
     tl_same(&g_a, 0, &g_b);
 
     stoker_loader *l = tl_open(g_var, cfg);
@@ -105,7 +96,12 @@ static void test_variable(void)
     T_OK(stoker_loader_next(l, &b));
     T_ASSERT(stoker_batch_offsets(b) != NULL);
     /* a view struct from an older caller: only the fields that fit are written */
-    struct { uint32_t struct_size; int32_t dtype; int32_t ndim; uint32_t canary; } old;
+    struct {
+        uint32_t struct_size;
+        int32_t dtype;
+        int32_t ndim;
+        uint32_t canary;
+    } old;
     old.struct_size = 12;
     old.canary = 0xC0FFEE;
     T_OK(stoker_batch_get_view(b, (stoker_batch_view *)&old));
@@ -134,7 +130,7 @@ static void test_variable(void)
 static void test_resume(void)
 {
     stoker_config *cfg = tl_cfg(16, 2);
-    run_with(g_raw, cfg, &g_a, 3, RAWSIZE);
+    tl_run_with(g_raw, cfg, &g_a, 3, RAWSIZE);
     const int64_t nb = (NRAW + 15) / 16;
     const int64_t ks[] = {0, 1, 5, nb - 1, nb, nb + 3};
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
@@ -215,7 +211,7 @@ static void test_set_epoch_depth(void)
 {
     stoker_config *cfg = tl_cfg(16, 2);
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_DEPTH, 3));
-    run_with(g_raw, cfg, &g_a, 3, RAWSIZE);
+    tl_run_with(g_raw, cfg, &g_a, 3, RAWSIZE);
     stoker_loader *l = tl_open(g_raw, cfg);
     stoker_batch *held[3];
     for (int i = 0; i < 3; i++)
@@ -257,7 +253,7 @@ static void test_ranks(int use_env)
             T_OK(stoker_config_set_int(cfg, STOKER_OPT_RANK, r));
             T_OK(stoker_config_set_int(cfg, STOKER_OPT_WORLD_SIZE, world));
         }
-        run_with(g_var, cfg, &g_a, 1, 0);
+        tl_run_with(g_var, cfg, &g_a, 1, 0);
         if (nb0 < 0)
             nb0 = g_a.nbatches;
         T_EQ_INT(g_a.nbatches, nb0);
@@ -279,7 +275,7 @@ static void test_drop_last(void)
 {
     stoker_config *cfg = tl_cfg(16, 2);
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_DROP_LAST, 1));
-    run_with(g_raw, cfg, &g_a, 2, RAWSIZE);
+    tl_run_with(g_raw, cfg, &g_a, 2, RAWSIZE);
     T_EQ_INT(g_a.nbatches, 2 * (NRAW / 16));
     for (int64_t k = 0; k < g_a.nbatches; k++)
         T_EQ_INT(g_a.count[k], 16);
@@ -313,12 +309,12 @@ static void test_direct(void)
         return;
     }
     close(fd);
-    run_with(g_raw, cfg, &g_a, 1, RAWSIZE);
+    tl_run_with(g_raw, cfg, &g_a, 1, RAWSIZE);
     T_EQ_INT(g_a.nids, NRAW);
     char var4k[4200];
     snprintf(var4k, sizeof var4k, "%s4k", g_var);
     tl_make(var4k, NVAR, 0, 4096, 64 << 10);
-    run_with(var4k, cfg, &g_b, 1, 0);
+    tl_run_with(var4k, cfg, &g_b, 1, 0);
     T_EQ_INT(g_b.nids, NVAR);
     stoker_config_destroy(cfg);
 }
@@ -373,7 +369,7 @@ int main(void)
     snprintf(g_raw, sizeof g_raw, "%s/raw", tmp);
     snprintf(g_var, sizeof g_var, "%s/var", tmp);
     snprintf(g_dense, sizeof g_dense, "%s/dense", tmp);
-    tl_make(g_raw, NRAW, RAWSIZE, 0, 64 << 10);   /* 4096-aligned, ~15 records a shard */
+    tl_make(g_raw, NRAW, RAWSIZE, 0, 64 << 10); /* 4096-aligned, ~15 records a shard */
     tl_make(g_var, NVAR, 0, 512, 16 << 10);
     tl_make(g_dense, NRAW, RAWSIZE, 1, 0);
     test_once_per_epoch();

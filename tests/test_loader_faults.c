@@ -15,15 +15,6 @@
 static char g_tmp[4096];
 static tl_run g_a, g_b;
 
-static void run_with(const char *path, stoker_config *cfg, tl_run *run, int epochs,
-                     uint64_t rec_size)
-{
-    memset(run, 0, sizeof *run);
-    stoker_loader *l = tl_open(path, cfg);
-    tl_collect(l, run, epochs, INT64_MAX, rec_size);
-    stoker_loader_destroy(l);
-}
-
 /* Flips one payload byte of record id in its shard file; returns the shard's path. */
 static void flip_byte(const char *path, int64_t id, char *shard_path, size_t cap)
 {
@@ -85,14 +76,14 @@ static void test_short_reads(void)
     char path[4200];
     snprintf(path, sizeof path, "%s/raw", g_tmp);
     stoker_config *cfg = tl_cfg(16, 3);
-    run_with(path, cfg, &g_a, 1, RS);
+    tl_run_with(path, cfg, &g_a, 1, RS);
     stoker__io_fault f = {.short_reads = true, .eintr = true};
     stoker__io_fault_set(&f);
-    run_with(path, cfg, &g_b, 1, RS); /* every batch's bytes are checked */
+    tl_run_with(path, cfg, &g_b, 1, RS); /* every batch's bytes are checked */
     T_ASSERT(stoker__io_fault_reads() > (uint64_t)N * 4);
     tl_same(&g_a, 0, &g_b);
     snprintf(path, sizeof path, "%s/var", g_tmp);
-    run_with(path, cfg, &g_b, 1, 0);
+    tl_run_with(path, cfg, &g_b, 1, 0);
     T_EQ_INT(g_b.nids, N);
     stoker__io_fault_set(NULL);
     stoker_config_destroy(cfg);
@@ -156,7 +147,7 @@ static void test_corrupt(const char *name, uint64_t rs)
     stoker_loader_destroy(l);
 
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_ON_CORRUPT, STOKER_ON_CORRUPT_SKIP));
-    run_with(path, cfg, &g_a, 2, rs);
+    tl_run_with(path, cfg, &g_a, 2, rs);
     T_EQ_INT(g_a.nids, 2 * N);
     for (int64_t i = 0; i < g_a.nids; i++)
         T_ASSERT(g_a.ids[i] != bad);
@@ -172,7 +163,7 @@ static void test_corrupt(const char *name, uint64_t rs)
     /* the same replacement whatever the thread count and back-end */
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_THREADS, 1));
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_BACKEND, STOKER_BACKEND_PREAD));
-    run_with(path, cfg, &g_b, 2, rs);
+    tl_run_with(path, cfg, &g_b, 2, rs);
     tl_same(&g_a, 0, &g_b);
     stoker_config_destroy(cfg);
 }

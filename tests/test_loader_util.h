@@ -182,6 +182,16 @@ static inline stoker_loader *tl_open(const char *path, const stoker_config *cfg)
     return l;
 }
 
+/* A fresh loader over path run for `epochs` epochs into *run (cleared first), destroyed. */
+static inline void tl_run_with(const char *path, stoker_config *cfg, tl_run *run, int epochs,
+                               uint64_t rec_size)
+{
+    memset(run, 0, sizeof *run);
+    stoker_loader *l = tl_open(path, cfg);
+    tl_collect(l, run, epochs, INT64_MAX, rec_size);
+    stoker_loader_destroy(l);
+}
+
 /* n raw uint8 records of shape [h, w, 3] (images, as GPU normalisation takes them); byte k
  * of record id is tl_byte(id, k), its label tl_label(id). */
 static inline void tl_make_images(const char *path, int64_t n, int64_t h, int64_t w)
