@@ -15,7 +15,9 @@
 # consumer) for comparison; (4) PyTorch's pin_memory + .to(non_blocking=True) copy rate on
 # batches of the same size, when torch is importable. Targets (design): at X = 1.1 T,
 # gpu_idle_fraction <= 0.01 and next_p99_us <= 100; raw 150 KB records >= 40 GB/s at X = 0.
-# Env: DEVICE (GPU ordinal, default 0), THREADS (loader threads, default all), PYTHON,
+# Env: DEVICE (GPU ordinal, default 0), THREADS (loader threads, default the library's:
+# cores - 1; for raw records use fewer, e.g. 12 of 16 cores: the consumer spins on its core
+# and the workers are bound by memory bandwidth, see docs/GPU.md), SYNC (spin|block), PYTHON,
 # WARMUP (untimed steps first, default 40: at X = 1.1 T the loader gains a tenth of a batch
 # per step on the consumer, so it takes about 10 x depth steps after start to build the
 # lead of full slots it keeps from then on; the figures are those of that steady state).
@@ -27,6 +29,7 @@ exe=$build/examples/train_loop_cpp
 [ -x "$exe" ] || { echo "no $exe: build with CUDA and nvcc" >&2; exit 1; }
 threads=()
 [ -n "${THREADS:-}" ] && threads=(--threads "$THREADS")
+[ -n "${SYNC:-}" ] && threads+=(--sync "$SYNC")
 
 if [ ! -d "$data" ]; then
     echo "writing a raw data set at $data (4000 x 150528 bytes)" >&2
@@ -83,7 +86,8 @@ print('%-8s %-7.2f %10.3f %9.2f %11.4f %10.4f %10.1f %9.1f' % (o['delivery'],
 base=$(run "$dev" 0)
 row "$base"
 T=$(field "$base" ms_per_step)
-echo "device: $(field "$base" device); loader per-batch time T = $T ms;" \
+echo "device: $(field "$base" device); $(field "$base" threads) loader threads;" \
+     "consumer waits by $(field "$base" sync); loader per-batch time T = $T ms;" \
      "H2D delivery $(field "$base" GB_per_s) GB/s; pinned $(field "$base" pinned_bytes) bytes"
 verdict=""
 for X in $("$py" -c "t=$T; print(' '.join('%.3f' % x for x in (0.5*t, 1.1*t, 2*t, 5, 20, 50)))"); do

@@ -9,6 +9,7 @@
 //
 //   train_loop_cpp DATA [--device N|cpu] [--compute-ms X] [--steps N] [--batch-size B]
 //                       [--threads T] [--depth D] [--device-buffers K] [--warmup N]
+//                       [--sync spin|block]
 //
 // --device cpu keeps host delivery: each host batch is then copied by this program
 // (cudaMemcpyAsync on its stream, then a wait for the copy before the release), the way a
@@ -34,6 +35,7 @@ struct Options {
     long device = 0; // STOKER_OPT_DEVICE: ordinal + 1, -1 cpu, 0 default
     double compute_ms = 0;
     long steps = 200, warmup = 10, batch = 256, threads = 0, depth = 0, bufs = 0;
+    bool block = false; // --sync block
 };
 
 double now()
@@ -70,6 +72,11 @@ Options parse(int argc, char **argv)
             if (!v)
                 die("--compute-ms", "needs a value");
             o.compute_ms = std::atof(v);
+            i++;
+        } else if (a == "--sync") {
+            if (!v || (std::strcmp(v, "spin") != 0 && std::strcmp(v, "block") != 0))
+                die("--sync", "needs spin or block");
+            o.block = std::strcmp(v, "block") == 0;
             i++;
         } else if (a == "--steps") num(o.steps);
         else if (a == "--warmup") num(o.warmup);
@@ -131,7 +138,8 @@ int main(int argc, char **argv)
     StepEvents ev[ring];
     for (auto &e : ev) {
         ck(cudaEventCreate(&e.start), "event");
-        ck(cudaEventCreate(&e.end), "event");
+        ck(cudaEventCreateWithFlags(&e.end, o.block ? cudaEventBlockingSync : cudaEventDefault),
+           "event");
     }
     std::vector<double> next_us;
     double blocked = 0, idle_ms = 0, busy_span_ms = 0, t_begin = 0;
@@ -208,12 +216,13 @@ int main(int argc, char **argv)
                 "\"batch_bytes\":%llu,\"wall_s\":%.4f,\"gpu_idle_fraction\":%.5f,"
                 "\"next_block_fraction\":%.5f,\"next_p50_us\":%.1f,\"next_p99_us\":%.1f,"
                 "\"ms_per_step\":%.4f,\"GB_per_s\":%.3f,\"pinned_bytes\":%lld,"
-                "\"checksum\":%llu}\n",
+                "\"sync\":\"%s\",\"threads\":%d,\"checksum\":%llu}\n",
                 prop.name, st.device >= 0 ? "device" : "host", o.compute_ms, measured,
                 measured ? bytes / (unsigned long long)measured : 0ull, wall,
                 busy_span_ms > 0 ? idle_ms / busy_span_ms : 0.0, wall > 0 ? blocked / wall : 0,
                 pct(0.50), pct(0.99), measured ? wall * 1e3 / (double)measured : 0,
-                wall > 0 ? (double)bytes / wall / 1e9 : 0, (long long)st.pinned_bytes, sum);
+                wall > 0 ? (double)bytes / wall / 1e9 : 0, (long long)st.pinned_bytes, o.block ? "block" : "spin",
+                (int)st.threads, sum);
     for (auto &e : ev) {
         cudaEventDestroy(e.start);
         cudaEventDestroy(e.end);
