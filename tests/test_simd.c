@@ -33,9 +33,9 @@ static void expect_same(const uint8_t *a, const uint8_t *b, size_t n, const char
 
 /* Horizontal pass: a random resample of four W-pixel rows to n outputs, through the
  * interleaving kernel of the variant. */
-static void check_hpass(const stoker__simd_ops *k, int32_t w, int32_t n, int flip)
+static void check_hpass(const stoker__simd_ops *k, int32_t w, int32_t n, int flip, int plain)
 {
-    const stoker__axis a = {0, w, n, 0, n};
+    const stoker__axis a = {0, w, n, 0, n, plain};
     const int32_t ks = stoker__resample_ksize(&a);
     int32_t *first = malloc((size_t)n * 4), *taps = malloc((size_t)n * 4);
     int32_t *coef = malloc((size_t)n * ks * 4);
@@ -249,8 +249,9 @@ int main(void)
         for (int i = 0; i < NSIZES; i++) {
             const int32_t s = SIZES[i];
             for (int j = 0; j < NSIZES; j += 3) {
-                check_hpass(k, s, SIZES[j], j & 1);
-                check_hpass(k, SIZES[j] * 5 + 1, s, (j >> 1) & 1);
+                check_hpass(k, s, SIZES[j], j & 1, 0);
+                check_hpass(k, SIZES[j] * 5 + 1, s, (j >> 1) & 1, 0);
+                check_hpass(k, s + s / 2, s, j & 1, 1); /* two-tap bilinear */
             }
             for (int32_t taps = 1; taps <= 9; taps += 2) {
                 check_vpass(k, (size_t)s, taps);

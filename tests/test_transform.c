@@ -8,6 +8,7 @@
 #include "transform/transform.h"
 
 #include <math.h>
+#include <string.h>
 
 /* max_s_min: the largest scale the image's aspect lets a box reach, roughly */
 static void check_rrc_statistics(int32_t w, int32_t h, double max_s_min, double mean_lo,
@@ -132,7 +133,7 @@ static void check_eval(void)
 static void check_coeffs(void)
 {
     /* identity: each output reads one pixel with weight 1.0 */
-    const stoker__axis same = {0, 10, 10, 0, 10};
+    const stoker__axis same = {0, 10, 10, 0, 10, 0};
     int32_t first[10], taps[10], coef[10 * 4], lo, hi;
     double tmp[4];
     T_EQ_INT(stoker__resample_ksize(&same), 3);
@@ -144,7 +145,7 @@ static void check_coeffs(void)
     }
     T_ASSERT(lo == 0 && hi == 10);
     /* halving: output j averages pixels 2j-1..2j+2 with weights 1/8 3/8 3/8 1/8 */
-    const stoker__axis half = {5, 16, 8, 0, 8};
+    const stoker__axis half = {5, 16, 8, 0, 8, 0};
     int32_t coef2[8 * 8];
     double tmp2[8];
     T_EQ_INT(stoker__resample_ksize(&half), 5);
@@ -159,6 +160,42 @@ static void check_coeffs(void)
     T_EQ_INT(coef2[4 * 8 + 1], 3 << (STOKER__PRECISION_BITS - 3));
 }
 
+/* Antialiasing only past 2x: a shrink by at most 2x interpolates between the two pixels
+ * around the sample point (torchvision's antialias=False); a larger one is unchanged. */
+static void check_coeffs_plain(void)
+{
+    const int32_t one = 1 << STOKER__PRECISION_BITS;
+    int32_t first[8], taps[8], coef[8 * 8], lo, hi;
+    double tmp[8];
+    /* 2x: output j samples 2j + 0.5, half of pixels 2j and 2j + 1 */
+    const stoker__axis half = {0, 16, 8, 0, 8, 1};
+    T_EQ_INT(stoker__resample_ksize(&half), 3);
+    stoker__resample_coeffs(&half, 0, 0, 3, 1, first, taps, coef, tmp, &lo, &hi);
+    for (int j = 0; j < 8; j++) {
+        T_EQ_INT(first[j], 2 * j);
+        T_EQ_INT(taps[j], 2);
+        T_EQ_INT(coef[j * 3], one / 2);
+        T_EQ_INT(coef[j * 3 + 1], one / 2);
+        T_EQ_INT(coef[j * 3 + 2], 0);
+    }
+    T_ASSERT(lo == 0 && hi == 16);
+    /* 1.5x: output 1 samples 1.75: 1/4 of pixel 1, 3/4 of pixel 2 */
+    const stoker__axis third = {0, 12, 8, 0, 8, 1};
+    stoker__resample_coeffs(&third, 0, 0, 3, 1, first, taps, coef, tmp, &lo, &hi);
+    T_EQ_INT(first[1], 1);
+    T_EQ_INT(taps[1], 2);
+    T_EQ_INT(coef[3], one / 4);
+    T_EQ_INT(coef[4], 3 * (one / 4));
+    /* 3x: antialiased as without the flag (7-tap table, weights 1/9 2/9 3/9 2/9 1/9) */
+    const stoker__axis wide = {0, 24, 8, 0, 8, 1}, wide_aa = {0, 24, 8, 0, 8, 0};
+    int32_t coef_aa[8 * 8];
+    T_EQ_INT(stoker__resample_ksize(&wide), 7);
+    stoker__resample_coeffs(&wide, 0, 0, 8, 1, first, taps, coef, tmp, &lo, &hi);
+    stoker__resample_coeffs(&wide_aa, 0, 0, 8, 1, first, taps, coef_aa, tmp, &lo, &hi);
+    T_ASSERT(memcmp(coef, coef_aa, sizeof coef) == 0);
+    T_EQ_INT(taps[3], 6);
+}
+
 static void check_params_and_flip(void)
 {
     stoker__xform_params p = {.mean = {0.485f, 0.456f, 0.406f}, .std = {0.229f, 0.224f, 0.225f}};
@@ -168,6 +205,10 @@ static void check_params_and_flip(void)
     T_EQ_INT(p.size, 224);
     T_EQ_INT(p.dtype, STOKER_DTYPE_FLOAT16);
     T_EQ_INT(p.layout, STOKER_LAYOUT_NCHW);
+    T_EQ_INT(p.antialias, STOKER_ANTIALIAS_ALWAYS);
+    stoker__xform_params bad = p;
+    bad.antialias = 3;
+    T_EQ_RC(stoker__xform_params_prepare(&bad, STOKER_SIMD_AUTO, &err), STOKER_E_INVALID);
     T_EQ_INT(stoker__xform_sample_bytes(&p), 224 * 224 * 3 * 2);
     T_ASSERT(p.simd != NULL);
     stoker__xform_params q = p;
@@ -260,6 +301,7 @@ int main(void)
     check_rrc_fallback();
     check_eval();
     check_coeffs();
+    check_coeffs_plain();
     check_params_and_flip();
     return 0;
 }

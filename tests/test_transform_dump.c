@@ -101,8 +101,9 @@ int main(int argc, char **argv)
 {
     if (argc == 1)
         return self_test();
-    if (argc != 8 && argc != 11) {
-        fprintf(stderr, "usage: %s JPEG MODE SIZE RESIZE DTYPE LAYOUT OUT [SEED EPOCH ID]\n",
+    if (argc != 8 && argc != 11 && argc != 12) {
+        fprintf(stderr,
+                "usage: %s JPEG MODE SIZE RESIZE DTYPE LAYOUT OUT [SEED EPOCH ID [ANTIALIAS]]\n",
                 argv[0]);
         return 2;
     }
@@ -110,17 +111,19 @@ int main(int argc, char **argv)
     uint8_t *jpg = t_read_file(argv[1], &size);
     if (!jpg)
         T_FAIL("cannot read %s", argv[1]);
-    stoker__xform_params p = {.transform = parse_mode(argv[2]),
-                              .size = atoi(argv[3]),
-                              .resize = atoi(argv[4]),
-                              .dtype = parse_dtype(argv[5]),
-                              .layout = !strcmp(argv[6], "nhwc") ? STOKER_LAYOUT_NHWC
-                                                                 : STOKER_LAYOUT_NCHW,
-                              .mean = {0.485f, 0.456f, 0.406f},
-                              .std = {0.229f, 0.224f, 0.225f}};
-    const uint64_t seed = argc == 11 ? strtoull(argv[8], NULL, 0) : 0;
-    const int64_t epoch = argc == 11 ? strtoll(argv[9], NULL, 0) : 0;
-    const int64_t id = argc == 11 ? strtoll(argv[10], NULL, 0) : 0;
+    stoker__xform_params p = {
+        .transform = parse_mode(argv[2]),
+        .size = atoi(argv[3]),
+        .resize = atoi(argv[4]),
+        .dtype = parse_dtype(argv[5]),
+        .layout = !strcmp(argv[6], "nhwc") ? STOKER_LAYOUT_NHWC : STOKER_LAYOUT_NCHW,
+        .antialias = argc == 12 && !strcmp(argv[11], "over2x") ? STOKER_ANTIALIAS_OVER_2X
+                                                               : STOKER_ANTIALIAS_ALWAYS,
+        .mean = {0.485f, 0.456f, 0.406f},
+        .std = {0.229f, 0.224f, 0.225f}};
+    const uint64_t seed = argc >= 11 ? strtoull(argv[8], NULL, 0) : 0;
+    const int64_t epoch = argc >= 11 ? strtoll(argv[9], NULL, 0) : 0;
+    const int64_t id = argc >= 11 ? strtoll(argv[10], NULL, 0) : 0;
     const int rc = run(jpg, size, &p, seed, epoch, id, argv[7]);
     free(jpg);
     return rc;

@@ -89,10 +89,12 @@ void stoker__eval_geometry(int32_t width, int32_t height, int32_t short_side, in
     *top = (int32_t)round_even((*rh - crop) / 2.0);
 }
 
+/* How much the filter's support is widened: by the shrink factor (antialiasing), except
+ * for an axis shrunk by at most 2x when plain interpolation is asked for. */
 static double filter_scale(const stoker__axis *a)
 {
     const double scale = (double)a->in_size / a->out_size;
-    return scale < 1.0 ? 1.0 : scale;
+    return scale < 1.0 || (a->plain_to_2x && scale <= 2.0) ? 1.0 : scale;
 }
 
 int32_t stoker__resample_ksize(const stoker__axis *a)
@@ -172,21 +174,22 @@ void stoker__resample_coeffs(const stoker__axis *a, int32_t origin, int flip, in
 void stoker__xform_geometry(const stoker__xform_params *p, int32_t width, int32_t height,
                             uint64_t seed, int64_t epoch, int64_t id, stoker__geom *g)
 {
+    const int32_t plain = p->antialias == STOKER_ANTIALIAS_OVER_2X;
     const int32_t c = p->size;
     g->flip = 0;
     if (p->transform == STOKER_TRANSFORM_TRAIN) {
         stoker__box b;
         stoker__rrc_box(width, height, seed, epoch, id, &b);
-        g->x = (stoker__axis){b.x, b.w, c, 0, c};
-        g->y = (stoker__axis){b.y, b.h, c, 0, c};
+        g->x = (stoker__axis){b.x, b.w, c, 0, c, plain};
+        g->y = (stoker__axis){b.y, b.h, c, 0, c, plain};
         g->flip = stoker__rrc_flip(seed, epoch, id);
     } else if (p->transform == STOKER_TRANSFORM_EVAL) {
         int32_t rw, rh, left, top;
         stoker__eval_geometry(width, height, p->resize, c, &rw, &rh, &left, &top);
-        g->x = (stoker__axis){0, width, rw, left, c};
-        g->y = (stoker__axis){0, height, rh, top, c};
+        g->x = (stoker__axis){0, width, rw, left, c, plain};
+        g->y = (stoker__axis){0, height, rh, top, c, plain};
     } else {
-        g->x = (stoker__axis){0, width, c, 0, c};
-        g->y = (stoker__axis){0, height, c, 0, c};
+        g->x = (stoker__axis){0, width, c, 0, c, plain};
+        g->y = (stoker__axis){0, height, c, 0, c, plain};
     }
 }

@@ -71,6 +71,8 @@ static void resolve_defaults(stoker__xform_params *p)
         p->layout = STOKER_LAYOUT_NCHW;
     if (p->dct == STOKER_DCT_DEFAULT)
         p->dct = STOKER_DCT_ISLOW;
+    if (p->antialias == STOKER_ANTIALIAS_DEFAULT)
+        p->antialias = STOKER_ANTIALIAS_ALWAYS;
     if (p->max_pixels == 0)
         p->max_pixels = UINT64_C(1) << 28;
 }
@@ -93,6 +95,9 @@ static int validate(const stoker__xform_params *p, stoker__err *err)
                      STOKER_E_INVALID, "layout %d unknown", (int)p->layout);
     STOKER_RETURN_IF(p->dct != STOKER_DCT_ISLOW && p->dct != STOKER_DCT_IFAST, err,
                      STOKER_E_INVALID, "dct %d unknown", (int)p->dct);
+    STOKER_RETURN_IF(p->antialias != STOKER_ANTIALIAS_ALWAYS &&
+                         p->antialias != STOKER_ANTIALIAS_OVER_2X,
+                     err, STOKER_E_INVALID, "antialias %d unknown", (int)p->antialias);
     for (int c = 0; c < 3; c++)
         STOKER_RETURN_IF(!isfinite(p->mean[c]) || !isfinite(p->std[c]) || p->std[c] == 0.0f ||
                              !isfinite(1.0 / (255.0 * p->std[c])),
@@ -136,6 +141,7 @@ int stoker__xform_params_from_config(stoker__xform_params *p, const stoker_confi
     p->dtype = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_DTYPE);
     p->layout = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_LAYOUT);
     p->dct = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_DCT);
+    p->antialias = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_ANTIALIAS);
     p->max_pixels = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_MAX_PIXELS);
     for (int c = 0; c < 3; c++) {
         p->mean[c] = (float)stoker__cfg_float(cfg, (stoker_option)(STOKER_OPT_MEAN_R + c));

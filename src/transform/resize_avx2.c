@@ -20,12 +20,14 @@ static inline void store4(uint8_t *p, int32_t v)
 }
 
 /* Hot loop: one output pixel of four rows per iteration through K taps (a constant where it
- * is inlined, so the tap loop unrolls and never mispredicts). */
+ * is inlined, so the tap loop unrolls and never mispredicts). The row pointers are held in
+ * locals: byte stores may alias anything, so out[] would be reloaded after every store. */
 static inline __attribute__((always_inline)) void hpass4_k(const uint8_t *quad, int32_t n,
                                                            const int32_t *first,
                                                            const int32_t *coef, int32_t kstride,
                                                            int32_t K, uint8_t *const out[4])
 {
+    uint8_t *const o0 = out[0], *const o1 = out[1], *const o2 = out[2], *const o3 = out[3];
     for (int32_t j = 0; j < n; j++) {
         const uint8_t *q = quad + (size_t)first[j] * 16;
         const int32_t *k = coef + (size_t)j * kstride;
@@ -42,10 +44,10 @@ static inline __attribute__((always_inline)) void hpass4_k(const uint8_t *quad, 
         const __m256i p = _mm256_packs_epi32(finish8(a01), finish8(a23));
         const __m256i b = _mm256_packus_epi16(p, p);
         const __m128i lo = _mm256_castsi256_si128(b), hi = _mm256_extracti128_si256(b, 1);
-        store4(out[0] + (size_t)j * 4, _mm_cvtsi128_si32(lo));
-        store4(out[2] + (size_t)j * 4, _mm_extract_epi32(lo, 1));
-        store4(out[1] + (size_t)j * 4, _mm_cvtsi128_si32(hi));
-        store4(out[3] + (size_t)j * 4, _mm_extract_epi32(hi, 1));
+        store4(o0 + (size_t)j * 4, _mm_cvtsi128_si32(lo));
+        store4(o2 + (size_t)j * 4, _mm_extract_epi32(lo, 1));
+        store4(o1 + (size_t)j * 4, _mm_cvtsi128_si32(hi));
+        store4(o3 + (size_t)j * 4, _mm_extract_epi32(hi, 1));
     }
 }
 

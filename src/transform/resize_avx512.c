@@ -65,23 +65,30 @@ static inline __attribute__((always_inline)) __m128i pixel16(const uint8_t *q, c
 
 /* Hot loop: four output pixels per iteration, each through K taps (a constant where it is
  * inlined, so the tap loop unrolls and never mispredicts), then a 4x4 transpose of their
- * 32-bit pixels so that each row gets one 16-byte store. */
+ * 32-bit pixels so that each row gets one 16-byte store. The four pixels are written out
+ * one by one and the row pointers held in locals: byte stores may alias anything, so with
+ * an array of pixels or of row pointers the compiler would keep them in memory and reload
+ * them after every store. */
 static inline __attribute__((always_inline)) void hpass4_k(const uint8_t *quad, int32_t n,
                                                            const int32_t *first,
                                                            const int32_t *coef, int32_t kstride,
                                                            int32_t K, uint8_t *const out[4])
 {
+    uint8_t *const o0 = out[0], *const o1 = out[1], *const o2 = out[2], *const o3 = out[3];
     int32_t j = 0;
     for (; j + 4 <= n; j += 4) {
-        __m128i b[4]; /* b[i]: pixel j + i of rows 0..3 */
-        for (int i = 0; i < 4; i++)
-            b[i] = pixel16(quad + (size_t)first[j + i] * 16, coef + (size_t)(j + i) * kstride, K);
-        const __m128i t0 = _mm_unpacklo_epi32(b[0], b[1]), t1 = _mm_unpacklo_epi32(b[2], b[3]);
-        const __m128i t2 = _mm_unpackhi_epi32(b[0], b[1]), t3 = _mm_unpackhi_epi32(b[2], b[3]);
-        _mm_storeu_si128((__m128i *)(out[0] + (size_t)j * 4), _mm_unpacklo_epi64(t0, t1));
-        _mm_storeu_si128((__m128i *)(out[1] + (size_t)j * 4), _mm_unpackhi_epi64(t0, t1));
-        _mm_storeu_si128((__m128i *)(out[2] + (size_t)j * 4), _mm_unpacklo_epi64(t2, t3));
-        _mm_storeu_si128((__m128i *)(out[3] + (size_t)j * 4), _mm_unpackhi_epi64(t2, t3));
+        const int32_t *const k = coef + (size_t)j * kstride;
+        /* pixels j .. j + 3 of rows 0..3 */
+        const __m128i b0 = pixel16(quad + (size_t)first[j] * 16, k, K);
+        const __m128i b1 = pixel16(quad + (size_t)first[j + 1] * 16, k + kstride, K);
+        const __m128i b2 = pixel16(quad + (size_t)first[j + 2] * 16, k + 2 * kstride, K);
+        const __m128i b3 = pixel16(quad + (size_t)first[j + 3] * 16, k + 3 * kstride, K);
+        const __m128i t0 = _mm_unpacklo_epi32(b0, b1), t1 = _mm_unpacklo_epi32(b2, b3);
+        const __m128i t2 = _mm_unpackhi_epi32(b0, b1), t3 = _mm_unpackhi_epi32(b2, b3);
+        _mm_storeu_si128((__m128i *)(o0 + (size_t)j * 4), _mm_unpacklo_epi64(t0, t1));
+        _mm_storeu_si128((__m128i *)(o1 + (size_t)j * 4), _mm_unpackhi_epi64(t0, t1));
+        _mm_storeu_si128((__m128i *)(o2 + (size_t)j * 4), _mm_unpacklo_epi64(t2, t3));
+        _mm_storeu_si128((__m128i *)(o3 + (size_t)j * 4), _mm_unpackhi_epi64(t2, t3));
     }
     for (; j < n; j++) {
         const __m128i b = pixel16(quad + (size_t)first[j] * 16, coef + (size_t)j * kstride, K);

@@ -36,9 +36,12 @@ void stoker__eval_geometry(int32_t width, int32_t height, int32_t short_side, in
                            int32_t *rw, int32_t *rh, int32_t *left, int32_t *top);
 
 /* One axis of a resample: outputs [first, first + count) of a resize of the in_size source
- * pixels starting at source pixel `offset` to out_size pixels. */
+ * pixels starting at source pixel `offset` to out_size pixels. With plain_to_2x set, a
+ * shrink by at most 2x keeps the bilinear filter's unit support (two taps) instead of
+ * widening it by the shrink factor. */
 typedef struct stoker__axis {
     int32_t offset, in_size, out_size, first, count;
+    int32_t plain_to_2x;
 } stoker__axis;
 
 /* The whole geometry of one sample: how x and y map, and whether x is mirrored. */
@@ -126,6 +129,7 @@ typedef struct stoker__xform_params {
     int32_t dtype;     /* UINT8, FLOAT16, BFLOAT16, FLOAT32 (DEFAULT = FLOAT16) */
     int32_t layout;    /* NCHW or NHWC (DEFAULT = NCHW) */
     int32_t dct;       /* ISLOW or IFAST (DEFAULT = ISLOW) */
+    int32_t antialias; /* ALWAYS or OVER_2X (DEFAULT = ALWAYS) */
     float mean[3], std[3];
     uint64_t max_pixels; /* decoded pixels allowed per image (0 = 1 << 28) */
     const stoker__simd_ops *simd;

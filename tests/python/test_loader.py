@@ -372,3 +372,30 @@ def test_writer_and_dataset(tmp_path):
             w.add(12)
     assert not os.path.exists(str(tmp_path / "r3"))
     assert stoker.verify(path) == []
+
+
+def test_antialias_option(tmp_path):
+    """antialias="over2x" resamples a shrink by at most 2x with two taps: the batch keeps
+    its shape and ids but its pixels differ from the default's; unknown values are refused."""
+    import io
+    from PIL import Image
+    path = str(tmp_path / "jpegs")
+    y, x = np.mgrid[0:300, 0:400]
+    with stoker.Writer(path, kind="jpeg", fsync=False) as w:
+        for i in range(4):
+            img = np.stack([(x * 3 + y * i) % 256, (x ^ y) % 256, (y * 5) % 256], -1)
+            buf = io.BytesIO()
+            Image.fromarray(img.astype(np.uint8)).save(buf, "JPEG", quality=90)
+            w.add(buf.getvalue(), i)
+    out = {}
+    for aa in ("always", "over2x"):
+        with stoker.Loader(path, 4, shuffle=False, transform="eval", size=64, resize=160,
+                           dtype="uint8", device="cpu", antialias=aa) as loader:
+            ids, labels, data, _ = run_epoch(loader)
+            out[aa] = (data[0], [int(v) for v in labels[0]])
+    assert out["always"][0].shape == out["over2x"][0].shape == (4, 3, 64, 64)
+    assert out["always"][1] == out["over2x"][1] == [0, 1, 2, 3]
+    # 300 -> 160 is a 1.9x shrink: the default's filter was wider
+    assert np.abs(out["always"][0].astype(int) - out["over2x"][0].astype(int)).mean() > 1
+    with pytest.raises(ValueError):
+        stoker.Loader(path, 4, antialias="never")

@@ -45,10 +45,11 @@ def photo(w, h, seed):
     return Image.fromarray(np.clip(img, 0, 255).astype(np.uint8), "RGB")
 
 
-def run_dump(tmp_path, jpeg, mode, size, resize, dtype, layout, seed=0, epoch=0, rid=0):
+def run_dump(tmp_path, jpeg, mode, size, resize, dtype, layout, seed=0, epoch=0, rid=0,
+             antialias="always"):
     out = tmp_path / f"{mode}-{dtype}-{layout}-{rid}.bin"
     res = subprocess.run([dump_program(), str(jpeg), mode, str(size), str(resize), dtype,
-                          layout, str(out), str(seed), str(epoch), str(rid)],
+                          layout, str(out), str(seed), str(epoch), str(rid), antialias],
                          capture_output=True, text=True, check=True)
     geo = [int(v) for v in res.stdout.split("geometry")[1].split()]
     np_dtype = {"uint8": np.uint8, "float32": np.float32, "float16": np.float16}[dtype]
@@ -67,6 +68,35 @@ def pil_eval(img, size, resize):
     r = img.resize((rw, rh), Image.BILINEAR)
     left, top = int(round((rw - size) / 2.0)), int(round((rh - size) / 2.0))
     return np.asarray(r.crop((left, top, left + size, top + size)))
+
+
+def plain_bilinear_axis(a, out_size, axis):
+    """Two-tap bilinear resize of a uint8 array along `axis` (torchvision's antialias=False:
+    output j samples (j + 0.5) * in / out - 0.5), rounded half up to uint8 like Pillow."""
+    n = a.shape[axis]
+    src = (np.arange(out_size) + 0.5) * n / out_size - 0.5
+    x0 = np.clip(np.floor(src).astype(np.int64), 0, n - 1)
+    x1 = np.minimum(x0 + 1, n - 1)
+    lam = np.clip(src - x0, 0.0, 1.0)
+    shape = [1] * a.ndim
+    shape[axis] = out_size
+    lam = lam.reshape(shape)
+    v = (1 - lam) * np.take(a, x0, axis=axis).astype(np.float64) + \
+        lam * np.take(a, x1, axis=axis).astype(np.float64)
+    return np.clip(np.floor(v + 0.5), 0, 255).astype(np.uint8)
+
+
+def plain_eval(img, size, resize):
+    """Resize(resize, antialias=False) + CenterCrop(size), horizontal pass first."""
+    w, h = img.size
+    if w <= h:
+        rw, rh = resize, int(resize * h / w)
+    else:
+        rw, rh = int(resize * w / h), resize
+    a = plain_bilinear_axis(np.asarray(img), rw, 1)
+    a = plain_bilinear_axis(a, rh, 0)
+    left, top = int(round((rw - size) / 2.0)), int(round((rh - size) / 2.0))
+    return a[top:top + size, left:left + size]
 
 
 def normalise(hwc_u8):
@@ -95,6 +125,26 @@ def test_eval_uint8_equals_pillow(tmp_path, jpegs, size, resize):
         ref = pil_eval(Image.open(f).convert("RGB"), size, resize)
         diff = np.abs(ours.astype(np.int32) - ref.astype(np.int32))
         assert diff.mean() <= 0.05 and diff.max() <= 2, (f.name, diff.mean(), diff.max())
+
+
+def test_eval_antialias_over2x(tmp_path, jpegs):
+    """antialias="over2x": a shrink by at most 2x is plain two-tap bilinear interpolation
+    (within 1 of a float reference: the weights are 22-bit fixed point), a larger one is
+    Pillow's antialiased resize as before, and the two differ where the filter widened."""
+    for f in jpegs:
+        img = Image.open(f).convert("RGB")
+        ours, _ = run_dump(tmp_path, f, "eval", 224, 256, "uint8", "nhwc", antialias="over2x")
+        diff = np.abs(ours.astype(np.int32) - plain_eval(img, 224, 256).astype(np.int32))
+        assert diff.max() <= 1 and diff.mean() <= 0.05, (f.name, diff.mean(), diff.max())
+        aa, _ = run_dump(tmp_path, f, "eval", 224, 256, "uint8", "nhwc")
+        if min(img.size) > 256 * 1.25:  # the default widened the filter here
+            assert np.abs(aa.astype(np.int32) - ours.astype(np.int32)).mean() > 0.2, f.name
+        # every source here is shrunk by more than 2x to 73: the same as Pillow
+        small, _ = run_dump(tmp_path, f, "eval", 64, 73, "uint8", "nhwc", antialias="over2x")
+        ref = pil_eval(img, 64, 73)
+        diff = np.abs(small.astype(np.int32) - ref.astype(np.int32))
+        if min(img.size) > 2 * 73:
+            assert diff.mean() <= 0.05 and diff.max() <= 2, (f.name, diff.mean(), diff.max())
 
 
 def test_eval_float32_normalised_matches_pillow(tmp_path, jpegs):

@@ -33,7 +33,7 @@ static int is_image(const opts *o, const result *r)
 }
 
 typedef struct effective {
-    const char *transform, *dtype, *layout, *dct, *device;
+    const char *transform, *dtype, *layout, *dct, *antialias, *device;
     int64_t size, resize;
 } effective;
 
@@ -49,6 +49,7 @@ static void effective_options(const opts *o, const result *r, effective *e)
     e->dtype = stoker_dtype_name(dt);
     e->layout = !img ? "n/a" : o->layout == STOKER_LAYOUT_NHWC ? "NHWC" : "NCHW";
     e->dct = !img ? "n/a" : o->dct == STOKER_DCT_IFAST ? "fast" : "accurate";
+    e->antialias = !img ? "n/a" : o->antialias == STOKER_ANTIALIAS_OVER_2X ? "over2x" : "always";
     e->device = r->stats.device >= 0 ? r->gpu.name : "cpu";
 }
 
@@ -145,9 +146,9 @@ void bench_report_text(const opts *o, const result *r)
            o->world, stoker_backend_name(o->backend), o->direct,
            o->on_corrupt == STOKER_ON_CORRUPT_SKIP ? "skip" : "error", o->warmup, o->compute_ms,
            o->compute_sleep ? "sleep" : "spin");
-    printf("pipeline     transform=%s size=%" PRId64 " resize=%" PRId64 " dct=%s dtype=%s "
-           "layout=%s gpu_normalize=%d\n",
-           e.transform, e.size, e.resize, e.dct, e.dtype, e.layout, o->gpu_normalize);
+    printf("pipeline     transform=%s size=%" PRId64 " resize=%" PRId64 " dct=%s antialias=%s "
+           "dtype=%s layout=%s gpu_normalize=%d\n",
+           e.transform, e.size, e.resize, e.dct, e.antialias, e.dtype, e.layout, o->gpu_normalize);
     io_text(&r->io);
     printf("warm-up      %" PRId64 " batches, %" PRId64 " records (not timed)\n", r->warm_batches,
            r->warm_records);
@@ -189,8 +190,9 @@ static void json_string(const char *s)
 static void json_options(const opts *o, const result *r, const effective *e)
 {
     printf(",\"options\":{\"transform\":\"%s\",\"size\":%" PRId64 ",\"resize\":%" PRId64
-           ",\"dct\":\"%s\",\"dtype\":\"%s\",\"layout\":\"%s\",\"simd\":\"%s\",\"device\":",
-           e->transform, e->size, e->resize, e->dct, e->dtype, e->layout,
+           ",\"dct\":\"%s\",\"antialias\":\"%s\",\"dtype\":\"%s\",\"layout\":\"%s\",\"simd\":"
+           "\"%s\",\"device\":",
+           e->transform, e->size, e->resize, e->dct, e->antialias, e->dtype, e->layout,
            stoker_simd_name(r->stats.simd));
     json_string(e->device);
     printf(",\"batch_size\":%" PRId64 ",\"threads\":%d,\"depth\":%d,\"seed\":%" PRId64
