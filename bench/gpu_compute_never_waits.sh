@@ -17,7 +17,8 @@
 # gpu_idle_fraction <= 0.01 and next_p99_us <= 100; raw 150 KB records >= 40 GB/s at X = 0.
 # Env: DEVICE (GPU ordinal, default 0), THREADS (loader threads, default the library's:
 # cores - 1; for raw records use fewer, e.g. 12 of 16 cores: the consumer spins on its core
-# and the workers are bound by memory bandwidth, see docs/GPU.md), SYNC (spin|block), PYTHON,
+# and the workers are bound by memory bandwidth, see docs/GPU.md), DEPTH (host batch slots,
+# default the library's: 4), SYNC (spin|block), PYTHON,
 # WARMUP (untimed steps first, default 40: at X = 1.1 T the loader gains a tenth of a batch
 # per step on the consumer, so it takes about 10 x depth steps after start to build the
 # lead of full slots it keeps from then on; the figures are those of that steady state).
@@ -29,6 +30,7 @@ exe=$build/examples/train_loop_cpp
 [ -x "$exe" ] || { echo "no $exe: build with CUDA and nvcc" >&2; exit 1; }
 threads=()
 [ -n "${THREADS:-}" ] && threads=(--threads "$THREADS")
+[ -n "${DEPTH:-}" ] && threads+=(--depth "$DEPTH")
 [ -n "${SYNC:-}" ] && threads+=(--sync "$SYNC")
 
 if [ ! -d "$data" ]; then
