@@ -12,9 +12,10 @@
  *   FREE(seq) --first worker of seq prepares: ids, locations, layout--> PREPARED
  *   PREPARED --last piece done (pending hits 0)--> READY --next--> OUT
  *   OUT --stoker_batch_release--> FREE(seq + depth)
- * With a device (loader_gpu.c), the consumer thread copies a READY slot to a device buffer
- * and the slot goes OUT --copy done (host function on the copy stream)--> FREE(seq + depth);
- * the consumer holds device batches (own ring, own states), never host slots.
+ * With a device (loader_gpu.c), the copy thread copies a PREPARED slot's finished pieces
+ * and then the READY slot to a device buffer, and the slot goes OUT --copy done (host
+ * function)--> FREE(seq + depth); the consumer holds device batches (own ring, own states),
+ * never host slots.
  * Workers of batch seq wait until the slot is FREE or PREPARED for seq: that is the
  * back-pressure (batch seq is filled only after batch seq - depth was released).
  *
@@ -63,12 +64,15 @@ struct stoker__slot {
     /* Pieces of the batch not yet done. The last worker to decrement it (acq_rel) sees
      * every other piece's writes and publishes READY under mu. */
     atomic_uint pending;
-    stoker_batch batch;   /* written in prepare (under mu) and by pieces (disjoint) */
-    stoker__recloc *locs; /* per record */
-    uint8_t *bad;         /* per record: failed its check (SKIP policy) */
-    size_t cap;           /* bytes of batch.data */
-    bool pinned;          /* batch.data came from cudaHostAlloc */
-    int err_code;         /* first failure of this batch, under mu */
+    stoker_batch batch;     /* written in prepare (under mu) and by pieces (disjoint) */
+    stoker__recloc *locs;   /* per record */
+    uint8_t *bad;           /* per record: failed its check (SKIP policy) */
+    atomic_uchar *piece_ok; /* per piece: its records are in place (set with release) */
+    bool repaired;          /* SKIP replaced records after their pieces were done: written
+                               by the last worker before READY is published */
+    size_t cap;             /* bytes of batch.data */
+    bool pinned;            /* batch.data came from cudaHostAlloc */
+    int err_code;           /* first failure of this batch, under mu */
     char err_msg[STOKER_ERRMSG_CAP];
 };
 
@@ -163,7 +167,9 @@ struct stoker_loader {
 
     /* GPU stage (loader_gpu.c): fixed after create. device -1: host batches. */
     int32_t device;
-    struct stoker__gpu *gpu;          /* NULL without a device */
+    struct stoker__gpu *gpu; /* NULL without a device */
+    bool stream_pieces;      /* the copy thread copies each finished piece before the batch is
+                                READY: workers wake it per piece */
     atomic_int_fast64_t pinned_bytes; /* slot memory that is page-locked */
 };
 

@@ -114,7 +114,9 @@ static int slot_init(stoker_loader *l, stoker__slot *s, uint64_t i, size_t cap)
     s->batch.offsets = stoker__calloc(b + 1, sizeof(int64_t));
     s->locs = stoker__calloc(b, sizeof *s->locs);
     s->bad = stoker__calloc(b, 1);
-    if (!s->batch.ids || !s->batch.labels || !s->batch.offsets || !s->locs || !s->bad)
+    s->piece_ok = stoker__calloc(l->ppb, sizeof *s->piece_ok);
+    if (!s->batch.ids || !s->batch.labels || !s->batch.offsets || !s->locs || !s->bad ||
+        !s->piece_ok)
         return -ENOMEM;
     if (cap == SIZE_MAX || stoker__slot_reserve(s, cap) < 0)
         return -ENOMEM;
@@ -160,6 +162,7 @@ void stoker__slots_destroy(stoker_loader *l)
         stoker__free(s->batch.offsets);
         stoker__free(s->locs);
         stoker__free(s->bad);
+        stoker__free((void *)s->piece_ok);
         stoker__slot_free(l, s->batch.data, s->cap, s->pinned);
     }
     stoker__free(l->slots);

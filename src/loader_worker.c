@@ -101,6 +101,9 @@ static void prepare(stoker_loader *l, stoker__worker *w, stoker__slot *s, uint64
     b->count = (int64_t)stoker__sampler_batch_count(&l->smp, pos);
     stoker__sampler_batch(&l->smp, epoch, pos, b->ids);
     memset(s->bad, 0, (size_t)b->count);
+    for (uint32_t p = 0; p < l->ppb; p++) /* published by the mutex with PREPARED */
+        atomic_store_explicit(&s->piece_ok[p], 0, memory_order_relaxed);
+    s->repaired = false;
     s->err_code = 0;
     s->err_msg[0] = '\0';
     int rc = 0;
@@ -421,6 +424,7 @@ static void repair(stoker_loader *l, stoker__worker *w, stoker__slot *s)
             return;
         }
         bump(&w->stats.skipped, nbad);
+        s->repaired = true; /* copies of finished pieces are stale */
         for (int64_t j = 0; j < b->count; j++) {
             if (!s->bad[j])
                 continue;
@@ -444,11 +448,19 @@ static void repair(stoker_loader *l, stoker__worker *w, stoker__slot *s)
 
 /* Called by every piece's worker; the last one publishes the batch. acq_rel: the last
  * decrement sees every other piece's writes, and the slot mutex passes them to the
- * consumer. */
-static void piece_done(stoker_loader *l, stoker__worker *w, stoker__slot *s)
+ * consumer. Each piece is also flagged (release) for the copy thread, which copies
+ * finished pieces while the rest of the batch is still being made. */
+static void piece_done(stoker_loader *l, stoker__worker *w, stoker__slot *s, uint64_t piece)
 {
-    if (atomic_fetch_sub_explicit(&s->pending, 1, memory_order_acq_rel) != 1)
+    atomic_store_explicit(&s->piece_ok[piece], 1, memory_order_release);
+    if (atomic_fetch_sub_explicit(&s->pending, 1, memory_order_acq_rel) != 1) {
+        if (l->stream_pieces) { /* the copy thread may copy this piece now */
+            pthread_mutex_lock(&s->mu);
+            pthread_cond_broadcast(&s->cond);
+            pthread_mutex_unlock(&s->mu);
+        }
         return;
+    }
     if (l->on_corrupt == STOKER_ON_CORRUPT_SKIP && count_bad(s))
         repair(l, w, s);
     pthread_mutex_lock(&s->mu);
@@ -536,7 +548,7 @@ void *stoker__worker_main(void *arg)
             const uint64_t j1 = j0 + STOKER__PIECE < count ? j0 + STOKER__PIECE : count;
             read_range(l, w, s, (uint32_t)j0, (uint32_t)j1, false);
         }
-        piece_done(l, w, s);
+        piece_done(l, w, s, piece);
     }
     return NULL;
 }

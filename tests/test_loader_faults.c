@@ -15,26 +15,6 @@
 static char g_tmp[4096];
 static tl_run g_a, g_b;
 
-/* Flips one payload byte of record id in its shard file; returns the shard's path. */
-static void flip_byte(const char *path, int64_t id, char *shard_path, size_t cap)
-{
-    stoker_dataset *ds = NULL;
-    T_OK(stoker_dataset_open(&ds, path, NULL));
-    stoker__recloc loc;
-    T_OK(stoker__dataset_locate(ds, id, &loc));
-    T_ASSERT(loc.length > 0);
-    snprintf(shard_path, cap, "%s", stoker__dataset_shard_path(ds, loc.shard));
-    stoker_dataset_close(ds);
-    const int fd = open(shard_path, O_RDWR);
-    T_ASSERT(fd >= 0);
-    uint8_t c;
-    const off_t at = (off_t)(loc.offset + loc.length / 2);
-    T_EQ_INT(pread(fd, &c, 1, at), 1);
-    c ^= 0x10;
-    T_EQ_INT(pwrite(fd, &c, 1, at), 1);
-    close(fd);
-}
-
 static void test_eio(void)
 {
     stoker_config *cfg = tl_cfg(16, 2);
@@ -121,7 +101,7 @@ static void test_corrupt(const char *name, uint64_t rs)
     snprintf(path, sizeof path, "%s/%s", g_tmp, name);
     tl_make(path, N, rs, 0, 32 << 10);
     const int64_t bad = 77;
-    flip_byte(path, bad, shard, sizeof shard);
+    tl_flip_byte(path, bad, shard, sizeof shard);
     char want[4400];
     snprintf(want, sizeof want, "%s: record %d: CRC32C mismatch", shard, (int)bad);
 
@@ -175,7 +155,7 @@ static void test_all_corrupt(void)
     snprintf(path, sizeof path, "%s/allbad", g_tmp);
     tl_make(path, 5, RS, 0, 0);
     for (int64_t id = 0; id < 5; id++)
-        flip_byte(path, id, shard, sizeof shard);
+        tl_flip_byte(path, id, shard, sizeof shard);
     stoker_config *cfg = tl_cfg(4, 2);
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_ON_CORRUPT, STOKER_ON_CORRUPT_SKIP));
     stoker_loader *l = tl_open(path, cfg);

@@ -6,7 +6,10 @@
 
 #include "testutil.h"
 
+#include "format/dataset.h"
+
 #include <fcntl.h>
+#include <unistd.h>
 
 /* Byte k of record `id`. */
 static inline uint8_t tl_byte(int64_t id, uint64_t k)
@@ -215,6 +218,26 @@ static inline void tl_make_images(const char *path, int64_t n, int64_t h, int64_
     T_OK(stoker_writer_finish(wr));
     stoker_writer_destroy(wr);
     stoker_config_destroy(cfg);
+}
+
+/* Flips one payload byte of record id in its shard file; returns the shard's path. */
+static inline void tl_flip_byte(const char *path, int64_t id, char *shard_path, size_t cap)
+{
+    stoker_dataset *ds = NULL;
+    T_OK(stoker_dataset_open(&ds, path, NULL));
+    stoker__recloc loc;
+    T_OK(stoker__dataset_locate(ds, id, &loc));
+    T_ASSERT(loc.length > 0);
+    snprintf(shard_path, cap, "%s", stoker__dataset_shard_path(ds, loc.shard));
+    stoker_dataset_close(ds);
+    const int fd = open(shard_path, O_RDWR);
+    T_ASSERT(fd >= 0);
+    uint8_t c;
+    const off_t at = (off_t)(loc.offset + loc.length / 2);
+    T_EQ_INT(pread(fd, &c, 1, at), 1);
+    c ^= 0x10;
+    T_EQ_INT(pwrite(fd, &c, 1, at), 1);
+    close(fd);
 }
 
 #endif
