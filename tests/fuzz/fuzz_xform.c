@@ -10,6 +10,7 @@
  *          bit 4:    layout (NCHW, NHWC)
  *          bit 5:    DCT (ISLOW, IFAST)
  *          bit 6:    SIMD level (best available, scalar)
+ *          bit 7:    antialias (ALWAYS, OVER_2X)
  *   byte 1 bits 0-4: output size 1 + (bits 0-4) * 2 (1 .. 63); bits 5-7: record id. */
 #include "transform/transform.h"
 
@@ -38,6 +39,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                               .dtype = dtypes[(mode >> 2) & 3],
                               .layout = mode & 16 ? STOKER_LAYOUT_NHWC : STOKER_LAYOUT_NCHW,
                               .dct = mode & 32 ? STOKER_DCT_IFAST : STOKER_DCT_ISLOW,
+                              .antialias =
+                                  mode & 128 ? STOKER_ANTIALIAS_OVER_2X : STOKER_ANTIALIAS_ALWAYS,
                               .mean = {0.485f, 0.456f, 0.406f},
                               .std = {0.229f, 0.224f, 0.225f},
                               .max_pixels = MAX_PIXELS};
