@@ -303,15 +303,7 @@ int stoker_loader_next(stoker_loader *l, stoker_batch **out)
     s->state = SLOT_OUT;
     pthread_mutex_unlock(&s->mu);
     atomic_fetch_add(&l->outstanding, 1);
-    /* Consumer counters: one writer (this thread), relaxed stores, read by stats. */
-    atomic_store_explicit(&l->c_wait,
-                          atomic_load_explicit(&l->c_wait, memory_order_relaxed) + waited,
-                          memory_order_relaxed);
-    atomic_fetch_add_explicit(&l->c_next_calls, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&l->c_ready_sum, (uint64_t)ready, memory_order_relaxed);
-    atomic_fetch_add_explicit(&l->c_batches, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&l->c_records, (uint64_t)s->batch.count, memory_order_relaxed);
-    atomic_fetch_add_explicit(&l->c_bytes, s->batch.nbytes, memory_order_relaxed);
+    stoker__count_delivery(l, &s->batch, waited, (uint64_t)ready);
     *out = &s->batch;
     return 0;
 }

@@ -195,6 +195,10 @@ void stoker__workers_destroy(stoker_loader *l);
 /* (epoch, position) of sequence number seq. */
 void stoker__seq_position(const stoker_loader *l, uint64_t seq, uint64_t *epoch, uint64_t *pos);
 
+/* loader_stats.c: counts batch b handed out by next after `waited` seconds, with `ready`
+ * batches finished and not yet taken at that moment (occupancy). Consumer thread. */
+void stoker__count_delivery(stoker_loader *l, const stoker_batch *b, double waited, uint64_t ready);
+
 /* loader_xform.c: the JPEG image pipeline as the process step */
 /* For a JPEG data set with a transform: parameters from cfg, process step, output layout. */
 int stoker__xform_setup(stoker_loader *l, const stoker_config *cfg);

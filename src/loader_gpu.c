@@ -681,20 +681,6 @@ void stoker__gpu_resume(stoker_loader *l)
         ask_copy_thread(l, false, false);
 }
 
-static void count_delivery(stoker_loader *l, const stoker_batch *b, double waited, uint64_t queued)
-{
-    /* One writer (the consumer thread), relaxed stores, read by stats. */
-    atomic_store_explicit(&l->c_wait,
-                          atomic_load_explicit(&l->c_wait, memory_order_relaxed) + waited,
-                          memory_order_relaxed);
-    const uint64_t ready = (uint64_t)atomic_load_explicit(&l->ready, memory_order_relaxed) + queued;
-    atomic_fetch_add_explicit(&l->c_next_calls, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&l->c_ready_sum, ready, memory_order_relaxed);
-    atomic_fetch_add_explicit(&l->c_batches, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&l->c_records, (uint64_t)b->count, memory_order_relaxed);
-    atomic_fetch_add_explicit(&l->c_bytes, b->nbytes, memory_order_relaxed);
-}
-
 /* Hands out batch cons_seq once the copy thread has issued its copy: no CUDA call here. A
  * failed batch is consumed and its error returned; STOKER_E_STATE (nothing consumed) when
  * its device buffer still holds a batch the consumer has not released. */
@@ -735,7 +721,9 @@ int stoker__gpu_next(stoker_loader *l, stoker_batch **out)
     if (rc < 0)
         return rc;
     atomic_fetch_add(&l->outstanding, 1);
-    count_delivery(l, &d->batch, waited, queued);
+    stoker__count_delivery(l, &d->batch, waited,
+                           (uint64_t)atomic_load_explicit(&l->ready, memory_order_relaxed) +
+                               queued);
     *out = &d->batch;
     return 0;
 }

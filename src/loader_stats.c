@@ -131,6 +131,17 @@ const char *stoker_backend_name(int32_t backend)
 
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
 
+void stoker__count_delivery(stoker_loader *l, const stoker_batch *b, double waited, uint64_t ready)
+{
+    /* One writer (the consumer thread), relaxed stores, read by stats. */
+    atomic_store_explicit(&l->c_wait, LOAD(l->c_wait) + waited, memory_order_relaxed);
+    atomic_fetch_add_explicit(&l->c_next_calls, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&l->c_ready_sum, ready, memory_order_relaxed);
+    atomic_fetch_add_explicit(&l->c_batches, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&l->c_records, (uint64_t)b->count, memory_order_relaxed);
+    atomic_fetch_add_explicit(&l->c_bytes, b->nbytes, memory_order_relaxed);
+}
+
 /* The workers' per-stage nanoseconds, as seconds. */
 static void stage_stats(const stoker_loader *l, stoker_stats *s)
 {
