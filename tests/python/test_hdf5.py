@@ -167,6 +167,13 @@ def check_loader(path, images, labels):
     assert seen == set(range(len(images)))
 
 
+def write_vlen(f, name, recs):
+    """A variable-length uint8 dataset of the byte strings recs, as h5py writes one."""
+    d = f.create_dataset(name, (len(recs),), dtype=h5py.vlen_dtype(np.uint8))
+    for i, r in enumerate(recs):
+        d[i] = np.frombuffer(r, dtype=np.uint8)
+
+
 def make_images(n, shape, dtype=np.uint8, seed=0):
     rng = np.random.default_rng(seed)
     if np.dtype(dtype).kind == "f":
@@ -316,9 +323,7 @@ def test_vlen_bytes_serialised(tmp_path):
     p = tmp_path / "vlen.h5"
     recs = [bytes(range(i, i + 3 * i + 1)) for i in range(10)]
     with h5py.File(p, "w") as f:
-        d = f.create_dataset("images", (10,), dtype=h5py.vlen_dtype(np.uint8))
-        for i, r in enumerate(recs):
-            d[i] = np.frombuffer(r, dtype=np.uint8)
+        write_vlen(f, "images", recs)
         f["labels"] = np.arange(10) * 2
     with Dataset(p) as d:
         assert d.rc == 0, d.msg
@@ -395,9 +400,7 @@ def test_serialised_fallback_reported_as_hdf5_backend(tmp_path):
     p = tmp_path / "vlen.h5"
     recs = [bytes(range(i, i + 2 * i + 1)) for i in range(12)]
     with h5py.File(p, "w") as f:
-        d = f.create_dataset("images", (12,), dtype=h5py.vlen_dtype(np.uint8))
-        for i, r in enumerate(recs):
-            d[i] = np.frombuffer(r, dtype=np.uint8)
+        write_vlen(f, "images", recs)
         f.create_dataset("lzf", data=make_images(12, (4, 3)), chunks=(2, 4, 3),
                          compression="lzf")
         f.create_dataset("gz", data=make_images(12, (4, 3)), chunks=(2, 4, 3),

@@ -58,15 +58,21 @@ def run_dump(tmp_path, jpeg, mode, size, resize, dtype, layout, seed=0, epoch=0,
     return data.reshape(shape), geo
 
 
-def pil_eval(img, size, resize):
-    """torchvision's Resize(resize) + CenterCrop(size) on a PIL image, as uint8 HWC."""
+def eval_geometry(img, size, resize):
+    """torchvision's Resize(resize) + CenterCrop(size): the resized (w, h) and the crop's
+    (left, top)."""
     w, h = img.size
     if w <= h:
         rw, rh = resize, int(resize * h / w)
     else:
         rw, rh = int(resize * w / h), resize
+    return rw, rh, int(round((rw - size) / 2.0)), int(round((rh - size) / 2.0))
+
+
+def pil_eval(img, size, resize):
+    """torchvision's Resize(resize) + CenterCrop(size) on a PIL image, as uint8 HWC."""
+    rw, rh, left, top = eval_geometry(img, size, resize)
     r = img.resize((rw, rh), Image.BILINEAR)
-    left, top = int(round((rw - size) / 2.0)), int(round((rh - size) / 2.0))
     return np.asarray(r.crop((left, top, left + size, top + size)))
 
 
@@ -88,14 +94,9 @@ def plain_bilinear_axis(a, out_size, axis):
 
 def plain_eval(img, size, resize):
     """Resize(resize, antialias=False) + CenterCrop(size), horizontal pass first."""
-    w, h = img.size
-    if w <= h:
-        rw, rh = resize, int(resize * h / w)
-    else:
-        rw, rh = int(resize * w / h), resize
+    rw, rh, left, top = eval_geometry(img, size, resize)
     a = plain_bilinear_axis(np.asarray(img), rw, 1)
     a = plain_bilinear_axis(a, rh, 0)
-    left, top = int(round((rw - size) / 2.0)), int(round((rh - size) / 2.0))
     return a[top:top + size, left:left + size]
 
 
