@@ -90,9 +90,8 @@ static int field_options(stoker_loader *l, const stoker_config *cfg)
         STOKER_RETURN_IF(dtype != STOKER_DTYPE_DEFAULT && dtype != l->dtype &&
                              !stoker__cfg_int(cfg, STOKER_OPT_GPU_NORMALIZE),
                          &l->err, STOKER_E_UNSUPPORTED,
-                         "%s: converting %s records to %s is not "
-                         "supported",
-                         path, stoker_dtype_name(l->dtype), stoker_dtype_name((int32_t)dtype));
+                         "%s: converting %s records to %s is not supported", path,
+                         stoker_dtype_name(l->dtype), stoker_dtype_name((int32_t)dtype));
         uint64_t size = stoker_dtype_size(l->dtype);
         for (int32_t i = 0; i < l->ndim; i++)
             STOKER_RETURN_IF(stoker__mul_ovf(size, (uint64_t)l->shape[i], &size), &l->err,

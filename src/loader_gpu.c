@@ -162,12 +162,10 @@ static int pick_device(stoker_loader *l, const stoker_config *cfg)
     const int n = stoker__cuda_device_query(why, sizeof why);
     if (opt > 0) {
         STOKER_RETURN_IF(n == 0, &l->err, STOKER_E_CUDA,
-                         "CUDA device %lld was requested "
-                         "but no device is usable: %s",
+                         "CUDA device %lld was requested but no device is usable: %s",
                          (long long)(opt - 1), why);
         STOKER_RETURN_IF(opt - 1 >= n, &l->err, STOKER_E_CUDA,
-                         "CUDA device %lld was "
-                         "requested but there are %d device(s)",
+                         "CUDA device %lld was requested but there are %d device(s)",
                          (long long)(opt - 1), n);
         l->device = (int32_t)(opt - 1);
         return 0;
@@ -180,9 +178,7 @@ static int pick_device(stoker_loader *l, const stoker_config *cfg)
     }
     if (want >= n) {
         stoker__logf(&l->log, STOKER_LOG_WARN,
-                     "LOCAL_RANK %lld but %d CUDA device(s): host "
-                     "batches",
-                     (long long)want, n);
+                     "LOCAL_RANK %lld but %d CUDA device(s): host batches", (long long)want, n);
         return 0;
     }
     l->device = (int32_t)want;
@@ -200,8 +196,8 @@ static int norm_options(stoker_loader *l, const stoker_config *cfg)
         return 0;
 #ifndef STOKER_HAVE_NVCC
     return stoker__fail(&l->err, STOKER_E_UNSUPPORTED,
-                        "GPU normalisation needs a build "
-                        "with nvcc (this one has the CUDA runtime only)");
+                        "GPU normalisation needs a build with nvcc (this one has the CUDA "
+                        "runtime only)");
 #else
     const char *path = stoker__dataset_path(l->ds);
     STOKER_RETURN_IF(!l->rec_size || l->dtype != STOKER_DTYPE_UINT8 || l->ndim != 3 ||
@@ -238,8 +234,8 @@ int stoker__gpu_configure(stoker_loader *l, const stoker_config *cfg)
     const int rc = pick_device(l, cfg);
     STOKER_RETURN_IF(rc == 0 && l->device < 0 && stoker__cfg_int(cfg, STOKER_OPT_GPU_NORMALIZE),
                      &l->err, STOKER_E_UNSUPPORTED,
-                     "GPU normalisation needs a usable CUDA "
-                     "device (this loader would deliver host batches)");
+                     "GPU normalisation needs a usable CUDA device (this loader would "
+                     "deliver host batches)");
     if (rc < 0 || l->device < 0)
         return rc;
     stoker__gpu *g = stoker__calloc(1, sizeof *g);

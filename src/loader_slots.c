@@ -29,9 +29,7 @@ void *stoker__slot_alloc(stoker_loader *l, size_t size, bool *pinned)
             return h;
         }
         stoker__logf(&l->log, STOKER_LOG_WARN,
-                     "cannot pin %zu bytes of batch slot (%s); "
-                     "using pageable memory",
-                     n, msg);
+                     "cannot pin %zu bytes of batch slot (%s); using pageable memory", n, msg);
     }
 #else
     (void)l;

@@ -44,9 +44,7 @@ static int process_jpeg(stoker__worker *w, int64_t id, const uint8_t *src, uint6
         char why[STOKER_ERRMSG_CAP];
         memcpy(why, w->err.msg, sizeof why);
         rc = stoker__fail(&w->err, STOKER_E_CORRUPT,
-                          "image over the size limit "
-                          "(STOKER_E_LIMIT): %s",
-                          why);
+                          "image over the size limit (STOKER_E_LIMIT): %s", why);
     }
     return rc;
 }
