@@ -183,6 +183,7 @@ typedef enum stoker_option {
     STOKER_OPT_LAYOUT = 84,      /* a stoker_layout; default NCHW */
     STOKER_OPT_DCT = 85,         /* a stoker_dct value; default ISLOW */
     STOKER_OPT_ANTIALIAS = 86,   /* a stoker_antialias value; default ALWAYS */
+    STOKER_OPT_RESAMPLER = 87,   /* a stoker_resampler value; default FAST */
     STOKER_OPT_MEAN_R = 90,      /* float options (stoker_config_set_float) */
     STOKER_OPT_MEAN_G = 91,
     STOKER_OPT_MEAN_B = 92,
@@ -246,6 +247,19 @@ typedef enum stoker_antialias {
                                      plain two-tap bilinear interpolation (torchvision's
                                      antialias=False), fewer taps and faster */
 } stoker_antialias;
+
+/* The arithmetic of the bilinear resampling. Both compute the same weights (Pillow's); they
+ * differ in the precision they apply them with. */
+typedef enum stoker_resampler {
+    STOKER_RESAMPLER_DEFAULT = 0, /* = FAST */
+    STOKER_RESAMPLER_FAST = 1,    /* weights rounded to 16 bits (at least 14 significant),
+                                     two taps per SIMD multiply-add, as torchvision's own
+                                     uint8 tensor resize does: a pixel may differ from
+                                     Pillow's by 1, rarely 2 */
+    STOKER_RESAMPLER_PILLOW = 2,  /* Pillow's 22-bit weights: for the same decoded pixels,
+                                     the uint8 result equals Pillow's (and torchvision's on
+                                     PIL images) exactly; slower */
+} stoker_resampler;
 
 /* Element types of records and batches. */
 typedef enum stoker_dtype {

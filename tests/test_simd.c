@@ -1,8 +1,8 @@
 /* Every SIMD variant against the scalar reference, on odd sizes and unaligned buffers.
  * Resampling is integer arithmetic and normalisation one fused multiply-add followed by
  * round-to-nearest-even in every variant, so the expected tolerance is zero: outputs must
- * be equal byte for byte, for every dtype and layout. Variants this CPU lacks are skipped
- * (reported), not failed. */
+ * be equal byte for byte, for every dtype and layout, with either resampler. Variants this CPU
+ * lacks are skipped (reported), not failed. */
 #include "testutil.h"
 
 #include "transform/transform.h"
@@ -67,6 +67,73 @@ static void check_hpass(const stoker__simd_ops *k, int32_t w, int32_t n, int fli
     free(want), free(got);
 }
 
+/* The fast resampler's horizontal pass: the same resample in 16-bit pairs of weights, through
+ * the variant's pairing and pass, to uint16 values. */
+static void check_hpass_fast(const stoker__simd_ops *k, int32_t w, int32_t n, int flip, int plain)
+{
+    const stoker__axis a = {0, w, n, 0, n, plain};
+    const int32_t ks = stoker__resample_ksize(&a), per = (ks + 1) / 2;
+    int32_t *first = malloc((size_t)n * 4), *taps = malloc((size_t)n * 4);
+    int32_t *coef = malloc((size_t)n * ks * 4), *pairs = malloc((size_t)n * per * 4);
+    double *tmp = malloc((size_t)ks * sizeof(double));
+    int32_t lo, hi;
+    stoker__resample_coeffs(&a, 0, flip, ks, 1, first, taps, coef, tmp, &lo, &hi);
+    const int32_t bits = stoker__coeffs_to_pairs(coef, n, ks, pairs);
+    T_ASSERT(bits >= 14 && bits <= STOKER__PRECISION_BITS);
+    int32_t kmax = 1;
+    for (int32_t j = 0; j < n; j++)
+        kmax = taps[j] > kmax ? taps[j] : kmax;
+    const int32_t np = (kmax + 1) / 2;
+    /* random pixels, and random bytes past the last (read, weighted by zero) */
+    uint8_t *quad = malloc((size_t)(w + ks + 1) * 16);
+    fill(quad, (size_t)(w + ks + 1) * 16);
+    int16_t *pa = malloc((size_t)(w + ks) * 64), *pb = malloc((size_t)w * 64 + 2);
+    for (size_t i = 0; i < (size_t)(w + ks) * 32; i++)
+        pa[i] = (int16_t)(t_rand(&rng) & 0xFF);
+    stoker__simd_scalar.pairs(quad, (size_t)w, pa);
+    k->pairs(quad, (size_t)w, pb + 1);
+    expect_same((const uint8_t *)pa, (const uint8_t *)(pb + 1), (size_t)w * 64, "pairs", k->name,
+                w);
+    uint16_t *want = malloc((size_t)n * 32), *got = malloc((size_t)n * 32 + 2);
+    uint16_t *const wo[4] = {want, want + n * 4, want + n * 8, want + n * 12};
+    uint16_t *const go[4] = {got + 1, got + 1 + n * 4, got + 1 + n * 8, got + 1 + n * 12};
+    stoker__simd_scalar.hpass4_fast(pa, n, first, pairs, per, np, bits, wo);
+    k->hpass4_fast(pa, n, first, pairs, per, np, bits, go);
+    expect_same((const uint8_t *)want, (const uint8_t *)(got + 1), (size_t)n * 32, "hpass4_fast",
+                k->name, w * 1000 + n);
+    for (size_t i = 0; i < (size_t)n * 16; i++)
+        T_ASSERT(want[i] <= 255);
+    free(first), free(taps), free(coef), free(pairs), free(tmp), free(quad), free(pa), free(pb);
+    free(want), free(got);
+}
+
+/* The fast vertical pass (np <= 16): 2 np rows of n values (at most 255) anywhere in memory, random
+ * pairs of weights (some negative, to test clipping) at every precision. */
+static void check_vpass_fast(const stoker__simd_ops *k, size_t n, int32_t np)
+{
+    uint16_t *buf = malloc((n + 3) * 2 * (size_t)np * 2);
+    const uint16_t *rows[32];
+    for (int32_t r = 0; r < 2 * np; r++) {
+        uint16_t *row = buf + (size_t)r * (n + 3) + (size_t)(r % 3); /* odd alignments */
+        for (size_t i = 0; i < n; i++)
+            row[i] = (uint16_t)(t_rand(&rng) & 0xFF);
+        rows[2 * np - 1 - r] = row; /* any order: the kernel takes pointers */
+    }
+    int32_t coef[16];
+    for (int32_t m = 0; m < np; m++)
+        coef[m] = (int32_t)(uint32_t)t_rand(&rng); /* two random int16 weights */
+    uint8_t *want = malloc(n), *got = malloc(n + 3);
+    for (int32_t bits = 14; bits <= STOKER__PRECISION_BITS; bits += 4) {
+        memset(got, 0x77, n + 3);
+        stoker__simd_scalar.vpass_fast(rows, np, coef, bits, want, n);
+        k->vpass_fast(rows, np, coef, bits, got + 1, n);
+        expect_same(want, got + 1, n, "vpass_fast", k->name, (int32_t)n * 100 + bits);
+        T_EQ_INT(got[0], 0x77);
+        T_EQ_INT(got[n + 1], 0x77);
+    }
+    free(buf), free(want), free(got);
+}
+
 /* Vertical pass: taps rows of n bytes, random weights (some negative, to test clipping). */
 static void check_vpass(const stoker__simd_ops *k, size_t n, int32_t taps)
 {
@@ -99,6 +166,41 @@ static void check_unpack(const stoker__simd_ops *k, size_t n)
     for (int i = 0; i < 5; i++)
         T_EQ_INT(got[2 + n * 3 + i], 0xAA);
     free(src), free(want), free(got);
+}
+
+/* One NCHW row in one pass: equal to unpack_planar and convert, with planes aligned to 64
+ * bytes (streaming stores) and not. */
+static void check_emit(const stoker__simd_ops *k, size_t n, int32_t dtype)
+{
+    const size_t es = dtype == STOKER_DTYPE_FLOAT32 ? 4 : 2, plane = (n * es + 63) / 64 * 64;
+    float scale[STOKER__PATTERN], bias[STOKER__PATTERN], s3[3], b3[3];
+    for (int c = 0; c < 3; c++) {
+        s3[c] = (float)(1.0 / (255.0 * (0.1 + (double)(t_rand(&rng) % 1000) / 1000.0)));
+        b3[c] = (float)(-2.0 + (double)(t_rand(&rng) % 4000) / 1000.0);
+    }
+    uint8_t *rgbx = malloc(n * 4 + 1), *u = malloc(n + 1);
+    fill(rgbx, n * 4 + 1);
+    uint8_t *want = aligned_alloc(64, plane * 3), *got = aligned_alloc(64, plane * 3 + 64);
+    for (int c = 0; c < 3; c++) { /* the reference: unpack one plane, convert it */
+        for (size_t i = 0; i < STOKER__PATTERN; i++)
+            scale[i] = s3[c], bias[i] = b3[c];
+        for (size_t i = 0; i < n; i++)
+            u[i] = rgbx[1 + 4 * i + (size_t)c];
+        stoker__simd_scalar.convert(u, n, dtype, scale, bias, want + (size_t)c * plane);
+    }
+    for (size_t off = 0; off <= 64; off += 62) { /* aligned, then not */
+        memset(got, 0x5A, plane * 3 + 64);
+        void *const planes[3] = {got + off, got + off + plane, got + off + 2 * plane};
+        k->emit_planar(rgbx + 1, n, dtype, s3, b3, planes);
+        _mm_sfence();
+        for (int c = 0; c < 3; c++) {
+            expect_same(want + (size_t)c * plane, got + off + (size_t)c * plane, n * es,
+                        "emit_planar", k->name, (int32_t)(n * 10 + off));
+            if (n * es < plane)
+                T_EQ_INT(got[off + (size_t)c * plane + n * es], 0x5A); /* nothing past */
+        }
+    }
+    free(rgbx), free(u), free(want), free(got);
 }
 
 static void check_convert(const stoker__simd_ops *k, size_t n, int32_t dtype)
@@ -157,8 +259,11 @@ static void check_rounding(const stoker__simd_ops *k)
     T_EQ_INT(stoker__f32_to_f16(bias[14]), 0x7BFF); /* just below: 65504 */
 }
 
-/* The whole pipeline from an RGB image: every dtype and layout, every transform. */
-static void check_pipeline(const stoker__simd_ops *k, int32_t w, int32_t h, int32_t size)
+/* The whole pipeline from an RGB image: every dtype and layout, every transform, with both
+ * resamplers; outputs 64-byte aligned (so rows of 32 float16 values and more take streaming
+ * stores) when `aligned`, else at an odd address. */
+static void check_pipeline(const stoker__simd_ops *k, int32_t w, int32_t h, int32_t size,
+                           int aligned)
 {
     uint8_t *img = malloc((size_t)w * h * 3 + 1);
     fill(img, (size_t)w * h * 3 + 1);
@@ -174,6 +279,8 @@ static void check_pipeline(const stoker__simd_ops *k, int32_t w, int32_t h, int3
                                           .size = size,
                                           .dtype = dtypes[d],
                                           .layout = l,
+                                          .resampler = (t + d + l) % 2 ? STOKER_RESAMPLER_PILLOW
+                                                                       : STOKER_RESAMPLER_FAST,
                                           .mean = {0.485f, 0.456f, 0.406f},
                                           .std = {0.229f, 0.224f, 0.225f}};
                 stoker__xform_params b = a;
@@ -181,13 +288,14 @@ static void check_pipeline(const stoker__simd_ops *k, int32_t w, int32_t h, int3
                 T_OK(stoker__xform_params_prepare(&a, STOKER_SIMD_SCALAR, &err));
                 T_OK(stoker__xform_params_prepare(&b, k->level, &err));
                 const size_t bytes = stoker__xform_sample_bytes(&a);
-                uint8_t *want = malloc(bytes), *got = malloc(bytes + 1);
+                uint8_t *want = malloc(bytes), *got = aligned_alloc(64, (bytes + 64) / 64 * 64);
+                uint8_t *out = got + (aligned ? 0 : 1);
                 for (int64_t id = 0; id < 3; id++) {
                     T_OK(stoker__xform_rgb(s1, &a, 7, 1, id, img + 1, w, h, (size_t)w * 3, want,
                                            &err));
-                    T_OK(stoker__xform_rgb(s2, &b, 7, 1, id, img + 1, w, h, (size_t)w * 3, got + 1,
+                    T_OK(stoker__xform_rgb(s2, &b, 7, 1, id, img + 1, w, h, (size_t)w * 3, out,
                                            &err));
-                    expect_same(want, got + 1, bytes, "pipeline", k->name, size);
+                    expect_same(want, out, bytes, "pipeline", k->name, size);
                 }
                 free(want), free(got);
             }
@@ -253,20 +361,29 @@ int main(void)
                 check_hpass(k, SIZES[j] * 5 + 1, s, (j >> 1) & 1, 0);
                 check_hpass(k, s + s / 2, s, j & 1, 1); /* two-tap bilinear */
             }
+            for (int j = 0; j < NSIZES; j += 4) {
+                check_hpass_fast(k, s, SIZES[j], j & 1, 0);
+                check_hpass_fast(k, SIZES[j] * 5 + 1, s, (j >> 1) & 1, 0);
+                check_hpass_fast(k, s + s / 2, s, j & 1, 1);
+            }
             for (int32_t taps = 1; taps <= 9; taps += 2) {
                 check_vpass(k, (size_t)s, taps);
                 check_vpass(k, (size_t)s * 4, taps);
+                check_vpass_fast(k, (size_t)s, (taps + 1) / 2);
+                check_vpass_fast(k, (size_t)s * 4, taps);
             }
             check_unpack(k, (size_t)s);
             for (int32_t d = STOKER_DTYPE_FLOAT16; d <= STOKER_DTYPE_FLOAT32; d++) {
                 check_convert(k, (size_t)s, d);
                 check_convert(k, (size_t)s * 3, d);
+                check_emit(k, (size_t)s, d);
             }
         }
         check_rounding(k);
-        check_pipeline(k, 97, 61, 33);
-        check_pipeline(k, 300, 451, 67);
-        check_pipeline(k, 40, 30, 224);
+        check_pipeline(k, 97, 61, 33, 0);
+        check_pipeline(k, 300, 451, 67, 1);
+        check_pipeline(k, 40, 30, 224, 0);
+        check_pipeline(k, 600, 350, 64, 1);
         printf("%s: equal to scalar\n", k->name);
     }
     return 0;

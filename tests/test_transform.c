@@ -196,6 +196,91 @@ static void check_coeffs_plain(void)
     T_EQ_INT(taps[3], 6);
 }
 
+/* The fast resampler's weights: Pillow's, rounded to as many bits as fit an int16, in
+ * pairs, the high half zero past the filter. */
+static void check_coeffs_pairs(void)
+{
+    const int32_t one = 1 << STOKER__PRECISION_BITS;
+    /* weight 1.0 allows 14 bits: 16384 */
+    const int32_t identity[2 * 3] = {one, 0, 0, one, 0, 0};
+    int32_t pairs[2 * 2];
+    T_EQ_INT(stoker__coeffs_to_pairs(identity, 2, 3, pairs), 14);
+    T_EQ_INT(pairs[0], 16384);
+    T_EQ_INT(pairs[1], 0);
+    T_EQ_INT(pairs[2], 16384);
+    /* 1/8 and 3/8: 3/8 allows 16 bits (24576); the pair holds both, low half first */
+    const int32_t halving[5] = {one / 8, 3 * (one / 8), 3 * (one / 8), one / 8, 0};
+    int32_t hp[3];
+    T_EQ_INT(stoker__coeffs_to_pairs(halving, 1, 5, hp), 16);
+    T_EQ_INT(hp[0], 8192 | 24576 << 16);
+    T_EQ_INT(hp[1], 24576 | 8192 << 16);
+    T_EQ_INT(hp[2], 0);
+    /* 0.75 + 2^-16 leaves 15 bits (a 7-bit shift); each weight rounds half up */
+    const int32_t odd[2] = {one / 3, 3 * (one / 4) + (one >> 16)};
+    int32_t op[1];
+    T_EQ_INT(stoker__coeffs_to_pairs(odd, 1, 2, op), 15);
+    T_EQ_INT(op[0] & 0xFFFF, (one / 3 + 64) >> 7);
+    T_EQ_INT((uint32_t)op[0] >> 16, (3 * (one / 4) + (one >> 16) + 64) >> 7);
+}
+
+/* The fast resampler against Pillow's: the same filter in 16-bit weights, so within 2 of it
+ * everywhere and almost always equal, whatever the geometry: shrinks of 20x along either
+ * axis (hundreds of source rows pass through the fast resampler's ring of rows), growth
+ * from a few pixels, and train crops. */
+static void check_fast_near_pillow(void)
+{
+    static const int32_t dims[][3] = {{4000, 300, 224}, {300, 4000, 224}, {5, 3, 64},
+                                      {500, 375, 224},  {333, 257, 96},   {97, 61, 33}};
+    stoker__xform_scratch *s;
+    T_OK(stoker__xform_scratch_create(&s));
+    uint64_t r = 7;
+    for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++) {
+        const int32_t w = dims[d][0], h = dims[d][1], cs = dims[d][2];
+        uint8_t *img = malloc((size_t)w * h * 3);
+        for (int32_t y = 0; y < h; y++) /* gradients, an edge and noise */
+            for (int32_t x = 0; x < w; x++)
+                for (int c = 0; c < 3; c++)
+                    img[((size_t)y * w + x) * 3 + c] =
+                        (uint8_t)((x * 255 / w + y * 97 / h + (x > w / 3 ? 60 : 0) +
+                                   (int)(t_rand(&r) % 48) + 40 * c) %
+                                  256);
+        const size_t n = (size_t)cs * cs * 3;
+        uint8_t *a = malloc(n), *b = malloc(n);
+        for (int t = STOKER_TRANSFORM_TRAIN; t <= STOKER_TRANSFORM_RESIZE; t++) {
+            stoker__xform_params pf = {.transform = t,
+                                       .size = cs,
+                                       .resize = t == STOKER_TRANSFORM_EVAL ? cs + cs / 7 : 0,
+                                       .dtype = STOKER_DTYPE_UINT8,
+                                       .layout = STOKER_LAYOUT_NHWC,
+                                       .resampler = STOKER_RESAMPLER_FAST,
+                                       .mean = {0, 0, 0},
+                                       .std = {1, 1, 1}};
+            stoker__xform_params pp = pf;
+            pp.resampler = STOKER_RESAMPLER_PILLOW;
+            stoker__err err;
+            T_OK(stoker__xform_params_prepare(&pf, STOKER_SIMD_AUTO, &err));
+            T_OK(stoker__xform_params_prepare(&pp, STOKER_SIMD_AUTO, &err));
+            for (int64_t id = 0; id < (t == STOKER_TRANSFORM_TRAIN ? 6 : 1); id++) {
+                T_OK(stoker__xform_rgb(s, &pf, 3, 0, id, img, w, h, (size_t)w * 3, a, &err));
+                T_OK(stoker__xform_rgb(s, &pp, 3, 0, id, img, w, h, (size_t)w * 3, b, &err));
+                int maxd = 0;
+                size_t sum = 0;
+                for (size_t i = 0; i < n; i++) {
+                    const int dd = abs(a[i] - b[i]);
+                    maxd = dd > maxd ? dd : maxd;
+                    sum += (size_t)dd;
+                }
+                printf("fast vs pillow %dx%d -> %d, transform %d, id %d: max %d, mean %.4f\n",
+                       (int)w, (int)h, (int)cs, t, (int)id, maxd, (double)sum / (double)n);
+                T_ASSERT(maxd <= 2);
+                T_ASSERT((double)sum / (double)n <= 0.05);
+            }
+        }
+        free(img), free(a), free(b);
+    }
+    stoker__xform_scratch_destroy(s);
+}
+
 static void check_params_and_flip(void)
 {
     stoker__xform_params p = {.mean = {0.485f, 0.456f, 0.406f}, .std = {0.229f, 0.224f, 0.225f}};
@@ -206,9 +291,14 @@ static void check_params_and_flip(void)
     T_EQ_INT(p.dtype, STOKER_DTYPE_FLOAT16);
     T_EQ_INT(p.layout, STOKER_LAYOUT_NCHW);
     T_EQ_INT(p.antialias, STOKER_ANTIALIAS_ALWAYS);
+    T_EQ_INT(p.resampler, STOKER_RESAMPLER_FAST);
     stoker__xform_params bad = p;
     bad.antialias = 3;
     T_EQ_RC(stoker__xform_params_prepare(&bad, STOKER_SIMD_AUTO, &err), STOKER_E_INVALID);
+    bad = p;
+    bad.resampler = 3;
+    T_EQ_RC(stoker__xform_params_prepare(&bad, STOKER_SIMD_AUTO, &err), STOKER_E_INVALID);
+    T_CONTAINS(err.msg, "resampler");
     T_EQ_INT(stoker__xform_sample_bytes(&p), 224 * 224 * 3 * 2);
     T_ASSERT(p.simd != NULL);
     stoker__xform_params q = p;
@@ -302,6 +392,8 @@ int main(void)
     check_eval();
     check_coeffs();
     check_coeffs_plain();
+    check_coeffs_pairs();
+    check_fast_near_pillow();
     check_params_and_flip();
     return 0;
 }

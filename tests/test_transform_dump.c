@@ -101,9 +101,10 @@ int main(int argc, char **argv)
 {
     if (argc == 1)
         return self_test();
-    if (argc != 8 && argc != 11 && argc != 12) {
+    if (argc != 8 && argc != 11 && argc != 12 && argc != 13) {
         fprintf(stderr,
-                "usage: %s JPEG MODE SIZE RESIZE DTYPE LAYOUT OUT [SEED EPOCH ID [ANTIALIAS]]\n",
+                "usage: %s JPEG MODE SIZE RESIZE DTYPE LAYOUT OUT [SEED EPOCH ID [ANTIALIAS "
+                "[RESAMPLER]]]\n",
                 argv[0]);
         return 2;
     }
@@ -117,8 +118,10 @@ int main(int argc, char **argv)
         .resize = atoi(argv[4]),
         .dtype = parse_dtype(argv[5]),
         .layout = !strcmp(argv[6], "nhwc") ? STOKER_LAYOUT_NHWC : STOKER_LAYOUT_NCHW,
-        .antialias = argc == 12 && !strcmp(argv[11], "over2x") ? STOKER_ANTIALIAS_OVER_2X
+        .antialias = argc >= 12 && !strcmp(argv[11], "over2x") ? STOKER_ANTIALIAS_OVER_2X
                                                                : STOKER_ANTIALIAS_ALWAYS,
+        .resampler = argc == 13 && !strcmp(argv[12], "pillow") ? STOKER_RESAMPLER_PILLOW
+                                                               : STOKER_RESAMPLER_FAST,
         .mean = {0.485f, 0.456f, 0.406f},
         .std = {0.229f, 0.224f, 0.225f}};
     const uint64_t seed = argc >= 11 ? strtoull(argv[8], NULL, 0) : 0;

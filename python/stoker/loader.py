@@ -388,9 +388,12 @@ class Loader:
     consecutive ids, each block's records together: a chunk's rows for chunked HDF5,
     docs/HDF5.md). ``gpu_normalize`` True: ``(x/255 - mean)/std`` runs on the GPU, so only
     uint8 crosses PCIe (JPEG pipelines and uint8 [H, W, 3] records; needs a GPU device).
-    ``antialias`` None = "always" (Pillow's and torchvision's bilinear resize, exactly) or
+    ``antialias`` None = "always" (Pillow's and torchvision's antialiased bilinear resize) or
     "over2x" (antialias only an axis shrunk by more than 2x; below that, two-tap bilinear
     interpolation as torchvision's ``antialias=False``: faster, a little aliasing).
+    ``resampler`` None = "fast" (the weights rounded to 16 bits, as torchvision's uint8
+    tensor resize does: a pixel may differ from Pillow's by 1) or "pillow" (Pillow's 22-bit
+    weights: the uint8 result equals Pillow's exactly for the same decoded pixels).
 
     ``for batch in loader`` runs to the end of the current epoch (a loop broken off early
     is continued by the next one); the next loop runs the next epoch. ``len(loader)`` is
@@ -405,7 +408,7 @@ class Loader:
                  backend="auto", direct_io=False, mean=None, std=None, epoch=0,
                  read_ahead=None, simd=None, dct=None, max_record_size=None,
                  max_pixels=None, h5_images=None, h5_labels=None, device_buffers=None,
-                 order="records", gpu_normalize=False, antialias=None):
+                 order="records", gpu_normalize=False, antialias=None, resampler=None):
         self._core = None
         self._active = None
         self._seq = 0  # mirrors the C loader's consumer sequence (ring position)
@@ -448,6 +451,8 @@ class Loader:
                 cfg.set_int(_lib.OPT_DCT, choice("dct", dct, _lib.DCTS))
             if antialias is not None:
                 cfg.set_int(_lib.OPT_ANTIALIAS, choice("antialias", antialias, _lib.ANTIALIAS))
+            if resampler is not None:
+                cfg.set_int(_lib.OPT_RESAMPLER, choice("resampler", resampler, _lib.RESAMPLERS))
             if max_record_size is not None:
                 cfg.set_int(_lib.OPT_MAX_RECORD_SIZE,
                             check_int("max_record_size", max_record_size, 1))

@@ -171,6 +171,31 @@ void stoker__resample_coeffs(const stoker__axis *a, int32_t origin, int flip, in
     *hi = range_hi;
 }
 
+int32_t stoker__coeffs_to_pairs(const int32_t *coef, int32_t n, int32_t kpad, int32_t *pairs)
+{
+    int32_t top = 0;
+    for (size_t i = 0; i < (size_t)n * (size_t)kpad; i++)
+        top = coef[i] > top ? coef[i] : coef[i] < -top ? -coef[i] : top;
+    int32_t shift = 0; /* the fewest bits to drop so that every weight fits an int16 */
+    while (shift < STOKER__PRECISION_BITS &&
+           (top + (shift ? 1 << (shift - 1) : 0)) >> shift > INT16_MAX)
+        shift++;
+    const int32_t per = (kpad + 1) / 2;
+    for (int32_t j = 0; j < n; j++) {
+        const int32_t *c = coef + (size_t)j * kpad;
+        for (int32_t m = 0; m < per; m++) {
+            uint32_t w[2];
+            for (int i = 0; i < 2; i++) {
+                const int32_t k = 2 * m + i < kpad ? c[2 * m + i] : 0;
+                /* round half up, in integers (an arithmetic shift floors) */
+                w[i] = (uint16_t)(int16_t)(shift ? (k + (1 << (shift - 1))) >> shift : k);
+            }
+            pairs[(size_t)j * per + m] = (int32_t)(w[0] | w[1] << 16);
+        }
+    }
+    return STOKER__PRECISION_BITS - shift;
+}
+
 void stoker__xform_geometry(const stoker__xform_params *p, int32_t width, int32_t height,
                             uint64_t seed, int64_t epoch, int64_t id, stoker__geom *g)
 {

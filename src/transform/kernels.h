@@ -22,18 +22,43 @@
     default: RUN(kmax); break;                                                                     \
     }
 
+/* RUN(P) with P a constant when npairs is 1..4 (up to 3.5x shrinking), as above. */
+#define STOKER__WITH_PAIRS(npairs, RUN)                                                            \
+    switch (npairs) {                                                                              \
+    case 1: RUN(1); break;                                                                         \
+    case 2: RUN(2); break;                                                                         \
+    case 3: RUN(3); break;                                                                         \
+    case 4: RUN(4); break;                                                                         \
+    default: RUN(npairs); break;                                                                   \
+    }
+
 void stoker__interleave4_scalar(const uint8_t *const rows[4], size_t n, uint8_t *quad);
 void stoker__hpass4_scalar(const uint8_t *quad, int32_t n, const int32_t *first,
                            const int32_t *taps, const int32_t *coef, int32_t kstride, int32_t kmax,
                            uint8_t *const out[4]);
 void stoker__vpass_scalar(const uint8_t *src, size_t stride, int32_t taps, const int32_t *coef,
                           uint8_t *dst, size_t n);
+void stoker__pairs_scalar(const uint8_t *quad, size_t n, int16_t *pq);
+void stoker__hpass4_fast_scalar(const int16_t *pq, int32_t n, const int32_t *first,
+                                const int32_t *coef, int32_t kstride, int32_t npairs, int32_t bits,
+                                uint16_t *const out[4]);
+void stoker__vpass_fast_scalar(const uint16_t *const *rows, int32_t npairs, const int32_t *coef,
+                               int32_t bits, uint8_t *dst, size_t n);
+/* The scalar vertical pass of values [start, n): the tail of the AVX2 variant. */
+void stoker__vpass_fast_scalar_from(const uint16_t *const *rows, int32_t npairs,
+                                    const int32_t *coef, int32_t bits, uint8_t *dst, size_t start,
+                                    size_t n);
 void stoker__unpack_planar_scalar(const uint8_t *rgbx, size_t n, uint8_t *r, uint8_t *g,
                                   uint8_t *b);
 void stoker__unpack_packed_scalar(const uint8_t *rgbx, size_t n, uint8_t *rgb);
 /* The scalar conversion of elements [start, n): the tail of every variant. */
 void stoker__convert_scalar_from(const uint8_t *src, size_t start, size_t n, int32_t dtype,
                                  const float *scale, const float *bias, void *dst);
+void stoker__emit_planar_scalar(const uint8_t *rgbx, size_t n, int32_t dtype, const float *scale,
+                                const float *bias, void *const planes[3]);
+/* The scalar emission of pixels [start, n): the tail of the AVX2 variant. */
+void stoker__emit_planar_scalar_from(const uint8_t *rgbx, size_t start, size_t n, int32_t dtype,
+                                     const float *scale, const float *bias, void *const planes[3]);
 void stoker__convert_scalar(const uint8_t *src, size_t n, int32_t dtype, const float *scale,
                             const float *bias, void *dst);
 
@@ -42,8 +67,16 @@ void stoker__hpass4_avx2(const uint8_t *quad, int32_t n, const int32_t *first, c
                          const int32_t *coef, int32_t kstride, int32_t kmax, uint8_t *const out[4]);
 void stoker__vpass_avx2(const uint8_t *src, size_t stride, int32_t taps, const int32_t *coef,
                         uint8_t *dst, size_t n);
+void stoker__pairs_avx2(const uint8_t *quad, size_t n, int16_t *pq);
+void stoker__hpass4_fast_avx2(const int16_t *pq, int32_t n, const int32_t *first,
+                              const int32_t *coef, int32_t kstride, int32_t npairs, int32_t bits,
+                              uint16_t *const out[4]);
+void stoker__vpass_fast_avx2(const uint16_t *const *rows, int32_t npairs, const int32_t *coef,
+                             int32_t bits, uint8_t *dst, size_t n);
 void stoker__unpack_planar_avx2(const uint8_t *rgbx, size_t n, uint8_t *r, uint8_t *g, uint8_t *b);
 void stoker__unpack_packed_avx2(const uint8_t *rgbx, size_t n, uint8_t *rgb);
+void stoker__emit_planar_avx2(const uint8_t *rgbx, size_t n, int32_t dtype, const float *scale,
+                              const float *bias, void *const planes[3]);
 void stoker__convert_avx2(const uint8_t *src, size_t n, int32_t dtype, const float *scale,
                           const float *bias, void *dst);
 
@@ -53,6 +86,14 @@ void stoker__hpass4_avx512(const uint8_t *quad, int32_t n, const int32_t *first,
                            uint8_t *const out[4]);
 void stoker__vpass_avx512(const uint8_t *src, size_t stride, int32_t taps, const int32_t *coef,
                           uint8_t *dst, size_t n);
+void stoker__pairs_avx512(const uint8_t *quad, size_t n, int16_t *pq);
+void stoker__hpass4_fast_avx512(const int16_t *pq, int32_t n, const int32_t *first,
+                                const int32_t *coef, int32_t kstride, int32_t npairs, int32_t bits,
+                                uint16_t *const out[4]);
+void stoker__vpass_fast_avx512(const uint16_t *const *rows, int32_t npairs, const int32_t *coef,
+                               int32_t bits, uint8_t *dst, size_t n);
+void stoker__emit_planar_avx512(const uint8_t *rgbx, size_t n, int32_t dtype, const float *scale,
+                                const float *bias, void *const planes[3]);
 void stoker__convert_avx512(const uint8_t *src, size_t n, int32_t dtype, const float *scale,
                             const float *bias, void *dst);
 

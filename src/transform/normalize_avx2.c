@@ -67,13 +67,81 @@ void stoker__convert_avx2(const uint8_t *src, size_t n, int32_t dtype, const flo
     stoker__convert_scalar_from(src, done, n, dtype, scale, bias, dst);
 }
 
+/* Hot loop: 16 pixels per iteration, so that each plane gets whole 32-byte stores
+ * (streaming ones when every plane is line-aligned: see the AVX-512 kernel). */
+static inline size_t emit_blocks(const uint8_t *rgbx, size_t n, int32_t dtype, const float *scale,
+                                 const float *bias, uint8_t *const pl[3], int stream)
+{
+    const __m256i byte = _mm256_set1_epi32(0xFF);
+    __m256 s[3], b[3];
+    for (int c = 0; c < 3; c++) {
+        s[c] = _mm256_set1_ps(scale[c]);
+        b[c] = _mm256_set1_ps(bias[c]);
+    }
+    const size_t es = dtype == STOKER_DTYPE_FLOAT32 ? 4 : 2;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256i v0 = _mm256_loadu_si256((const __m256i *)(rgbx + 4 * i));
+        const __m256i v1 = _mm256_loadu_si256((const __m256i *)(rgbx + 4 * i + 32));
+        for (int c = 0; c < 3; c++) {
+            const int sh = 8 * c;
+            const __m256 f0 = _mm256_fmadd_ps(
+                _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(v0, sh), byte)), s[c], b[c]);
+            const __m256 f1 = _mm256_fmadd_ps(
+                _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(v1, sh), byte)), s[c], b[c]);
+            uint8_t *o = pl[c] + es * i;
+            if (dtype == STOKER_DTYPE_FLOAT32) {
+                if (stream) {
+                    _mm256_stream_ps((float *)o, f0);
+                    _mm256_stream_ps((float *)(o + 32), f1);
+                } else {
+                    _mm256_storeu_ps((float *)o, f0);
+                    _mm256_storeu_ps((float *)(o + 32), f1);
+                }
+                continue;
+            }
+            const __m128i h0 = dtype == STOKER_DTYPE_FLOAT16
+                                   ? _mm256_cvtps_ph(f0, _MM_FROUND_TO_NEAREST_INT)
+                                   : to_bf16(f0);
+            const __m128i h1 = dtype == STOKER_DTYPE_FLOAT16
+                                   ? _mm256_cvtps_ph(f1, _MM_FROUND_TO_NEAREST_INT)
+                                   : to_bf16(f1);
+            const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(h0), h1, 1);
+            if (stream)
+                _mm256_stream_si256((__m256i *)o, h);
+            else
+                _mm256_storeu_si256((__m256i *)o, h);
+        }
+    }
+    return i;
+}
+
+void stoker__emit_planar_avx2(const uint8_t *rgbx, size_t n, int32_t dtype, const float *scale,
+                              const float *bias, void *const planes[3])
+{
+    uint8_t *const pl[3] = {planes[0], planes[1], planes[2]};
+    const int stream = !(((uintptr_t)pl[0] | (uintptr_t)pl[1] | (uintptr_t)pl[2]) & 63);
+    size_t done;
+    if (dtype == STOKER_DTYPE_FLOAT32)
+        done = emit_blocks(rgbx, n, STOKER_DTYPE_FLOAT32, scale, bias, pl, stream);
+    else if (dtype == STOKER_DTYPE_FLOAT16)
+        done = emit_blocks(rgbx, n, STOKER_DTYPE_FLOAT16, scale, bias, pl, stream);
+    else
+        done = emit_blocks(rgbx, n, STOKER_DTYPE_BFLOAT16, scale, bias, pl, stream);
+    stoker__emit_planar_scalar_from(rgbx, done, n, dtype, scale, bias, planes);
+}
+
 const stoker__simd_ops stoker__simd_avx2 = {
     .level = STOKER_SIMD_AVX2,
     .name = "avx2",
     .interleave4 = stoker__interleave4_avx2,
     .hpass4 = stoker__hpass4_avx2,
     .vpass = stoker__vpass_avx2,
+    .pairs = stoker__pairs_avx2,
+    .hpass4_fast = stoker__hpass4_fast_avx2,
+    .vpass_fast = stoker__vpass_fast_avx2,
     .unpack_planar = stoker__unpack_planar_avx2,
     .unpack_packed = stoker__unpack_packed_avx2,
     .convert = stoker__convert_avx2,
+    .emit_planar = stoker__emit_planar_avx2,
 };

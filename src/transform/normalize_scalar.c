@@ -88,13 +88,41 @@ void stoker__convert_scalar(const uint8_t *src, size_t n, int32_t dtype, const f
     stoker__convert_scalar_from(src, 0, n, dtype, scale, bias, dst);
 }
 
+void stoker__emit_planar_scalar_from(const uint8_t *rgbx, size_t start, size_t n, int32_t dtype,
+                                     const float *scale, const float *bias, void *const planes[3])
+{
+    const size_t es = dtype == STOKER_DTYPE_FLOAT32 ? 4 : 2;
+    for (size_t i = start; i < n; i++)
+        for (int c = 0; c < 3; c++) {
+            const float v = fmaf((float)rgbx[4 * i + (size_t)c], scale[c], bias[c]);
+            uint8_t *o = (uint8_t *)planes[c] + es * i;
+            if (dtype == STOKER_DTYPE_FLOAT32) {
+                memcpy(o, &v, 4);
+            } else {
+                const uint16_t h =
+                    dtype == STOKER_DTYPE_FLOAT16 ? stoker__f32_to_f16(v) : stoker__f32_to_bf16(v);
+                memcpy(o, &h, 2);
+            }
+        }
+}
+
+void stoker__emit_planar_scalar(const uint8_t *rgbx, size_t n, int32_t dtype, const float *scale,
+                                const float *bias, void *const planes[3])
+{
+    stoker__emit_planar_scalar_from(rgbx, 0, n, dtype, scale, bias, planes);
+}
+
 const stoker__simd_ops stoker__simd_scalar = {
     .level = STOKER_SIMD_SCALAR,
     .name = "scalar",
     .interleave4 = stoker__interleave4_scalar,
     .hpass4 = stoker__hpass4_scalar,
     .vpass = stoker__vpass_scalar,
+    .pairs = stoker__pairs_scalar,
+    .hpass4_fast = stoker__hpass4_fast_scalar,
+    .vpass_fast = stoker__vpass_fast_scalar,
     .unpack_planar = stoker__unpack_planar_scalar,
     .unpack_packed = stoker__unpack_packed_scalar,
     .convert = stoker__convert_scalar,
+    .emit_planar = stoker__emit_planar_scalar,
 };

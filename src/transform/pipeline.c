@@ -2,8 +2,12 @@
  * vertical pass per output row -> unpack + normalise straight into the sample's place.
  *
  * Decoded rows are resampled horizontally as they arrive, so the decoded crop is never
- * stored whole: the scratch keeps (rows used) x C RGBX pixels, and each output row is
- * resampled vertically into one L1-sized row, unpacked and converted from there. */
+ * stored whole. Pillow's resampler keeps (rows used) x C RGBX pixels and resamples each
+ * output row vertically at the end. The fast one keeps 16-bit values (for its pairwise
+ * multiply-adds) in a ring of a few rows, and makes each output row as soon as the rows it
+ * reads are in: its working set stays in the core's caches, where the whole set of rows,
+ * written once and read back later, would not. Each output row is resampled into one
+ * L1-sized row, unpacked and converted from there into its place in the sample. */
 #include "transform/transform.h"
 
 #include "common/config.h"
@@ -13,11 +17,15 @@
 #include <math.h>
 #include <string.h>
 #include <time.h>
+#include <xmmintrin.h>
 
 #define MAX_SIZE 16384 /* largest output side accepted */
 /* Decoded rows may start before the region (iMCU alignment, at most 32 pixels, plus the
  * decoder's edge margin): staged rows have this much room beyond the region's width. */
 #define STAGE_SLACK 64
+/* Reading the clock costs ~30 ns: stages inside a sample are timed one time in this many
+ * and scaled, so that the shares stay right while the clock costs little. */
+#define SAMPLE_EVERY 8
 
 struct stoker__xform_scratch {
     stoker__jpeg_dec *dec;
@@ -27,20 +35,34 @@ struct stoker__xform_scratch {
     stoker__geom g;
     int32_t hk, vk;         /* filter lengths (coefficient strides) */
     int32_t hkmax;          /* the most taps of any output column (hpass4's kmax) */
+    int fast;               /* the fast resampler: 16-bit weights in pairs */
+    int32_t hbits, vbits;   /* its weights' precision per axis */
+    int32_t ring;           /* its rows of horizontal results (a power of two) */
+    int32_t next_out;       /* its next output row */
+    void *dst;              /* the sample being written */
+    uint64_t norm_sampled_ns, norm_sampled_rows;
     int32_t x0, x1, y0, y1; /* source pixels the outputs read */
     int rebased;            /* hfirst made relative to the first decoded column */
     size_t stage_px;        /* pixels per staged row */
-    uint64_t hpass_ns;
+    uint64_t hpass_ns;      /* time of the row flushes (sampled, see row_staged) */
+    uint64_t flush_ns;      /* time of the flushes timed */
+    uint32_t flushes, flushes_timed;
     uint64_t seed; /* the record being made, for the header callback */
     int64_t epoch, id;
     stoker__err *err;
     /* grown on demand, reused */
-    int32_t *hfirst, *htaps, *hcoef, *vfirst, *vtaps, *vcoef;
-    size_t hfirst_cap, htaps_cap, hcoef_cap, vfirst_cap, vtaps_cap, vcoef_cap; /* elements */
+    int32_t *hfirst, *htaps, *hcoef, *vfirst, *vtaps, *vcoef, *hpair, *vpair;
+    const uint16_t **vrows; /* the rows one fast vertical output reads */
+    /* capacities in bytes (a buffer may hold bytes for one sample, words for the next) */
+    size_t vrows_cap;
+    size_t hfirst_cap, htaps_cap, hcoef_cap, vfirst_cap, vtaps_cap, vcoef_cap;
+    size_t hpair_cap, vpair_cap;
+    int16_t *pq; /* the fast resampler's pairs of interleaved pixels */
+    size_t pq_cap;
     double *tmp;
     size_t tmp_cap;
     uint8_t *hbuf, *vrow, *urow, *stage, *quad; /* stage: 4 source rows; quad: interleaved */
-    size_t hbuf_cap, vrow_cap, urow_cap, stage_cap, quad_cap; /* bytes */
+    size_t hbuf_cap, vrow_cap, urow_cap, stage_cap, quad_cap;
 };
 
 static uint64_t now_ns(void)
@@ -73,6 +95,8 @@ static void resolve_defaults(stoker__xform_params *p)
         p->dct = STOKER_DCT_ISLOW;
     if (p->antialias == STOKER_ANTIALIAS_DEFAULT)
         p->antialias = STOKER_ANTIALIAS_ALWAYS;
+    if (p->resampler == STOKER_RESAMPLER_DEFAULT)
+        p->resampler = STOKER_RESAMPLER_FAST;
     if (p->max_pixels == 0)
         p->max_pixels = UINT64_C(1) << 28;
 }
@@ -98,6 +122,9 @@ static int validate(const stoker__xform_params *p, stoker__err *err)
     STOKER_RETURN_IF(p->antialias != STOKER_ANTIALIAS_ALWAYS &&
                          p->antialias != STOKER_ANTIALIAS_OVER_2X,
                      err, STOKER_E_INVALID, "antialias %d unknown", (int)p->antialias);
+    STOKER_RETURN_IF(p->resampler != STOKER_RESAMPLER_FAST &&
+                         p->resampler != STOKER_RESAMPLER_PILLOW,
+                     err, STOKER_E_INVALID, "resampler %d unknown", (int)p->resampler);
     for (int c = 0; c < 3; c++)
         STOKER_RETURN_IF(!isfinite(p->mean[c]) || !isfinite(p->std[c]) || p->std[c] == 0.0f ||
                              !isfinite(1.0 / (255.0 * p->std[c])),
@@ -142,6 +169,7 @@ int stoker__xform_params_from_config(stoker__xform_params *p, const stoker_confi
     p->layout = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_LAYOUT);
     p->dct = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_DCT);
     p->antialias = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_ANTIALIAS);
+    p->resampler = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_RESAMPLER);
     p->max_pixels = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_MAX_PIXELS);
     for (int c = 0; c < 3; c++) {
         p->mean[c] = (float)stoker__cfg_float(cfg, (stoker_option)(STOKER_OPT_MEAN_R + c));
@@ -177,7 +205,8 @@ void stoker__xform_scratch_destroy(stoker__xform_scratch *s)
         return;
     stoker__jpeg_dec_destroy(s->dec);
     void *bufs[] = {s->hfirst, s->htaps, s->hcoef, s->vfirst, s->vtaps, s->vcoef,
-                    s->tmp,    s->hbuf,  s->vrow,  s->urow,   s->stage, s->quad};
+                    s->hpair,  s->vpair, s->vrows, s->pq,     s->tmp,   s->hbuf,
+                    s->vrow,   s->urow,  s->stage, s->quad};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         stoker__free(bufs[i]);
     stoker__free(s);
@@ -188,22 +217,22 @@ const stoker__xform_stats *stoker__xform_scratch_stats(const stoker__xform_scrat
     return &s->stats;
 }
 
-/* Makes *buf hold n elements of `size` bytes (contents not kept). */
+/* Makes *buf hold n elements of `size` bytes (contents not kept); *cap counts bytes. */
 static int grow(void *buf, size_t *cap, uint64_t n, size_t size)
 {
     void **b = buf;
     uint64_t bytes;
-    if (n <= *cap)
-        return 0;
     if (stoker__mul_ovf(n, size, &bytes) || bytes > SIZE_MAX)
         return -ENOMEM;
+    if (bytes <= *cap)
+        return 0;
     void *p = stoker__malloc((size_t)bytes);
     if (!p)
         return -ENOMEM;
     memset(p, 0, (size_t)bytes); /* padding may be read (and weighted by zero) */
     stoker__free(*b);
     *b = p;
-    *cap = (size_t)n;
+    *cap = (size_t)bytes;
     return 0;
 }
 
@@ -215,6 +244,8 @@ static int grow_tables(stoker__xform_scratch *s, int32_t c, stoker__err *err)
 {
     const uint64_t hk = (uint64_t)s->hk, vk = (uint64_t)s->vk, n = (uint64_t)c;
     const uint64_t rows = (uint64_t)(s->y1 - s->y0), px = s->stage_px;
+    /* the fast resampler: a ring of 16-bit values */
+    const uint64_t hrows = s->fast ? (uint64_t)s->ring : rows, vsize = s->fast ? 2 : 1;
     const int bad =
         grow(&s->hfirst, &s->hfirst_cap, n, 4) < 0 || grow(&s->htaps, &s->htaps_cap, n, 4) < 0 ||
         grow(&s->hcoef, &s->hcoef_cap, n * hk, 4) < 0 ||
@@ -222,8 +253,13 @@ static int grow_tables(stoker__xform_scratch *s, int32_t c, stoker__err *err)
         grow(&s->quad, &s->quad_cap, (px + hk) * 16, 1) < 0 || /* hpass4 reads kmax past */
         grow(&s->vfirst, &s->vfirst_cap, n, 4) < 0 || grow(&s->vtaps, &s->vtaps_cap, n, 4) < 0 ||
         grow(&s->vcoef, &s->vcoef_cap, n * vk, 4) < 0 ||
-        grow(&s->hbuf, &s->hbuf_cap, rows * n * 4, 1) < 0 ||
-        grow(&s->vrow, &s->vrow_cap, n * 4, 1) < 0 || grow(&s->urow, &s->urow_cap, n * 3, 1) < 0;
+        grow(&s->hbuf, &s->hbuf_cap, hrows * n * 4, vsize) < 0 ||
+        grow(&s->vrow, &s->vrow_cap, n * 4, vsize) < 0 ||
+        grow(&s->urow, &s->urow_cap, n * 3, 1) < 0 ||
+        (s->fast && (grow(&s->pq, &s->pq_cap, (px + hk) * 32, 2) < 0 ||
+                     grow(&s->hpair, &s->hpair_cap, n * ((hk + 1) / 2), 4) < 0 ||
+                     grow(&s->vpair, &s->vpair_cap, n * ((vk + 1) / 2), 4) < 0 ||
+                     grow(&s->vrows, &s->vrows_cap, vk + 1, sizeof *s->vrows) < 0));
     STOKER_RETURN_IF(bad, err, -ENOMEM, "no memory for a %dx%d sample from %d source rows", (int)c,
                      (int)c, (int)rows);
     return 0;
@@ -237,6 +273,14 @@ static int plan(stoker__xform_scratch *s, const stoker__xform_params *p, int32_t
     s->p = p;
     s->hk = stoker__resample_ksize(&s->g.x);
     s->vk = stoker__resample_ksize(&s->g.y);
+    s->fast = p->resampler == STOKER_RESAMPLER_FAST;
+    /* The ring holds the rows a pending output row may read (fewer than vk before the
+     * newest), the next four, and the row past a window that its last pair of taps reads
+     * with weight zero. */
+    s->ring = 8;
+    while (s->ring < s->vk + 5)
+        s->ring *= 2;
+    s->next_out = 0;
     const int32_t kmax = s->hk > s->vk ? s->hk : s->vk;
     STOKER_RETURN_IF(grow(&s->tmp, &s->tmp_cap, (uint64_t)kmax, sizeof(double)) < 0, err, -ENOMEM,
                      "no memory for %d filter taps", (int)kmax);
@@ -254,8 +298,14 @@ static int plan(stoker__xform_scratch *s, const stoker__xform_params *p, int32_t
     s->hkmax = 1;
     for (int32_t j = 0; j < p->size; j++)
         s->hkmax = s->htaps[j] > s->hkmax ? s->htaps[j] : s->hkmax;
+    if (s->fast) {
+        s->hbits = stoker__coeffs_to_pairs(s->hcoef, p->size, s->hk, s->hpair);
+        s->vbits = stoker__coeffs_to_pairs(s->vcoef, p->size, s->vk, s->vpair);
+    }
     s->rebased = 0;
-    s->hpass_ns = 0;
+    s->hpass_ns = s->flush_ns = 0;
+    s->flushes = s->flushes_timed = 0;
+    s->norm_sampled_ns = s->norm_sampled_rows = 0;
     return 0;
 }
 
@@ -278,6 +328,12 @@ static void rebase(stoker__xform_scratch *s, int32_t x)
     s->rebased = 1;
 }
 
+/* The fast resampler's row of horizontal results for source row y0 + i. */
+static uint16_t *ring_row(const stoker__xform_scratch *s, int32_t i)
+{
+    return (uint16_t *)s->hbuf + (size_t)(i & (s->ring - 1)) * (size_t)s->p->size * 4;
+}
+
 /* Resamples the staged rows [y - r, y] (r + 1 of them, 1..4) horizontally into hbuf. */
 static void flush_rows(stoker__xform_scratch *s, int32_t y, int32_t r, int32_t n)
 {
@@ -289,42 +345,18 @@ static void flush_rows(stoker__xform_scratch *s, int32_t y, int32_t r, int32_t n
         rows[i] = s->stage + (size_t)(i <= r ? i : r) * s->stage_px * 4;
         out[i] = i <= r ? s->hbuf + (size_t)(y - r + i - s->y0) * c * 4 : s->vrow;
     }
-    s->p->simd->interleave4(rows, (size_t)n, s->quad);
-    s->p->simd->hpass4(s->quad, s->p->size, s->hfirst, s->htaps, s->hcoef, s->hk, s->hkmax, out);
-}
-
-/* Row y of n pixels from image column x is staged; every fourth row (and the last) the
- * staged rows are resampled together. */
-static int row_staged(stoker__xform_scratch *s, int32_t y, int32_t x, int32_t n)
-{
-    if (!s->rebased)
-        rebase(s, x);
-    const int32_t r = (y - s->y0) & 3;
-    if (r == 3 || y == s->y1 - 1) {
-        const uint64_t t0 = now_ns();
-        flush_rows(s, y, r, n);
-        s->hpass_ns += now_ns() - t0;
+    const stoker__simd_ops *k = s->p->simd;
+    k->interleave4(rows, (size_t)n, s->quad);
+    if (!s->fast) {
+        k->hpass4(s->quad, s->p->size, s->hfirst, s->htaps, s->hcoef, s->hk, s->hkmax, out);
+        return;
     }
-    return 0;
-}
-
-/* Rows are decoded straight into the staging rows (no copy). */
-static uint8_t *on_buffer(void *ctx, int32_t y, int32_t n)
-{
-    stoker__xform_scratch *s = ctx;
-    if ((size_t)n > s->stage_px) {
-        stoker__fail(s->err, STOKER_E_LIMIT, "JPEG row of %d pixels, at most %zu expected", (int)n,
-                     s->stage_px);
-        return NULL;
-    }
-    return s->stage + (size_t)((y - s->y0) & 3) * s->stage_px * 4;
-}
-
-static int on_row(void *ctx, int32_t y, const uint8_t *rgbx, int32_t x, int32_t n)
-{
-    (void)rgbx; /* it is the staging row that on_buffer gave */
-    stoker__xform_scratch *s = ctx;
-    return row_staged(s, y, x, n);
+    uint16_t *out16[4];
+    for (int32_t i = 0; i < 4; i++)
+        out16[i] = i <= r ? ring_row(s, y - r + i - s->y0) : (uint16_t *)s->vrow;
+    k->pairs(s->quad, (size_t)n, s->pq);
+    k->hpass4_fast(s->pq, s->p->size, s->hfirst, s->hpair, (s->hk + 1) / 2, (s->hkmax + 1) / 2,
+                   s->hbits, out16);
 }
 
 /* One resampled RGBX row to output row j of dst, in the sample's dtype and layout. */
@@ -349,39 +381,103 @@ static void emit_row(const stoker__xform_params *p, const uint8_t *rgbx, uint8_t
         k->unpack_planar(rgbx, c, o, o + plane, o + 2 * plane);
         return;
     }
-    k->unpack_planar(rgbx, c, urow, urow + c, urow + 2 * c);
-    for (int ch = 0; ch < 3; ch++)
-        k->convert(urow + ch * c, c, p->dtype, p->scale[ch], p->bias[ch], o + ch * plane);
+    void *const planes[3] = {o, o + plane, o + 2 * plane};
+    const float scale[3] = {p->scale[0][0], p->scale[1][0], p->scale[2][0]};
+    const float bias[3] = {p->bias[0][0], p->bias[1][0], p->bias[2][0]};
+    k->emit_planar(rgbx, c, p->dtype, scale, bias, planes);
 }
 
-/* Hot loop over output rows: vertical pass into one row, then unpack/normalise. */
-/* Hot loop over output rows: vertical pass into one row, then unpack/normalise. Reading the
- * clock costs ~30 ns, so normalisation is timed on every SAMPLE_EVERY-th row only and
- * scaled: the stage shares stay right while the clock costs little. */
-#define SAMPLE_EVERY 8
-static void finish(stoker__xform_scratch *s, const stoker__xform_params *p, void *dst)
+/* Output row j: the vertical pass into one row, then unpack/normalise into the sample
+ * (timed on every SAMPLE_EVERY-th row). */
+static void out_row(stoker__xform_scratch *s, int32_t j)
 {
-    const size_t c = (size_t)p->size, stride = c * 4;
-    uint64_t sampled = 0, rows = 0;
-    const uint64_t start = now_ns();
-    for (int32_t j = 0; j < p->size; j++) {
-        p->simd->vpass(s->hbuf + (size_t)s->vfirst[j] * stride, stride, s->vtaps[j],
-                       s->vcoef + (size_t)j * s->vk, s->vrow, stride);
-        if (j % SAMPLE_EVERY == 0) {
-            const uint64_t t0 = now_ns();
-            emit_row(p, s->vrow, s->urow, j, dst);
-            sampled += now_ns() - t0;
-            rows++;
-        } else {
-            emit_row(p, s->vrow, s->urow, j, dst);
-        }
+    const stoker__xform_params *p = s->p;
+    const size_t n = (size_t)p->size * 4;
+    if (s->fast) {
+        const int32_t pairs = (s->vtaps[j] + 1) / 2;
+        for (int32_t i = 0; i < 2 * pairs; i++)
+            s->vrows[i] = ring_row(s, s->vfirst[j] + i);
+        p->simd->vpass_fast(s->vrows, pairs, s->vpair + (size_t)j * ((s->vk + 1) / 2), s->vbits,
+                            s->vrow, n);
+    } else {
+        p->simd->vpass(s->hbuf + (size_t)s->vfirst[j] * n, n, s->vtaps[j],
+                       s->vcoef + (size_t)j * s->vk, s->vrow, n);
     }
-    const uint64_t total = now_ns() - start;
-    uint64_t norm = sampled * (uint64_t)p->size / rows;
+    if (j % SAMPLE_EVERY == 0) {
+        const uint64_t t0 = now_ns();
+        emit_row(p, s->vrow, s->urow, j, s->dst);
+        s->norm_sampled_ns += now_ns() - t0;
+        s->norm_sampled_rows++;
+    } else {
+        emit_row(p, s->vrow, s->urow, j, s->dst);
+    }
+}
+
+/* The fast resampler: makes every output row whose source rows are all in (the first
+ * `rows` of the region). */
+static void out_rows_ready(stoker__xform_scratch *s, int32_t rows)
+{
+    while (s->next_out < s->p->size && s->vfirst[s->next_out] + s->vtaps[s->next_out] <= rows)
+        out_row(s, s->next_out++);
+}
+
+/* Row y of n pixels from image column x is staged; every fourth row (and the last) the
+ * staged rows are resampled together. */
+static int row_staged(stoker__xform_scratch *s, int32_t y, int32_t x, int32_t n)
+{
+    if (!s->rebased)
+        rebase(s, x);
+    const int32_t r = (y - s->y0) & 3;
+    if (r != 3 && y != s->y1 - 1)
+        return 0;
+    /* one flush in SAMPLE_EVERY is timed, and the time of all estimated from those */
+    const int timed = s->flushes++ % SAMPLE_EVERY == 0;
+    const uint64_t t0 = timed ? now_ns() : 0;
+    flush_rows(s, y, r, n);
+    if (s->fast)
+        out_rows_ready(s, y + 1 - s->y0);
+    if (timed) {
+        s->flush_ns += now_ns() - t0;
+        s->flushes_timed++;
+        s->hpass_ns = s->flush_ns * s->flushes / s->flushes_timed;
+    }
+    return 0;
+}
+
+/* Rows are decoded straight into the staging rows (no copy). */
+static uint8_t *on_buffer(void *ctx, int32_t y, int32_t n)
+{
+    stoker__xform_scratch *s = ctx;
+    if ((size_t)n > s->stage_px) {
+        stoker__fail(s->err, STOKER_E_LIMIT, "JPEG row of %d pixels, at most %zu expected", (int)n,
+                     s->stage_px);
+        return NULL;
+    }
+    return s->stage + (size_t)((y - s->y0) & 3) * s->stage_px * 4;
+}
+
+static int on_row(void *ctx, int32_t y, const uint8_t *rgbx, int32_t x, int32_t n)
+{
+    (void)rgbx; /* it is the staging row that on_buffer gave */
+    stoker__xform_scratch *s = ctx;
+    return row_staged(s, y, x, n);
+}
+
+/* The output rows not made yet (all of them, with Pillow's resampler), and the stage
+ * times of the sample. */
+static void finish(stoker__xform_scratch *s, const stoker__xform_params *p)
+{
+    const uint64_t start = now_ns();
+    while (s->next_out < p->size)
+        out_row(s, s->next_out++);
+    const uint64_t total = now_ns() - start + s->hpass_ns;
+    uint64_t norm =
+        s->norm_sampled_rows ? s->norm_sampled_ns * (uint64_t)p->size / s->norm_sampled_rows : 0;
     norm = norm < total ? norm : total;
-    s->stats.resize_ns += total - norm + s->hpass_ns;
+    s->stats.resize_ns += total - norm;
     s->stats.normalize_ns += norm;
     s->stats.samples++;
+    _mm_sfence(); /* the sample's streaming stores are done before anyone is told */
 }
 
 int stoker__xform_jpeg(stoker__xform_scratch *s, const stoker__xform_params *p, uint64_t seed,
@@ -397,12 +493,15 @@ int stoker__xform_jpeg(stoker__xform_scratch *s, const stoker__xform_params *p, 
     s->id = id;
     s->err = err;
     s->hpass_ns = 0;
+    s->dst = dst;
     const stoker__jpeg_sink sink = {on_header, on_row, s, on_buffer, 4}; /* 4 staged rows */
     const int rc = stoker__jpeg_decode(s->dec, jpeg, size, p->dct, p->max_pixels, &sink, err);
     s->stats.decode_ns += now_ns() - t0 - s->hpass_ns;
-    if (rc < 0)
+    if (rc < 0) {
+        _mm_sfence(); /* rows made before the failure, too */
         return rc;
-    finish(s, p, dst);
+    }
+    finish(s, p);
     return 0;
 }
 
@@ -419,12 +518,12 @@ int stoker__xform_rgb(stoker__xform_scratch *s, const stoker__xform_params *p, u
     if (rc < 0)
         return rc;
     const int32_t n = s->x1 - s->x0;
-    s->hpass_ns = 0;
+    s->dst = dst;
     for (int32_t y = s->y0; y < s->y1; y++) {
         uint8_t *row = s->stage + (size_t)((y - s->y0) & 3) * s->stage_px * 4;
         stoker__rgb_to_rgbx(rgb + (size_t)y * stride + (size_t)s->x0 * 3, row, (size_t)n);
         row_staged(s, y, s->x0, n);
     }
-    finish(s, p, dst);
+    finish(s, p);
     return 0;
 }

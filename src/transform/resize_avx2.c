@@ -164,3 +164,106 @@ void stoker__unpack_packed_avx2(const uint8_t *rgbx, size_t n, uint8_t *rgb)
     if (i < n)
         stoker__unpack_packed_scalar(rgbx + 4 * i, n - i, rgb + 3 * i);
 }
+
+/* ---- the fast resampler ------------------------------------------------------------------- */
+
+/* Pixels x and x + 1 of the interleaved block, zero-extended and paired per value. The
+ * in-lane word interleave leaves values 0-3 and 8-11 in one register, 4-7 and 12-15 in the
+ * other; a lane swap restores the order. */
+void stoker__pairs_avx2(const uint8_t *quad, size_t n, int16_t *pq)
+{
+    for (size_t x = 0; x < n; x++) {
+        const __m256i a = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(quad + 16 * x)));
+        const __m256i b =
+            _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(quad + 16 * x + 16)));
+        const __m256i lo = _mm256_unpacklo_epi16(a, b), hi = _mm256_unpackhi_epi16(a, b);
+        _mm256_storeu_si256((__m256i *)(pq + 32 * x), _mm256_permute2x128_si256(lo, hi, 0x20));
+        _mm256_storeu_si256((__m256i *)(pq + 32 * x + 16), _mm256_permute2x128_si256(lo, hi, 0x31));
+    }
+}
+
+static inline __m256i round8(__m256i acc, __m256i half, __m128i bits)
+{
+    return _mm256_sra_epi32(_mm256_add_epi32(acc, half), bits);
+}
+
+/* Hot loop: two output pixels per iteration, each through P pairs of taps in two registers
+ * (rows 0-1 and rows 2-3). Packing the two pixels' sums to words puts row 0 (or 2) in the
+ * low lane and row 1 (or 3) in the high lane. */
+static inline __attribute__((always_inline)) void
+hpass4_fast_k(const int16_t *pq, int32_t n, const int32_t *first, const int32_t *coef,
+              int32_t kstride, int32_t P, int32_t bits, uint16_t *const out[4])
+{
+    uint16_t *const o0 = out[0], *const o1 = out[1], *const o2 = out[2], *const o3 = out[3];
+    const __m256i half = _mm256_set1_epi32(1 << (bits - 1)), top = _mm256_set1_epi16(255);
+    const __m128i sh = _mm_cvtsi32_si128(bits);
+    int32_t j = 0;
+    for (; j + 2 <= n; j += 2) {
+        __m256i a[2], b[2];
+        for (int u = 0; u < 2; u++) {
+            const int16_t *q = pq + (size_t)first[j + u] * 32;
+            const int32_t *k = coef + (size_t)(j + u) * kstride;
+            __m256i x01 = _mm256_setzero_si256(), x23 = x01;
+#pragma GCC unroll 8
+            for (int32_t m = 0; m < P; m++) {
+                const __m256i w = _mm256_set1_epi32(k[m]);
+                const __m256i *v = (const __m256i *)(q + (size_t)m * 64);
+                x01 = _mm256_add_epi32(x01, _mm256_madd_epi16(_mm256_loadu_si256(v), w));
+                x23 = _mm256_add_epi32(x23, _mm256_madd_epi16(_mm256_loadu_si256(v + 1), w));
+            }
+            a[u] = round8(x01, half, sh);
+            b[u] = round8(x23, half, sh);
+        }
+        const __m256i p01 = _mm256_min_epu16(_mm256_packus_epi32(a[0], a[1]), top);
+        const __m256i p23 = _mm256_min_epu16(_mm256_packus_epi32(b[0], b[1]), top);
+        _mm_storeu_si128((__m128i *)(o0 + (size_t)j * 4), _mm256_castsi256_si128(p01));
+        _mm_storeu_si128((__m128i *)(o1 + (size_t)j * 4), _mm256_extracti128_si256(p01, 1));
+        _mm_storeu_si128((__m128i *)(o2 + (size_t)j * 4), _mm256_castsi256_si128(p23));
+        _mm_storeu_si128((__m128i *)(o3 + (size_t)j * 4), _mm256_extracti128_si256(p23, 1));
+    }
+    if (j < n)
+        stoker__hpass4_fast_scalar(pq, n - j, first + j, coef + (size_t)j * kstride, kstride, P,
+                                   bits,
+                                   (uint16_t *const[4]){o0 + (size_t)j * 4, o1 + (size_t)j * 4,
+                                                        o2 + (size_t)j * 4, o3 + (size_t)j * 4});
+}
+
+void stoker__hpass4_fast_avx2(const int16_t *pq, int32_t n, const int32_t *first,
+                              const int32_t *coef, int32_t kstride, int32_t npairs, int32_t bits,
+                              uint16_t *const out[4])
+{
+#define RUN(P) hpass4_fast_k(pq, n, first, coef, kstride, P, bits, out)
+    STOKER__WITH_PAIRS(npairs, RUN)
+#undef RUN
+}
+
+/* Hot loop: 32 values per iteration, as the AVX-512 kernel does it (two rows' words
+ * interleaved, one multiply-add per pair of taps); the byte pack is in-lane, so a 64-bit
+ * permute restores the order. */
+void stoker__vpass_fast_avx2(const uint16_t *const *rows, int32_t npairs, const int32_t *coef,
+                             int32_t bits, uint8_t *dst, size_t n)
+{
+    const __m256i half = _mm256_set1_epi32(1 << (bits - 1));
+    const __m128i sh = _mm_cvtsi32_si128(bits);
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256i l0 = _mm256_setzero_si256(), h0 = l0, l1 = l0, h1 = l0;
+        for (int32_t m = 0; m < npairs; m++) {
+            const uint16_t *a = rows[2 * m] + i, *b = rows[2 * m + 1] + i;
+            const __m256i w = _mm256_set1_epi32(coef[m]);
+            const __m256i a0 = _mm256_loadu_si256((const __m256i *)a);
+            const __m256i b0 = _mm256_loadu_si256((const __m256i *)b);
+            const __m256i a1 = _mm256_loadu_si256((const __m256i *)(a + 16));
+            const __m256i b1 = _mm256_loadu_si256((const __m256i *)(b + 16));
+            l0 = _mm256_add_epi32(l0, _mm256_madd_epi16(_mm256_unpacklo_epi16(a0, b0), w));
+            h0 = _mm256_add_epi32(h0, _mm256_madd_epi16(_mm256_unpackhi_epi16(a0, b0), w));
+            l1 = _mm256_add_epi32(l1, _mm256_madd_epi16(_mm256_unpacklo_epi16(a1, b1), w));
+            h1 = _mm256_add_epi32(h1, _mm256_madd_epi16(_mm256_unpackhi_epi16(a1, b1), w));
+        }
+        const __m256i w0 = _mm256_packus_epi32(round8(l0, half, sh), round8(h0, half, sh));
+        const __m256i w1 = _mm256_packus_epi32(round8(l1, half, sh), round8(h1, half, sh));
+        const __m256i v = _mm256_permute4x64_epi64(_mm256_packus_epi16(w0, w1), 0xD8);
+        _mm256_storeu_si256((__m256i *)(dst + i), v);
+    }
+    stoker__vpass_fast_scalar_from(rows, npairs, coef, bits, dst, i, n);
+}

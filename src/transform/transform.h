@@ -2,9 +2,12 @@
  * normalisation, and the one entry point the loader's workers call per record.
  *
  * Resampling is Pillow's ImagingResample "bilinear" (a triangle filter whose support grows
- * with the downscale factor, 22-bit fixed-point coefficients, a horizontal pass to uint8
- * and then a vertical pass to uint8), which is also what torchvision's Resize does on PIL
- * images: for the same decoded pixels the uint8 result equals Pillow's exactly. Normalising
+ * with the downscale factor, a horizontal pass to uint8 and then a vertical pass to uint8),
+ * which is also what torchvision's Resize does on PIL images. With Pillow's 22-bit
+ * fixed-point weights (STOKER_RESAMPLER_PILLOW) the uint8 result equals Pillow's exactly
+ * for the same decoded pixels. The fast resampler (the default) rounds the same weights to
+ * 16 bits, so that one SIMD multiply-add (pmaddwd) applies two taps to 16 or 32 values, as
+ * Pillow-SIMD and torchvision's uint8 tensor kernels do. Normalising
  * then maps each uint8 value v to (v/255 - mean)/std = v * (1/(255 std)) + (-mean/std),
  * computed as one fused multiply-add in float32 in every variant, so that all SIMD
  * variants give bit-identical results (float16 and bfloat16 round to nearest even). */
@@ -66,6 +69,12 @@ void stoker__resample_coeffs(const stoker__axis *a, int32_t origin, int flip, in
                              int32_t rep, int32_t *first, int32_t *taps, int32_t *coef, double *tmp,
                              int32_t *lo, int32_t *hi);
 
+/* The fast resampler's weights: Pillow's 22-bit weights of n filters (kpad each) rounded
+ * to as many bits as the largest weight allows in an int16 (14 when a weight is 1, more
+ * for smaller ones), in pairs: pairs[j * ((kpad + 1) / 2) + m] holds weights 2 m (low 16
+ * bits) and 2 m + 1 (high 16 bits, zero past kpad) of filter j. Returns those bits. */
+int32_t stoker__coeffs_to_pairs(const int32_t *coef, int32_t n, int32_t kpad, int32_t *pairs);
+
 /* ---- SIMD kernels --------------------------------------------------------------------------- */
 
 #define STOKER__PRECISION_BITS 22 /* Pillow's: 32 - 8 - 2 */
@@ -92,6 +101,23 @@ typedef struct stoker__simd_ops {
      * k < taps, for i < n bytes. */
     void (*vpass)(const uint8_t *src, size_t stride, int32_t taps, const int32_t *coef,
                   uint8_t *dst, size_t n);
+    /* The fast resampler. `bits`: the weights' fixed-point precision (14..22); every sum is
+     * rounded, shifted right by bits and clipped to 0..255. A pair of weights is one int32:
+     * the low 16 bits weight the first tap, the high 16 bits the second (both signed).
+     *
+     * pairs: pq[x * 32 + 2 s + i] = quad[(x + i) * 16 + s] for x < n, i = 0, 1: value s of
+     * pixel x beside value s of pixel x + 1, widened to 16 bits (reads quad pixel n). */
+    void (*pairs)(const uint8_t *quad, size_t n, int16_t *pq);
+    /* Horizontal pass over four interleaved rows: output pixel j of row r, channel c (value
+     * s = 4 r + c) is sum_m pq[first[j] + 2 m][s] pairs weighted by coef[j * kstride + m],
+     * m < npairs, stored as uint16 at out[r] + 4 j + c. Pairs past a pixel's taps must weigh
+     * zero, and pq must be readable up to first[j] + 2 npairs - 2. */
+    void (*hpass4_fast)(const int16_t *pq, int32_t n, const int32_t *first, const int32_t *coef,
+                        int32_t kstride, int32_t npairs, int32_t bits, uint16_t *const out[4]);
+    /* Vertical pass: dst[i] = sum over m < npairs of rows[2 m][i] and rows[2 m + 1][i]
+     * (uint16 values of at most 255) weighted by the pair coef[m], for i < n. */
+    void (*vpass_fast)(const uint16_t *const *rows, int32_t npairs, const int32_t *coef,
+                       int32_t bits, uint8_t *dst, size_t n);
     /* n RGBX pixels to three planes (NCHW) or to packed RGB (NHWC). */
     void (*unpack_planar)(const uint8_t *rgbx, size_t n, uint8_t *r, uint8_t *g, uint8_t *b);
     void (*unpack_packed)(const uint8_t *rgbx, size_t n, uint8_t *rgb);
@@ -99,6 +125,12 @@ typedef struct stoker__simd_ops {
      * FLOAT32, FLOAT16 or BFLOAT16 (round to nearest even), for i < n. */
     void (*convert)(const uint8_t *src, size_t n, int32_t dtype, const float *scale,
                     const float *bias, void *dst);
+    /* unpack_planar and then convert per plane in one pass, bit for bit the same: n RGBX
+     * pixels to planes[c][i] = rgbx[4 i + c] * scale[c] + bias[c] (one fused multiply-add)
+     * as FLOAT32, FLOAT16 or BFLOAT16. May write with streaming (non-temporal) stores: whoever
+     * publishes the planes to another thread must fence first (stoker__xform_jpeg does). */
+    void (*emit_planar)(const uint8_t *rgbx, size_t n, int32_t dtype, const float *scale,
+                        const float *bias, void *const planes[3]);
 } stoker__simd_ops;
 
 /* The kernels of `level` (STOKER_SIMD_AUTO: the best this CPU runs, detected once).
@@ -130,6 +162,7 @@ typedef struct stoker__xform_params {
     int32_t layout;    /* NCHW or NHWC (DEFAULT = NCHW) */
     int32_t dct;       /* ISLOW or IFAST (DEFAULT = ISLOW) */
     int32_t antialias; /* ALWAYS or OVER_2X (DEFAULT = ALWAYS) */
+    int32_t resampler; /* FAST or PILLOW (DEFAULT = FAST) */
     float mean[3], std[3];
     uint64_t max_pixels; /* decoded pixels allowed per image (0 = 1 << 28) */
     const stoker__simd_ops *simd;

@@ -11,7 +11,8 @@
  *          bit 5:    DCT (ISLOW, IFAST)
  *          bit 6:    SIMD level (best available, scalar)
  *          bit 7:    antialias (ALWAYS, OVER_2X)
- *   byte 1 bits 0-4: output size 1 + (bits 0-4) * 2 (1 .. 63); bits 5-7: record id. */
+ *   byte 1 bits 0-4: output size 1 + (bits 0-4) * 2 (1 .. 63); bits 5-6: record id;
+ *          bit 7:    resampler (FAST, PILLOW). */
 #include "transform/transform.h"
 
 #include <stdlib.h>
@@ -34,16 +35,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const int32_t dtypes[4] = {STOKER_DTYPE_UINT8, STOKER_DTYPE_FLOAT16,
                                       STOKER_DTYPE_BFLOAT16, STOKER_DTYPE_FLOAT32};
     const uint8_t mode = data[0], shape = data[1];
-    stoker__xform_params p = {.transform = transforms[mode & 3],
-                              .size = 1 + (shape & 31) * 2,
-                              .dtype = dtypes[(mode >> 2) & 3],
-                              .layout = mode & 16 ? STOKER_LAYOUT_NHWC : STOKER_LAYOUT_NCHW,
-                              .dct = mode & 32 ? STOKER_DCT_IFAST : STOKER_DCT_ISLOW,
-                              .antialias =
-                                  mode & 128 ? STOKER_ANTIALIAS_OVER_2X : STOKER_ANTIALIAS_ALWAYS,
-                              .mean = {0.485f, 0.456f, 0.406f},
-                              .std = {0.229f, 0.224f, 0.225f},
-                              .max_pixels = MAX_PIXELS};
+    stoker__xform_params p = {
+        .transform = transforms[mode & 3],
+        .size = 1 + (shape & 31) * 2,
+        .dtype = dtypes[(mode >> 2) & 3],
+        .layout = mode & 16 ? STOKER_LAYOUT_NHWC : STOKER_LAYOUT_NCHW,
+        .dct = mode & 32 ? STOKER_DCT_IFAST : STOKER_DCT_ISLOW,
+        .antialias = mode & 128 ? STOKER_ANTIALIAS_OVER_2X : STOKER_ANTIALIAS_ALWAYS,
+        .resampler = shape & 128 ? STOKER_RESAMPLER_PILLOW : STOKER_RESAMPLER_FAST,
+        .mean = {0.485f, 0.456f, 0.406f},
+        .std = {0.229f, 0.224f, 0.225f},
+        .max_pixels = MAX_PIXELS};
     stoker__err err = {0};
     const int32_t simd = mode & 64 ? STOKER_SIMD_SCALAR : STOKER_SIMD_AUTO;
     if (stoker__xform_params_prepare(&p, simd, &err) != 0)
@@ -51,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const size_t bytes = stoker__xform_sample_bytes(&p);
     if (bytes > sizeof out)
         abort();
-    const int64_t id = shape >> 5;
+    const int64_t id = (shape >> 5) & 3;
     const int rc = stoker__xform_jpeg(s, &p, 7, id & 1, id, data + 2, size - 2, out, &err);
     if (rc != 0 && rc != STOKER_E_CORRUPT && rc != STOKER_E_LIMIT && rc != -ENOMEM)
         abort(); /* an undocumented status */
