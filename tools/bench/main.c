@@ -17,6 +17,7 @@ static void usage(FILE *f)
             "                   [--seed S] [--no-shuffle] [--drop-last] [--rank R --world-size W]\n"
             "                   [--transform train|eval|resize|none] [--size N] [--resize S]\n"
             "                   [--dct accurate|fast] [--antialias always|over2x]\n"
+            "                   [--resampler fast|pillow]\n"
             "                   [--dtype float32|float16|bfloat16|uint8]\n"
             "                   [--layout NCHW|NHWC] [--simd auto|scalar|avx2|avx512]\n"
             "                   [--device cpu|cuda|N] [--backend auto|io_uring|pread] [--direct]\n"
@@ -114,6 +115,8 @@ static int parse_named(const char *a, const char *v, opts *o)
     static const int32_t dct_v[] = {STOKER_DCT_ISLOW, STOKER_DCT_IFAST};
     static const char *const antialiases[] = {"always", "over2x", NULL};
     static const int32_t antialias_v[] = {STOKER_ANTIALIAS_ALWAYS, STOKER_ANTIALIAS_OVER_2X};
+    static const char *const resamplers[] = {"fast", "pillow", NULL};
+    static const int32_t resampler_v[] = {STOKER_RESAMPLER_FAST, STOKER_RESAMPLER_PILLOW};
     static const char *const dtypes[] = {"float32", "float16", "bfloat16", "uint8", NULL};
     static const int32_t dtype_v[] = {STOKER_DTYPE_FLOAT32, STOKER_DTYPE_FLOAT16,
                                       STOKER_DTYPE_BFLOAT16, STOKER_DTYPE_UINT8};
@@ -135,6 +138,8 @@ static int parse_named(const char *a, const char *v, opts *o)
         return parse_choice(a, v, dcts, dct_v, &o->dct);
     if (!strcmp(a, "--antialias"))
         return parse_choice(a, v, antialiases, antialias_v, &o->antialias);
+    if (!strcmp(a, "--resampler"))
+        return parse_choice(a, v, resamplers, resampler_v, &o->resampler);
     if (!strcmp(a, "--dtype"))
         return parse_choice(a, v, dtypes, dtype_v, &o->dtype);
     if (!strcmp(a, "--layout"))
@@ -252,6 +257,7 @@ static int make_config(const opts *o, stoker_config **out)
         {STOKER_OPT_RESIZE, o->resize},
         {STOKER_OPT_DCT, o->dct},
         {STOKER_OPT_ANTIALIAS, o->antialias},
+        {STOKER_OPT_RESAMPLER, o->resampler},
         {STOKER_OPT_DTYPE, o->dtype},
         {STOKER_OPT_LAYOUT, o->layout},
         {STOKER_OPT_SIMD, o->simd},

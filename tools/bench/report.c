@@ -33,7 +33,7 @@ static int is_image(const opts *o, const result *r)
 }
 
 typedef struct effective {
-    const char *transform, *dtype, *layout, *dct, *antialias, *device;
+    const char *transform, *dtype, *layout, *dct, *antialias, *resampler, *device;
     int64_t size, resize;
 } effective;
 
@@ -50,6 +50,7 @@ static void effective_options(const opts *o, const result *r, effective *e)
     e->layout = !img ? "n/a" : o->layout == STOKER_LAYOUT_NHWC ? "NHWC" : "NCHW";
     e->dct = !img ? "n/a" : o->dct == STOKER_DCT_IFAST ? "fast" : "accurate";
     e->antialias = !img ? "n/a" : o->antialias == STOKER_ANTIALIAS_OVER_2X ? "over2x" : "always";
+    e->resampler = !img ? "n/a" : o->resampler == STOKER_RESAMPLER_PILLOW ? "pillow" : "fast";
     e->device = r->stats.device >= 0 ? r->gpu.name : "cpu";
 }
 
@@ -147,8 +148,9 @@ void bench_report_text(const opts *o, const result *r)
            o->on_corrupt == STOKER_ON_CORRUPT_SKIP ? "skip" : "error", o->warmup, o->compute_ms,
            o->compute_sleep ? "sleep" : "spin");
     printf("pipeline     transform=%s size=%" PRId64 " resize=%" PRId64 " dct=%s antialias=%s "
-           "dtype=%s layout=%s gpu_normalize=%d\n",
-           e.transform, e.size, e.resize, e.dct, e.antialias, e.dtype, e.layout, o->gpu_normalize);
+           "resampler=%s dtype=%s layout=%s gpu_normalize=%d\n",
+           e.transform, e.size, e.resize, e.dct, e.antialias, e.resampler, e.dtype, e.layout,
+           o->gpu_normalize);
     io_text(&r->io);
     printf("warm-up      %" PRId64 " batches, %" PRId64 " records (not timed)\n", r->warm_batches,
            r->warm_records);
@@ -190,10 +192,10 @@ static void json_string(const char *s)
 static void json_options(const opts *o, const result *r, const effective *e)
 {
     printf(",\"options\":{\"transform\":\"%s\",\"size\":%" PRId64 ",\"resize\":%" PRId64
-           ",\"dct\":\"%s\",\"antialias\":\"%s\",\"dtype\":\"%s\",\"layout\":\"%s\",\"simd\":"
-           "\"%s\",\"device\":",
-           e->transform, e->size, e->resize, e->dct, e->antialias, e->dtype, e->layout,
-           stoker_simd_name(r->stats.simd));
+           ",\"dct\":\"%s\",\"antialias\":\"%s\",\"resampler\":\"%s\",\"dtype\":\"%s\","
+           "\"layout\":\"%s\",\"simd\":\"%s\",\"device\":",
+           e->transform, e->size, e->resize, e->dct, e->antialias, e->resampler, e->dtype,
+           e->layout, stoker_simd_name(r->stats.simd));
     json_string(e->device);
     printf(",\"batch_size\":%" PRId64 ",\"threads\":%d,\"depth\":%d,\"seed\":%" PRId64
            ",\"shuffle\":%s,\"drop_last\":%s,\"rank\":%" PRId64 ",\"world_size\":%" PRId64
