@@ -113,6 +113,22 @@ fail:
     return stoker__fail(&l->err, rc, "%s", stoker_dataset_errmsg(l->ds));
 }
 
+/* Decoding pieces take long and unequal times, so an image pipeline gets slots enough that
+ * no worker waits for one while a slow piece holds up the oldest batch: the consumer holds
+ * one, the oldest is being finished, and the rest give the workers three pieces each of
+ * room beyond it (2 + ceil(3 threads / pieces per batch)), at least 4 and at most 16. With
+ * 15 threads and batches of 256 that is 8, which measured 3% faster than 4 on a train-224
+ * JPEG set. Copying raw records takes short, even pieces: 4 (8 measured slower there). */
+static uint32_t default_depth(const stoker_loader *l)
+{
+    if (!l->process)
+        return 4;
+    const uint64_t per_batch = (l->smp.batch + STOKER__PIECE - 1) / STOKER__PIECE;
+    const uint64_t threads = l->nthreads;
+    const uint64_t d = 2 + (3 * threads + per_batch - 1) / per_batch;
+    return d < 4 ? 4 : d > 16 ? 16 : (uint32_t)d;
+}
+
 static int machinery_options(stoker_loader *l, const stoker_config *cfg)
 {
     const int64_t threads = stoker__cfg_int(cfg, STOKER_OPT_THREADS);
@@ -120,7 +136,7 @@ static int machinery_options(stoker_loader *l, const stoker_config *cfg)
     if (l->nthreads < 1)
         l->nthreads = 1;
     const int64_t depth = stoker__cfg_int(cfg, STOKER_OPT_DEPTH);
-    l->depth = depth > 0 ? (uint32_t)depth : 4;
+    l->depth = depth > 0 ? (uint32_t)depth : default_depth(l);
     const int64_t ra = stoker__cfg_int(cfg, STOKER_OPT_READ_AHEAD);
     l->read_ahead = ra > 0 ? (uint32_t)ra : 64;
     l->direct = stoker__cfg_int(cfg, STOKER_OPT_DIRECT_IO) != 0;

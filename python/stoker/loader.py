@@ -374,7 +374,7 @@ class Loader:
 
     ``Loader(path, batch_size, shuffle=True, seed=0, transform=None, size=224, resize=None,
     dtype=None, layout=None, device=None, rank=None, world_size=None, drop_last=False,
-    threads=None, depth=4, on_corrupt="error", backend="auto", direct_io=False, mean=None,
+    threads=None, depth=None, on_corrupt="error", backend="auto", direct_io=False, mean=None,
     std=None, epoch=0)``
 
     Defaults (INTERFACES.md): ``transform`` None = ``"train"`` for JPEG data sets, none for
@@ -383,7 +383,9 @@ class Loader:
     = GPU 0 (or ``LOCAL_RANK``) when a GPU is usable, else "cpu" (also "cuda", "cuda:N", an
     int); ``rank``/``world_size`` None = torch.distributed's when it is initialised, else
     the ``RANK``/``WORLD_SIZE`` environment variables, else 0/1; ``batch_size`` is per rank;
-    ``threads`` None = cores - 1; ``mean``/``std`` (three floats) ImageNet's; ``order``
+    ``threads`` None = cores - 1; ``depth`` None = the library's (4; for image transforms
+    from 4 to 16 slots by threads and batch size; ``loader.depth`` says which);
+    ``mean``/``std`` (three floats) ImageNet's; ``order``
     "records" (a permutation of all records) or "blocks" (a permutation of blocks of
     consecutive ids, each block's records together: a chunk's rows for chunked HDF5,
     docs/HDF5.md). ``gpu_normalize`` True: ``(x/255 - mean)/std`` runs on the GPU, so only
@@ -404,7 +406,7 @@ class Loader:
 
     def __init__(self, path, batch_size, shuffle=True, seed=0, transform=None, size=224,
                  resize=None, dtype=None, layout=None, device=None, rank=None,
-                 world_size=None, drop_last=False, threads=None, depth=4, on_corrupt="error",
+                 world_size=None, drop_last=False, threads=None, depth=None, on_corrupt="error",
                  backend="auto", direct_io=False, mean=None, std=None, epoch=0,
                  read_ahead=None, simd=None, dct=None, max_record_size=None,
                  max_pixels=None, h5_images=None, h5_labels=None, device_buffers=None,
@@ -415,7 +417,7 @@ class Loader:
         raw_path = check_path("path", path)
         self.path = os.fsdecode(raw_path)
         self.batch_size = check_int("batch_size", batch_size, 1)
-        self.depth = check_int("depth", depth, 1)
+        self.depth = None if depth is None else check_int("depth", depth, 1)
         rank, world_size = _dist_defaults(rank, world_size)
         with Config() as cfg:
             cfg.set_int(_lib.OPT_BATCH_SIZE, self.batch_size)
@@ -435,7 +437,8 @@ class Loader:
             cfg.set_int(_lib.OPT_GPU_NORMALIZE, check_bool("gpu_normalize", gpu_normalize))
             if threads is not None:
                 cfg.set_int(_lib.OPT_THREADS, check_int("threads", threads, 1))
-            cfg.set_int(_lib.OPT_DEPTH, self.depth)
+            if self.depth is not None:
+                cfg.set_int(_lib.OPT_DEPTH, self.depth)
             cfg.set_int(_lib.OPT_BACKEND, choice("backend", backend, _lib.BACKENDS))
             cfg.set_int(_lib.OPT_DIRECT_IO, check_bool("direct_io", direct_io))
             cfg.set_int(_lib.OPT_ON_CORRUPT, choice("on_corrupt", on_corrupt, _lib.ON_CORRUPT))
@@ -495,6 +498,12 @@ class Loader:
                 msg = "%s: %s" % (self.path, msg) if msg else self.path
             raise error(rc, msg)
         self._core = core
+        if self.depth is None:  # the library's default: its stats say which
+            st = _lib.Stats(struct_size=ctypes.sizeof(_lib.Stats))
+            rc = _L.stoker_loader_get_stats(core.handle, ctypes.byref(st))
+            if rc != 0:
+                raise error(rc, core.errmsg())
+            self.depth = st.depth
 
     # ---- helpers ----
 

@@ -37,7 +37,7 @@ static const opt_desc OPTS[] = {
     {STOKER_OPT_EPOCH, "epoch", OPT_INT, 0, 0, INT64_C(1) << 40, 0},
     {STOKER_OPT_ORDER, "order", OPT_INT, STOKER_ORDER_RECORDS, 0, 2, 0},
     {STOKER_OPT_THREADS, "threads", OPT_INT, 0, 0, 1024, 0},
-    {STOKER_OPT_DEPTH, "depth", OPT_INT, 4, 0, 1024, 0},
+    {STOKER_OPT_DEPTH, "depth", OPT_INT, 0, 0, 1024, 0},
     {STOKER_OPT_BACKEND, "backend", OPT_INT, STOKER_BACKEND_AUTO, 0, 2, 0},
     {STOKER_OPT_DIRECT_IO, "direct_io", OPT_INT, 0, 0, 1, 0},
     {STOKER_OPT_READ_AHEAD, "read_ahead", OPT_INT, 64, 0, 4096, 0},

@@ -401,10 +401,10 @@ def test_antialias_option(tmp_path):
         stoker.Loader(path, 4, antialias="never")
 
 
-def test_resampler_option(tmp_path):
+def test_resampler_option(tmp_path, raw_ds):
     """resampler="pillow" applies Pillow's 22-bit weights, the default "fast" the same ones
     rounded to 16 bits: the same batch within 2 levels, not identical; unknown values are
-    refused."""
+    refused. The default slot count depends on threads and batch size, and is reported."""
     import io
     from PIL import Image
     path = str(tmp_path / "jpegs")
@@ -419,10 +419,16 @@ def test_resampler_option(tmp_path):
     for rs in ("fast", "pillow"):
         with stoker.Loader(path, 4, shuffle=False, transform="eval", size=64, resize=160,
                            dtype="uint8", device="cpu", resampler=rs, threads=2) as loader:
+            assert loader.depth == 8 == loader.stats()["depth"]  # 2 + ceil(6 / 1 piece)
             _, _, data, _ = run_epoch(loader)
             out[rs] = data[0].astype(int)
     diff = np.abs(out["fast"] - out["pillow"])
     assert 0 < diff.mean() <= 0.05 and diff.max() <= 2, (diff.mean(), diff.max())
     with pytest.raises(ValueError):
         stoker.Loader(path, 4, resampler="exact")
-
+    with stoker.Loader(path, 1, device="cpu", threads=15) as loader:
+        assert loader.depth == 16  # 2 + ceil(45 pieces / 1 piece per batch), at most 16
+    with stoker.Loader(path, 1, device="cpu", threads=15, depth=3) as loader:
+        assert loader.depth == 3
+    with stoker.Loader(raw_ds, 1, device="cpu", threads=15) as loader:
+        assert loader.depth == 4  # copying raw records: short, even pieces
