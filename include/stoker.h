@@ -184,7 +184,7 @@ typedef enum stoker_option {
     STOKER_OPT_DTYPE = 83,       /* a stoker_dtype; default FLOAT16 for images */
     STOKER_OPT_LAYOUT = 84,      /* a stoker_layout; default NCHW */
     STOKER_OPT_DCT = 85,         /* a stoker_dct value; default ISLOW */
-    STOKER_OPT_ANTIALIAS = 86,   /* a stoker_antialias value; default ALWAYS */
+    STOKER_OPT_ANTIALIAS = 86,   /* a stoker_antialias value; default OVER_2X */
     STOKER_OPT_RESAMPLER = 87,   /* a stoker_resampler value; default FAST */
     STOKER_OPT_MEAN_R = 90,      /* float options (stoker_config_set_float) */
     STOKER_OPT_MEAN_G = 91,
@@ -241,10 +241,11 @@ typedef enum stoker_dct {
 } stoker_dct;
 
 /* When the bilinear resampling is antialiased (its filter widened by the shrink factor,
- * as Pillow and torchvision's antialias=True do). */
+ * as Pillow and torchvision's antialias=True do). Pillow's and torchvision's resize of a
+ * Pillow image, term for term: ALWAYS with STOKER_RESAMPLER_PILLOW. */
 typedef enum stoker_antialias {
-    STOKER_ANTIALIAS_DEFAULT = 0, /* = ALWAYS */
-    STOKER_ANTIALIAS_ALWAYS = 1,  /* every shrink: Pillow's bilinear resize, term for term */
+    STOKER_ANTIALIAS_DEFAULT = 0, /* = OVER_2X */
+    STOKER_ANTIALIAS_ALWAYS = 1,  /* every shrink: Pillow's bilinear resize */
     STOKER_ANTIALIAS_OVER_2X = 2, /* only along an axis shrunk by more than 2x; otherwise
                                      plain two-tap bilinear interpolation (torchvision's
                                      antialias=False), fewer taps and faster */

@@ -111,14 +111,14 @@ PYEOF
 "$STOKER_BENCH" "$TMP/jds" --epochs 2 --batch-size 16 --threads 2 --size 64 --json \
     --plot "$TMP/plot.svg" > "$TMP/j.json"
 "$STOKER_BENCH" "$TMP/jds" --epochs 1 --batch-size 8 --threads 2 --size 32 --dtype uint8 \
-    --layout NHWC --transform eval --dct fast --antialias over2x --resampler pillow --simd scalar \
+    --layout NHWC --transform eval --dct fast --antialias always --resampler pillow --simd scalar \
     --compute-ms 150 --compute-sleep --json \
     > "$TMP/c.json"
 "$STOKER_BENCH" "$TMP/jds" --epochs 1 --batch-size 16 --threads 1 --size 32 --io \
     --device cpu > "$TMP/io.txt"
 RATES="buffered [0-9]+ MB/s, O_DIRECT ([0-9]+ MB/s|not measured \(O_DIRECT refused)"
 grep -Eq "^raw read .* $RATES" "$TMP/io.txt"
-grep -q "^pipeline     transform=train size=32 resize=37 dct=accurate antialias=always \
+grep -q "^pipeline     transform=train size=32 resize=37 dct=accurate antialias=over2x \
 resampler=fast dtype=float16 layout=NCHW" "$TMP/io.txt"
 grep -q "^verdict      [a-z]" "$TMP/io.txt"
 
@@ -153,7 +153,7 @@ for k in ("read", "crc", "decode", "resize", "normalize", "h2d", "wait"):
 assert st["decode"] > 0 and st["resize"] > 0 and st["read"] > 0, st
 op = o["options"]
 assert (op["transform"], op["size"], op["dtype"], op["layout"], op["dct"], op["antialias"],
-        op["resampler"]) == ("train", 64, "float16", "NCHW", "accurate", "always", "fast"), op
+        op["resampler"]) == ("train", 64, "float16", "NCHW", "accurate", "over2x", "fast"), op
 assert o["device"] == "cpu" and op["device"] == "cpu"
 assert o["records"] == 2 * 96 - 16 and o["bytes"] == o["records"] * 3 * 64 * 64 * 2, o
 assert 0 < o["cpu_seconds_per_record"] < 1 and o["peak_rss_bytes"] > 1 << 20
@@ -174,7 +174,7 @@ assert c["wait_fraction"] < 0.05 and c["verdict"] == "consumer", (c["wait_fracti
 co = c["options"]
 assert (co["transform"], co["size"], co["dtype"], co["layout"], co["dct"], co["antialias"],
         co["resampler"], co["simd"], co["compute_ms"], co["compute"]) == \
-    ("eval", 32, "uint8", "NHWC", "fast", "over2x", "pillow", "scalar", 150, "sleep"), co
+    ("eval", 32, "uint8", "NHWC", "fast", "always", "pillow", "scalar", 150, "sleep"), co
 assert c["bytes"] == c["records"] * 32 * 32 * 3
 
 i = json.load(open(tmp + "/int.json"))

@@ -290,7 +290,7 @@ static void check_params_and_flip(void)
     T_EQ_INT(p.size, 224);
     T_EQ_INT(p.dtype, STOKER_DTYPE_FLOAT16);
     T_EQ_INT(p.layout, STOKER_LAYOUT_NCHW);
-    T_EQ_INT(p.antialias, STOKER_ANTIALIAS_ALWAYS);
+    T_EQ_INT(p.antialias, STOKER_ANTIALIAS_OVER_2X);
     T_EQ_INT(p.resampler, STOKER_RESAMPLER_FAST);
     stoker__xform_params bad = p;
     bad.antialias = 3;

@@ -390,12 +390,13 @@ class Loader:
     consecutive ids, each block's records together: a chunk's rows for chunked HDF5,
     docs/HDF5.md). ``gpu_normalize`` True: ``(x/255 - mean)/std`` runs on the GPU, so only
     uint8 crosses PCIe (JPEG pipelines and uint8 [H, W, 3] records; needs a GPU device).
-    ``antialias`` None = "always" (Pillow's and torchvision's antialiased bilinear resize) or
-    "over2x" (antialias only an axis shrunk by more than 2x; below that, two-tap bilinear
-    interpolation as torchvision's ``antialias=False``: faster, a little aliasing).
-    ``resampler`` None = "fast" (the weights rounded to 16 bits, as torchvision's uint8
-    tensor resize does: a pixel may differ from Pillow's by 1) or "pillow" (Pillow's 22-bit
-    weights: the uint8 result equals Pillow's exactly for the same decoded pixels).
+    ``antialias`` None = "over2x" (bilinear, antialiased only along an axis shrunk by more
+    than 2x; below that two-tap interpolation, as torchvision's ``antialias=False``) or
+    "always" (antialiased at every shrink, as Pillow and torchvision's ``antialias=True``:
+    more taps, slower). ``resampler`` None = "fast" (the weights rounded to 16 bits, as
+    torchvision's uint8 tensor resize does: a pixel may differ from Pillow's by 1) or
+    "pillow" (Pillow's 22-bit weights). ``antialias="always", resampler="pillow"`` equals
+    Pillow's (and torchvision's) resize of the same decoded pixels exactly.
 
     ``for batch in loader`` runs to the end of the current epoch (a loop broken off early
     is continued by the next one); the next loop runs the next epoch. ``len(loader)`` is

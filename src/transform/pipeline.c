@@ -94,7 +94,7 @@ static void resolve_defaults(stoker__xform_params *p)
     if (p->dct == STOKER_DCT_DEFAULT)
         p->dct = STOKER_DCT_ISLOW;
     if (p->antialias == STOKER_ANTIALIAS_DEFAULT)
-        p->antialias = STOKER_ANTIALIAS_ALWAYS;
+        p->antialias = STOKER_ANTIALIAS_OVER_2X;
     if (p->resampler == STOKER_RESAMPLER_DEFAULT)
         p->resampler = STOKER_RESAMPLER_FAST;
     if (p->max_pixels == 0)

@@ -161,7 +161,7 @@ typedef struct stoker__xform_params {
     int32_t dtype;     /* UINT8, FLOAT16, BFLOAT16, FLOAT32 (DEFAULT = FLOAT16) */
     int32_t layout;    /* NCHW or NHWC (DEFAULT = NCHW) */
     int32_t dct;       /* ISLOW or IFAST (DEFAULT = ISLOW) */
-    int32_t antialias; /* ALWAYS or OVER_2X (DEFAULT = ALWAYS) */
+    int32_t antialias; /* ALWAYS or OVER_2X (DEFAULT = OVER_2X) */
     int32_t resampler; /* FAST or PILLOW (DEFAULT = FAST) */
     float mean[3], std[3];
     uint64_t max_pixels; /* decoded pixels allowed per image (0 = 1 << 28) */

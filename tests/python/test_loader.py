@@ -375,8 +375,9 @@ def test_writer_and_dataset(tmp_path):
 
 
 def test_antialias_option(tmp_path):
-    """antialias="over2x" resamples a shrink by at most 2x with two taps: the batch keeps
-    its shape and ids but its pixels differ from the default's; unknown values are refused."""
+    """antialias="over2x" (the default) resamples a shrink by at most 2x with two taps: the
+    batch keeps its shape and ids but its pixels differ from "always"'s; unknown values are
+    refused."""
     import io
     from PIL import Image
     path = str(tmp_path / "jpegs")
@@ -388,14 +389,15 @@ def test_antialias_option(tmp_path):
             Image.fromarray(img.astype(np.uint8)).save(buf, "JPEG", quality=90)
             w.add(buf.getvalue(), i)
     out = {}
-    for aa in ("always", "over2x"):
+    for aa in ("always", "over2x", None):
         with stoker.Loader(path, 4, shuffle=False, transform="eval", size=64, resize=160,
                            dtype="uint8", device="cpu", antialias=aa) as loader:
             ids, labels, data, _ = run_epoch(loader)
             out[aa] = (data[0], [int(v) for v in labels[0]])
+    assert np.array_equal(out[None][0], out["over2x"][0])
     assert out["always"][0].shape == out["over2x"][0].shape == (4, 3, 64, 64)
     assert out["always"][1] == out["over2x"][1] == [0, 1, 2, 3]
-    # 300 -> 160 is a 1.9x shrink: the default's filter was wider
+    # 300 -> 160 is a 1.9x shrink: "always" widened the filter
     assert np.abs(out["always"][0].astype(int) - out["over2x"][0].astype(int)).mean() > 1
     with pytest.raises(ValueError):
         stoker.Loader(path, 4, antialias="never")
@@ -418,7 +420,8 @@ def test_resampler_option(tmp_path, raw_ds):
     out = {}
     for rs in ("fast", "pillow"):
         with stoker.Loader(path, 4, shuffle=False, transform="eval", size=64, resize=160,
-                           dtype="uint8", device="cpu", resampler=rs, threads=2) as loader:
+                           dtype="uint8", device="cpu", antialias="always", resampler=rs,
+                           threads=2) as loader:
             assert loader.depth == 8 == loader.stats()["depth"]  # 2 + ceil(6 / 1 piece)
             _, _, data, _ = run_epoch(loader)
             out[rs] = data[0].astype(int)

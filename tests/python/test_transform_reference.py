@@ -1,12 +1,14 @@
 """The per-sample pipeline against Pillow (and torchvision when importable).
 
 Pillow decodes with libjpeg's accurate IDCT and fancy upsampling, as stoker does, and
-stoker's resampling is Pillow's bilinear ImagingResample: with resampler "pillow" term for
-term, so uint8 outputs equal Pillow's exactly (Debian's Pillow uses the same libjpeg); with
-the default "fast" resampler (the same weights rounded to 16 bits) within 2 of them, mean
-absolute error <= 0.05, float32 mean absolute error < 0.02 in normalised units. CMYK and
-grayscale JPEGs match Image.open(f).convert("RGB") within a mean absolute error of 1 (here:
-exactly).
+stoker's resampling is Pillow's bilinear ImagingResample: with antialias "always" and
+resampler "pillow" term for term, so uint8 outputs equal Pillow's exactly (Debian's Pillow
+uses the same libjpeg); with the "fast" resampler (the same weights rounded to 16 bits)
+within 2 of them, mean absolute error <= 0.05, float32 mean absolute error < 0.02 in
+normalised units. The defaults (antialias only past a 2x shrink, fast weights) agree with
+torchvision's eval transform within a mean absolute error of 0.05 in normalised units.
+CMYK and grayscale JPEGs match Image.open(f).convert("RGB") within a mean absolute error of
+1 (here: exactly).
 
 The samples come from test_transform_dump (a C test program in $STOKER_BUILD_DIR/tests),
 since the pipeline's functions are internal to the library.
@@ -47,7 +49,9 @@ def photo(w, h, seed):
 
 
 def run_dump(tmp_path, jpeg, mode, size, resize, dtype, layout, seed=0, epoch=0, rid=0,
-             antialias="always", resampler="fast"):
+             antialias="over2x", resampler="fast"):
+    """The sample stoker makes of one JPEG; antialias and resampler default as the
+    library's options do."""
     out = tmp_path / f"{mode}-{dtype}-{layout}-{rid}.bin"
     res = subprocess.run([dump_program(), str(jpeg), mode, str(size), str(resize), dtype,
                           layout, str(out), str(seed), str(epoch), str(rid), antialias,
@@ -125,10 +129,10 @@ def jpegs(tmp_path_factory):
 def test_eval_uint8_equals_pillow(tmp_path, jpegs, size, resize):
     for f in jpegs:
         ref = pil_eval(Image.open(f).convert("RGB"), size, resize).astype(np.int32)
-        exact, _ = run_dump(tmp_path, f, "eval", size, resize, "uint8", "nhwc",
+        exact, _ = run_dump(tmp_path, f, "eval", size, resize, "uint8", "nhwc", antialias="always",
                             resampler="pillow")
         assert np.array_equal(exact.astype(np.int32), ref), f.name
-        ours, _ = run_dump(tmp_path, f, "eval", size, resize, "uint8", "nhwc")
+        ours, _ = run_dump(tmp_path, f, "eval", size, resize, "uint8", "nhwc", antialias="always")
         diff = np.abs(ours.astype(np.int32) - ref)
         assert diff.mean() <= 0.05 and diff.max() <= 2, (f.name, diff.mean(), diff.max())
 
@@ -142,8 +146,8 @@ def test_eval_antialias_over2x(tmp_path, jpegs):
         ours, _ = run_dump(tmp_path, f, "eval", 224, 256, "uint8", "nhwc", antialias="over2x")
         diff = np.abs(ours.astype(np.int32) - plain_eval(img, 224, 256).astype(np.int32))
         assert diff.max() <= 1 and diff.mean() <= 0.05, (f.name, diff.mean(), diff.max())
-        aa, _ = run_dump(tmp_path, f, "eval", 224, 256, "uint8", "nhwc")
-        if min(img.size) > 256 * 1.25:  # the default widened the filter here
+        aa, _ = run_dump(tmp_path, f, "eval", 224, 256, "uint8", "nhwc", antialias="always")
+        if min(img.size) > 256 * 1.25:  # "always" widened the filter here
             assert np.abs(aa.astype(np.int32) - ours.astype(np.int32)).mean() > 0.2, f.name
         # every source here is shrunk by more than 2x to 73: the same as Pillow
         small, _ = run_dump(tmp_path, f, "eval", 64, 73, "uint8", "nhwc", antialias="over2x")
@@ -155,7 +159,7 @@ def test_eval_antialias_over2x(tmp_path, jpegs):
 
 def test_eval_float32_normalised_matches_pillow(tmp_path, jpegs):
     for f in jpegs:
-        ours, _ = run_dump(tmp_path, f, "eval", 224, 256, "float32", "nchw")
+        ours, _ = run_dump(tmp_path, f, "eval", 224, 256, "float32", "nchw", antialias="always")
         ref = normalise(pil_eval(Image.open(f).convert("RGB"), 224, 256))
         mae = np.abs(ours - ref).mean()
         assert mae < 0.02, (f.name, mae)
@@ -164,11 +168,12 @@ def test_eval_float32_normalised_matches_pillow(tmp_path, jpegs):
 def test_eval_float16_nchw(tmp_path, jpegs):
     ref = normalise(pil_eval(Image.open(jpegs[0]).convert("RGB"), 224, 256))
     ours, _ = run_dump(tmp_path, jpegs[0], "eval", 224, 256, "float16", "nchw",
-                       resampler="pillow")
+                       antialias="always", resampler="pillow")
     # float16 keeps 11 significant bits: |x| < 2.7 here, so half an ulp is below 0.001
     assert np.abs(ours.astype(np.float32) - ref).max() < 0.002
     # the fast resampler: a pixel off by one level is 1/(255 std) < 0.018 in these units
-    fast, _ = run_dump(tmp_path, jpegs[0], "eval", 224, 256, "float16", "nchw")
+    fast, _ = run_dump(tmp_path, jpegs[0], "eval", 224, 256, "float16", "nchw",
+                       antialias="always")
     assert np.abs(fast.astype(np.float32) - ref).max() < 1 / (255 * STD.min()) + 0.002
 
 
@@ -179,8 +184,9 @@ def test_fast_resampler_near_pillow(tmp_path, jpegs):
     for f in jpegs:
         for rid in range(4):
             exact, _ = run_dump(tmp_path, f, "train", 224, 0, "uint8", "nhwc", 5, 1, rid,
-                                resampler="pillow")
-            fast, _ = run_dump(tmp_path, f, "train", 224, 0, "uint8", "nhwc", 5, 1, rid)
+                                antialias="always", resampler="pillow")
+            fast, _ = run_dump(tmp_path, f, "train", 224, 0, "uint8", "nhwc", 5, 1, rid,
+                               antialias="always")
             diff = np.abs(fast.astype(np.int32) - exact.astype(np.int32))
             assert diff.max() <= 2 and diff.mean() <= 0.05, (f.name, rid, diff.mean())
             differs += int(diff.max() > 0)
@@ -193,7 +199,7 @@ def test_train_crop_resize_flip_equals_pillow(tmp_path, jpegs):
         img = Image.open(f).convert("RGB")
         for rid in range(12):
             ours, geo = run_dump(tmp_path, f, "train", 96, 0, "uint8", "nhwc", 7, 2, rid,
-                                 resampler="pillow")
+                                 antialias="always", resampler="pillow")
             w, h, x, bw, y, bh, flip = geo
             assert (w, h) == img.size
             assert 0 <= x and x + bw <= w and 0 <= y and y + bh <= h
@@ -233,6 +239,10 @@ def test_torchvision_eval_agrees(tmp_path, jpegs):
                     T.Normalize(MEAN.tolist(), STD.tolist())])
     for f in jpegs:
         ref = tf(Image.open(f).convert("RGB")).numpy()
+        exact, _ = run_dump(tmp_path, f, "eval", 224, 256, "float32", "nchw",
+                            antialias="always", resampler="pillow")
+        mae = np.abs(exact - ref).mean()
+        assert mae < 0.002, (f.name, mae)
         ours, _ = run_dump(tmp_path, f, "eval", 224, 256, "float32", "nchw")
         mae = np.abs(ours - ref).mean()
-        assert mae < 0.02, (f.name, mae)
+        assert mae < 0.05, (f.name, mae)

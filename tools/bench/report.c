@@ -49,7 +49,7 @@ static void effective_options(const opts *o, const result *r, effective *e)
     e->dtype = stoker_dtype_name(dt);
     e->layout = !img ? "n/a" : o->layout == STOKER_LAYOUT_NHWC ? "NHWC" : "NCHW";
     e->dct = !img ? "n/a" : o->dct == STOKER_DCT_IFAST ? "fast" : "accurate";
-    e->antialias = !img ? "n/a" : o->antialias == STOKER_ANTIALIAS_OVER_2X ? "over2x" : "always";
+    e->antialias = !img ? "n/a" : o->antialias == STOKER_ANTIALIAS_ALWAYS ? "always" : "over2x";
     e->resampler = !img ? "n/a" : o->resampler == STOKER_RESAMPLER_PILLOW ? "pillow" : "fast";
     e->device = r->stats.device >= 0 ? r->gpu.name : "cpu";
 }
