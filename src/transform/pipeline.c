@@ -44,7 +44,7 @@ struct stoker__xform_scratch {
     int32_t x0, x1, y0, y1; /* source pixels the outputs read */
     int rebased;            /* hfirst made relative to the first decoded column */
     size_t stage_px;        /* pixels per staged row */
-    uint64_t hpass_ns;      /* time of the row flushes (sampled, see row_staged) */
+    uint64_t hpass_ns;      /* time of the row flushes (estimated, see row_staged) */
     uint64_t flush_ns;      /* time of the flushes timed */
     uint32_t flushes, flushes_timed;
     uint64_t seed; /* the record being made, for the header callback */
@@ -439,9 +439,15 @@ static int row_staged(stoker__xform_scratch *s, int32_t y, int32_t x, int32_t n)
     if (timed) {
         s->flush_ns += now_ns() - t0;
         s->flushes_timed++;
-        s->hpass_ns = s->flush_ns * s->flushes / s->flushes_timed;
     }
     return 0;
+}
+
+/* The time of all the sample's flushes, from those timed; at most `limit`. */
+static uint64_t flush_time(const stoker__xform_scratch *s, uint64_t limit)
+{
+    const uint64_t t = s->flushes_timed ? s->flush_ns * s->flushes / s->flushes_timed : 0;
+    return t < limit ? t : limit;
 }
 
 /* Rows are decoded straight into the staging rows (no copy). */
@@ -492,13 +498,14 @@ int stoker__xform_jpeg(stoker__xform_scratch *s, const stoker__xform_params *p, 
     s->epoch = epoch;
     s->id = id;
     s->err = err;
-    s->hpass_ns = 0;
+    s->hpass_ns = s->flush_ns = 0;
+    s->flushes = s->flushes_timed = 0;
     s->dst = dst;
     const stoker__jpeg_sink sink = {on_header, on_row, s, on_buffer, 4}; /* 4 staged rows */
     const int rc = stoker__jpeg_decode(s->dec, jpeg, size, p->dct, p->max_pixels, &sink, err);
-    /* the flushes' time is an estimate (row_staged): never more than the whole call */
+    /* the flushes' time is an estimate: never more than the whole call */
     const uint64_t spent = now_ns() - t0;
-    s->hpass_ns = s->hpass_ns < spent ? s->hpass_ns : spent;
+    s->hpass_ns = flush_time(s, spent);
     s->stats.decode_ns += spent - s->hpass_ns;
     if (rc < 0) {
         _mm_sfence(); /* rows made before the failure, too */
@@ -527,6 +534,7 @@ int stoker__xform_rgb(stoker__xform_scratch *s, const stoker__xform_params *p, u
         stoker__rgb_to_rgbx(rgb + (size_t)y * stride + (size_t)s->x0 * 3, row, (size_t)n);
         row_staged(s, y, s->x0, n);
     }
+    s->hpass_ns = flush_time(s, UINT64_MAX);
     finish(s, p);
     return 0;
 }
