@@ -211,14 +211,18 @@ static void check_convert(const stoker__simd_ops *k, size_t n, int32_t dtype)
         bias[i] = (float)(-2.0 + (double)(t_rand(&rng) % 4000) / 1000.0);
     }
     const size_t es = dtype == STOKER_DTYPE_FLOAT32 ? 4 : 2;
-    uint8_t *src = malloc(n + 1), *want = malloc(n * es), *got = malloc(n * es + 8);
+    uint8_t *src = malloc(n + 1), *want = malloc(n * es);
+    uint8_t *got = aligned_alloc(64, (n * es + 8 + 63) / 64 * 64);
     fill(src, n + 1);
-    memset(got, 0x55, n * es + 8);
     stoker__simd_scalar.convert(src + 1, n, dtype, scale, bias, want);
-    k->convert(src + 1, n, dtype, scale, bias, got + 1);
-    expect_same(want, got + 1, n * es, stoker_dtype_name(dtype), k->name, (int32_t)n);
-    for (int i = 0; i < 7; i++)
-        T_EQ_INT(got[1 + n * es + i], 0x55);
+    for (size_t off = 0; off <= 1; off++) { /* line-aligned (streaming stores), then not */
+        memset(got, 0x55, n * es + 8);
+        k->convert(src + 1, n, dtype, scale, bias, got + off);
+        _mm_sfence();
+        expect_same(want, got + off, n * es, stoker_dtype_name(dtype), k->name, (int32_t)n);
+        for (size_t i = 0; i < 7; i++)
+            T_EQ_INT(got[off + n * es + i], 0x55);
+    }
     free(src), free(want), free(got);
 }
 

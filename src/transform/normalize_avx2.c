@@ -22,21 +22,31 @@ static inline __m128i to_bf16(__m256 f)
     return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
 }
 
-static inline void store8(uint8_t *dst, size_t e, int32_t dtype, __m256 f)
+/* 8 values to dst; with streaming stores when `stream` (a line-aligned destination). */
+static inline void store8(uint8_t *dst, size_t e, int32_t dtype, __m256 f, int stream)
 {
-    if (dtype == STOKER_DTYPE_FLOAT32)
-        _mm256_storeu_ps((float *)(dst + 4 * e), f);
-    else if (dtype == STOKER_DTYPE_FLOAT16)
-        _mm_storeu_si128((__m128i *)(dst + 2 * e), _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT));
+    if (dtype == STOKER_DTYPE_FLOAT32) {
+        if (stream)
+            _mm256_stream_ps((float *)(dst + 4 * e), f);
+        else
+            _mm256_storeu_ps((float *)(dst + 4 * e), f);
+        return;
+    }
+    const __m128i h =
+        dtype == STOKER_DTYPE_FLOAT16 ? _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT) : to_bf16(f);
+    if (stream)
+        _mm_stream_si128((__m128i *)(dst + 2 * e), h);
     else
-        _mm_storeu_si128((__m128i *)(dst + 2 * e), to_bf16(f));
+        _mm_storeu_si128((__m128i *)(dst + 2 * e), h);
 }
 
 /* Hot loop: one block of 48 elements (one period of the pattern) per iteration, then
- * whole vectors of the last block. Returns how many elements it did. */
+ * whole vectors of the last block; streaming stores to a line-aligned destination (NHWC
+ * rows of a batch slot), as emit_blocks does. Returns how many elements it did. */
 static inline size_t convert_blocks(const uint8_t *src, size_t n, int32_t dtype, const float *scale,
                                     const float *bias, uint8_t *dst)
 {
+    const int stream = !((uintptr_t)dst & 63);
     __m256 s[6], b[6];
     for (int v = 0; v < 6; v++) {
         s[v] = _mm256_loadu_ps(scale + 8 * v);
@@ -46,10 +56,10 @@ static inline size_t convert_blocks(const uint8_t *src, size_t n, int32_t dtype,
     for (; i + STOKER__PATTERN <= n; i += STOKER__PATTERN)
         for (int v = 0; v < 6; v++) {
             const size_t e = i + 8 * (size_t)v;
-            store8(dst, e, dtype, _mm256_fmadd_ps(load8(src + e), s[v], b[v]));
+            store8(dst, e, dtype, _mm256_fmadd_ps(load8(src + e), s[v], b[v]), stream);
         }
     for (int v = 0; i + 8 <= n; v++, i += 8) /* pattern offset 8 v: i started a block */
-        store8(dst, i, dtype, _mm256_fmadd_ps(load8(src + i), s[v], b[v]));
+        store8(dst, i, dtype, _mm256_fmadd_ps(load8(src + i), s[v], b[v]), stream);
     return i;
 }
 

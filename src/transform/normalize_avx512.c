@@ -20,6 +20,18 @@ static inline __m256i to_bf16(__m512 f)
     return _mm512_cvtepi32_epi16(r);
 }
 
+/* Whole vectors of a line-aligned destination: streaming stores (see emit_all). */
+static inline void stream16(uint8_t *dst, size_t e, int32_t dtype, __m512 f)
+{
+    if (dtype == STOKER_DTYPE_FLOAT32)
+        _mm512_stream_ps((float *)(dst + 4 * e), f);
+    else if (dtype == STOKER_DTYPE_FLOAT16)
+        _mm256_stream_si256((__m256i *)(dst + 2 * e),
+                            _mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    else
+        _mm256_stream_si256((__m256i *)(dst + 2 * e), to_bf16(f));
+}
+
 static inline void store16(uint8_t *dst, size_t e, __mmask16 m, int32_t dtype, __m512 f)
 {
     if (dtype == STOKER_DTYPE_FLOAT32)
@@ -31,10 +43,13 @@ static inline void store16(uint8_t *dst, size_t e, __mmask16 m, int32_t dtype, _
         _mm256_mask_storeu_epi16(dst + 2 * e, m, to_bf16(f));
 }
 
-/* Hot loop: one 48-element period (3 vectors) per iteration, then masked vectors. */
+/* Hot loop: one 48-element period (3 vectors) per iteration, then masked vectors. A
+ * line-aligned destination (NHWC rows of a batch slot) takes streaming stores, as planes
+ * do (emit_all). */
 static inline void convert_all(const uint8_t *src, size_t n, int32_t dtype, const float *scale,
                                const float *bias, uint8_t *dst)
 {
+    const int stream = !((uintptr_t)dst & 63);
     __m512 s[3], b[3];
     for (int v = 0; v < 3; v++) {
         s[v] = _mm512_loadu_ps(scale + 16 * v);
@@ -44,7 +59,11 @@ static inline void convert_all(const uint8_t *src, size_t n, int32_t dtype, cons
     for (; i + STOKER__PATTERN <= n; i += STOKER__PATTERN)
         for (int v = 0; v < 3; v++) {
             const size_t e = i + 16 * (size_t)v;
-            store16(dst, e, 0xFFFF, dtype, _mm512_fmadd_ps(load16(0xFFFF, src + e), s[v], b[v]));
+            const __m512 f = _mm512_fmadd_ps(load16(0xFFFF, src + e), s[v], b[v]);
+            if (stream)
+                stream16(dst, e, dtype, f);
+            else
+                store16(dst, e, 0xFFFF, dtype, f);
         }
     for (int v = 0; i + 16 * (size_t)v < n; v++) {
         const size_t e = i + 16 * (size_t)v, left = n - e;

@@ -122,7 +122,8 @@ typedef struct stoker__simd_ops {
     void (*unpack_planar)(const uint8_t *rgbx, size_t n, uint8_t *r, uint8_t *g, uint8_t *b);
     void (*unpack_packed)(const uint8_t *rgbx, size_t n, uint8_t *rgb);
     /* dst[i] = src[i] * scale[i % 48] + bias[i % 48] (one fused multiply-add, float32) as
-     * FLOAT32, FLOAT16 or BFLOAT16 (round to nearest even), for i < n. */
+     * FLOAT32, FLOAT16 or BFLOAT16 (round to nearest even), for i < n. May write with
+     * streaming stores, as emit_planar. */
     void (*convert)(const uint8_t *src, size_t n, int32_t dtype, const float *scale,
                     const float *bias, void *dst);
     /* unpack_planar and then convert per plane in one pass, bit for bit the same: n RGBX
