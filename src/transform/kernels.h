@@ -7,8 +7,8 @@
 
 #define STOKER__ROUND (1 << (STOKER__PRECISION_BITS - 1))
 
-/* RUN(K) with K a constant when kmax is 1..8 (up to 3.5x shrinking), so that a kernel's tap
- * loop, inlined, unrolls; RUN(kmax) otherwise. */
+/* RUN(K) with K a constant when kmax is 1..8 (taps up to a 3.5x shrink, or pairs of taps
+ * up to 7.5x), so that a kernel's tap loop, inlined, unrolls; RUN(kmax) otherwise. */
 #define STOKER__WITH_TAPS(kmax, RUN)                                                               \
     switch (kmax) {                                                                                \
     case 1: RUN(1); break;                                                                         \
@@ -20,16 +20,6 @@
     case 7: RUN(7); break;                                                                         \
     case 8: RUN(8); break;                                                                         \
     default: RUN(kmax); break;                                                                     \
-    }
-
-/* RUN(P) with P a constant when npairs is 1..4 (up to 3.5x shrinking), as above. */
-#define STOKER__WITH_PAIRS(npairs, RUN)                                                            \
-    switch (npairs) {                                                                              \
-    case 1: RUN(1); break;                                                                         \
-    case 2: RUN(2); break;                                                                         \
-    case 3: RUN(3); break;                                                                         \
-    case 4: RUN(4); break;                                                                         \
-    default: RUN(npairs); break;                                                                   \
     }
 
 void stoker__interleave4_scalar(const uint8_t *const rows[4], size_t n, uint8_t *quad);

@@ -231,7 +231,7 @@ void stoker__hpass4_fast_avx512(const int16_t *pq, int32_t n, const int32_t *fir
                                 uint16_t *const out[4])
 {
 #define RUN(P) hpass4_fast_k(pq, n, first, coef, kstride, P, bits, out)
-    STOKER__WITH_PAIRS(npairs, RUN)
+    STOKER__WITH_TAPS(npairs, RUN) /* pairs of taps: 1..8 are constants too */
 #undef RUN
 }
 
