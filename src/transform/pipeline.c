@@ -35,7 +35,6 @@ struct stoker__xform_scratch {
     stoker__geom g;
     int32_t hk, vk;         /* filter lengths (coefficient strides) */
     int32_t hkmax;          /* the most taps of any output column (hpass4's kmax) */
-    int fast;               /* the fast resampler: 16-bit weights in pairs */
     int32_t hbits, vbits;   /* its weights' precision per axis */
     int32_t ring;           /* its rows of horizontal results (a power of two) */
     int32_t next_out;       /* its next output row */
@@ -236,6 +235,12 @@ static int grow(void *buf, size_t *cap, uint64_t n, size_t size)
     return 0;
 }
 
+/* Whether the sample uses the fast resampler (16-bit weights in pairs). */
+static bool fast(const stoker__xform_scratch *s)
+{
+    return s->p->resampler == STOKER_RESAMPLER_FAST;
+}
+
 /* ---- one sample ---------------------------------------------------------------------------- */
 
 /* Grows every table and buffer the sample needs; sizes are bounded by the validated image
@@ -245,7 +250,7 @@ static int grow_tables(stoker__xform_scratch *s, int32_t c, stoker__err *err)
     const uint64_t hk = (uint64_t)s->hk, vk = (uint64_t)s->vk, n = (uint64_t)c;
     const uint64_t rows = (uint64_t)(s->y1 - s->y0), px = s->stage_px;
     /* the fast resampler: a ring of 16-bit values */
-    const uint64_t hrows = s->fast ? (uint64_t)s->ring : rows, vsize = s->fast ? 2 : 1;
+    const uint64_t hrows = fast(s) ? (uint64_t)s->ring : rows, vsize = fast(s) ? 2 : 1;
     const int bad =
         grow(&s->hfirst, &s->hfirst_cap, n, 4) < 0 || grow(&s->htaps, &s->htaps_cap, n, 4) < 0 ||
         grow(&s->hcoef, &s->hcoef_cap, n * hk, 4) < 0 ||
@@ -256,7 +261,7 @@ static int grow_tables(stoker__xform_scratch *s, int32_t c, stoker__err *err)
         grow(&s->hbuf, &s->hbuf_cap, hrows * n * 4, vsize) < 0 ||
         grow(&s->vrow, &s->vrow_cap, n * 4, vsize) < 0 ||
         grow(&s->urow, &s->urow_cap, n * 3, 1) < 0 ||
-        (s->fast && (grow(&s->pq, &s->pq_cap, (px + hk) * 32, 2) < 0 ||
+        (fast(s) && (grow(&s->pq, &s->pq_cap, (px + hk) * 32, 2) < 0 ||
                      grow(&s->hpair, &s->hpair_cap, n * ((hk + 1) / 2), 4) < 0 ||
                      grow(&s->vpair, &s->vpair_cap, n * ((vk + 1) / 2), 4) < 0 ||
                      grow(&s->vrows, &s->vrows_cap, vk + 1, sizeof *s->vrows) < 0));
@@ -273,7 +278,6 @@ static int plan(stoker__xform_scratch *s, const stoker__xform_params *p, int32_t
     s->p = p;
     s->hk = stoker__resample_ksize(&s->g.x);
     s->vk = stoker__resample_ksize(&s->g.y);
-    s->fast = p->resampler == STOKER_RESAMPLER_FAST;
     /* The ring holds the rows a pending output row may read (fewer than vk before the
      * newest), the next four, and the row past a window that its last pair of taps reads
      * with weight zero. */
@@ -298,7 +302,7 @@ static int plan(stoker__xform_scratch *s, const stoker__xform_params *p, int32_t
     s->hkmax = 1;
     for (int32_t j = 0; j < p->size; j++)
         s->hkmax = s->htaps[j] > s->hkmax ? s->htaps[j] : s->hkmax;
-    if (s->fast) {
+    if (fast(s)) {
         s->hbits = stoker__coeffs_to_pairs(s->hcoef, p->size, s->hk, s->hpair);
         s->vbits = stoker__coeffs_to_pairs(s->vcoef, p->size, s->vk, s->vpair);
     }
@@ -339,15 +343,15 @@ static void flush_rows(stoker__xform_scratch *s, int32_t y, int32_t r, int32_t n
 {
     const size_t c = (size_t)s->p->size;
     const uint8_t *rows[4];
-    uint8_t *out[4];
-    for (int32_t i = 0; i < 4; i++) {
-        /* missing rows repeat the last one; their results go to a spare row */
+    for (int32_t i = 0; i < 4; i++) /* missing rows repeat the last one */
         rows[i] = s->stage + (size_t)(i <= r ? i : r) * s->stage_px * 4;
-        out[i] = i <= r ? s->hbuf + (size_t)(y - r + i - s->y0) * c * 4 : s->vrow;
-    }
     const stoker__simd_ops *k = s->p->simd;
     k->interleave4(rows, (size_t)n, s->quad);
-    if (!s->fast) {
+    /* the results of missing rows go to a spare row */
+    if (!fast(s)) {
+        uint8_t *out[4];
+        for (int32_t i = 0; i < 4; i++)
+            out[i] = i <= r ? s->hbuf + (size_t)(y - r + i - s->y0) * c * 4 : s->vrow;
         k->hpass4(s->quad, s->p->size, s->hfirst, s->htaps, s->hcoef, s->hk, s->hkmax, out);
         return;
     }
@@ -393,7 +397,7 @@ static void out_row(stoker__xform_scratch *s, int32_t j)
 {
     const stoker__xform_params *p = s->p;
     const size_t n = (size_t)p->size * 4;
-    if (s->fast) {
+    if (fast(s)) {
         const int32_t pairs = (s->vtaps[j] + 1) / 2;
         for (int32_t i = 0; i < 2 * pairs; i++)
             s->vrows[i] = ring_row(s, s->vfirst[j] + i);
@@ -434,7 +438,7 @@ static int row_staged(stoker__xform_scratch *s, int32_t y, int32_t x, int32_t n)
     const int timed = s->flushes++ % SAMPLE_EVERY == 0;
     const uint64_t t0 = timed ? now_ns() : 0;
     flush_rows(s, y, r, n);
-    if (s->fast)
+    if (fast(s))
         out_rows_ready(s, y + 1 - s->y0);
     if (timed) {
         s->flush_ns += now_ns() - t0;
