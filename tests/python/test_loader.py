@@ -374,10 +374,8 @@ def test_writer_and_dataset(tmp_path):
     assert stoker.verify(path) == []
 
 
-def test_antialias_option(tmp_path):
-    """antialias="over2x" (the default) resamples a shrink by at most 2x with two taps: the
-    batch keeps its shape and ids but its pixels differ from "always"'s; unknown values are
-    refused."""
+def write_patterns(tmp_path):
+    """A JPEG data set of four 400x300 patterns, labelled 0..3; returns its path."""
     import io
     from PIL import Image
     path = str(tmp_path / "jpegs")
@@ -388,6 +386,14 @@ def test_antialias_option(tmp_path):
             buf = io.BytesIO()
             Image.fromarray(img.astype(np.uint8)).save(buf, "JPEG", quality=90)
             w.add(buf.getvalue(), i)
+    return path
+
+
+def test_antialias_option(tmp_path):
+    """antialias="over2x" (the default) resamples a shrink by at most 2x with two taps: the
+    batch keeps its shape and ids but its pixels differ from "always"'s; unknown values are
+    refused."""
+    path = write_patterns(tmp_path)
     out = {}
     for aa in ("always", "over2x", None):
         with stoker.Loader(path, 4, shuffle=False, transform="eval", size=64, resize=160,
@@ -407,16 +413,7 @@ def test_resampler_option(tmp_path, raw_ds):
     """resampler="pillow" applies Pillow's 22-bit weights, the default "fast" the same ones
     rounded to 16 bits: the same batch within 2 levels, not identical; unknown values are
     refused. The default slot count depends on threads and batch size, and is reported."""
-    import io
-    from PIL import Image
-    path = str(tmp_path / "jpegs")
-    y, x = np.mgrid[0:300, 0:400]
-    with stoker.Writer(path, kind="jpeg", fsync=False) as w:
-        for i in range(4):
-            img = np.stack([(x * 3 + y * i) % 256, (x ^ y) % 256, (y * 5) % 256], -1)
-            buf = io.BytesIO()
-            Image.fromarray(img.astype(np.uint8)).save(buf, "JPEG", quality=90)
-            w.add(buf.getvalue(), i)
+    path = write_patterns(tmp_path)
     out = {}
     for rs in ("fast", "pillow"):
         with stoker.Loader(path, 4, shuffle=False, transform="eval", size=64, resize=160,
