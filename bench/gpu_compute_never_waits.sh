@@ -18,7 +18,8 @@
 # Env: DEVICE (GPU ordinal, default 0), THREADS (loader threads, default the library's:
 # cores - 1; for raw records use fewer, e.g. 12 of 16 cores: the consumer spins on its core
 # and the workers are bound by memory bandwidth, see docs/GPU.md), DEPTH (host batch slots,
-# default the library's: 4), SYNC (spin|block), PYTHON,
+# default the library's: 4, more for image transforms with many threads), SYNC (spin|block),
+# PYTHON,
 # WARMUP (untimed steps first, default 40: at X = 1.1 T the loader gains a tenth of a batch
 # per step on the consumer, so it takes about 10 x depth steps after start to build the
 # lead of full slots it keeps from then on; the figures are those of that steady state).
