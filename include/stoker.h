@@ -186,6 +186,7 @@ typedef enum stoker_option {
     STOKER_OPT_DCT = 85,         /* a stoker_dct value; default ISLOW */
     STOKER_OPT_ANTIALIAS = 86,   /* a stoker_antialias value; default OVER_2X */
     STOKER_OPT_RESAMPLER = 87,   /* a stoker_resampler value; default FAST */
+    STOKER_OPT_DCT_SCALE = 88,   /* a stoker_dct_scale value; default TRAIN */
     STOKER_OPT_MEAN_R = 90,      /* float options (stoker_config_set_float) */
     STOKER_OPT_MEAN_G = 91,
     STOKER_OPT_MEAN_B = 92,
@@ -263,6 +264,21 @@ typedef enum stoker_resampler {
                                      the uint8 result equals Pillow's (and torchvision's on
                                      PIL images) exactly; slower */
 } stoker_resampler;
+
+/* Which transforms may have libjpeg shrink an image by 2, 4 or 8 while decoding it (in the
+ * IDCT, as Pillow's Image.draft does): the largest factor after which the crop still
+ * shrinks (or stays) to its output size along both axes is taken, and the resampler works
+ * on the reduced image with the crop box scaled alike (a fractional box). The IDCT does the
+ * first 2x of the shrink for less than the cost of decoding those pixels, and the resize
+ * after it reads a quarter of them; the result is a slightly different low-pass of the same
+ * crop (not equal to Pillow's resize of the full decode). */
+typedef enum stoker_dct_scale {
+    STOKER_DCT_SCALE_DEFAULT = 0, /* = TRAIN */
+    STOKER_DCT_SCALE_NEVER = 1,   /* always decode the crop at full resolution */
+    STOKER_DCT_SCALE_TRAIN = 2,   /* the train transform only (an augmentation already):
+                                     eval keeps torchvision's resize of the full decode */
+    STOKER_DCT_SCALE_ALWAYS = 3,  /* train, eval and resize */
+} stoker_dct_scale;
 
 /* Element types of records and batches. */
 typedef enum stoker_dtype {
@@ -649,6 +665,7 @@ typedef struct stoker_stats {
     double decode_seconds;    /* JPEG decoding, part of process_seconds */
     double resize_seconds;    /* cropping and resampling, part of process_seconds */
     double normalize_seconds; /* normalising and converting to the dtype, likewise */
+    int64_t reduced;          /* images decoded at 1/2, 1/4 or 1/8 (STOKER_OPT_DCT_SCALE) */
 } stoker_stats;
 
 /* Fills `stats` (struct_size set by the caller). Any thread. 0 or STOKER_E_INVALID. */

@@ -83,6 +83,7 @@ typedef struct stoker__wstats {
     /* nanoseconds per stage: in the reader (submit + reap), CRC, the process step, and
      * the image pipeline's decode / resize / normalise (copied from the worker's scratch) */
     atomic_uint_fast64_t read_ns, crc_ns, process_ns, decode_ns, resize_ns, normalize_ns;
+    atomic_uint_fast64_t reduced; /* images decoded at a DCT reduction */
 } stoker__wstats;
 
 typedef struct stoker__worker {

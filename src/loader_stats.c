@@ -185,6 +185,7 @@ static void fill_stats(const stoker_loader *l, stoker_stats *s)
         s->skipped += (int64_t)LOAD(w->skipped);
         s->records_read += (int64_t)LOAD(w->records);
         s->bytes_read += (int64_t)LOAD(w->bytes);
+        s->reduced += (int64_t)LOAD(w->reduced);
         inflight += LOAD(w->inflight_sum);
         samples += LOAD(w->inflight_n);
     }
@@ -218,21 +219,21 @@ int stoker_loader_stats_json(const stoker_loader *l, char *buf, size_t cap, size
         return STOKER_E_INVALID;
     stoker_stats s;
     fill_stats(l, &s);
-    const int n = snprintf(
-        buf, cap,
-        "{\"backend\":\"%s\",\"simd\":\"%s\",\"threads\":%d,\"depth\":%d,\"device\":%d,"
-        "\"batches\":%" PRId64 ",\"records\":%" PRId64 ",\"bytes\":%" PRId64
-        ",\"skipped\":%" PRId64 ",\"records_read\":%" PRId64 ",\"bytes_read\":%" PRId64
-        ",\"pinned_bytes\":%" PRId64 ",\"seconds\":%.6f,\"records_per_sec\":%.3f,"
-        "\"bytes_per_sec\":%.3f,\"wait_seconds\":%.6f,\"ready_slots\":%.3f,"
-        "\"reads_in_flight\":%.3f,\"read_seconds\":%.6f,\"crc_seconds\":%.6f,"
-        "\"process_seconds\":%.6f,\"decode_seconds\":%.6f,\"resize_seconds\":%.6f,"
-        "\"normalize_seconds\":%.6f}",
-        stoker_backend_name(s.backend), stoker_simd_name(s.simd), s.threads, s.depth, s.device,
-        s.batches, s.records, s.bytes, s.skipped, s.records_read, s.bytes_read, s.pinned_bytes,
-        s.seconds, s.records_per_sec, s.bytes_per_sec, s.wait_seconds, s.ready_slots,
-        s.reads_in_flight, s.read_seconds, s.crc_seconds, s.process_seconds, s.decode_seconds,
-        s.resize_seconds, s.normalize_seconds);
+    const int n =
+        snprintf(buf, cap,
+                 "{\"backend\":\"%s\",\"simd\":\"%s\",\"threads\":%d,\"depth\":%d,\"device\":%d,"
+                 "\"batches\":%" PRId64 ",\"records\":%" PRId64 ",\"bytes\":%" PRId64
+                 ",\"skipped\":%" PRId64 ",\"records_read\":%" PRId64 ",\"bytes_read\":%" PRId64
+                 ",\"pinned_bytes\":%" PRId64 ",\"seconds\":%.6f,\"records_per_sec\":%.3f,"
+                 "\"bytes_per_sec\":%.3f,\"wait_seconds\":%.6f,\"ready_slots\":%.3f,"
+                 "\"reads_in_flight\":%.3f,\"read_seconds\":%.6f,\"crc_seconds\":%.6f,"
+                 "\"process_seconds\":%.6f,\"decode_seconds\":%.6f,\"resize_seconds\":%.6f,"
+                 "\"normalize_seconds\":%.6f,\"reduced\":%" PRId64 "}",
+                 stoker_backend_name(s.backend), stoker_simd_name(s.simd), s.threads, s.depth,
+                 s.device, s.batches, s.records, s.bytes, s.skipped, s.records_read, s.bytes_read,
+                 s.pinned_bytes, s.seconds, s.records_per_sec, s.bytes_per_sec, s.wait_seconds,
+                 s.ready_slots, s.reads_in_flight, s.read_seconds, s.crc_seconds, s.process_seconds,
+                 s.decode_seconds, s.resize_seconds, s.normalize_seconds, s.reduced);
     if (n < 0)
         return STOKER_E_INVALID;
     if (needed)

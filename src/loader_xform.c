@@ -22,6 +22,7 @@ static void publish_stats(stoker__worker *w)
     put(&w->stats.decode_ns, st->decode_ns);
     put(&w->stats.resize_ns, st->resize_ns);
     put(&w->stats.normalize_ns, st->normalize_ns);
+    put(&w->stats.reduced, st->reduced);
 }
 
 /* The process step: one JPEG record to one finished sample. Randomness (train) depends on

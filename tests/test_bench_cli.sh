@@ -112,14 +112,15 @@ PYEOF
     --plot "$TMP/plot.svg" > "$TMP/j.json"
 "$STOKER_BENCH" "$TMP/jds" --epochs 1 --batch-size 8 --threads 2 --size 32 --dtype uint8 \
     --layout NHWC --transform eval --dct fast --antialias always --resampler pillow --simd scalar \
-    --compute-ms 150 --compute-sleep --json \
+    --dct-scale never --compute-ms 150 --compute-sleep --json \
     > "$TMP/c.json"
 "$STOKER_BENCH" "$TMP/jds" --epochs 1 --batch-size 16 --threads 1 --size 32 --io \
     --device cpu > "$TMP/io.txt"
 RATES="buffered [0-9]+ MB/s, O_DIRECT ([0-9]+ MB/s|not measured \(O_DIRECT refused)"
 grep -Eq "^raw read .* $RATES" "$TMP/io.txt"
 grep -q "^pipeline     transform=train size=32 resize=37 dct=accurate antialias=over2x \
-resampler=fast dtype=float16 layout=NCHW" "$TMP/io.txt"
+resampler=fast dct_scale=train dtype=float16 layout=NCHW" "$TMP/io.txt"
+grep -Eq "^stats .* reduced=[1-9][0-9]*$" "$TMP/io.txt" # 80..300-pixel images, 32 out
 grep -q "^verdict      [a-z]" "$TMP/io.txt"
 
 # SIGINT: stops at the next batch, reports what it measured, exit status 130
@@ -153,7 +154,9 @@ for k in ("read", "crc", "decode", "resize", "normalize", "h2d", "wait"):
 assert st["decode"] > 0 and st["resize"] > 0 and st["read"] > 0, st
 op = o["options"]
 assert (op["transform"], op["size"], op["dtype"], op["layout"], op["dct"], op["antialias"],
-        op["resampler"]) == ("train", 64, "float16", "NCHW", "accurate", "over2x", "fast"), op
+        op["resampler"], op["dct_scale"]) == ("train", 64, "float16", "NCHW", "accurate",
+                                             "over2x", "fast", "train"), op
+assert 0 < o["reduced"] < o["records_read"], o  # crops of 128+ pixels both ways, only
 assert o["device"] == "cpu" and op["device"] == "cpu"
 assert o["records"] == 2 * 96 - 16 and o["bytes"] == o["records"] * 3 * 64 * 64 * 2, o
 assert 0 < o["cpu_seconds_per_record"] < 1 and o["peak_rss_bytes"] > 1 << 20
@@ -173,8 +176,10 @@ assert c["wait_fraction"] < 0.05 and c["verdict"] == "consumer", (c["wait_fracti
                                                                   c["verdict"])
 co = c["options"]
 assert (co["transform"], co["size"], co["dtype"], co["layout"], co["dct"], co["antialias"],
-        co["resampler"], co["simd"], co["compute_ms"], co["compute"]) == \
-    ("eval", 32, "uint8", "NHWC", "fast", "always", "pillow", "scalar", 150, "sleep"), co
+        co["resampler"], co["dct_scale"], co["simd"], co["compute_ms"], co["compute"]) == \
+    ("eval", 32, "uint8", "NHWC", "fast", "always", "pillow", "never", "scalar", 150,
+     "sleep"), co
+assert c["reduced"] == 0, c
 assert c["bytes"] == c["records"] * 32 * 32 * 3
 
 i = json.load(open(tmp + "/int.json"))

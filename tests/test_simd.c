@@ -35,7 +35,7 @@ static void expect_same(const uint8_t *a, const uint8_t *b, size_t n, const char
  * interleaving kernel of the variant. */
 static void check_hpass(const stoker__simd_ops *k, int32_t w, int32_t n, int flip, int plain)
 {
-    const stoker__axis a = {0, w, n, 0, n, plain};
+    const stoker__axis a = {0, w, n, 0, n, plain, 0, 0};
     const int32_t ks = stoker__resample_ksize(&a);
     int32_t *first = malloc((size_t)n * 4), *taps = malloc((size_t)n * 4);
     int32_t *coef = malloc((size_t)n * ks * 4);
@@ -71,7 +71,7 @@ static void check_hpass(const stoker__simd_ops *k, int32_t w, int32_t n, int fli
  * the variant's pairing and pass, to uint16 values. */
 static void check_hpass_fast(const stoker__simd_ops *k, int32_t w, int32_t n, int flip, int plain)
 {
-    const stoker__axis a = {0, w, n, 0, n, plain};
+    const stoker__axis a = {0, w, n, 0, n, plain, 0, 0};
     const int32_t ks = stoker__resample_ksize(&a), per = (ks + 1) / 2;
     int32_t *first = malloc((size_t)n * 4), *taps = malloc((size_t)n * 4);
     int32_t *coef = malloc((size_t)n * ks * 4), *pairs = malloc((size_t)n * per * 4);

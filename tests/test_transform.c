@@ -133,7 +133,7 @@ static void check_eval(void)
 static void check_coeffs(void)
 {
     /* identity: each output reads one pixel with weight 1.0 */
-    const stoker__axis same = {0, 10, 10, 0, 10, 0};
+    const stoker__axis same = {0, 10, 10, 0, 10, 0, 0, 0};
     int32_t first[10], taps[10], coef[10 * 4], lo, hi;
     double tmp[4];
     T_EQ_INT(stoker__resample_ksize(&same), 3);
@@ -145,7 +145,7 @@ static void check_coeffs(void)
     }
     T_ASSERT(lo == 0 && hi == 10);
     /* halving: output j averages pixels 2j-1..2j+2 with weights 1/8 3/8 3/8 1/8 */
-    const stoker__axis half = {5, 16, 8, 0, 8, 0};
+    const stoker__axis half = {5, 16, 8, 0, 8, 0, 0, 0};
     int32_t coef2[8 * 8];
     double tmp2[8];
     T_EQ_INT(stoker__resample_ksize(&half), 5);
@@ -160,6 +160,65 @@ static void check_coeffs(void)
     T_EQ_INT(coef2[4 * 8 + 1], 3 << (STOKER__PRECISION_BITS - 3));
 }
 
+/* A fractional box (Pillow's resize box) and the DCT reduction that makes one. */
+static void check_reduce(void)
+{
+    const int32_t one = 1 << STOKER__PRECISION_BITS;
+    int32_t first[2], taps[2], coef[2 * 8], lo, hi;
+    double tmp[8];
+    /* [0.5, 2.5) of 3 pixels to 1: centre 1.5, support 2, weights 1/4 1/2 1/4 */
+    const stoker__axis box = {0, 3, 1, 0, 1, 0, 0.5, 2.5};
+    stoker__resample_coeffs(&box, 0, 0, 8, 1, first, taps, coef, tmp, &lo, &hi);
+    T_EQ_INT(first[0], 0);
+    T_EQ_INT(taps[0], 3);
+    T_EQ_INT(coef[0], one / 4);
+    T_EQ_INT(coef[1], one / 2);
+    T_EQ_INT(coef[2], one / 4);
+    T_ASSERT(lo == 0 && hi == 3);
+
+    /* a 500 x 460 box at (101, 7) to 224: 1/2 leaves it shrinking, 1/4 would not */
+    const stoker__geom full = {
+        .x = {101, 500, 224, 0, 224, 1, 0, 0}, .y = {7, 460, 224, 0, 224, 1, 0, 0}, .scale = 1};
+    stoker__geom g = full;
+    T_EQ_INT(stoker__geom_reduce(&g, 8), 2);
+    T_EQ_INT(g.scale, 2);
+    /* pixels [50, 301) hold the box [50.5, 300.5) */
+    T_ASSERT(g.x.offset == 50 && g.x.in_size == 251 && g.x.in0 == 0.5 && g.x.in1 == 250.5);
+    T_ASSERT(g.y.offset == 3 && g.y.in_size == 231 && g.y.in0 == 0.5 && g.y.in1 == 230.5);
+    T_ASSERT(g.x.out_size == 224 && g.x.count == 224 && g.x.plain_to_2x == 1);
+    g = full;
+    T_EQ_INT(stoker__geom_reduce(&g, 1), 1); /* not allowed: unchanged */
+    T_ASSERT(memcmp(&g, &full, sizeof g) == 0);
+    g = full;
+    g.y.in_size = 447; /* under 2x along one axis: no reduction */
+    T_EQ_INT(stoker__geom_reduce(&g, 8), 1);
+    T_EQ_INT(g.x.in_size, 500);
+    /* 1/8 at most; a whole 4000-pixel row to 224 */
+    g = (stoker__geom){.x = {0, 4000, 224, 0, 224, 0, 0, 0}, .y = {0, 3999, 224, 0, 224, 0, 0, 0}};
+    T_EQ_INT(stoker__geom_reduce(&g, 8), 8);
+    T_ASSERT(g.x.offset == 0 && g.x.in_size == 500 && g.x.in0 == 0 && g.x.in1 == 500);
+    T_ASSERT(g.y.in_size == 500 && g.y.in1 == 3999 / 8.0);
+
+    /* the parameters pick which transforms may reduce */
+    stoker__xform_params p = {.transform = STOKER_TRANSFORM_TRAIN};
+    stoker__err err;
+    p.mean[0] = p.mean[1] = p.mean[2] = 0.5f;
+    p.std[0] = p.std[1] = p.std[2] = 0.5f;
+    T_OK(stoker__xform_params_prepare(&p, STOKER_SIMD_SCALAR, &err));
+    T_EQ_INT(p.dct_scale, STOKER_DCT_SCALE_TRAIN);
+    T_EQ_INT(stoker__xform_max_scale(&p), 8);
+    p.transform = STOKER_TRANSFORM_EVAL;
+    T_EQ_INT(stoker__xform_max_scale(&p), 1);
+    p.dct_scale = STOKER_DCT_SCALE_ALWAYS;
+    T_EQ_INT(stoker__xform_max_scale(&p), 8);
+    p.transform = STOKER_TRANSFORM_TRAIN;
+    p.dct_scale = STOKER_DCT_SCALE_NEVER;
+    T_EQ_INT(stoker__xform_max_scale(&p), 1);
+    p.dct_scale = 4;
+    T_EQ_RC(stoker__xform_params_prepare(&p, STOKER_SIMD_SCALAR, &err), STOKER_E_INVALID);
+    T_CONTAINS(err.msg, "dct_scale");
+}
+
 /* Antialiasing only past 2x: a shrink by at most 2x interpolates between the two pixels
  * around the sample point (torchvision's antialias=False); a larger one is unchanged. */
 static void check_coeffs_plain(void)
@@ -168,7 +227,7 @@ static void check_coeffs_plain(void)
     int32_t first[8], taps[8], coef[8 * 8], lo, hi;
     double tmp[8];
     /* 2x: output j samples 2j + 0.5, half of pixels 2j and 2j + 1 */
-    const stoker__axis half = {0, 16, 8, 0, 8, 1};
+    const stoker__axis half = {0, 16, 8, 0, 8, 1, 0, 0};
     T_EQ_INT(stoker__resample_ksize(&half), 3);
     stoker__resample_coeffs(&half, 0, 0, 3, 1, first, taps, coef, tmp, &lo, &hi);
     for (int j = 0; j < 8; j++) {
@@ -180,14 +239,14 @@ static void check_coeffs_plain(void)
     }
     T_ASSERT(lo == 0 && hi == 16);
     /* 1.5x: output 1 samples 1.75: 1/4 of pixel 1, 3/4 of pixel 2 */
-    const stoker__axis third = {0, 12, 8, 0, 8, 1};
+    const stoker__axis third = {0, 12, 8, 0, 8, 1, 0, 0};
     stoker__resample_coeffs(&third, 0, 0, 3, 1, first, taps, coef, tmp, &lo, &hi);
     T_EQ_INT(first[1], 1);
     T_EQ_INT(taps[1], 2);
     T_EQ_INT(coef[3], one / 4);
     T_EQ_INT(coef[4], 3 * (one / 4));
     /* 3x: antialiased as without the flag (7-tap table, weights 1/9 2/9 3/9 2/9 1/9) */
-    const stoker__axis wide = {0, 24, 8, 0, 8, 1}, wide_aa = {0, 24, 8, 0, 8, 0};
+    const stoker__axis wide = {0, 24, 8, 0, 8, 1, 0, 0}, wide_aa = {0, 24, 8, 0, 8, 0, 0, 0};
     int32_t coef_aa[8 * 8];
     T_EQ_INT(stoker__resample_ksize(&wide), 7);
     stoker__resample_coeffs(&wide, 0, 0, 8, 1, first, taps, coef, tmp, &lo, &hi);
@@ -392,6 +451,7 @@ int main(void)
     check_eval();
     check_coeffs();
     check_coeffs_plain();
+    check_reduce();
     check_coeffs_pairs();
     check_fast_near_pillow();
     check_params_and_flip();

@@ -1,10 +1,14 @@
 /* Runs the per-sample pipeline on one JPEG file and writes the sample, for the Python
  * reference tests (tests/python/test_transform_reference.py):
  *
- *   test_transform_dump JPEG MODE SIZE RESIZE DTYPE LAYOUT OUT [SEED EPOCH ID]
- *     MODE train|eval|resize, DTYPE uint8|float16|bfloat16|float32, LAYOUT nchw|nhwc
+ *   test_transform_dump JPEG MODE SIZE RESIZE DTYPE LAYOUT OUT [SEED EPOCH ID [ANTIALIAS
+ *                       [RESAMPLER [DCT_SCALE]]]]
+ *     MODE train|eval|resize, DTYPE uint8|float16|bfloat16|float32, LAYOUT nchw|nhwc,
+ *     ANTIALIAS always|over2x, RESAMPLER fast|pillow, DCT_SCALE never|train|always (the
+ *     library's default when left out)
  *
- * It prints the geometry as "geometry W H X0 W0 Y0 H0 FLIP" (for train: the crop box).
+ * It prints the geometry as "geometry W H X0 W0 Y0 H0 FLIP SCALE" (for train: the crop box,
+ * in full-size pixels; SCALE: the DCT reduction the decoder applied, 1 for none).
  * Without arguments (as ctest runs it) it checks itself on a JPEG it makes. */
 #include "testutil.h"
 
@@ -54,8 +58,10 @@ static int run(const uint8_t *jpg, size_t size, stoker__xform_params *p, uint64_
     header_size(jpg, size, &w, &h);
     stoker__geom g;
     stoker__xform_geometry(p, w, h, seed, epoch, id, &g);
-    printf("geometry %d %d %d %d %d %d %d\n", (int)w, (int)h, (int)g.x.offset, (int)g.x.in_size,
-           (int)g.y.offset, (int)g.y.in_size, g.flip);
+    stoker__geom reduced = g;
+    stoker__geom_reduce(&reduced, stoker__xform_max_scale(p));
+    printf("geometry %d %d %d %d %d %d %d %d\n", (int)w, (int)h, (int)g.x.offset, (int)g.x.in_size,
+           (int)g.y.offset, (int)g.y.in_size, g.flip, (int)reduced.scale);
     stoker__xform_scratch *s;
     T_OK(stoker__xform_scratch_create(&s));
     const size_t bytes = stoker__xform_sample_bytes(p);
@@ -101,10 +107,10 @@ int main(int argc, char **argv)
 {
     if (argc == 1)
         return self_test();
-    if (argc != 8 && argc != 11 && argc != 12 && argc != 13) {
+    if (argc != 8 && (argc < 11 || argc > 14)) {
         fprintf(stderr,
                 "usage: %s JPEG MODE SIZE RESIZE DTYPE LAYOUT OUT [SEED EPOCH ID [ANTIALIAS "
-                "[RESAMPLER]]]\n",
+                "[RESAMPLER [DCT_SCALE]]]]\n",
                 argv[0]);
         return 2;
     }
@@ -120,8 +126,12 @@ int main(int argc, char **argv)
         .layout = !strcmp(argv[6], "nhwc") ? STOKER_LAYOUT_NHWC : STOKER_LAYOUT_NCHW,
         .antialias = argc >= 12 && !strcmp(argv[11], "over2x") ? STOKER_ANTIALIAS_OVER_2X
                                                                : STOKER_ANTIALIAS_ALWAYS,
-        .resampler = argc == 13 && !strcmp(argv[12], "pillow") ? STOKER_RESAMPLER_PILLOW
+        .resampler = argc >= 13 && !strcmp(argv[12], "pillow") ? STOKER_RESAMPLER_PILLOW
                                                                : STOKER_RESAMPLER_FAST,
+        .dct_scale = argc < 14                    ? STOKER_DCT_SCALE_DEFAULT
+                     : !strcmp(argv[13], "never") ? STOKER_DCT_SCALE_NEVER
+                     : !strcmp(argv[13], "train") ? STOKER_DCT_SCALE_TRAIN
+                                                  : STOKER_DCT_SCALE_ALWAYS,
         .mean = {0.485f, 0.456f, 0.406f},
         .std = {0.229f, 0.224f, 0.225f}};
     const uint64_t seed = argc >= 11 ? strtoull(argv[8], NULL, 0) : 0;

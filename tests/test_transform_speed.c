@@ -75,7 +75,7 @@ static int crop_region(void *ctx, int32_t w, int32_t h, stoker__jpeg_region *r)
     const crop_ctx *c = ctx;
     stoker__box b;
     stoker__rrc_box(w, h, 1, 0, c->id, &b);
-    *r = (stoker__jpeg_region){b.x, b.y, b.x + b.w, b.y + b.h, 0};
+    *r = (stoker__jpeg_region){b.x, b.y, b.x + b.w, b.y + b.h, 0, 1};
     return 0;
 }
 

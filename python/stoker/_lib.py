@@ -84,6 +84,7 @@ OPT_LAYOUT = 84
 OPT_DCT = 85
 OPT_ANTIALIAS = 86
 OPT_RESAMPLER = 87
+OPT_DCT_SCALE = 88
 OPT_MEAN_R = 90
 OPT_MEAN_G = 91
 OPT_MEAN_B = 92
@@ -99,6 +100,7 @@ TRANSFORMS = {"none": 1, "train": 2, "eval": 3, "resize": 4}
 DCTS = {"islow": 1, "ifast": 2}
 ANTIALIAS = {"always": 1, "over2x": 2}
 RESAMPLERS = {"fast": 1, "pillow": 2}
+DCT_SCALES = {"never": 1, "train": 2, "always": 3}
 LAYOUTS = {"nchw": 1, "nhwc": 2}
 FIELD_KINDS = {"bytes": 1, "jpeg": 2, "raw": 3}
 FIELD_KIND_NAMES = {v: k for k, v in FIELD_KINDS.items()}
@@ -164,6 +166,7 @@ class Stats(ctypes.Structure):
         ("decode_seconds", ctypes.c_double),
         ("resize_seconds", ctypes.c_double),
         ("normalize_seconds", ctypes.c_double),
+        ("reduced", ctypes.c_int64),
     ]
 
 

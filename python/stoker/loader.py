@@ -396,7 +396,11 @@ class Loader:
     more taps, slower). ``resampler`` None = "fast" (the weights rounded to 16 bits, as
     torchvision's uint8 tensor resize does: a pixel may differ from Pillow's by 1) or
     "pillow" (Pillow's 22-bit weights). ``antialias="always", resampler="pillow"`` equals
-    Pillow's (and torchvision's) resize of the same decoded pixels exactly.
+    Pillow's (and torchvision's) resize of the same decoded pixels exactly. ``dct_scale``
+    None = "train" (a crop at least 2x, 4x or 8x the output along both axes is decoded
+    at 1/2, 1/4 or 1/8 in libjpeg's IDCT, as Pillow's draft mode does, in the train
+    transform only), "always" (eval and resize too) or "never"; ``stats()["reduced"]``
+    counts such images.
 
     ``for batch in loader`` runs to the end of the current epoch (a loop broken off early
     is continued by the next one); the next loop runs the next epoch. ``len(loader)`` is
@@ -411,7 +415,8 @@ class Loader:
                  backend="auto", direct_io=False, mean=None, std=None, epoch=0,
                  read_ahead=None, simd=None, dct=None, max_record_size=None,
                  max_pixels=None, h5_images=None, h5_labels=None, device_buffers=None,
-                 order="records", gpu_normalize=False, antialias=None, resampler=None):
+                 order="records", gpu_normalize=False, antialias=None, resampler=None,
+                 dct_scale=None):
         self._core = None
         self._active = None
         self._seq = 0  # mirrors the C loader's consumer sequence (ring position)
@@ -457,6 +462,8 @@ class Loader:
                 cfg.set_int(_lib.OPT_ANTIALIAS, choice("antialias", antialias, _lib.ANTIALIAS))
             if resampler is not None:
                 cfg.set_int(_lib.OPT_RESAMPLER, choice("resampler", resampler, _lib.RESAMPLERS))
+            if dct_scale is not None:
+                cfg.set_int(_lib.OPT_DCT_SCALE, choice("dct_scale", dct_scale, _lib.DCT_SCALES))
             if max_record_size is not None:
                 cfg.set_int(_lib.OPT_MAX_RECORD_SIZE,
                             check_int("max_record_size", max_record_size, 1))

@@ -54,6 +54,7 @@ static const opt_desc OPTS[] = {
     {STOKER_OPT_DCT, "dct", OPT_INT, STOKER_DCT_ISLOW, 0, 2, 0},
     {STOKER_OPT_ANTIALIAS, "antialias", OPT_INT, STOKER_ANTIALIAS_OVER_2X, 0, 2, 0},
     {STOKER_OPT_RESAMPLER, "resampler", OPT_INT, STOKER_RESAMPLER_FAST, 0, 2, 0},
+    {STOKER_OPT_DCT_SCALE, "dct_scale", OPT_INT, STOKER_DCT_SCALE_TRAIN, 0, 3, 0},
     {STOKER_OPT_MEAN_R, "mean_r", OPT_FLOAT, 0, 0, 0, 0},
     {STOKER_OPT_MEAN_G, "mean_g", OPT_FLOAT, 0, 0, 0, 1},
     {STOKER_OPT_MEAN_B, "mean_b", OPT_FLOAT, 0, 0, 0, 2},
@@ -115,7 +116,8 @@ int stoker_config_set_int(stoker_config *cfg, stoker_option opt, int64_t value)
         (opt == STOKER_OPT_ALIGN || opt == STOKER_OPT_DEPTH || opt == STOKER_OPT_READ_AHEAD ||
          opt == STOKER_OPT_WORLD_SIZE || opt == STOKER_OPT_LAYOUT || opt == STOKER_OPT_DCT ||
          opt == STOKER_OPT_ANTIALIAS || opt == STOKER_OPT_RESAMPLER ||
-         opt == STOKER_OPT_ON_CORRUPT || opt == STOKER_OPT_SIZE || opt == STOKER_OPT_ORDER))
+         opt == STOKER_OPT_DCT_SCALE || opt == STOKER_OPT_ON_CORRUPT || opt == STOKER_OPT_SIZE ||
+         opt == STOKER_OPT_ORDER))
         value = d->def;
     cfg->ints[opt] = value;
     cfg->int_set[opt] = 1;

@@ -69,8 +69,9 @@ static int check_region(const stoker__jpeg_region *r, int32_t w, int32_t h, stok
 {
     STOKER_RETURN_IF(r->x0 < 0 || r->y0 < 0 || r->x1 > w || r->y1 > h || r->x0 >= r->x1 ||
                          r->y0 >= r->y1 || r->pad < 0,
-                     err, STOKER_E_INVALID, "JPEG region [%d,%d)x[%d,%d) outside %dx%d", (int)r->x0,
-                     (int)r->x1, (int)r->y0, (int)r->y1, (int)w, (int)h);
+                     err, STOKER_E_INVALID,
+                     "JPEG region [%d,%d)x[%d,%d) outside %dx%d (scale 1/%d)", (int)r->x0,
+                     (int)r->x1, (int)r->y0, (int)r->y1, (int)w, (int)h, (int)r->scale);
     return 0;
 }
 
@@ -81,14 +82,18 @@ static int not_jpeg(const uint8_t *data, size_t size, stoker__err *err)
     return stoker__fail(err, STOKER_E_CORRUPT, "not a JPEG: no SOI marker (%zu bytes)", size);
 }
 
-/* Chooses the output colour space and decoding options after the header. */
-static void set_output(j_decompress_ptr c, int32_t dct)
+/* Chooses the output colour space and decoding options after the header. With a scale of
+ * 2, 4 or 8, libjpeg-turbo runs its reduced IDCTs (4x4, 2x2, 1x1; SIMD on x86-64) on the
+ * full-resolution components and the full 8x8 one on 2x-subsampled chroma, which then
+ * needs no upsampling. */
+static void set_output(j_decompress_ptr c, int32_t dct, int32_t scale)
 {
     const int cmyk = c->jpeg_color_space == JCS_CMYK || c->jpeg_color_space == JCS_YCCK;
     c->out_color_space = cmyk ? JCS_CMYK : JCS_EXT_RGBX; /* libjpeg does YCCK -> CMYK */
     c->dct_method = dct == STOKER_DCT_IFAST ? JDCT_IFAST : JDCT_ISLOW;
     c->do_fancy_upsampling = TRUE;
-    c->scale_num = c->scale_denom = 1;
+    c->scale_num = 1;
+    c->scale_denom = (unsigned)scale;
 }
 
 /* Rows to read in one call from row y: the sink's group, cut at the region's end. */
@@ -145,14 +150,21 @@ static int decode_body(stoker__jpeg_dec *d, const uint8_t *data, size_t size, in
                      "JPEG of %dx%d pixels exceeds the limit of %llu pixels", (int)w, (int)h,
                      (unsigned long long)max_pixels);
     stoker__jpeg_region r;
-    if ((rc = sink->region(sink->ctx, w, h, &r)) < 0 || (rc = check_region(&r, w, h, err)) < 0)
+    if ((rc = sink->region(sink->ctx, w, h, &r)) < 0)
         return rc;
-    set_output(c, dct);
+    r.scale = r.scale ? r.scale : 1;
+    STOKER_RETURN_IF(r.scale != 1 && r.scale != 2 && r.scale != 4 && r.scale != 8, err,
+                     STOKER_E_INVALID, "JPEG scale 1/%d is not 1, 1/2, 1/4 or 1/8", (int)r.scale);
+    set_output(c, dct, r.scale);
+    jpeg_calc_output_dimensions(c);
+    if ((rc = check_region(&r, (int32_t)c->output_width, (int32_t)c->output_height, err)) < 0)
+        return rc;
     jpeg_start_decompress(c);
     /* Fancy upsampling replicates the edge chroma sample at the edges of a cropped row, so
      * the outermost columns of a crop can differ from a full decode; asking for EDGE more
      * columns on each side keeps them out of the region, which then matches exactly. */
-    const int32_t x0 = r.x0 > EDGE ? r.x0 - EDGE : 0, x1 = r.x1 + EDGE < w ? r.x1 + EDGE : w;
+    const int32_t ow = (int32_t)c->output_width;
+    const int32_t x0 = r.x0 > EDGE ? r.x0 - EDGE : 0, x1 = r.x1 + EDGE < ow ? r.x1 + EDGE : ow;
     JDIMENSION x = (JDIMENSION)x0, cw = (JDIMENSION)(x1 - x0);
     if (cw < c->output_width)
         jpeg_crop_scanline(c, &x, &cw); /* moves x down to an iMCU boundary */

@@ -6,20 +6,25 @@
 
 #include "common/common.h"
 
-/* The region to decode, in image pixels: columns [x0, x1), rows [y0, y1), non-empty and
- * inside the image. `pad` more pixels after each delivered row must be readable (they hold
- * unspecified values); used by kernels that read whole vectors. */
+/* The region to decode: columns [x0, x1), rows [y0, y1), non-empty and inside the image
+ * as decoded. `scale` (1, 2, 4 or 8; 0 counts as 1) has libjpeg shrink the image by that
+ * factor in the IDCT (scale_denom): the image as decoded is then ceil(width / scale) x
+ * ceil(height / scale) pixels, and the region is in those pixels. `pad` more pixels after
+ * each delivered row must be readable (they hold unspecified values); used by kernels that
+ * read whole vectors. */
 typedef struct stoker__jpeg_region {
     int32_t x0, y0, x1, y1, pad;
+    int32_t scale;
 } stoker__jpeg_region;
 
 /* Where decoded rows go. Both callbacks return 0 to go on or a negative status (with their
  * message set) to stop; they must not call libjpeg. */
 typedef struct stoker__jpeg_sink {
-    /* After the header (and the pixel limit check): the image is width x height; fill *r. */
+    /* After the header (and the pixel limit check): the image is width x height (before
+     * any scaling); fill *r. */
     int (*region)(void *ctx, int32_t width, int32_t height, stoker__jpeg_region *r);
-    /* Image row y: n RGBX pixels starting at image column x (x <= r->x0 and x + n >= r->x1:
-     * the decoder widens the columns to its iMCU boundaries). */
+    /* Row y of the image as decoded: n RGBX pixels starting at column x (x <= r->x0 and
+     * x + n >= r->x1: the decoder widens the columns to its iMCU boundaries). */
     int (*row)(void *ctx, int32_t y, const uint8_t *rgbx, int32_t x, int32_t n);
     void *ctx;
     /* Optional (NULL: the decoder's own row buffer): where to decode row y of n pixels,

@@ -89,11 +89,22 @@ void stoker__eval_geometry(int32_t width, int32_t height, int32_t short_side, in
     *top = (int32_t)round_even((*rh - crop) / 2.0);
 }
 
+/* Where the resized box starts and how long it is, in source pixels (see stoker__axis). */
+static double box_start(const stoker__axis *a)
+{
+    return a->in1 > a->in0 ? a->in0 : 0.0;
+}
+
+static double box_span(const stoker__axis *a)
+{
+    return a->in1 > a->in0 ? a->in1 - a->in0 : (double)a->in_size;
+}
+
 /* How much the filter's support is widened: by the shrink factor (antialiasing), except
  * for an axis shrunk by at most 2x when plain interpolation is asked for. */
 static double filter_scale(const stoker__axis *a)
 {
-    const double scale = (double)a->in_size / a->out_size;
+    const double scale = box_span(a) / a->out_size;
     return scale < 1.0 || (a->plain_to_2x && scale <= 2.0) ? 1.0 : scale;
 }
 
@@ -118,8 +129,8 @@ static int32_t to_fixed(double w)
 /* Pillow's bounds of output xx: [xmin, xmin + size) within [0, in_size). */
 static void output_bounds(const stoker__axis *a, int32_t xx, int32_t *xmin, int32_t *size)
 {
-    const double scale = (double)a->in_size / a->out_size, support = filter_scale(a);
-    const double center = (xx + 0.5) * scale;
+    const double scale = box_span(a) / a->out_size, support = filter_scale(a);
+    const double center = box_start(a) + (xx + 0.5) * scale;
     int32_t lo = (int32_t)(center - support + 0.5);
     int32_t hi = (int32_t)(center + support + 0.5);
     lo = lo < 0 ? 0 : lo;
@@ -142,12 +153,12 @@ void stoker__resample_coeffs(const stoker__axis *a, int32_t origin, int flip, in
                              int32_t *lo, int32_t *hi)
 {
     /* Pillow's precompute_coeffs, term for term, so that the weights match bit for bit */
-    const double scale = (double)a->in_size / a->out_size;
+    const double scale = box_span(a) / a->out_size;
     const double ss = 1.0 / filter_scale(a);
     int32_t range_lo = INT32_MAX, range_hi = INT32_MIN;
     for (int32_t j = 0; j < a->count; j++) {
         const int32_t xx = a->first + (flip ? a->count - 1 - j : j);
-        const double center = (xx + 0.5) * scale;
+        const double center = box_start(a) + (xx + 0.5) * scale;
         int32_t xmin, xmax; /* xmax: the count, as Pillow reuses the name */
         output_bounds(a, xx, &xmin, &xmax);
         double ww = 0.0;
@@ -196,25 +207,71 @@ int32_t stoker__coeffs_to_pairs(const int32_t *coef, int32_t n, int32_t kpad, in
     return STOKER__PRECISION_BITS - shift;
 }
 
+/* Rewrites one axis in the pixels of its source shrunk by f: pixel i then covers source
+ * pixels [f i, f (i + 1)), so the box scales by 1/f exactly (f is a power of two). */
+static void reduce_axis(stoker__axis *a, int32_t f)
+{
+    const double b0 = a->offset + box_start(a), b1 = b0 + box_span(a);
+    const int32_t lo = a->offset / f, hi = (a->offset + a->in_size + f - 1) / f;
+    a->in0 = b0 / f - lo;
+    a->in1 = b1 / f - lo;
+    a->offset = lo;
+    a->in_size = hi - lo;
+}
+
+int32_t stoker__geom_reduce(stoker__geom *g, int32_t max_scale)
+{
+    int32_t f = 1;
+    while (f < max_scale && f < 8 && box_span(&g->x) >= 2.0 * f * g->x.out_size &&
+           box_span(&g->y) >= 2.0 * f * g->y.out_size)
+        f *= 2;
+    if (f > 1) {
+        reduce_axis(&g->x, f);
+        reduce_axis(&g->y, f);
+    }
+    g->scale = f;
+    return f;
+}
+
+int32_t stoker__xform_max_scale(const stoker__xform_params *p)
+{
+    const int any = p->dct_scale == STOKER_DCT_SCALE_ALWAYS,
+              train = p->dct_scale == STOKER_DCT_SCALE_TRAIN;
+    return any || (train && p->transform == STOKER_TRANSFORM_TRAIN) ? 8 : 1;
+}
+
+/* An axis resizing whole source pixels [offset, offset + in_size) (box left unset). */
+static stoker__axis whole(int32_t offset, int32_t in_size, int32_t out_size, int32_t first,
+                          int32_t count, int32_t plain)
+{
+    return (stoker__axis){.offset = offset,
+                          .in_size = in_size,
+                          .out_size = out_size,
+                          .first = first,
+                          .count = count,
+                          .plain_to_2x = plain};
+}
+
 void stoker__xform_geometry(const stoker__xform_params *p, int32_t width, int32_t height,
                             uint64_t seed, int64_t epoch, int64_t id, stoker__geom *g)
 {
     const int32_t plain = p->antialias == STOKER_ANTIALIAS_OVER_2X;
     const int32_t c = p->size;
     g->flip = 0;
+    g->scale = 1;
     if (p->transform == STOKER_TRANSFORM_TRAIN) {
         stoker__box b;
         stoker__rrc_box(width, height, seed, epoch, id, &b);
-        g->x = (stoker__axis){b.x, b.w, c, 0, c, plain};
-        g->y = (stoker__axis){b.y, b.h, c, 0, c, plain};
+        g->x = whole(b.x, b.w, c, 0, c, plain);
+        g->y = whole(b.y, b.h, c, 0, c, plain);
         g->flip = stoker__rrc_flip(seed, epoch, id);
     } else if (p->transform == STOKER_TRANSFORM_EVAL) {
         int32_t rw, rh, left, top;
         stoker__eval_geometry(width, height, p->resize, c, &rw, &rh, &left, &top);
-        g->x = (stoker__axis){0, width, rw, left, c, plain};
-        g->y = (stoker__axis){0, height, rh, top, c, plain};
+        g->x = whole(0, width, rw, left, c, plain);
+        g->y = whole(0, height, rh, top, c, plain);
     } else {
-        g->x = (stoker__axis){0, width, c, 0, c, plain};
-        g->y = (stoker__axis){0, height, c, 0, c, plain};
+        g->x = whole(0, width, c, 0, c, plain);
+        g->y = whole(0, height, c, 0, c, plain);
     }
 }

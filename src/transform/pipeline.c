@@ -96,6 +96,8 @@ static void resolve_defaults(stoker__xform_params *p)
         p->antialias = STOKER_ANTIALIAS_OVER_2X;
     if (p->resampler == STOKER_RESAMPLER_DEFAULT)
         p->resampler = STOKER_RESAMPLER_FAST;
+    if (p->dct_scale == STOKER_DCT_SCALE_DEFAULT)
+        p->dct_scale = STOKER_DCT_SCALE_TRAIN;
     if (p->max_pixels == 0)
         p->max_pixels = UINT64_C(1) << 28;
 }
@@ -124,6 +126,10 @@ static int validate(const stoker__xform_params *p, stoker__err *err)
     STOKER_RETURN_IF(p->resampler != STOKER_RESAMPLER_FAST &&
                          p->resampler != STOKER_RESAMPLER_PILLOW,
                      err, STOKER_E_INVALID, "resampler %d unknown", (int)p->resampler);
+    STOKER_RETURN_IF(p->dct_scale != STOKER_DCT_SCALE_NEVER &&
+                         p->dct_scale != STOKER_DCT_SCALE_TRAIN &&
+                         p->dct_scale != STOKER_DCT_SCALE_ALWAYS,
+                     err, STOKER_E_INVALID, "dct_scale %d unknown", (int)p->dct_scale);
     for (int c = 0; c < 3; c++)
         STOKER_RETURN_IF(!isfinite(p->mean[c]) || !isfinite(p->std[c]) || p->std[c] == 0.0f ||
                              !isfinite(1.0 / (255.0 * p->std[c])),
@@ -169,6 +175,7 @@ int stoker__xform_params_from_config(stoker__xform_params *p, const stoker_confi
     p->dct = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_DCT);
     p->antialias = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_ANTIALIAS);
     p->resampler = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_RESAMPLER);
+    p->dct_scale = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_DCT_SCALE);
     p->max_pixels = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_MAX_PIXELS);
     for (int c = 0; c < 3; c++) {
         p->mean[c] = (float)stoker__cfg_float(cfg, (stoker_option)(STOKER_OPT_MEAN_R + c));
@@ -270,11 +277,14 @@ static int grow_tables(stoker__xform_scratch *s, int32_t c, stoker__err *err)
     return 0;
 }
 
-/* Geometry and coefficient tables for a width x height source. */
+/* Geometry and coefficient tables for a width x height source, which the decoder may
+ * shrink by up to max_scale (1: it is used as it is). */
 static int plan(stoker__xform_scratch *s, const stoker__xform_params *p, int32_t width,
-                int32_t height, uint64_t seed, int64_t epoch, int64_t id, stoker__err *err)
+                int32_t height, int32_t max_scale, uint64_t seed, int64_t epoch, int64_t id,
+                stoker__err *err)
 {
     stoker__xform_geometry(p, width, height, seed, epoch, id, &s->g);
+    stoker__geom_reduce(&s->g, max_scale);
     s->p = p;
     s->hk = stoker__resample_ksize(&s->g.x);
     s->vk = stoker__resample_ksize(&s->g.y);
@@ -313,14 +323,16 @@ static int plan(stoker__xform_scratch *s, const stoker__xform_params *p, int32_t
     return 0;
 }
 
-/* After the JPEG header: plans the sample and asks for just the source pixels it reads. */
+/* After the JPEG header: plans the sample and asks for just the source pixels it reads, at
+ * the DCT reduction the options allow. */
 static int on_header(void *ctx, int32_t width, int32_t height, stoker__jpeg_region *r)
 {
     stoker__xform_scratch *s = ctx;
-    const int rc = plan(s, s->p, width, height, s->seed, s->epoch, s->id, s->err);
+    const int rc = plan(s, s->p, width, height, stoker__xform_max_scale(s->p), s->seed, s->epoch,
+                        s->id, s->err);
     if (rc < 0)
         return rc;
-    *r = (stoker__jpeg_region){s->x0, s->y0, s->x1, s->y1, 0};
+    *r = (stoker__jpeg_region){s->x0, s->y0, s->x1, s->y1, 0, s->g.scale};
     return 0;
 }
 
@@ -487,6 +499,7 @@ static void finish(stoker__xform_scratch *s, const stoker__xform_params *p)
     s->stats.resize_ns += total - norm;
     s->stats.normalize_ns += norm;
     s->stats.samples++;
+    s->stats.reduced += s->g.scale > 1;
     _mm_sfence(); /* the sample's streaming stores are done before anyone is told */
 }
 
@@ -528,7 +541,7 @@ int stoker__xform_rgb(stoker__xform_scratch *s, const stoker__xform_params *p, u
     STOKER_RETURN_IF((uint64_t)width * (uint64_t)height > p->max_pixels, err, STOKER_E_LIMIT,
                      "image of %dx%d pixels exceeds the limit of %llu pixels", (int)width,
                      (int)height, (unsigned long long)p->max_pixels);
-    int rc = plan(s, p, width, height, seed, epoch, id, err);
+    int rc = plan(s, p, width, height, 1, seed, epoch, id, err);
     if (rc < 0)
         return rc;
     const int32_t n = s->x1 - s->x0;

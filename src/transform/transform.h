@@ -41,16 +41,21 @@ void stoker__eval_geometry(int32_t width, int32_t height, int32_t short_side, in
 /* One axis of a resample: outputs [first, first + count) of a resize of the in_size source
  * pixels starting at source pixel `offset` to out_size pixels. With plain_to_2x set, a
  * shrink by at most 2x keeps the bilinear filter's unit support (two taps) instead of
- * widening it by the shrink factor. */
+ * widening it by the shrink factor. in0 < in1 makes the resized span the fractional box
+ * [in0, in1) of those pixels (Pillow's resize box), the filters still reading only them;
+ * in0 = in1 = 0: all of them. */
 typedef struct stoker__axis {
     int32_t offset, in_size, out_size, first, count;
     int32_t plain_to_2x;
+    double in0, in1;
 } stoker__axis;
 
-/* The whole geometry of one sample: how x and y map, and whether x is mirrored. */
+/* The whole geometry of one sample: how x and y map, whether x is mirrored, and the factor
+ * (1, 2, 4 or 8) the source was shrunk by in decoding, in whose pixels x and y are. */
 typedef struct stoker__geom {
     stoker__axis x, y;
     int flip;
+    int32_t scale;
 } stoker__geom;
 
 /* The filter length of an axis (Pillow's ksize = 2 ceil(support) + 1). */
@@ -68,6 +73,12 @@ void stoker__resample_range(const stoker__axis *a, int32_t *lo, int32_t *hi);
 void stoker__resample_coeffs(const stoker__axis *a, int32_t origin, int flip, int32_t kpad,
                              int32_t rep, int32_t *first, int32_t *taps, int32_t *coef, double *tmp,
                              int32_t *lo, int32_t *hi);
+
+/* The largest of 2, 4 and 8 (at most max_scale) that leaves both axes of g shrinking or
+ * unchanged, else 1; with a factor above 1, rewrites g in the pixels of a width x height
+ * image decoded at that reduction (ceil(width / factor) wide): the source range widened to
+ * whole pixels, the box fractional within it. */
+int32_t stoker__geom_reduce(stoker__geom *g, int32_t max_scale);
 
 /* The fast resampler's weights: Pillow's 22-bit weights of n filters (kpad each) rounded
  * to as many bits as the largest weight allows in an int16 (14 when a weight is 1, more
@@ -164,6 +175,7 @@ typedef struct stoker__xform_params {
     int32_t dct;       /* ISLOW or IFAST (DEFAULT = ISLOW) */
     int32_t antialias; /* ALWAYS or OVER_2X (DEFAULT = OVER_2X) */
     int32_t resampler; /* FAST or PILLOW (DEFAULT = FAST) */
+    int32_t dct_scale; /* NEVER, TRAIN or ALWAYS (DEFAULT = TRAIN) */
     float mean[3], std[3];
     uint64_t max_pixels; /* decoded pixels allowed per image (0 = 1 << 28) */
     const stoker__simd_ops *simd;
@@ -180,13 +192,17 @@ int stoker__xform_params_prepare(stoker__xform_params *p, int32_t simd_level, st
 /* Bytes of one finished sample: C * C * 3 * element size. */
 size_t stoker__xform_sample_bytes(const stoker__xform_params *p);
 
-/* The geometry of record `id` for a width x height image. */
+/* The geometry of record `id` for a width x height image, in its full-size pixels (scale
+ * 1). */
 void stoker__xform_geometry(const stoker__xform_params *p, int32_t width, int32_t height,
                             uint64_t seed, int64_t epoch, int64_t id, stoker__geom *g);
+/* The largest decoding reduction p allows for its transform (8, or 1 when none). */
+int32_t stoker__xform_max_scale(const stoker__xform_params *p);
 
 /* Per-stage time accumulated by a scratch (nanoseconds) and the samples it finished. */
 typedef struct stoker__xform_stats {
     uint64_t samples, decode_ns, resize_ns, normalize_ns;
+    uint64_t reduced; /* samples decoded at a DCT reduction (scale above 1) */
 } stoker__xform_stats;
 
 /* Per-worker state: a libjpeg decompressor, row buffers and coefficient tables. Buffers

@@ -409,6 +409,36 @@ def test_antialias_option(tmp_path):
         stoker.Loader(path, 4, antialias="never")
 
 
+def test_dct_scale_option(tmp_path):
+    """dct_scale: the train transform (by default) and, with "always", eval decode a crop at
+    least twice the output both ways at 1/2 (1/4, 1/8) in the IDCT; stats()["reduced"]
+    counts those images. The batch keeps its shape; its pixels differ a little; unknown
+    values are refused."""
+    path = write_patterns(tmp_path)  # 400 x 300
+    out = {}
+    for mode, ds, every in [("eval", None, False), ("eval", "always", True),
+                            ("eval", "never", False), ("train", None, None),
+                            ("train", "never", False)]:
+        with stoker.Loader(path, 4, shuffle=False, transform=mode, size=64, resize=128,
+                           dtype="uint8", device="cpu", dct_scale=ds) as loader:
+            _, _, data, _ = run_epoch(loader)
+            st = loader.stats()  # read-ahead into the next epoch counts too
+            reduced, read = st["reduced"], st["records_read"]
+            out[mode, ds] = data[0].astype(int)
+        assert read >= 4
+        if every is not None:  # eval: 400 x 300 to 170 x 128 fits 1/2, every image
+            assert reduced == (read if every else 0), (mode, ds, reduced, read)
+        else:  # random crops: those of 128+ pixels both ways (most, here) are reduced
+            assert 0 < reduced <= read, (reduced, read)
+    assert out["eval", None].shape == out["eval", "always"].shape == (4, 3, 64, 64)
+    assert np.array_equal(out["eval", None], out["eval", "never"])
+    diff = np.abs(out["eval", None] - out["eval", "always"]).mean()
+    assert 0 < diff < 8, diff
+    assert not np.array_equal(out["train", None], out["train", "never"])
+    with pytest.raises(ValueError):
+        stoker.Loader(path, 4, dct_scale="sometimes")
+
+
 def test_resampler_option(tmp_path, raw_ds):
     """resampler="pillow" applies Pillow's 22-bit weights, the default "fast" the same ones
     rounded to 16 bits: the same batch within 2 levels, not identical; unknown values are

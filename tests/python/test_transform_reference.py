@@ -49,13 +49,13 @@ def photo(w, h, seed):
 
 
 def run_dump(tmp_path, jpeg, mode, size, resize, dtype, layout, seed=0, epoch=0, rid=0,
-             antialias="over2x", resampler="fast"):
-    """The sample stoker makes of one JPEG; antialias and resampler default as the
-    library's options do."""
+             antialias="over2x", resampler="fast", dct_scale="train"):
+    """The sample stoker makes of one JPEG and its geometry (W H X0 W0 Y0 H0 FLIP SCALE);
+    antialias, resampler and dct_scale default as the library's options do."""
     out = tmp_path / f"{mode}-{dtype}-{layout}-{rid}.bin"
     res = subprocess.run([dump_program(), str(jpeg), mode, str(size), str(resize), dtype,
                           layout, str(out), str(seed), str(epoch), str(rid), antialias,
-                          resampler],
+                          resampler, dct_scale],
                          capture_output=True, text=True, check=True)
     geo = [int(v) for v in res.stdout.split("geometry")[1].split()]
     np_dtype = {"uint8": np.uint8, "float32": np.float32, "float16": np.float16}[dtype]
@@ -73,6 +73,26 @@ def eval_geometry(img, size, resize):
     else:
         rw, rh = int(resize * w / h), resize
     return rw, rh, int(round((rw - size) / 2.0)), int(round((rh - size) / 2.0))
+
+
+def reduced_decode(path, scale):
+    """The JPEG decoded by libjpeg shrunk by `scale` in the IDCT (Pillow's draft mode, which
+    keeps the accurate IDCT), as RGB."""
+    im = Image.open(path)
+    w, h = im.size
+    if scale > 1:
+        im.draft("RGB", (w // scale, h // scale))
+        assert im.size == (-(-w // scale), -(-h // scale)), (path, scale, im.size)
+    return im.convert("RGB")
+
+
+def pil_box_resize(img, scale, x, bw, y, bh, size):
+    """Resize of the full-size box (x, y, bw, bh) of an image decoded at 1/scale: the box
+    in reduced pixels (fractional), its filters reading only the whole pixels it touches."""
+    x0, y0 = x // scale, y // scale
+    x1, y1 = -(-(x + bw) // scale), -(-(y + bh) // scale)
+    box = (x / scale - x0, y / scale - y0, (x + bw) / scale - x0, (y + bh) / scale - y0)
+    return img.crop((x0, y0, x1, y1)).resize((size, size), Image.BILINEAR, box=box)
 
 
 def pil_eval(img, size, resize):
@@ -194,21 +214,62 @@ def test_fast_resampler_near_pillow(tmp_path, jpegs):
 
 
 def test_train_crop_resize_flip_equals_pillow(tmp_path, jpegs):
-    flips = 0
-    for f in jpegs[:3]:
+    """Train samples equal Pillow's crop + resize + flip. A crop at least twice the output
+    size along both axes is decoded at 1/2 (1/4, 1/8) by default: then they equal Pillow's
+    resize of the same box (fractional) on the image Pillow's draft mode decodes."""
+    flips, scales = 0, []
+    for f in jpegs:
         img = Image.open(f).convert("RGB")
+        reduced = {}
         for rid in range(12):
             ours, geo = run_dump(tmp_path, f, "train", 96, 0, "uint8", "nhwc", 7, 2, rid,
                                  antialias="always", resampler="pillow")
-            w, h, x, bw, y, bh, flip = geo
+            w, h, x, bw, y, bh, flip, scale = geo
             assert (w, h) == img.size
             assert 0 <= x and x + bw <= w and 0 <= y and y + bh <= h
-            ref = img.crop((x, y, x + bw, y + bh)).resize((96, 96), Image.BILINEAR)
+            # the largest reduction after which the box still shrinks (or stays) to 96
+            assert scale == 1 or (bw >= scale * 96 and bh >= scale * 96), (f.name, rid, geo)
+            assert scale == 8 or bw < 2 * scale * 96 or bh < 2 * scale * 96, (f.name, rid, geo)
+            if scale == 1:
+                ref = img.crop((x, y, x + bw, y + bh)).resize((96, 96), Image.BILINEAR)
+            else:
+                if scale not in reduced:
+                    reduced[scale] = reduced_decode(f, scale)
+                ref = pil_box_resize(reduced[scale], scale, x, bw, y, bh, 96)
             if flip:
                 ref = ref.transpose(Image.FLIP_LEFT_RIGHT)
                 flips += 1
-            assert np.array_equal(ours, np.asarray(ref)), (f.name, rid)
-    assert 0 < flips < 36
+            assert np.array_equal(ours, np.asarray(ref)), (f.name, rid, scale)
+            never, g = run_dump(tmp_path, f, "train", 96, 0, "uint8", "nhwc", 7, 2, rid,
+                                antialias="always", resampler="pillow", dct_scale="never")
+            assert g[7] == 1 and g[:7] == geo[:7]
+            if scale == 1:
+                assert np.array_equal(never, ours)
+            else:  # another low-pass of the same box: close, not equal
+                diff = np.abs(never.astype(np.int32) - ours.astype(np.int32))
+                assert 0 < diff.mean() < 4, (f.name, rid, diff.mean())
+            scales.append(scale)
+    assert 0 < flips < 12 * len(jpegs)
+    assert scales.count(1) > 0 and scales.count(2) > 0, scales
+
+
+def test_dct_scale_options(tmp_path, jpegs):
+    """dct_scale: "train" (the default) leaves eval to the full decode, "always" reduces
+    eval too (Pillow's resize of the whole reduced image, box scaled alike), "never" never
+    reduces."""
+    f = jpegs[3]  # 640 x 480 resized to 97 x 73: 1/4 leaves 160 x 120, 1/8 would not do
+    img = Image.open(f).convert("RGB")
+    for dct_scale, want in [("train", 1), ("never", 1), ("always", 4)]:
+        ours, geo = run_dump(tmp_path, f, "eval", 64, 73, "uint8", "nhwc",
+                             antialias="always", resampler="pillow", dct_scale=dct_scale)
+        assert geo[7] == want, (dct_scale, geo)
+    rw, rh, left, top = eval_geometry(img, 64, 73)
+    red = reduced_decode(f, 4)
+    ref = red.resize((rw, rh), Image.BILINEAR, box=(0, 0, 640 / 4, 480 / 4))
+    ref = np.asarray(ref.crop((left, top, left + 64, top + 64)))
+    assert np.array_equal(ours, ref)
+    full = pil_eval(img, 64, 73)
+    assert 0 < np.abs(ours.astype(np.int32) - full.astype(np.int32)).mean() < 4
 
 
 def test_train_is_deterministic(tmp_path, jpegs):

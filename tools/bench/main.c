@@ -17,7 +17,7 @@ static void usage(FILE *f)
             "                   [--seed S] [--no-shuffle] [--drop-last] [--rank R --world-size W]\n"
             "                   [--transform train|eval|resize|none] [--size N] [--resize S]\n"
             "                   [--dct accurate|fast] [--antialias always|over2x]\n"
-            "                   [--resampler fast|pillow]\n"
+            "                   [--resampler fast|pillow] [--dct-scale never|train|always]\n"
             "                   [--dtype float32|float16|bfloat16|uint8]\n"
             "                   [--layout NCHW|NHWC] [--simd auto|scalar|avx2|avx512]\n"
             "                   [--device cpu|cuda|N] [--backend auto|io_uring|pread] [--direct]\n"
@@ -117,6 +117,9 @@ static int parse_named(const char *a, const char *v, opts *o)
     static const int32_t antialias_v[] = {STOKER_ANTIALIAS_ALWAYS, STOKER_ANTIALIAS_OVER_2X};
     static const char *const resamplers[] = {"fast", "pillow", NULL};
     static const int32_t resampler_v[] = {STOKER_RESAMPLER_FAST, STOKER_RESAMPLER_PILLOW};
+    static const char *const dct_scales[] = {"never", "train", "always", NULL};
+    static const int32_t dct_scale_v[] = {STOKER_DCT_SCALE_NEVER, STOKER_DCT_SCALE_TRAIN,
+                                          STOKER_DCT_SCALE_ALWAYS};
     static const char *const dtypes[] = {"float32", "float16", "bfloat16", "uint8", NULL};
     static const int32_t dtype_v[] = {STOKER_DTYPE_FLOAT32, STOKER_DTYPE_FLOAT16,
                                       STOKER_DTYPE_BFLOAT16, STOKER_DTYPE_UINT8};
@@ -140,6 +143,8 @@ static int parse_named(const char *a, const char *v, opts *o)
         return parse_choice(a, v, antialiases, antialias_v, &o->antialias);
     if (!strcmp(a, "--resampler"))
         return parse_choice(a, v, resamplers, resampler_v, &o->resampler);
+    if (!strcmp(a, "--dct-scale"))
+        return parse_choice(a, v, dct_scales, dct_scale_v, &o->dct_scale);
     if (!strcmp(a, "--dtype"))
         return parse_choice(a, v, dtypes, dtype_v, &o->dtype);
     if (!strcmp(a, "--layout"))
@@ -258,6 +263,7 @@ static int make_config(const opts *o, stoker_config **out)
         {STOKER_OPT_DCT, o->dct},
         {STOKER_OPT_ANTIALIAS, o->antialias},
         {STOKER_OPT_RESAMPLER, o->resampler},
+        {STOKER_OPT_DCT_SCALE, o->dct_scale},
         {STOKER_OPT_DTYPE, o->dtype},
         {STOKER_OPT_LAYOUT, o->layout},
         {STOKER_OPT_SIMD, o->simd},

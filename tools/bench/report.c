@@ -33,7 +33,7 @@ static int is_image(const opts *o, const result *r)
 }
 
 typedef struct effective {
-    const char *transform, *dtype, *layout, *dct, *antialias, *resampler, *device;
+    const char *transform, *dtype, *layout, *dct, *antialias, *resampler, *dct_scale, *device;
     int64_t size, resize;
 } effective;
 
@@ -51,6 +51,10 @@ static void effective_options(const opts *o, const result *r, effective *e)
     e->dct = !img ? "n/a" : o->dct == STOKER_DCT_IFAST ? "fast" : "accurate";
     e->antialias = !img ? "n/a" : o->antialias == STOKER_ANTIALIAS_ALWAYS ? "always" : "over2x";
     e->resampler = !img ? "n/a" : o->resampler == STOKER_RESAMPLER_PILLOW ? "pillow" : "fast";
+    e->dct_scale = !img                                      ? "n/a"
+                   : o->dct_scale == STOKER_DCT_SCALE_NEVER  ? "never"
+                   : o->dct_scale == STOKER_DCT_SCALE_ALWAYS ? "always"
+                                                             : "train";
     e->device = r->stats.device >= 0 ? r->gpu.name : "cpu";
 }
 
@@ -148,9 +152,9 @@ void bench_report_text(const opts *o, const result *r)
            o->on_corrupt == STOKER_ON_CORRUPT_SKIP ? "skip" : "error", o->warmup, o->compute_ms,
            o->compute_sleep ? "sleep" : "spin");
     printf("pipeline     transform=%s size=%" PRId64 " resize=%" PRId64 " dct=%s antialias=%s "
-           "resampler=%s dtype=%s layout=%s gpu_normalize=%d\n",
-           e.transform, e.size, e.resize, e.dct, e.antialias, e.resampler, e.dtype, e.layout,
-           o->gpu_normalize);
+           "resampler=%s dct_scale=%s dtype=%s layout=%s gpu_normalize=%d\n",
+           e.transform, e.size, e.resize, e.dct, e.antialias, e.resampler, e.dct_scale, e.dtype,
+           e.layout, o->gpu_normalize);
     io_text(&r->io);
     printf("warm-up      %" PRId64 " batches, %" PRId64 " records (not timed)\n", r->warm_batches,
            r->warm_records);
@@ -169,8 +173,8 @@ void bench_report_text(const opts *o, const result *r)
         printf("gpu          utilisation mean %.0f%%, max %.0f%% (%d samples)\n", r->gpu.mean,
                r->gpu.max, r->gpu.samples);
     printf("stats        skipped=%" PRId64 " records_read=%" PRId64 " ready_slots=%.2f "
-           "reads_in_flight=%.2f\n",
-           st->skipped, st->records_read, st->ready_slots, st->reads_in_flight);
+           "reads_in_flight=%.2f reduced=%" PRId64 "\n",
+           st->skipped, st->records_read, st->ready_slots, st->reads_in_flight, st->reduced);
     char why[512];
     const char *v = bench_verdict(r, why, sizeof why);
     printf("verdict      %s: %s\n", v, why);
@@ -192,10 +196,10 @@ static void json_string(const char *s)
 static void json_options(const opts *o, const result *r, const effective *e)
 {
     printf(",\"options\":{\"transform\":\"%s\",\"size\":%" PRId64 ",\"resize\":%" PRId64
-           ",\"dct\":\"%s\",\"antialias\":\"%s\",\"resampler\":\"%s\",\"dtype\":\"%s\","
-           "\"layout\":\"%s\",\"simd\":\"%s\",\"device\":",
-           e->transform, e->size, e->resize, e->dct, e->antialias, e->resampler, e->dtype,
-           e->layout, stoker_simd_name(r->stats.simd));
+           ",\"dct\":\"%s\",\"antialias\":\"%s\",\"resampler\":\"%s\",\"dct_scale\":\"%s\","
+           "\"dtype\":\"%s\",\"layout\":\"%s\",\"simd\":\"%s\",\"device\":",
+           e->transform, e->size, e->resize, e->dct, e->antialias, e->resampler, e->dct_scale,
+           e->dtype, e->layout, stoker_simd_name(r->stats.simd));
     json_string(e->device);
     printf(",\"batch_size\":%" PRId64 ",\"threads\":%d,\"depth\":%d,\"seed\":%" PRId64
            ",\"shuffle\":%s,\"drop_last\":%s,\"rank\":%" PRId64 ",\"world_size\":%" PRId64
@@ -247,21 +251,21 @@ void bench_report_json(const opts *o, const result *r)
     printf(",\"backend\":\"%s\",\"simd\":\"%s\",\"device\":", stoker_backend_name(st->backend),
            stoker_simd_name(st->simd));
     json_string(e.device);
-    printf(",\"threads\":%d,\"depth\":%d,\"epochs\":%" PRId64 ",\"batch_size\":%" PRId64
-           ",\"transform\":\"%s\",\"warmup_batches\":%" PRId64 ",\"warmup_records\":%" PRId64
-           ",\"batches\":%" PRId64 ",\"records\":%" PRId64 ",\"bytes\":%" PRId64
-           ",\"seconds\":%.6f,\"records_per_sec\":%.3f,\"bytes_per_sec\":%.3f,"
-           "\"wait_seconds\":%.6f,\"wait_fraction\":%.6f,\"skipped\":%" PRId64
-           ",\"records_read\":%" PRId64 ",\"ready_slots\":%.3f,\"reads_in_flight\":%.3f,"
-           "\"cpu_seconds_per_record\":%.9f,\"peak_rss_bytes\":%" PRId64
-           ",\"pinned_bytes\":%" PRId64 ",\"interrupted\":%s,\"verdict\":\"%s\","
-           "\"verdict_reason\":",
-           st->threads, st->depth, o->epochs, o->batch, e.transform, r->warm_batches,
-           r->warm_records, r->batches, r->records, r->bytes, r->seconds, (double)r->records / s,
-           (double)r->bytes / s, r->wait, r->wait / s, st->skipped, st->records_read,
-           st->ready_slots, st->reads_in_flight,
-           r->records ? r->cpu_seconds / (double)r->records : 0.0, r->peak_rss, st->pinned_bytes,
-           r->interrupted ? "true" : "false", verdict);
+    printf(
+        ",\"threads\":%d,\"depth\":%d,\"epochs\":%" PRId64 ",\"batch_size\":%" PRId64
+        ",\"transform\":\"%s\",\"warmup_batches\":%" PRId64 ",\"warmup_records\":%" PRId64
+        ",\"batches\":%" PRId64 ",\"records\":%" PRId64 ",\"bytes\":%" PRId64
+        ",\"seconds\":%.6f,\"records_per_sec\":%.3f,\"bytes_per_sec\":%.3f,"
+        "\"wait_seconds\":%.6f,\"wait_fraction\":%.6f,\"skipped\":%" PRId64 ",\"reduced\":%" PRId64
+        ",\"records_read\":%" PRId64 ",\"ready_slots\":%.3f,\"reads_in_flight\":%.3f,"
+        "\"cpu_seconds_per_record\":%.9f,\"peak_rss_bytes\":%" PRId64 ",\"pinned_bytes\":%" PRId64
+        ",\"interrupted\":%s,\"verdict\":\"%s\","
+        "\"verdict_reason\":",
+        st->threads, st->depth, o->epochs, o->batch, e.transform, r->warm_batches, r->warm_records,
+        r->batches, r->records, r->bytes, r->seconds, (double)r->records / s, (double)r->bytes / s,
+        r->wait, r->wait / s, st->skipped, st->reduced, st->records_read, st->ready_slots,
+        st->reads_in_flight, r->records ? r->cpu_seconds / (double)r->records : 0.0, r->peak_rss,
+        st->pinned_bytes, r->interrupted ? "true" : "false", verdict);
     json_string(why);
     json_options(o, r, &e);
     json_extras(r);
