@@ -5,7 +5,8 @@
  *
  * Input: byte 0 chooses the pipeline, byte 1 the output size and record id, the rest is the
  * JPEG.
- *   byte 0 bits 0-1: transform (TRAIN, EVAL, RESIZE, TRAIN)
+ *   byte 0 bits 0-1: transform (TRAIN, EVAL, RESIZE, EVAL decoded at a DCT reduction
+ *                    where it fits; TRAIN is reduced where it fits by default)
  *          bits 2-3: dtype (UINT8, FLOAT16, BFLOAT16, FLOAT32)
  *          bit 4:    layout (NCHW, NHWC)
  *          bit 5:    DCT (ISLOW, IFAST)
@@ -31,7 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 2)
         return 0;
     static const int32_t transforms[4] = {STOKER_TRANSFORM_TRAIN, STOKER_TRANSFORM_EVAL,
-                                          STOKER_TRANSFORM_RESIZE, STOKER_TRANSFORM_TRAIN};
+                                          STOKER_TRANSFORM_RESIZE, STOKER_TRANSFORM_EVAL};
     static const int32_t dtypes[4] = {STOKER_DTYPE_UINT8, STOKER_DTYPE_FLOAT16,
                                       STOKER_DTYPE_BFLOAT16, STOKER_DTYPE_FLOAT32};
     const uint8_t mode = data[0], shape = data[1];
@@ -43,6 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         .dct = mode & 32 ? STOKER_DCT_IFAST : STOKER_DCT_ISLOW,
         .antialias = mode & 128 ? STOKER_ANTIALIAS_OVER_2X : STOKER_ANTIALIAS_ALWAYS,
         .resampler = shape & 128 ? STOKER_RESAMPLER_PILLOW : STOKER_RESAMPLER_FAST,
+        .dct_scale = (mode & 3) == 3 ? STOKER_DCT_SCALE_ALWAYS : STOKER_DCT_SCALE_DEFAULT,
         .mean = {0.485f, 0.456f, 0.406f},
         .std = {0.229f, 0.224f, 0.225f},
         .max_pixels = MAX_PIXELS};
