@@ -43,8 +43,7 @@ struct stoker__xform_scratch {
     int32_t x0, x1, y0, y1; /* source pixels the outputs read */
     int rebased;            /* hfirst made relative to the first decoded column */
     size_t stage_px;        /* pixels per staged row */
-    uint64_t hpass_ns;      /* time of the row flushes (estimated, see row_staged) */
-    uint64_t flush_ns;      /* time of the flushes timed */
+    uint64_t flush_ns;      /* time of the flushes timed (see row_staged) */
     uint32_t flushes, flushes_timed;
     uint64_t seed; /* the record being made, for the header callback */
     int64_t epoch, id;
@@ -285,7 +284,6 @@ static int plan(stoker__xform_scratch *s, const stoker__xform_params *p, int32_t
 {
     stoker__xform_geometry(p, width, height, seed, epoch, id, &s->g);
     stoker__geom_reduce(&s->g, max_scale);
-    s->p = p;
     s->hk = stoker__resample_ksize(&s->g.x);
     s->vk = stoker__resample_ksize(&s->g.y);
     /* The ring holds the rows a pending output row may read (fewer than vk before the
@@ -317,9 +315,6 @@ static int plan(stoker__xform_scratch *s, const stoker__xform_params *p, int32_t
         s->vbits = stoker__coeffs_to_pairs(s->vcoef, p->size, s->vk, s->vpair);
     }
     s->rebased = 0;
-    s->hpass_ns = s->flush_ns = 0;
-    s->flushes = s->flushes_timed = 0;
-    s->norm_sampled_ns = s->norm_sampled_rows = 0;
     return 0;
 }
 
@@ -485,14 +480,24 @@ static int on_row(void *ctx, int32_t y, const uint8_t *rgbx, int32_t x, int32_t 
     return row_staged(s, y, x, n);
 }
 
+/* Starts a sample for dst: its parameters, and its stage timers at zero. */
+static void begin(stoker__xform_scratch *s, const stoker__xform_params *p, void *dst)
+{
+    s->p = p;
+    s->dst = dst;
+    s->flush_ns = 0;
+    s->flushes = s->flushes_timed = 0;
+    s->norm_sampled_ns = s->norm_sampled_rows = 0;
+}
+
 /* The output rows not made yet (all of them, with Pillow's resampler), and the stage
- * times of the sample. */
-static void finish(stoker__xform_scratch *s, const stoker__xform_params *p)
+ * times of the sample, whose row flushes took flushed_ns. */
+static void finish(stoker__xform_scratch *s, const stoker__xform_params *p, uint64_t flushed_ns)
 {
     const uint64_t start = now_ns();
     while (s->next_out < p->size)
         out_row(s, s->next_out++);
-    const uint64_t total = now_ns() - start + s->hpass_ns;
+    const uint64_t total = now_ns() - start + flushed_ns;
     uint64_t norm =
         s->norm_sampled_rows ? s->norm_sampled_ns * (uint64_t)p->size / s->norm_sampled_rows : 0;
     norm = norm < total ? norm : total;
@@ -510,25 +515,22 @@ int stoker__xform_jpeg(stoker__xform_scratch *s, const stoker__xform_params *p, 
     /* the geometry needs the image size: on_header plans the sample from the header,
      * before anything is decoded */
     const uint64_t t0 = now_ns();
-    s->p = p;
+    begin(s, p, dst);
     s->seed = seed;
     s->epoch = epoch;
     s->id = id;
     s->err = err;
-    s->hpass_ns = s->flush_ns = 0;
-    s->flushes = s->flushes_timed = 0;
-    s->dst = dst;
     const stoker__jpeg_sink sink = {on_header, on_row, s, on_buffer, 4}; /* 4 staged rows */
     const int rc = stoker__jpeg_decode(s->dec, jpeg, size, p->dct, p->max_pixels, &sink, err);
     /* the flushes' time is an estimate: never more than the whole call */
     const uint64_t spent = now_ns() - t0;
-    s->hpass_ns = flush_time(s, spent);
-    s->stats.decode_ns += spent - s->hpass_ns;
+    const uint64_t flushed = flush_time(s, spent);
+    s->stats.decode_ns += spent - flushed;
     if (rc < 0) {
         _mm_sfence(); /* rows made before the failure, too */
         return rc;
     }
-    finish(s, p);
+    finish(s, p, flushed);
     return 0;
 }
 
@@ -541,17 +543,16 @@ int stoker__xform_rgb(stoker__xform_scratch *s, const stoker__xform_params *p, u
     STOKER_RETURN_IF((uint64_t)width * (uint64_t)height > p->max_pixels, err, STOKER_E_LIMIT,
                      "image of %dx%d pixels exceeds the limit of %llu pixels", (int)width,
                      (int)height, (unsigned long long)p->max_pixels);
+    begin(s, p, dst);
     int rc = plan(s, p, width, height, 1, seed, epoch, id, err);
     if (rc < 0)
         return rc;
     const int32_t n = s->x1 - s->x0;
-    s->dst = dst;
     for (int32_t y = s->y0; y < s->y1; y++) {
         uint8_t *row = s->stage + (size_t)((y - s->y0) & 3) * s->stage_px * 4;
         stoker__rgb_to_rgbx(rgb + (size_t)y * stride + (size_t)s->x0 * 3, row, (size_t)n);
         row_staged(s, y, s->x0, n);
     }
-    s->hpass_ns = flush_time(s, UINT64_MAX);
-    finish(s, p);
+    finish(s, p, flush_time(s, UINT64_MAX));
     return 0;
 }
