@@ -22,6 +22,13 @@ static inline __m128i to_bf16(__m256 f)
     return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
 }
 
+/* 8 floats as FLOAT16 or BFLOAT16, rounded to nearest even. */
+static inline __m128i to16(int32_t dtype, __m256 f)
+{
+    return dtype == STOKER_DTYPE_FLOAT16 ? _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT)
+                                         : to_bf16(f);
+}
+
 /* 8 values to dst; with streaming stores when `stream` (a line-aligned destination). */
 static inline void store8(uint8_t *dst, size_t e, int32_t dtype, __m256 f, int stream)
 {
@@ -32,8 +39,7 @@ static inline void store8(uint8_t *dst, size_t e, int32_t dtype, __m256 f, int s
             _mm256_storeu_ps((float *)(dst + 4 * e), f);
         return;
     }
-    const __m128i h =
-        dtype == STOKER_DTYPE_FLOAT16 ? _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT) : to_bf16(f);
+    const __m128i h = to16(dtype, f);
     if (stream)
         _mm_stream_si128((__m128i *)(dst + 2 * e), h);
     else
@@ -110,13 +116,8 @@ static inline size_t emit_blocks(const uint8_t *rgbx, size_t n, int32_t dtype, c
                 }
                 continue;
             }
-            const __m128i h0 = dtype == STOKER_DTYPE_FLOAT16
-                                   ? _mm256_cvtps_ph(f0, _MM_FROUND_TO_NEAREST_INT)
-                                   : to_bf16(f0);
-            const __m128i h1 = dtype == STOKER_DTYPE_FLOAT16
-                                   ? _mm256_cvtps_ph(f1, _MM_FROUND_TO_NEAREST_INT)
-                                   : to_bf16(f1);
-            const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(h0), h1, 1);
+            const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(to16(dtype, f0)),
+                                                      to16(dtype, f1), 1);
             if (stream)
                 _mm256_stream_si256((__m256i *)o, h);
             else

@@ -20,27 +20,29 @@ static inline __m256i to_bf16(__m512 f)
     return _mm512_cvtepi32_epi16(r);
 }
 
+/* 16 floats as FLOAT16 or BFLOAT16, rounded to nearest even. */
+static inline __m256i to16(int32_t dtype, __m512 f)
+{
+    return dtype == STOKER_DTYPE_FLOAT16
+               ? _mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+               : to_bf16(f);
+}
+
 /* Whole vectors of a line-aligned destination: streaming stores (see emit_all). */
 static inline void stream16(uint8_t *dst, size_t e, int32_t dtype, __m512 f)
 {
     if (dtype == STOKER_DTYPE_FLOAT32)
         _mm512_stream_ps((float *)(dst + 4 * e), f);
-    else if (dtype == STOKER_DTYPE_FLOAT16)
-        _mm256_stream_si256((__m256i *)(dst + 2 * e),
-                            _mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     else
-        _mm256_stream_si256((__m256i *)(dst + 2 * e), to_bf16(f));
+        _mm256_stream_si256((__m256i *)(dst + 2 * e), to16(dtype, f));
 }
 
 static inline void store16(uint8_t *dst, size_t e, __mmask16 m, int32_t dtype, __m512 f)
 {
     if (dtype == STOKER_DTYPE_FLOAT32)
         _mm512_mask_storeu_ps(dst + 4 * e, m, f);
-    else if (dtype == STOKER_DTYPE_FLOAT16)
-        _mm256_mask_storeu_epi16(dst + 2 * e, m,
-                                 _mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     else
-        _mm256_mask_storeu_epi16(dst + 2 * e, m, to_bf16(f));
+        _mm256_mask_storeu_epi16(dst + 2 * e, m, to16(dtype, f));
 }
 
 /* Hot loop: one 48-element period (3 vectors) per iteration, then masked vectors. A
@@ -91,13 +93,6 @@ static inline void channels16(__m512i v, const __m512 *s, const __m512 *b, __m51
         f[c] = _mm512_fmadd_ps(
             _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(v, 8 * (unsigned)c), byte)), s[c],
             b[c]);
-}
-
-static inline __m256i to16(int32_t dtype, __m512 f)
-{
-    return dtype == STOKER_DTYPE_FLOAT16
-               ? _mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-               : to_bf16(f);
 }
 
 /* Hot loop: 32 pixels per iteration, so that each plane gets whole 64-byte lines; written

@@ -66,19 +66,24 @@ float stoker__f16_to_f32(uint16_t h)
     return v;
 }
 
+/* Element i of dst, in dtype (FLOAT32, FLOAT16 or BFLOAT16), becomes v. */
+static inline void put(void *dst, size_t i, int32_t dtype, float v)
+{
+    if (dtype == STOKER_DTYPE_FLOAT32) {
+        memcpy((uint8_t *)dst + 4 * i, &v, 4);
+        return;
+    }
+    const uint16_t h =
+        dtype == STOKER_DTYPE_FLOAT16 ? stoker__f32_to_f16(v) : stoker__f32_to_bf16(v);
+    memcpy((uint8_t *)dst + 2 * i, &h, 2);
+}
+
 void stoker__convert_scalar_from(const uint8_t *src, size_t start, size_t n, int32_t dtype,
                                  const float *scale, const float *bias, void *dst)
 {
     for (size_t i = start; i < n; i++) {
         const size_t p = i % STOKER__PATTERN;
-        const float v = fmaf((float)src[i], scale[p], bias[p]);
-        if (dtype == STOKER_DTYPE_FLOAT32) {
-            memcpy((uint8_t *)dst + 4 * i, &v, 4);
-        } else {
-            const uint16_t h =
-                dtype == STOKER_DTYPE_FLOAT16 ? stoker__f32_to_f16(v) : stoker__f32_to_bf16(v);
-            memcpy((uint8_t *)dst + 2 * i, &h, 2);
-        }
+        put(dst, i, dtype, fmaf((float)src[i], scale[p], bias[p]));
     }
 }
 
@@ -91,19 +96,9 @@ void stoker__convert_scalar(const uint8_t *src, size_t n, int32_t dtype, const f
 void stoker__emit_planar_scalar_from(const uint8_t *rgbx, size_t start, size_t n, int32_t dtype,
                                      const float *scale, const float *bias, void *const planes[3])
 {
-    const size_t es = dtype == STOKER_DTYPE_FLOAT32 ? 4 : 2;
     for (size_t i = start; i < n; i++)
-        for (int c = 0; c < 3; c++) {
-            const float v = fmaf((float)rgbx[4 * i + (size_t)c], scale[c], bias[c]);
-            uint8_t *o = (uint8_t *)planes[c] + es * i;
-            if (dtype == STOKER_DTYPE_FLOAT32) {
-                memcpy(o, &v, 4);
-            } else {
-                const uint16_t h =
-                    dtype == STOKER_DTYPE_FLOAT16 ? stoker__f32_to_f16(v) : stoker__f32_to_bf16(v);
-                memcpy(o, &h, 2);
-            }
-        }
+        for (int c = 0; c < 3; c++)
+            put(planes[c], i, dtype, fmaf((float)rgbx[4 * i + (size_t)c], scale[c], bias[c]));
 }
 
 void stoker__emit_planar_scalar(const uint8_t *rgbx, size_t n, int32_t dtype, const float *scale,
