@@ -180,8 +180,10 @@ void *stoker__slot_alloc(stoker_loader *l, size_t size, bool *pinned);
 void stoker__slot_free(stoker_loader *l, void *p, size_t size, bool pinned);
 int stoker__slots_create(stoker_loader *l);
 void stoker__slots_destroy(stoker_loader *l);
-/* Broadcasts every slot's condition under its mutex, so that a thread about to wait on a
- * slot sees a flag set before the call (a pause, a stop) and never sleeps through it. */
+/* Broadcasts the slot's condition under its mutex, so that a thread about to wait on it
+ * sees what was set before the call (a pause, a stop, a finished piece) and never sleeps
+ * through it; stoker__slots_wake does so for every slot. */
+void stoker__slot_wake(stoker__slot *s);
 void stoker__slots_wake(stoker_loader *l);
 /* Makes the slot hold at least `size` bytes (contents are not kept). */
 int stoker__slot_reserve(stoker__slot *s, size_t size);

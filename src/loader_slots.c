@@ -56,13 +56,17 @@ void stoker__slot_free(stoker_loader *l, void *p, size_t size, bool pinned)
     stoker__free(p);
 }
 
+void stoker__slot_wake(stoker__slot *s)
+{
+    pthread_mutex_lock(&s->mu);
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->mu);
+}
+
 void stoker__slots_wake(stoker_loader *l)
 {
-    for (uint32_t i = 0; i < l->depth; i++) {
-        pthread_mutex_lock(&l->slots[i].mu);
-        pthread_cond_broadcast(&l->slots[i].cond);
-        pthread_mutex_unlock(&l->slots[i].mu);
-    }
+    for (uint32_t i = 0; i < l->depth; i++)
+        stoker__slot_wake(&l->slots[i]);
 }
 
 int stoker__slot_reserve(stoker__slot *s, size_t size)

@@ -454,11 +454,8 @@ static void piece_done(stoker_loader *l, stoker__worker *w, stoker__slot *s, uin
 {
     atomic_store_explicit(&s->piece_ok[piece], 1, memory_order_release);
     if (atomic_fetch_sub_explicit(&s->pending, 1, memory_order_acq_rel) != 1) {
-        if (l->stream_pieces) { /* the copy thread may copy this piece now */
-            pthread_mutex_lock(&s->mu);
-            pthread_cond_broadcast(&s->cond);
-            pthread_mutex_unlock(&s->mu);
-        }
+        if (l->stream_pieces) /* the copy thread may copy this piece now */
+            stoker__slot_wake(s);
         return;
     }
     if (l->on_corrupt == STOKER_ON_CORRUPT_SKIP && count_bad(s))
