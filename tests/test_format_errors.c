@@ -78,11 +78,17 @@ static void test_exists_and_overwrite(void)
     snprintf(slashed, sizeof slashed, "%s/", p);
     write_n(slashed, 6, 1);
     T_EQ_INT(count_records(p), 6);
-    /* a plain file in the way is replaced too */
+    /* a plain file in the way is not a data set: refused, and kept */
     const char *f = pathf("file");
     t_write_file(f, "x", 1);
-    write_n(f, 2, 1);
-    T_EQ_INT(count_records(f), 2);
+    stoker_config *cfg = cfg_with(1);
+    T_EQ_RC(stoker_writer_create(&w, f, cfg), STOKER_E_EXISTS);
+    T_CONTAINS(stoker_writer_errmsg(w), "not a stoker data set");
+    stoker_writer_destroy(w);
+    stoker_config_destroy(cfg);
+    size_t n = 0;
+    free(t_read_file(f, &n));
+    T_EQ_INT(n, 1);
     T_EQ_INT(hidden_entries(), 0);
 }
 

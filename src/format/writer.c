@@ -5,6 +5,7 @@
 #include "common/config.h"
 #include "format/format.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <stdio.h>
@@ -223,10 +224,127 @@ static int remove_entry(const char *p, const struct stat *st, int flag, struct F
     return remove(p) == 0 || errno == ENOENT ? 0 : -1;
 }
 
-/* Removes a tree we own (our temporary directory, or the output being replaced). */
+/* Removes our own temporary directory: every byte in it was written by this writer. */
 static int rmtree(const char *path)
 {
     return nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -errno;
+}
+
+/* A shard file's name as writers make them: "shard-", at least five digits, ".stk". */
+static bool is_shard_name(const char *name)
+{
+    if (strncmp(name, "shard-", 6) != 0)
+        return false;
+    size_t digits = 0;
+    while (name[6 + digits] >= '0' && name[6 + digits] <= '9')
+        digits++;
+    return digits >= 5 && strcmp(name + 6 + digits, ".stk") == 0;
+}
+
+static bool is_dataset_file(const char *name)
+{
+    return strcmp(name, STK_MANIFEST_NAME) == 0 || is_shard_name(name);
+}
+
+/* Removes a replaced output: only the files a data set consists of, then the directory,
+ * which stays (under its hidden name) if anything else appeared in it since it was checked:
+ * the writer deletes nothing it did not write. */
+static void remove_dataset(const char *path)
+{
+    const int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d) {
+        if (dfd >= 0)
+            close(dfd);
+        return;
+    }
+    const struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (is_dataset_file(e->d_name))
+            unlinkat(dfd, e->d_name, 0); /* fails on a directory, which is not ours */
+    closedir(d);
+    rmdir(path);
+}
+
+/* The first entry of the directory that is not a data set's file (into foreign, "" if
+ * none), whether it has a manifest, and how many entries it has. 0 or -errno. */
+static int scan_output(int dfd, char *foreign, size_t cap, bool *has_manifest, size_t *n)
+{
+    const int fd = dup(dfd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        const int rc = -errno;
+        if (fd >= 0)
+            close(fd);
+        return rc;
+    }
+    foreign[0] = '\0';
+    *has_manifest = false;
+    *n = 0;
+    const struct dirent *e;
+    struct stat st;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        ++*n;
+        const bool regular =
+            fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+        if (regular && strcmp(e->d_name, STK_MANIFEST_NAME) == 0)
+            *has_manifest = true;
+        else if ((!regular || !is_shard_name(e->d_name)) && !foreign[0])
+            snprintf(foreign, cap, "%s", e->d_name);
+    }
+    closedir(d);
+    return 0;
+}
+
+/* Does the directory's manifest start as a stoker manifest does? */
+static bool manifest_is_stokers(int dfd)
+{
+    static const char magic[] = STK_MANIFEST_MAGIC " ";
+    char head[sizeof magic - 1];
+    const int fd = openat(dfd, STK_MANIFEST_NAME, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return false;
+    const bool ok = stoker__pread_full(fd, head, sizeof head, 0) == 0 &&
+                    memcmp(head, magic, sizeof head) == 0;
+    close(fd);
+    return ok;
+}
+
+/* What OVERWRITE may replace: nothing at the path, an empty directory, or a stoker data set
+ * (a manifest and shard files, nothing else). Anything else may hold someone's files. */
+static int check_replaceable(stoker_writer *w)
+{
+    struct stat st;
+    if (lstat(w->path, &st) != 0)
+        return errno == ENOENT ? 0
+                               : stoker__fail(&w->err, -errno, "%s: %s", w->path,
+                                              stoker_strerror(-errno));
+    STOKER_RETURN_IF(S_ISLNK(st.st_mode), &w->err, STOKER_E_EXISTS,
+                     "%s: a symbolic link, not a stoker data set; not replaced", w->path);
+    STOKER_RETURN_IF(!S_ISDIR(st.st_mode), &w->err, STOKER_E_EXISTS,
+                     "%s: not a stoker data set (not a directory); not replaced", w->path);
+    const int dfd = open(w->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    STOKER_RETURN_IF(dfd < 0, &w->err, -errno, "%s: open: %s", w->path, stoker_strerror(-errno));
+    char foreign[256];
+    bool has_manifest = false;
+    size_t entries = 0;
+    const int rc = scan_output(dfd, foreign, sizeof foreign, &has_manifest, &entries);
+    const bool stokers = has_manifest && manifest_is_stokers(dfd);
+    close(dfd);
+    STOKER_RETURN_IF(rc < 0, &w->err, rc, "%s: cannot list: %s", w->path, stoker_strerror(rc));
+    STOKER_RETURN_IF(!has_manifest && entries > 0, &w->err, STOKER_E_EXISTS,
+                     "%s: not a stoker data set (no " STK_MANIFEST_NAME "); not replaced",
+                     w->path);
+    STOKER_RETURN_IF(has_manifest && !stokers, &w->err, STOKER_E_EXISTS,
+                     "%s: not a stoker data set (its " STK_MANIFEST_NAME
+                     " is not a stoker manifest); not replaced",
+                     w->path);
+    STOKER_RETURN_IF(foreign[0], &w->err, STOKER_E_EXISTS,
+                     "%s: holds '%s', which is not a file of a stoker data set; not replaced",
+                     w->path, foreign);
+    return 0;
 }
 
 /* Splits `path` into destination, parent and hidden temporary template. */
@@ -311,6 +429,8 @@ int stoker_writer_create(stoker_writer **out, const char *path, const stoker_con
     struct stat st;
     STOKER_FAIL_IF(!w->overwrite && lstat(w->path, &st) == 0, &w->err, STOKER_E_EXISTS,
                    "%s: exists (set STOKER_OPT_OVERWRITE to replace it)", w->path);
+    if (w->overwrite) /* refused now rather than after all the writing */
+        STOKER_FORWARD(check_replaceable(w));
     STOKER_FAIL_IF(make_tmpdir(tmpl) != 0, &w->err, -errno,
                    "%s: cannot create a temporary directory: %s", tmpl, stoker_strerror(-errno));
     w->tmp = tmpl;
@@ -545,14 +665,16 @@ static int replace_existing(stoker_writer *w)
     STOKER_RETURN_IF(!old, &w->err, -ENOMEM, "%s: out of memory", w->path);
     snprintf(old, n, "%s.old", w->tmp);
     int rc = 0;
-    if (rename(w->path, old) != 0)
+    if (rename(w->path, old) != 0) {
         rc = stoker__fail(&w->err, -errno, "%s: cannot move aside: %s", w->path,
                           stoker_strerror(-errno));
-    else if (rename(w->tmp, w->path) != 0)
+    } else if (rename(w->tmp, w->path) != 0) {
         rc = stoker__fail(&w->err, -errno, "%s: cannot rename %s into place: %s", w->path, w->tmp,
                           stoker_strerror(-errno));
-    else if (rename(old, w->tmp) != 0) /* so that the cleanup below finds it */
-        rmtree(old);
+        rename(old, w->path); /* the previous output goes back where it was */
+    } else if (rename(old, w->tmp) != 0) { /* so that the cleanup below finds it */
+        remove_dataset(old);
+    }
     stoker__free(old);
     return rc;
 }
@@ -565,9 +687,10 @@ static int publish(stoker_writer *w)
                      "%s: exists (set STOKER_OPT_OVERWRITE to replace it)", w->path);
     int rc = 0;
     if (exists) {
-        if ((rc = replace_existing(w)) < 0)
+        /* checked again: the output may have changed since create */
+        if ((rc = check_replaceable(w)) < 0 || (rc = replace_existing(w)) < 0)
             return rc;
-        rmtree(w->tmp); /* the old output; the new one is in place whatever happens here */
+        remove_dataset(w->tmp); /* the old output; the new one is in place whatever happens */
     } else if (renameat2(AT_FDCWD, w->tmp, AT_FDCWD, w->path, RENAME_NOREPLACE) != 0) {
         rc = -errno;
         if (rc == -EINVAL || rc == -ENOSYS)
