@@ -413,8 +413,10 @@ STOKER_API int stoker_dataset_open(stoker_dataset **out, const char *path,
                                    const stoker_config *cfg);
 /* Closes a data set; NULL ok. Not while another thread uses it. */
 STOKER_API void stoker_dataset_close(stoker_dataset *ds);
-/* The detailed message of the last failure on this handle (open, or the calling thread's
- * last failed read). Owned by the handle; valid until the next call on it. */
+/* The detailed message of the calling thread's last failed call on this handle, else of a
+ * failed open ("" if none). Each thread has its own: a read failing on another thread never
+ * changes it. Owned by the library; valid until the calling thread's next call on a data
+ * set. Any thread. */
 STOKER_API const char *stoker_dataset_errmsg(const stoker_dataset *ds);
 
 STOKER_API int64_t stoker_dataset_num_records(const stoker_dataset *ds);
@@ -627,7 +629,10 @@ STOKER_API void *stoker_batch_cuda_event(const stoker_batch *b);
  * legacy default stream): an event is recorded there, and the device buffer is refilled
  * only after it completes. Any thread. stoker_batch_release means "no queued work reads
  * it": the buffer may be refilled at once. Returns 0, STOKER_E_INVALID, STOKER_E_STATE
- * (already released), STOKER_E_CUDA. Host batches: the same as stoker_batch_release. */
+ * (already released), STOKER_E_CUDA (the event could not be recorded: the call waited for
+ * the stream's work, and the batch is released; the cause goes to the log callback, never
+ * to stoker_loader_errmsg, which belongs to the consumer thread). Host batches: the same
+ * as stoker_batch_release. */
 STOKER_API int stoker_batch_release_stream(stoker_batch *b, void *cuda_stream);
 
 /* ---- statistics ---- */
@@ -648,7 +653,7 @@ typedef struct stoker_stats {
     int64_t batches;        /* batches delivered */
     int64_t records;        /* records delivered */
     int64_t bytes;          /* bytes delivered (batch data) */
-    int64_t skipped;        /* corrupt records replaced (STOKER_ON_CORRUPT_SKIP) */
+    int64_t skipped;        /* records replaced in delivered batches (ON_CORRUPT_SKIP) */
     int64_t records_read;   /* records read by the workers (read-ahead included) */
     int64_t bytes_read;
     int64_t pinned_bytes;   /* page-locked host memory held (0 without CUDA) */

@@ -40,12 +40,19 @@
 
 enum { SLOT_FREE = 0, SLOT_PREPARED, SLOT_READY, SLOT_OUT };
 
+/* A record's marks in its slot (stoker__slot.bad), for the SKIP policy. */
+enum {
+    REC_BAD = 1,     /* failed its latest check: to be replaced */
+    REC_REPLACED = 2 /* its position holds a replacement (counted as skipped on delivery) */
+};
+
 typedef struct stoker__slot stoker__slot;
 
 struct stoker_batch {
     stoker_loader *loader;
     stoker__slot *slot;
     int64_t count, epoch, position;
+    int64_t replaced; /* positions holding a replacement (SKIP), set before READY */
     int64_t *ids, *labels;
     int64_t *offsets; /* count + 1 byte offsets into data (every mode; public only when
                          records vary in size) */
@@ -66,7 +73,7 @@ struct stoker__slot {
     atomic_uint pending;
     stoker_batch batch;     /* written in prepare (under mu) and by pieces (disjoint) */
     stoker__recloc *locs;   /* per record */
-    uint8_t *bad;           /* per record: failed its check (SKIP policy) */
+    uint8_t *bad;           /* per record: REC_* marks (SKIP policy) */
     atomic_uchar *piece_ok; /* per piece: its records are in place (set with release) */
     bool repaired;          /* SKIP replaced records after their pieces were done: written
                                by the last worker before READY is published */
@@ -79,7 +86,7 @@ struct stoker__slot {
 /* Per-worker counters: one writer (the worker), read by stats with relaxed loads; each
  * worker is its own cache line so counting never shares one. */
 typedef struct stoker__wstats {
-    atomic_uint_fast64_t records, bytes, skipped, inflight_sum, inflight_n;
+    atomic_uint_fast64_t records, bytes, inflight_sum, inflight_n;
     /* nanoseconds per stage: in the reader (submit + reap), CRC, the process step, and
      * the image pipeline's decode / resize / normalise (copied from the worker's scratch) */
     atomic_uint_fast64_t read_ns, crc_ns, process_ns, decode_ns, resize_ns, normalize_ns;
@@ -162,7 +169,7 @@ struct stoker_loader {
     bool has_locks, threads_started;
 
     /* consumer counters (relaxed atomics so that stats may be read from any thread) */
-    atomic_uint_fast64_t c_batches, c_records, c_bytes, c_next_calls, c_ready_sum;
+    atomic_uint_fast64_t c_batches, c_records, c_bytes, c_skipped, c_next_calls, c_ready_sum;
     _Atomic double c_wait;
     double t_create;
 

@@ -15,7 +15,8 @@
  *
  * Per device buffer (the ring has nbuf >= 2, STOKER_OPT_DEVICE_BUFFERS, batch seq uses
  * buffer seq % nbuf):
- *   FREE --copy issued--> COPIED --next--> OUT --release(_stream)--> RELEASED --reuse--> ...
+ *   FREE --copy issued--> COPIED --next--> OUT --release(_stream)--> RELEASING (the event is
+ *   being recorded, no lock held) --> RELEASED --reuse--> ...
  * A RELEASED buffer whose release recorded an event (release_stream) is refilled only after
  * that event completed: the copy thread waits for it (a blocking-sync event, so the wait
  * does not spin on a core the workers need). The copy thread runs at most nbuf batches
@@ -35,8 +36,8 @@
  * the caller's threads restore the caller's current device. Quiesce holds the copy thread
  * (it acknowledges between batches), resume lets it go; destroy stops and joins it.
  *
- * Lock order: gpu->mu is a leaf: taken alone, never with a slot mutex or ctl_mu; the only
- * CUDA call made under it is cudaEventRecord (non-blocking). The copy thread waits for a
+ * Lock order: gpu->mu is a leaf: taken alone, never with a slot mutex or ctl_mu, and no
+ * CUDA call is made under it. The copy thread waits for a
  * slot under the slot's mutex and checks `halt` there, so stop and hold wake it by setting
  * halt, then broadcasting every slot's condition under its mutex. */
 #include "common/config.h"
@@ -64,7 +65,7 @@
  * of 6 runs with 6 buffers, 1 of 6 with 3. Costs 6 batches of device memory. */
 #define DEFAULT_BUFFERS 6u
 
-enum { DBUF_FREE = 0, DBUF_COPIED, DBUF_OUT, DBUF_RELEASED };
+enum { DBUF_FREE = 0, DBUF_COPIED, DBUF_OUT, DBUF_RELEASING, DBUF_RELEASED };
 
 typedef struct stoker__gpu stoker__gpu;
 
@@ -492,6 +493,7 @@ static void copy_meta(const stoker__gpu *g, stoker__dbuf *d, const stoker_batch 
     b->count = hb->count;
     b->epoch = hb->epoch;
     b->position = hb->position;
+    b->replaced = hb->replaced;
     b->nbytes = hb->nbytes;
     b->dtype = hb->dtype;
     b->ndim = hb->ndim;
@@ -587,7 +589,8 @@ static void issue_copy(stoker_loader *l, stoker__slot *s, stoker__dbuf *d, uint3
 static bool buffer_free(stoker__gpu *g, uint64_t seq)
 {
     stoker__dbuf *d = &g->bufs[seq % g->nbuf];
-    if (seq - g->consumed >= g->nbuf || d->state == DBUF_OUT || d->state == DBUF_COPIED)
+    if (seq - g->consumed >= g->nbuf || d->state == DBUF_OUT || d->state == DBUF_RELEASING ||
+        d->state == DBUF_COPIED)
         return false;
     if (d->state == DBUF_RELEASED && d->pending) {
         /* Only this thread moves a RELEASED buffer on, so `done` is stable here. */
@@ -687,7 +690,7 @@ int stoker__gpu_next(stoker_loader *l, stoker_batch **out)
     stoker__dbuf *d = &g->bufs[seq % g->nbuf];
     double waited = 0;
     pthread_mutex_lock(&g->mu);
-    if (g->issued <= seq && d->state == DBUF_OUT) {
+    if (g->issued <= seq && (d->state == DBUF_OUT || d->state == DBUF_RELEASING)) {
         pthread_mutex_unlock(&g->mu);
         return stoker__fail(&l->err, STOKER_E_STATE,
                             "the device batch handed out %u batches before this one is still "
@@ -724,34 +727,44 @@ int stoker__gpu_next(stoker_loader *l, stoker_batch **out)
     return 0;
 }
 
+/* Any thread. The event is recorded with no lock held (RELEASING keeps the buffer from the
+ * copy thread and from a second release meanwhile), and a failure is logged and returned,
+ * never written to the loader's error state, which belongs to the consumer thread. */
 int stoker__gpu_release(stoker_batch *b, bool record, void *stream)
 {
     stoker__dbuf *d = b->dbuf;
     stoker_loader *l = b->loader;
     stoker__gpu *g = l->gpu;
-    int rc = 0;
     pthread_mutex_lock(&g->mu);
     if (d->state != DBUF_OUT) {
         pthread_mutex_unlock(&g->mu);
         return STOKER_E_STATE;
     }
+    d->state = DBUF_RELEASING;
+    pthread_mutex_unlock(&g->mu);
+    cudaError_t e = cudaSuccess;
     if (record) {
         const int prev = enter(l);
-        cudaError_t e = cudaEventRecord(d->done, (cudaStream_t)stream);
+        e = cudaEventRecord(d->done, (cudaStream_t)stream);
         if (e != cudaSuccess) {
             /* Without the event, the only safe release is after the stream's work. */
-            rc = cuda_fail(l, e, "cudaEventRecord on the consumer's stream");
+            stoker__logf(&l->log, STOKER_LOG_ERROR,
+                         "cudaEventRecord on the consumer's stream (device %d): %s; releasing "
+                         "the batch once the stream's work is done",
+                         l->device, cudaGetErrorString(e));
+            cudaGetLastError();
             cudaStreamSynchronize((cudaStream_t)stream);
             cudaGetLastError();
         }
         leave(l, prev);
-        d->pending = e == cudaSuccess;
     }
+    pthread_mutex_lock(&g->mu);
+    d->pending = record && e == cudaSuccess;
     d->state = DBUF_RELEASED;
     pthread_cond_broadcast(&g->cv);
     pthread_mutex_unlock(&g->mu);
     atomic_fetch_sub(&l->outstanding, 1);
-    return rc;
+    return e == cudaSuccess ? 0 : STOKER_E_CUDA;
 }
 
 int stoker_batch_wait_stream(const stoker_batch *b, void *cuda_stream)

@@ -140,6 +140,7 @@ void stoker__count_delivery(stoker_loader *l, const stoker_batch *b, double wait
     atomic_fetch_add_explicit(&l->c_batches, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&l->c_records, (uint64_t)b->count, memory_order_relaxed);
     atomic_fetch_add_explicit(&l->c_bytes, b->nbytes, memory_order_relaxed);
+    atomic_fetch_add_explicit(&l->c_skipped, (uint64_t)b->replaced, memory_order_relaxed);
 }
 
 /* The workers' per-stage nanoseconds, as seconds. */
@@ -179,10 +180,10 @@ static void fill_stats(const stoker_loader *l, stoker_stats *s)
     s->batches = (int64_t)LOAD(l->c_batches);
     s->records = (int64_t)LOAD(l->c_records);
     s->bytes = (int64_t)LOAD(l->c_bytes);
+    s->skipped = (int64_t)LOAD(l->c_skipped);
     uint64_t inflight = 0, samples = 0;
     for (uint32_t i = 0; l->workers && i < l->nworkers; i++) {
         const stoker__wstats *w = &l->workers[i].stats;
-        s->skipped += (int64_t)LOAD(w->skipped);
         s->records_read += (int64_t)LOAD(w->records);
         s->bytes_read += (int64_t)LOAD(w->bytes);
         s->reduced += (int64_t)LOAD(w->reduced);

@@ -101,6 +101,7 @@ static void prepare(stoker_loader *l, stoker__worker *w, stoker__slot *s, uint64
     b->count = (int64_t)stoker__sampler_batch_count(&l->smp, pos);
     stoker__sampler_batch(&l->smp, epoch, pos, b->ids);
     memset(s->bad, 0, (size_t)b->count);
+    b->replaced = 0;
     for (uint32_t p = 0; p < l->ppb; p++) /* published by the mutex with PREPARED */
         atomic_store_explicit(&s->piece_ok[p], 0, memory_order_relaxed);
     s->repaired = false;
@@ -120,11 +121,13 @@ static void prepare(stoker_loader *l, stoker__worker *w, stoker__slot *s, uint64
     pthread_cond_broadcast(&s->cond);
 }
 
-/* A record failed its check: SKIP marks it for replacement, ERROR fails the batch. */
+/* A record failed its check (its message is in w->err): SKIP marks it for replacement,
+ * ERROR fails the batch. Every way a record can fail, on every fetch path, ends here, and a
+ * mark is cleared only where the record is read again (read_range). */
 static void corrupt(stoker_loader *l, stoker__worker *w, stoker__slot *s, uint64_t j)
 {
     if (l->on_corrupt == STOKER_ON_CORRUPT_SKIP)
-        s->bad[j] = 1;
+        s->bad[j] |= REC_BAD;
     else
         slot_fail(s, &w->err);
 }
@@ -194,15 +197,17 @@ static void check_read(stoker_loader *l, stoker__worker *w, stoker__slot *s,
     for (uint32_t j = first; j < last; j++) {
         const stoker__recloc *loc = &s->locs[j];
         if ((uint64_t)d->res < at + loc->length) {
+            /* The file ends within this record: it and every record after it in this read
+             * are cut short. */
             stoker__fail(&w->err, STOKER_E_CORRUPT,
                          "%s: record %" PRId64 ": short file: %" PRIu64 " of %" PRIu64
                          " bytes at offset %" PRIu64,
                          shard, s->batch.ids[j], (uint64_t)d->res > at ? (uint64_t)d->res - at : 0,
                          loc->length, loc->offset);
             corrupt(l, w, s, j);
-            return;
+        } else {
+            check_record(l, w, s, j, src + at, shard);
         }
-        check_record(l, w, s, j, src + at, shard);
         at += loc->length;
     }
     const uint64_t p1 = atomic_load_explicit(&w->stats.process_ns, memory_order_relaxed);
@@ -364,13 +369,18 @@ static int read_range(stoker_loader *l, stoker__worker *w, stoker__slot *s, uint
         size_t staged = 0;
         uint64_t bytes = 0;
         while (j < j1) {
-            if (only_bad && !s->bad[j]) {
+            if (only_bad && !(s->bad[j] & REC_BAD)) {
                 j++;
                 continue;
             }
-            if (!add_record(l, w, s, j, &nreq, &staged, &bytes))
+            /* This read decides the record afresh: its mark is cleared before add_record,
+             * which may fetch and check the record at once and mark it again. */
+            const uint8_t mark = s->bad[j];
+            s->bad[j] &= (uint8_t)~REC_BAD;
+            if (!add_record(l, w, s, j, &nreq, &staged, &bytes)) {
+                s->bad[j] = mark; /* not in this round: the next one reads it */
                 break;
-            s->bad[j] = 0;
+            }
             j++;
         }
         if (nreq == 0 && w->nfetch == 0)
@@ -396,11 +406,12 @@ static int64_t replacement(const stoker_loader *l, uint64_t epoch, int64_t id, u
     return (int64_t)(r % l->smp.n);
 }
 
-static uint32_t count_bad(const stoker__slot *s)
+/* Records of the batch whose marks include `flag`. */
+static uint32_t count_marked(const stoker__slot *s, uint8_t flag)
 {
     uint32_t n = 0;
     for (int64_t j = 0; j < s->batch.count; j++)
-        n += s->bad[j];
+        n += (s->bad[j] & flag) != 0;
     return n;
 }
 
@@ -410,7 +421,7 @@ static void repair(stoker_loader *l, stoker__worker *w, stoker__slot *s)
 {
     stoker_batch *b = &s->batch;
     for (uint32_t attempt = 1;; attempt++) {
-        const uint32_t nbad = count_bad(s);
+        const uint32_t nbad = count_marked(s, REC_BAD);
         if (nbad == 0 || slot_error(s) != 0)
             return;
         if (attempt > STOKER__REPLACE_TRIES) {
@@ -423,11 +434,11 @@ static void repair(stoker_loader *l, stoker__worker *w, stoker__slot *s)
             slot_fail(s, &w->err);
             return;
         }
-        bump(&w->stats.skipped, nbad);
         s->repaired = true; /* copies of finished pieces are stale */
         for (int64_t j = 0; j < b->count; j++) {
-            if (!s->bad[j])
+            if (!(s->bad[j] & REC_BAD))
                 continue;
+            s->bad[j] |= REC_REPLACED;
             b->ids[j] = replacement(l, (uint64_t)b->epoch, b->ids[j], attempt);
             if (locate(l, w, s, (uint64_t)j) < 0) {
                 slot_fail(s, &w->err);
@@ -440,7 +451,8 @@ static void repair(stoker_loader *l, stoker__worker *w, stoker__slot *s)
                 slot_fail(s, &w->err);
                 return;
             }
-            memset(s->bad, 1, (size_t)b->count);
+            for (int64_t j = 0; j < b->count; j++)
+                s->bad[j] |= REC_BAD;
         }
         read_range(l, w, s, 0, (uint32_t)b->count, true);
     }
@@ -458,8 +470,11 @@ static void piece_done(stoker_loader *l, stoker__worker *w, stoker__slot *s, uin
             stoker__slot_wake(s);
         return;
     }
-    if (l->on_corrupt == STOKER_ON_CORRUPT_SKIP && count_bad(s))
+    if (l->on_corrupt == STOKER_ON_CORRUPT_SKIP && count_marked(s, REC_BAD)) {
         repair(l, w, s);
+        /* Counted as skipped only if this batch is delivered (stoker__count_delivery). */
+        s->batch.replaced = count_marked(s, REC_REPLACED);
+    }
     pthread_mutex_lock(&s->mu);
     s->state = SLOT_READY;
     atomic_fetch_add_explicit(&l->ready, 1, memory_order_relaxed);
