@@ -11,9 +11,10 @@
 #endif
 
 #include <fcntl.h>
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,29 +25,37 @@ static const uint8_t HDF5_SIGNATURE[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a,
 #define HDF5_REFUSAL "an HDF5 file; this build cannot read HDF5 data sets"
 #endif
 
+/* The calling thread's last failure on an open data set: stoker_dataset_errmsg promises
+ * each thread its own, so concurrent readers never share (or tear) one message. `serial`
+ * names the handle, so a handle freed and another allocated at its address do not match. */
+static _Thread_local struct {
+    uint64_t serial;
+    stoker__err err;
+} thread_fail;
+
+static atomic_uint_fast64_t next_serial = 1;
+
 stoker_dataset *stoker__dataset_alloc(void)
 {
     stoker_dataset *ds = stoker__calloc(1, sizeof *ds);
     if (!ds)
         return NULL;
     ds->dirfd = -1;
-    pthread_mutex_init(&ds->err_lock, NULL);
+    ds->serial = atomic_fetch_add_explicit(&next_serial, 1, memory_order_relaxed);
     pthread_mutex_init(&ds->key_lock, NULL);
     pthread_mutex_init(&ds->direct_lock, NULL);
     return ds;
 }
 
+/* A failure of a call on an open data set (any thread): kept for the calling thread. */
 int stoker__dataset_fail(stoker_dataset *ds, int code, const char *fmt, ...)
 {
-    char msg[STOKER_ERRMSG_CAP];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vsnprintf(thread_fail.err.msg, sizeof thread_fail.err.msg, fmt, ap);
     va_end(ap);
-    pthread_mutex_lock(&ds->err_lock);
-    memcpy(ds->err.msg, msg, sizeof msg);
-    ds->err.code = code;
-    pthread_mutex_unlock(&ds->err_lock);
+    thread_fail.err.code = code;
+    thread_fail.serial = ds->serial;
     return code;
 }
 
@@ -146,8 +155,7 @@ static void shards_close(stoker_dataset *ds)
 {
     for (int32_t i = 0; ds->shards && i < ds->nshards; i++) {
         stoker__shard *sh = &ds->shards[i];
-        if (sh->map)
-            munmap(sh->map, sh->map_len);
+        stoker__free((void *)sh->index);
         if (sh->fd >= 0)
             close(sh->fd);
         if (sh->direct_fd >= 0)
@@ -358,22 +366,22 @@ static int check_entry(const stoker_dataset *ds, int32_t i, uint64_t r, uint64_t
     return 0;
 }
 
-/* Maps the index and footer, checks the index CRC and every entry. */
-static int check_index(stoker_dataset *ds, int32_t i, const uint8_t *f, uint64_t size,
-                       stoker__err *err)
+/* Reads the index into memory, checks its CRC and every entry. A copy, not a mapping: a
+ * shard truncated while open would turn reads of a mapped index into SIGBUS, where a read
+ * past the end is an error the loader reports. */
+static int check_index(stoker_dataset *ds, int32_t i, const uint8_t *f, stoker__err *err)
 {
     stoker__shard *sh = &ds->shards[i];
-    const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
     sh->index_off = stoker__get_u64(f + STK_F_INDEX_OFF);
     sh->records = stoker__get_u64(f + STK_F_COUNT);
-    const uint64_t start = sh->index_off / page * page;
-    sh->map_len = (size_t)(size - start);
-    void *map = mmap(NULL, sh->map_len, PROT_READ, MAP_SHARED, sh->fd, (off_t)start);
-    STOKER_RETURN_IF(map == MAP_FAILED, err, -errno, "%s: mmap: %s", sh->path,
-                     stoker_strerror(-errno));
-    sh->map = map;
-    sh->index = sh->map + (sh->index_off - start);
     const uint64_t isize = sh->records * STK_ENTRY_SIZE;
+    uint8_t *index = stoker__malloc(isize ? (size_t)isize : 1);
+    STOKER_RETURN_IF(!index, err, -ENOMEM, "%s: out of memory for an index of %llu bytes",
+                     sh->path, (unsigned long long)isize);
+    sh->index = index;
+    const int rrc = stoker__pread_full(sh->fd, index, (size_t)isize, sh->index_off);
+    STOKER_RETURN_IF(rrc < 0, err, rrc, "%s: reading the index: %s", sh->path,
+                     rrc == STOKER_E_CORRUPT ? "file shrank" : stoker_strerror(rrc));
     const uint32_t crc = stoker_crc32c(0, sh->index, (size_t)isize);
     STOKER_RETURN_IF(crc != stoker__get_u32(f + STK_F_INDEX_CRC), err, STOKER_E_CORRUPT,
                      "%s: index CRC32C mismatch (stored %08x, computed %08x)", sh->path,
@@ -435,7 +443,7 @@ int stoker__shard_open(stoker_dataset *ds, int32_t i, stoker__err *err)
                      rc == STOKER_E_CORRUPT ? "file shrank" : stoker_strerror(rc));
     if ((rc = check_header(ds, i, h, err)) < 0 || (rc = check_footer(ds, i, f, size, err)) < 0)
         return rc;
-    return check_index(ds, i, f, size, err);
+    return check_index(ds, i, f, err); /* check_footer placed it in the file */
 }
 
 /* ---- the public face ---- */
@@ -478,7 +486,6 @@ void stoker_dataset_close(stoker_dataset *ds)
         close(ds->dirfd);
     stoker__free(ds->path);
     stoker__free(ds->dir);
-    pthread_mutex_destroy(&ds->err_lock);
     pthread_mutex_destroy(&ds->key_lock);
     pthread_mutex_destroy(&ds->direct_lock);
     stoker__free(ds);
@@ -486,7 +493,9 @@ void stoker_dataset_close(stoker_dataset *ds)
 
 const char *stoker_dataset_errmsg(const stoker_dataset *ds)
 {
-    return ds ? ds->err.msg : "no data set";
+    if (!ds)
+        return "no data set";
+    return thread_fail.serial == ds->serial ? thread_fail.err.msg : ds->err.msg;
 }
 
 int64_t stoker_dataset_num_records(const stoker_dataset *ds)

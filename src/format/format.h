@@ -132,9 +132,7 @@ typedef struct stoker__shard {
     int fd;         /* buffered read-only descriptor */
     int direct_fd;  /* O_DIRECT descriptor, -1 until opened (under direct_lock) */
     int direct_err; /* the errno of a refused O_DIRECT open, 0 if not tried */
-    uint8_t *map;   /* mapping holding the index and footer */
-    size_t map_len;
-    const uint8_t *index;
+    const uint8_t *index; /* the index entries, read at open (owned) */
     uint64_t records;
     uint64_t index_off;
 } stoker__shard;
@@ -144,8 +142,8 @@ struct stoker_dataset {
     char *path; /* as given to open */
     char *dir;  /* the directory holding the shards */
     int dirfd;
-    stoker__err err; /* open's failure, then the last failed call (under err_lock) */
-    pthread_mutex_t err_lock;
+    stoker__err err; /* open's failure; written only while opening */
+    uint64_t serial; /* unique per handle: tells a thread's failure record apart (dataset.c) */
     pthread_mutex_t key_lock;
     pthread_mutex_t direct_lock;
     bool ready;     /* open succeeded: every shard was checked */
