@@ -295,11 +295,12 @@ static void *releaser(void *arg)
     rel_queue *r = arg;
     for (;;) {
         pthread_mutex_lock(&r->mu);
+        const unsigned k = r->head;
         stoker_batch *b = r->head != r->tail ? r->q[r->head++ % 64] : NULL;
         const bool done = r->done && !b;
         pthread_mutex_unlock(&r->mu);
-        if (b)
-            T_OK(stoker_batch_release(b));
+        if (b) /* both releases are documented callable from any thread */
+            T_OK(k % 2 ? stoker_batch_release_stream(b, NULL) : stoker_batch_release(b));
         else if (done)
             return NULL;
         else
@@ -345,6 +346,54 @@ static void test_release_elsewhere(void)
     stoker_config_destroy(cfg);
 }
 
+/* stoker_dataset_errmsg is each thread's own: readers failing on different records, at the
+ * same time, each read their own message, and a thread that never failed reads the open's
+ * (none). */
+typedef struct errmsg_reader {
+    stoker_dataset *ds;
+    int64_t id;   /* the record this thread reads */
+    bool bad;     /* whether it is corrupt */
+    char want[64];
+} errmsg_reader;
+
+static void *errmsg_main(void *arg)
+{
+    const errmsg_reader *r = arg;
+    uint8_t buf[RS];
+    for (int k = 0; k < 2000; k++) {
+        size_t got = 0;
+        const int rc = stoker_dataset_read(r->ds, r->id, buf, sizeof buf, &got);
+        T_EQ_RC(rc, r->bad ? STOKER_E_CORRUPT : 0);
+        if (r->bad)
+            T_CONTAINS(stoker_dataset_errmsg(r->ds), r->want);
+        else
+            T_EQ_STR(stoker_dataset_errmsg(r->ds), "");
+    }
+    return NULL;
+}
+
+static void test_dataset_errmsg_per_thread(void)
+{
+    char path[4200], shard[4200];
+    snprintf(path, sizeof path, "%s/errmsg", g_tmp);
+    tl_make(path, 40, RS, 0, 0);
+    tl_flip_byte(path, 7, shard, sizeof shard);
+    tl_flip_byte(path, 23, shard, sizeof shard);
+    stoker_dataset *ds = NULL;
+    T_OK(stoker_dataset_open(&ds, path, NULL));
+    errmsg_reader r[3] = {{ds, 7, true, ""}, {ds, 23, true, ""}, {ds, 3, false, ""}};
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++) {
+        snprintf(r[i].want, sizeof r[i].want, "record %d (shard record %d): CRC32C mismatch",
+                 (int)r[i].id, (int)r[i].id);
+        T_ASSERT(pthread_create(&t[i], NULL, errmsg_main, &r[i]) == 0);
+    }
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+    T_EQ_STR(stoker_dataset_errmsg(ds), ""); /* this thread failed nothing either */
+    stoker_dataset_close(ds);
+}
+
 int main(void)
 {
     char *tmp = t_mkdtemp("loader-faults");
@@ -367,6 +416,7 @@ int main(void)
     test_thread_failures();
     test_destroy_anytime();
     test_release_elsewhere();
+    test_dataset_errmsg_per_thread();
     t_rmrf(tmp);
     free(tmp);
     printf("loader faults ok\n");
