@@ -510,7 +510,7 @@ STOKER_API uint32_t stoker_crc32c(uint32_t crc, const void *data, size_t size);
  *
  * Order: each epoch is a permutation drawn from (seed, epoch), the same on every rank, cut
  * into global batches of batch_size x world_size records; rank r takes slice r of each
- * (docs: INTERFACES.md). Corrupt records follow STOKER_OPT_ON_CORRUPT. Memory: `depth`
+ * (docs/SEMANTICS.md). Corrupt records follow STOKER_OPT_ON_CORRUPT. Memory: `depth`
  * batch slots allocated at create (STOKER_OPT_DEPTH; stoker_stats.depth says how many);
  * steady state allocates nothing. */
 typedef struct stoker_loader stoker_loader;

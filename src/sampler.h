@@ -4,7 +4,7 @@
  * epoch): no allocation, no state beyond a few integers, so the resume state of a loader is
  * just those plus a position, and any thread can compute any batch on its own.
  *
- * The rule (docs: INTERFACES.md, "Records and order"), with N records, per-rank batch size B,
+ * The rule (docs/SEMANTICS.md, "Order, ranks and epochs"), with N records, per-rank batch size B,
  * world size W, rank r, G = B * W records per global batch, and P the epoch's permutation of
  * 0..N-1:
  *
@@ -21,7 +21,7 @@
  *                       records per rank = nb * B; the remaining N - nb*G are not seen
  *
  * That is DistributedSampler's padding and record count, cut into global batches as
- * INTERFACES.md prescribes (rank r takes a contiguous slice of each global batch, rather
+ * docs/SEMANTICS.md states (rank r takes a contiguous slice of each global batch, rather
  * than DistributedSampler's stride-W interleaving).
  *
  * The permutation: a keyed bijection on [0, 2^2h) (a 4-round balanced Feistel network whose

@@ -17,7 +17,7 @@ typedef struct opt_desc {
 #define GiB (INT64_C(1) << 30)
 #define MiB (INT64_C(1) << 20)
 
-/* Defaults are documented in stoker.h and docs/INTERFACES.md; keep the three in step. */
+/* Defaults are documented in stoker.h and docs/SEMANTICS.md; keep the three in step. */
 static const opt_desc OPTS[] = {
     {STOKER_OPT_SHARD_SIZE, "shard_size", OPT_INT, 256 * MiB, 4096, INT64_C(1) << 40, 0},
     {STOKER_OPT_ALIGN, "align", OPT_INT, 4096, 0, 4096, 0},

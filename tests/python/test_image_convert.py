@@ -5,7 +5,7 @@ Runs the real shared library through ctypes; STOKER_LIBRARY names it (skipped wh
 Tolerances: a conversion is judged by decoding our JPEG and comparing it with Pillow's own
 convert("RGB") of the source, re-encoded by Pillow with the same encoder settings (quality
 100, 4:2:0, accurate DCT). Both go through the same libjpeg encoder, so JPEG's own loss
-cancels and what remains is the conversion: mean absolute error <= 1 (INTERFACES.md). As a
+cancels and what remains is the conversion: mean absolute error <= 1 (docs/SEMANTICS.md). As a
 second, looser check, the result is compared with the unencoded conversion: on smooth
 images 4:2:0 at quality 100 costs well under 2 levels, so <= 2 there.
 """
