@@ -306,8 +306,8 @@ static bool manifest_is_stokers(int dfd)
     const int fd = openat(dfd, STK_MANIFEST_NAME, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
         return false;
-    const bool ok = stoker__pread_full(fd, head, sizeof head, 0) == 0 &&
-                    memcmp(head, magic, sizeof head) == 0;
+    const bool ok =
+        stoker__pread_full(fd, head, sizeof head, 0) == 0 && memcmp(head, magic, sizeof head) == 0;
     close(fd);
     return ok;
 }
@@ -318,9 +318,9 @@ static int check_replaceable(stoker_writer *w)
 {
     struct stat st;
     if (lstat(w->path, &st) != 0)
-        return errno == ENOENT ? 0
-                               : stoker__fail(&w->err, -errno, "%s: %s", w->path,
-                                              stoker_strerror(-errno));
+        return errno == ENOENT
+                   ? 0
+                   : stoker__fail(&w->err, -errno, "%s: %s", w->path, stoker_strerror(-errno));
     STOKER_RETURN_IF(S_ISLNK(st.st_mode), &w->err, STOKER_E_EXISTS,
                      "%s: a symbolic link, not a stoker data set; not replaced", w->path);
     STOKER_RETURN_IF(!S_ISDIR(st.st_mode), &w->err, STOKER_E_EXISTS,
@@ -335,8 +335,7 @@ static int check_replaceable(stoker_writer *w)
     close(dfd);
     STOKER_RETURN_IF(rc < 0, &w->err, rc, "%s: cannot list: %s", w->path, stoker_strerror(rc));
     STOKER_RETURN_IF(!has_manifest && entries > 0, &w->err, STOKER_E_EXISTS,
-                     "%s: not a stoker data set (no " STK_MANIFEST_NAME "); not replaced",
-                     w->path);
+                     "%s: not a stoker data set (no " STK_MANIFEST_NAME "); not replaced", w->path);
     STOKER_RETURN_IF(has_manifest && !stokers, &w->err, STOKER_E_EXISTS,
                      "%s: not a stoker data set (its " STK_MANIFEST_NAME
                      " is not a stoker manifest); not replaced",
@@ -671,9 +670,13 @@ static int replace_existing(stoker_writer *w)
     } else if (rename(w->tmp, w->path) != 0) {
         rc = stoker__fail(&w->err, -errno, "%s: cannot rename %s into place: %s", w->path, w->tmp,
                           stoker_strerror(-errno));
-        rename(old, w->path); /* the previous output goes back where it was */
-    } else if (rename(old, w->tmp) != 0) { /* so that the cleanup below finds it */
-        remove_dataset(old);
+        if (rename(old, w->path) != 0) /* the previous output goes back where it was */
+            rc = stoker__fail(&w->err, rc,
+                              "%s: cannot rename into place, and the previous "
+                              "output stays at %s",
+                              w->path, old);
+    } else if (rename(old, w->tmp) != 0) {
+        remove_dataset(old); /* it could not move where publish's cleanup finds it */
     }
     stoker__free(old);
     return rc;
