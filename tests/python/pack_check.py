@@ -166,6 +166,41 @@ def check_maxside(out, n):
         assert max(im.size) == int(n), (key, im.size)  # every source image is larger
 
 
+def check_h5(out, h5file, count):
+    """OUT holds `count` records, each equal (bytes and label) to the HDF5 record its key
+    names; variable-length records are compared as their bytes."""
+    import h5py
+    ds = Dataset(out)
+    assert len(ds) == int(count), (len(ds), count)
+    with h5py.File(h5file, "r") as f:
+        images = f["images"]
+        labels = f["labels"][()] if "labels" in f else None
+        for i, key, label, data in ds.records():
+            src = int(key)
+            want = np.asarray(images[src]).tobytes()
+            assert data == want, f"record {i} (source record {src}) differs"
+            assert label == (int(labels[src]) if labels is not None else -1), (i, label)
+
+
+def check_jpegs(out, max_side, mode, *keys):
+    """Every record is a JPEG (of PIL mode `mode` unless it is "any") no larger than
+    max_side; the given keys are present, the first one exactly max_side on its longer
+    side."""
+    from PIL import Image
+    import io
+    ds = Dataset(out)
+    seen = {}
+    for i, key, _, data in ds.records():
+        im = Image.open(io.BytesIO(data))
+        assert im.format == "JPEG" and mode in ("any", im.mode), (key, im.format, im.mode)
+        assert max(im.size) <= int(max_side), (key, im.size)
+        seen[key.decode()] = im.size
+    missing = [k for k in keys if k not in seen]
+    assert not missing, (missing, sorted(seen))
+    if keys:
+        assert max(seen[keys[0]]) == int(max_side), (keys[0], seen[keys[0]])
+
+
 def flip(out, src):
     """Flips one byte inside record 3's payload in its shard; prints the record id."""
     ds = Dataset(out)
@@ -186,7 +221,8 @@ def main():
     mode, args = sys.argv[1], sys.argv[2:]
     {"json": check_json, "folder": check_folder, "sorted": check_sorted,
      "shuffled": check_shuffled, "list": check_list, "npy": check_npy,
-     "jpeg_key": check_jpeg_key, "maxside": check_maxside, "flip": flip}[mode](*args)
+     "jpeg_key": check_jpeg_key, "maxside": check_maxside, "h5": check_h5,
+     "jpegs": check_jpegs, "flip": flip}[mode](*args)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,17 @@
 /* stoker-pack's HDF5 source: the file is opened as a stoker data set (the library maps it;
- * the tool sees the public API only), and each record is read and written as it is. The
- * key of each record is its index along axis 0, so every record maps back to its source.
+ * the tool sees the public API only), and each record is read and written as it is, or,
+ * given image options, checked and converted by the pipeline as image files are. The key
+ * of each record is its index along axis 0, so every record maps back to its source.
  *
  * Converting in a separate process is also the safe way to handle HDF5 files from
  * untrusted places: libhdf5 1.10 is not robust against malicious files. */
 #include "pack.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static bool ends_with(const char *s, size_t n, const char *suffix)
 {
@@ -16,12 +19,27 @@ static bool ends_with(const char *s, size_t n, const char *suffix)
     return n >= k && strncmp(s + n - k, suffix, k) == 0;
 }
 
+/* HDF5's superblock signature, at offset 0 of a file without a user block. */
+static bool has_h5_signature(const char *path)
+{
+    static const char sig[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
+    char head[sizeof sig];
+    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return false;
+    const bool yes =
+        read(fd, head, sizeof head) == (ssize_t)sizeof head && memcmp(head, sig, sizeof head) == 0;
+    close(fd);
+    return yes;
+}
+
 bool pack_is_h5(const char *path)
 {
     const char *colon = strrchr(path, ':');
     const size_t n = colon ? (size_t)(colon - path) : strlen(path);
     return ends_with(path, n, ".h5") || ends_with(path, n, ".hdf5") ||
-           ends_with(path, strlen(path), ".h5") || ends_with(path, strlen(path), ".hdf5");
+           ends_with(path, strlen(path), ".h5") || ends_with(path, strlen(path), ".hdf5") ||
+           has_h5_signature(path);
 }
 
 int pack_h5_open(const pack_opts *o, stoker_dataset **ds)
@@ -56,19 +74,31 @@ int pack_h5_field(stoker_writer *w, const stoker_dataset *ds)
     return rc < 0 ? PACK_FAIL : 0;
 }
 
+/* Makes *buf hold `size` bytes; it exists even for an empty record, which is written from
+ * it as a record of 0 bytes. */
+static bool room(uint8_t **buf, size_t *cap, uint64_t size)
+{
+    if (*buf && size <= *cap)
+        return true;
+    free(*buf);
+    *cap = (size_t)size;
+    *buf = malloc(*cap ? *cap : 1);
+    return *buf != NULL;
+}
+
 /* Reads record id into *buf (grown as needed) and adds it; returns 0 or an exit code. */
 static int copy_record(const pack_opts *o, stoker_dataset *ds, int64_t id, stoker_writer *w,
                        uint8_t **buf, size_t *cap, pack_result *res)
 {
     uint64_t size = 0;
     int64_t label = -1;
-    if (stoker_dataset_record_info(ds, id, &size, &label, NULL) == 0 && size > *cap) {
-        free(*buf);
-        *cap = (size_t)size;
-        *buf = malloc(*cap ? *cap : 1);
+    if (stoker_dataset_record_info(ds, id, &size, &label, NULL) < 0) {
+        pack_err("%s: record %lld: %s", o->src, (long long)id, stoker_dataset_errmsg(ds));
+        return PACK_FAIL;
     }
-    if (!*buf) {
-        pack_err("out of memory");
+    if (!room(buf, cap, size)) {
+        pack_err("%s: record %lld: out of memory for %llu bytes", o->src, (long long)id,
+                 (unsigned long long)size);
         return PACK_FAIL;
     }
     size_t got = 0;
@@ -106,4 +136,81 @@ int pack_h5_rows(const pack_opts *o, stoker_dataset *ds, const size_t *order, st
     pack_progress_end(&prog);
     free(buf);
     return rc;
+}
+
+int pack_h5_items(const pack_opts *o, stoker_dataset *ds, pack_source *src)
+{
+    const int64_t n = stoker_dataset_num_records(ds);
+    src->items = calloc(n > 0 ? (size_t)n : 1, sizeof *src->items);
+    src->cap = n > 0 ? (size_t)n : 1;
+    src->ds = ds;
+    for (int64_t i = 0; src->items && i < n; i++) {
+        pack_item *it = &src->items[i];
+        it->record = i;
+        it->label = -1;
+        stoker_dataset_record_info(ds, i, NULL, &it->label, NULL);
+        if (asprintf(&it->path, "%s: record %lld", o->src, (long long)i) < 0 ||
+            asprintf(&it->key, "%lld", (long long)i) < 0) {
+            it->path = it->key = NULL;
+            break;
+        }
+        src->n++;
+    }
+    if (src->n != (size_t)n) {
+        pack_err("out of memory for %lld records", (long long)n);
+        return PACK_FAIL;
+    }
+    return 0;
+}
+
+/* --verify of an HDF5 file: HDF5 keeps no checksums, so what can be checked is that every
+ * record reads (chunks present and inflating, extents inside the file). */
+/* Prints "PATH: " with the path escaped. */
+static void put_path(const char *path)
+{
+    pack_put_escaped(stdout, path);
+    fputs(": ", stdout);
+}
+
+/* --verify of an HDF5 file: HDF5 keeps no checksums, so what can be checked is that every
+ * record reads (chunks present and inflating, extents inside the file). */
+int pack_h5_verify(const char *path, bool quiet)
+{
+    stoker_dataset *ds = NULL;
+    if (stoker_dataset_open(&ds, path, NULL) < 0) {
+        put_path(path);
+        fputs("cannot be read: ", stdout);
+        pack_put_escaped(stdout, ds ? stoker_dataset_errmsg(ds) : "out of memory");
+        putchar('\n');
+        stoker_dataset_close(ds);
+        return PACK_FAIL;
+    }
+    const int64_t n = stoker_dataset_num_records(ds);
+    int64_t bad = 0;
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t size = 0;
+        size_t got = 0;
+        const bool ok =
+            stoker_dataset_record_info(ds, i, &size, NULL, NULL) == 0 && room(&buf, &cap, size);
+        if (!ok || stoker_dataset_read(ds, i, buf, cap, &got) < 0) {
+            printf("record %lld: ", (long long)i);
+            pack_put_escaped(stdout, buf ? stoker_dataset_errmsg(ds) : "out of memory");
+            putchar('\n');
+            bad++;
+        }
+    }
+    free(buf);
+    stoker_dataset_close(ds);
+    if (bad) {
+        put_path(path);
+        printf("%lld of %lld records cannot be read\n", (long long)bad, (long long)n);
+    } else if (!quiet) {
+        put_path(path);
+        printf("every one of %lld records reads (HDF5 keeps no checksums: damage inside a "
+               "record that still reads is not detected)\n",
+               (long long)n);
+    }
+    return bad ? PACK_FAIL : PACK_OK;
 }

@@ -93,12 +93,18 @@ static void print_human(const char *path, stoker_dataset *ds, int32_t kind, int3
                         int32_t ndim, const int64_t *shape)
 {
     const int64_t bytes = stoker_dataset_payload_bytes(ds);
-    printf("data set        %s\n", path);
+    fputs("data set        ", stdout);
+    pack_put_escaped(stdout, path);
+    putchar('\n');
     printf("format version  %d\n", stoker_dataset_format_version(ds));
     printf("records         %lld\n", (long long)stoker_dataset_num_records(ds));
     printf("shards          %d\n", stoker_dataset_num_shards(ds));
     printf("payload bytes   %lld (%.1f MB)\n", (long long)bytes, (double)bytes / 1e6);
-    printf("alignment       %ld\n", manifest_align(path));
+    const long align = manifest_align(path);
+    if (align > 0)
+        printf("alignment       %ld\n", align);
+    else
+        printf("alignment       n/a (no manifest: an HDF5 file)\n");
     printf("field           %s", field_name(kind));
     if (kind == STOKER_FIELD_RAW) {
         printf(" %s [", stoker_dtype_name(dtype));
@@ -108,8 +114,10 @@ static void print_human(const char *path, stoker_dataset *ds, int32_t kind, int3
     }
     const int32_t nc = stoker_dataset_num_classes(ds);
     printf("\nclasses         %d", nc);
-    for (int32_t i = 0; i < nc && i < 10; i++)
-        printf("%s%s", i ? ", " : ": ", stoker_dataset_class_name(ds, i));
+    for (int32_t i = 0; i < nc && i < 10; i++) {
+        fputs(i ? ", " : ": ", stdout);
+        pack_put_escaped(stdout, stoker_dataset_class_name(ds, i));
+    }
     printf("%s\n", nc > 10 ? ", ..." : "");
 }
 
@@ -137,29 +145,60 @@ int pack_info(const char *path, bool json)
     return PACK_OK;
 }
 
+/* A problem with the data set as a whole (it could not be opened), kept for the end. */
+typedef struct whole_problem {
+    int32_t code;
+    char msg[1024];
+} whole_problem;
+
 static void on_problem(void *user, int32_t shard, int64_t record, int32_t code, const char *msg)
 {
-    (void)user;
-    char where[64] = "";
-    if (shard >= 0 && record >= 0)
-        snprintf(where, sizeof where, "shard %d, record %lld: ", shard, (long long)record);
-    else if (shard >= 0)
-        snprintf(where, sizeof where, "shard %d: ", shard);
-    else if (record >= 0)
-        snprintf(where, sizeof where, "record %lld: ", (long long)record);
-    printf("%s%s (%s)\n", where, msg, stoker_strerror(code));
+    whole_problem *whole = user;
+    if (shard < 0 && record < 0) {
+        whole->code = code;
+        snprintf(whole->msg, sizeof whole->msg, "%s", msg);
+        return;
+    }
+    if (record >= 0)
+        printf("shard %d, record %lld: ", shard, (long long)record);
+    else
+        printf("shard %d: ", shard);
+    pack_put_escaped(stdout, msg);
+    printf(" (%s)\n", stoker_strerror(code));
 }
 
-int pack_verify(const char *path)
+int pack_verify(const char *path, bool quiet)
 {
+    if (pack_is_h5(path))
+        return pack_h5_verify(path, quiet);
     int64_t problems = 0;
-    const int rc = stoker_dataset_verify(path, NULL, on_problem, NULL, &problems);
-    if (rc == 0) {
-        printf("%s: intact\n", path);
-        return PACK_OK;
+    whole_problem whole = {0, ""};
+    const int rc = stoker_dataset_verify(path, NULL, on_problem, &whole, &problems);
+    if (rc == 0 && !quiet) {
+        pack_put_escaped(stdout, path);
+        printf(": intact\n");
     }
-    if (problems == 0)
-        printf("%s: %s\n", path, stoker_strerror(rc));
-    printf("%s: %lld problem%s found\n", path, (long long)problems, problems == 1 ? "" : "s");
+    if (rc == 0)
+        return PACK_OK;
+    /* Not a data set at all (or not there) is no problem found in one: say what it is. */
+    if (whole.msg[0] && rc != STOKER_E_CORRUPT) {
+        pack_put_escaped(stdout, whole.msg); /* names the path */
+        if (rc == STOKER_E_FORMAT && !strstr(whole.msg, "not a stoker data set"))
+            fputs(": not a stoker data set", stdout);
+        if (rc == STOKER_E_FORMAT)
+            fputs(" (--verify checks a data set written by stoker-pack, or reads every record "
+                  "of an HDF5 file)",
+                  stdout);
+        else if (!strstr(whole.msg, stoker_strerror(whole.code)))
+            printf(" (%s)", stoker_strerror(whole.code));
+        putchar('\n');
+        return PACK_FAIL;
+    }
+    if (whole.msg[0]) {
+        pack_put_escaped(stdout, whole.msg);
+        printf(" (%s)\n", stoker_strerror(whole.code));
+    }
+    pack_put_escaped(stdout, path);
+    printf(": %lld problem%s found\n", (long long)problems, problems == 1 ? "" : "s");
     return PACK_FAIL;
 }

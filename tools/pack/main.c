@@ -1,5 +1,5 @@
-/* stoker-pack: packs an ImageFolder tree, a list file or a .npy array into a stoker data
- * set; --verify and --info inspect one. Exit codes: 0 ok, 1 failure or corruption, 2 usage,
+/* stoker-pack: packs an ImageFolder tree, a list file, a .npy array or an HDF5 file into a
+ * stoker data set; --verify and --info inspect one. Exit codes: 0 ok, 1 failure or corruption, 2 usage,
  * 130 interrupted. */
 #include "pack.h"
 
@@ -44,6 +44,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: stoker-pack [options] SRC OUT     pack SRC into the data set OUT\n"
                "       stoker-pack --verify OUT          check every byte of a data set\n"
+               "                                         (of an HDF5 file: read every record)\n"
                "       stoker-pack --info [--json] OUT   describe a data set\n"
                "       stoker-pack --version | --help\n"
                "\n"
@@ -55,7 +56,8 @@ static void usage(FILE *f)
                "  --shard-size SIZE  target shard size, with K/M/G suffixes (default 256M)\n"
                "  --align N          payload alignment 1, 512 or 4096 (default 4096)\n"
                "  --jobs N           worker threads (default: online cores)\n"
-               "  --validate         decode every JPEG; leave out damaged files\n"
+               "  --validate         decode every JPEG; leave out damaged files (or records\n"
+               "                     of an HDF5 file of encoded images)\n"
                "  --strict           fail (no output) when any file would be left out\n"
                "  --rgb              convert CMYK/grey JPEG and PNG to RGB JPEG\n"
                "  --max-side N       re-encode images whose longer side exceeds N\n"
@@ -64,7 +66,7 @@ static void usage(FILE *f)
                "  --no-shuffle       store records in source order\n"
                "  --labels FILE      labels of a .npy source: an (N,) integer .npy;\n"
                "                     of an HDF5 source: the labels dataset's name\n"
-               "  --force            replace an existing OUT\n"
+               "  --force            replace a previous data set at OUT (nothing else)\n"
                "  --no-fsync         do not fsync the output before publishing it\n"
                "  --quiet            print errors only\n");
 }
@@ -173,6 +175,13 @@ static int bad_value(const char *opt, const char *value)
 static int take_option(int c, const char *arg, pack_opts *o)
 {
     uint64_t u;
+    if (c == OPT_VERIFY || c == OPT_INFO) {
+        const pack_mode m = c == OPT_VERIFY ? MODE_VERIFY : MODE_INFO;
+        if (o->mode != MODE_PACK && o->mode != m) {
+            pack_err("choose one of --verify and --info");
+            return PACK_USAGE;
+        }
+    }
     switch (c) {
     case OPT_SHARD_SIZE: return parse_size(arg, &o->shard_size) ? -1 : bad_value("shard-size", arg);
     case OPT_ALIGN:
@@ -185,12 +194,15 @@ static int take_option(int c, const char *arg, pack_opts *o)
     case OPT_STRICT: o->strict = true; return -1;
     case OPT_MAX_SIDE:
         return parse_int(arg, 1, 65535, &o->max_side) ? -1 : bad_value("max-side", arg);
-    case OPT_QUALITY: return parse_int(arg, 1, 100, &o->quality) ? -1 : bad_value("quality", arg);
+    case OPT_QUALITY:
+        o->quality_set = true;
+        return parse_int(arg, 1, 100, &o->quality) ? -1 : bad_value("quality", arg);
     case OPT_RGB: o->rgb = true; return -1;
     case OPT_SEED:
         if (!parse_u64(arg, &u))
             return bad_value("seed", arg);
         o->seed = u;
+        o->seed_set = true;
         return -1;
     case OPT_NO_SHUFFLE: o->shuffle = false; return -1;
     case OPT_FORCE: o->force = true; return -1;
@@ -209,6 +221,56 @@ static int take_option(int c, const char *arg, pack_opts *o)
     }
 }
 
+/* Options that mean nothing to the mode chosen would be ignored: refused instead. */
+static int check_combination(const pack_opts *o)
+{
+    const char *what = o->mode == MODE_VERIFY ? "--verify" : "--info";
+    if (o->mode != MODE_PACK && (o->pack_option || (o->mode == MODE_INFO && o->quiet))) {
+        pack_err("--%s is an option of packing; %s takes none of those",
+                 o->pack_option ? o->pack_option : "quiet", what);
+        return PACK_USAGE;
+    }
+    if (o->json && o->mode != MODE_INFO) {
+        pack_err("--json is an option of --info");
+        return PACK_USAGE;
+    }
+    if (o->mode == MODE_PACK && o->quality_set && !o->rgb && o->max_side == 0) {
+        pack_err("--quality sets the quality of re-encoded images: give --rgb or --max-side "
+                 "with it");
+        return PACK_USAGE;
+    }
+    if (o->mode == MODE_PACK && o->seed_set && !o->shuffle) {
+        pack_err("--seed chooses the shuffle, and --no-shuffle turns it off: give one of them");
+        return PACK_USAGE;
+    }
+    return -1;
+}
+
+/* The operands: SRC OUT to pack, one path to --verify or --info. */
+static int take_operands(int argc, char **argv, pack_opts *o)
+{
+    const int rest = argc - optind, want = o->mode == MODE_PACK ? 2 : 1;
+    const char *what = o->mode == MODE_VERIFY ? "--verify" : "--info";
+    if (rest > want) {
+        pack_err("unexpected argument '%s' (%s)", argv[optind + want],
+                 o->mode == MODE_PACK ? "expected SRC OUT" : "expected one path");
+    } else if (rest == 0 && o->mode == MODE_PACK) {
+        pack_err("no source and output given (stoker-pack [options] SRC OUT)");
+    } else if (rest == 0) {
+        pack_err("%s needs the data set to read", what);
+    } else if (rest < want) {
+        pack_err("missing the output: where should the data set from '%s' go? "
+                 "(stoker-pack [options] SRC OUT)",
+                 argv[optind]);
+    } else {
+        o->src = o->mode == MODE_PACK ? argv[optind] : NULL;
+        o->out = argv[argc - 1];
+        return -1;
+    }
+    fprintf(stderr, "(stoker-pack --help lists the options)\n");
+    return PACK_USAGE;
+}
+
 static int parse_args(int argc, char **argv, pack_opts *o)
 {
     const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -219,63 +281,28 @@ static int parse_args(int argc, char **argv, pack_opts *o)
                      .quality = 90,
                      .shuffle = true,
                      .fsync = true};
-    int c;
+    int c, index = -1;
     opterr = 1;
-    while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "", long_opts, &index)) != -1) {
+        if (c >= OPT_SHARD_SIZE && c <= OPT_NO_FSYNC && c != OPT_QUIET && !o->pack_option)
+            o->pack_option = long_opts[index].name;
         const int rc = take_option(c, optarg, o);
         if (rc >= 0)
             return rc;
     }
-    const int rest = argc - optind;
-    if (o->mode != MODE_PACK && rest == 1) {
-        o->out = argv[optind];
-        return -1;
-    }
-    if (o->mode == MODE_PACK && rest == 2 && !o->json) {
-        o->src = argv[optind];
-        o->out = argv[optind + 1];
-        return -1;
-    }
-    usage(stderr);
-    return PACK_USAGE;
-}
-
-/* Refuses OUT inside SRC (the pack would read its own output), comparing real paths: OUT
- * need not exist yet, so its parent is resolved and its last component appended. */
-static bool out_inside_src(const char *src, const char *out)
-{
-    char rsrc[PATH_MAX], rparent[PATH_MAX], full[2 * PATH_MAX + 2];
-    char *parent = strdup(out);
-    if (!parent)
-        return false;
-    size_t n = strlen(parent);
-    while (n > 1 && parent[n - 1] == '/')
-        parent[--n] = '\0';
-    char *slash = strrchr(parent, '/');
-    const char *base = slash ? slash + 1 : parent;
-    if (slash == parent)
-        base = parent + 1;
-    if (slash)
-        *slash = '\0';
-    const bool ok = realpath(src, rsrc) && realpath(!slash            ? "."
-                                                    : slash == parent ? "/"
-                                                                      : parent,
-                                                    rparent);
-    if (ok)
-        snprintf(full, sizeof full, "%s/%s", strcmp(rparent, "/") ? rparent : "", base);
-    free(parent);
-    if (!ok)
-        return false;
-    const size_t ns = strlen(rsrc);
-    return strncmp(full, rsrc, ns) == 0 && (full[ns] == '/' || full[ns] == '\0');
+    const int rc = check_combination(o);
+    return rc >= 0 ? rc : take_operands(argc, argv, o);
 }
 
 static void print_options(const pack_opts *o, const char *kind)
 {
     fprintf(stderr, "stoker-pack %s (library %s, format version %d)\n", STOKER_VERSION_STRING_TOOL,
             stoker_version_string(), STOKER_FORMAT_VERSION);
-    fprintf(stderr, "  source       %s (%s)\n  output       %s\n", o->src, kind, o->out);
-    fprintf(stderr, "  shard-size   %lld bytes\n  align        %d\n  jobs         %d\n",
+    fputs("  source       ", stderr);
+    pack_put_escaped(stderr, o->src);
+    fprintf(stderr, " (%s)\n  output       ", kind);
+    pack_put_escaped(stderr, o->out);
+    fprintf(stderr, "\n  shard-size   %lld bytes\n  align        %d\n  jobs         %d\n",
             (long long)o->shard_size, o->align, o->jobs);
     fprintf(stderr, "  validate     %s\n  strict       %s\n  rgb          %s\n",
             o->validate ? "yes" : "no", o->strict ? "yes" : "no", o->rgb ? "yes" : "no");
@@ -284,8 +311,11 @@ static void print_options(const pack_opts *o, const char *kind)
     fprintf(stderr, "  order        %s (seed %llu)\n  force        %s\n  fsync        %s\n",
             o->shuffle ? "shuffled" : "source order", (unsigned long long)o->seed,
             o->force ? "yes" : "no", o->fsync ? "yes" : "no");
-    if (o->labels)
-        fprintf(stderr, "  labels       %s\n", o->labels);
+    if (o->labels) {
+        fputs("  labels       ", stderr);
+        pack_put_escaped(stderr, o->labels);
+        fputc('\n', stderr);
+    }
 }
 
 static void print_summary(const pack_opts *o, const pack_result *r, double secs)
@@ -296,20 +326,22 @@ static void print_summary(const pack_opts *o, const pack_result *r, double secs)
         shards = stoker_dataset_num_shards(ds);
     stoker_dataset_close(ds);
     const double dt = secs > 1e-6 ? secs : 1e-6;
-    fprintf(stderr,
-            "stoker-pack: wrote %s: %lld records, %lld bytes, %d shard%s, %zu skipped, "
-            "%.2f s, %.0f records/s, %.1f MB/s\n",
-            o->out, (long long)r->records, (long long)r->bytes, shards, shards == 1 ? "" : "s",
-            r->skips.n, secs, (double)r->records / dt, (double)r->bytes / dt / 1e6);
+    pack_err("wrote %s: %lld records, %lld bytes, %d shard%s, %zu skipped, %.2f s, "
+             "%.0f records/s, %.1f MB/s",
+             o->out, (long long)r->records, (long long)r->bytes, shards, shards == 1 ? "" : "s",
+             r->skips.n, secs, (double)r->records / dt, (double)r->bytes / dt / 1e6);
 }
 
-static void print_skips(const pack_skips *s)
+static void print_skips(const pack_skips *s, const char *noun)
 {
     if (s->n == 0)
         return;
-    fprintf(stderr, "stoker-pack: %zu file%s left out:\n", s->n, s->n == 1 ? "" : "s");
-    for (size_t i = 0; i < s->n && i < 20; i++)
-        fprintf(stderr, "  %s\n", s->lines[i]);
+    fprintf(stderr, "stoker-pack: %zu %s%s left out:\n", s->n, noun, s->n == 1 ? "" : "s");
+    for (size_t i = 0; i < s->n && i < 20; i++) {
+        fputs("  ", stderr);
+        pack_put_escaped(stderr, s->lines[i]);
+        fputc('\n', stderr);
+    }
     if (s->n > 20)
         fprintf(stderr, "  ... and %zu more\n", s->n - 20);
 }
@@ -334,7 +366,7 @@ static stoker_writer *open_writer(const pack_opts *o, int *exit_code)
             pack_err("%s", stoker_writer_errmsg(w)); /* names the file already */
         else
             pack_err("%s: %s", o->out, stoker_strerror(rc));
-        if (rc == STOKER_E_EXISTS)
+        if (rc == STOKER_E_EXISTS && !o->force)
             pack_err("%s exists; use --force to replace it", o->out);
         stoker_writer_destroy(w);
         *exit_code = rc == STOKER_E_EXISTS || rc == STOKER_E_INVALID ? PACK_USAGE : PACK_FAIL;
@@ -356,72 +388,141 @@ static void drop_writer(stoker_writer *w)
     stoker_writer_destroy(w);
 }
 
-typedef struct npy_pair {
+/* What is being packed. Image files and the records of an HDF5 source given image options
+ * go through pack_images; .npy rows and other HDF5 records are copied as they are. */
+typedef enum input_kind { IN_FOLDER, IN_LIST, IN_NPY, IN_H5, IN_H5_IMAGES } input_kind;
+
+typedef struct input {
+    input_kind kind;
+    pack_source files; /* IN_FOLDER, IN_LIST, IN_H5_IMAGES */
     pack_npy data, labels;
     bool has_labels;
-    stoker_dataset *h5; /* an HDF5 source instead (h5.c) */
-} npy_pair;
+    stoker_dataset *h5; /* IN_H5, IN_H5_IMAGES */
+} input;
 
-static int open_npy(const pack_opts *o, npy_pair *np)
+static bool image_options(const pack_opts *o)
 {
-    if (pack_npy_open(o->src, &np->data) < 0)
-        return PACK_FAIL;
-    if (!o->labels)
+    return o->validate || o->strict || o->rgb || o->max_side > 0;
+}
+
+/* Image options on raw records would be ignored: refused, naming them and the source. */
+static int refuse_image_options(const pack_opts *o, const char *holds)
+{
+    if (!image_options(o))
         return 0;
-    if (pack_npy_open(o->labels, &np->labels) < 0)
+    char names[64];
+    snprintf(names, sizeof names, "%s%s%s%s", o->validate ? " --validate" : "",
+             o->strict ? " --strict" : "", o->rgb ? " --rgb" : "",
+             o->max_side ? " --max-side" : "");
+    pack_err("%s holds %s, not images:%s appl%s to JPEG and PNG images only", o->src, holds, names,
+             strchr(names + 1, ' ') ? "y" : "ies");
+    return PACK_USAGE;
+}
+
+static int open_npy(const pack_opts *o, input *in)
+{
+    if (pack_npy_open(o->src, &in->data) < 0)
         return PACK_FAIL;
-    np->has_labels = true;
-    if (np->labels.ndim != 0 || (np->labels.kind != 'i' && np->labels.kind != 'u')) {
+    const int code = refuse_image_options(o, "a NumPy array (raw records)");
+    if (code != 0 || !o->labels)
+        return code;
+    if (pack_npy_open(o->labels, &in->labels) < 0)
+        return PACK_FAIL;
+    in->has_labels = true;
+    if (in->labels.ndim != 0 || (in->labels.kind != 'i' && in->labels.kind != 'u')) {
         pack_err("%s: labels must be a 1-d integer array", o->labels);
         return PACK_FAIL;
     }
-    if (np->labels.rows != np->data.rows) {
+    if (in->labels.rows != in->data.rows) {
         pack_err("%s: %llu labels for %llu rows of %s", o->labels,
-                 (unsigned long long)np->labels.rows, (unsigned long long)np->data.rows, o->src);
+                 (unsigned long long)in->labels.rows, (unsigned long long)in->data.rows, o->src);
         return PACK_FAIL;
     }
     return 0;
 }
 
+/* An HDF5 source: raw records refuse image options; encoded ones (variable-length or blob
+ * records) given image options are checked and converted as image files are. */
+static int open_h5(const pack_opts *o, input *in)
+{
+    int code = pack_h5_open(o, &in->h5);
+    int32_t kind = 0;
+    if (code == 0)
+        stoker_dataset_field(in->h5, &kind, NULL, NULL, NULL);
+    if (code == 0 && kind == STOKER_FIELD_RAW)
+        code = refuse_image_options(o, "raw records (a numeric array)");
+    else if (code == 0 && image_options(o)) {
+        in->kind = IN_H5_IMAGES;
+        code = pack_h5_items(o, in->h5, &in->files);
+    }
+    return code;
+}
+
 /* Scans the source; returns 0 or an exit code. */
-static int load_source(const pack_opts *o, bool *is_npy, pack_source *src, npy_pair *np)
+static int load_source(const pack_opts *o, input *in)
 {
     struct stat st;
+    in->kind = IN_H5;
     if (pack_is_h5(o->src))
-        return pack_h5_open(o, &np->h5);
+        return open_h5(o, in);
     if (stat(o->src, &st) != 0) {
         pack_err("%s: %s", o->src, strerror(errno));
         return PACK_FAIL;
     }
-    *is_npy = !S_ISDIR(st.st_mode) && pack_is_npy(o->src);
-    if (o->labels && !*is_npy) {
-        pack_err("--labels is only for a .npy source");
+    in->kind = S_ISDIR(st.st_mode) ? IN_FOLDER : pack_is_npy(o->src) ? IN_NPY : IN_LIST;
+    if (o->labels && in->kind != IN_NPY) {
+        pack_err("--labels is only for a .npy or HDF5 source");
         return PACK_USAGE;
     }
-    if (*is_npy)
-        return open_npy(o, np);
-    const int rc =
-        S_ISDIR(st.st_mode) ? pack_scan_folder(o->src, o->quiet, src) : pack_scan_list(o->src, src);
+    if (in->kind == IN_NPY)
+        return open_npy(o, in);
+    const int rc = in->kind == IN_FOLDER ? pack_scan_folder(o->src, o->quiet, &in->files)
+                                         : pack_scan_list(o->src, &in->files);
     return rc < 0 ? PACK_FAIL : 0;
 }
 
-static int declare_field(stoker_writer *w, bool is_npy, const npy_pair *np, const pack_source *src)
+static size_t count_records(const input *in)
 {
-    if (np->h5)
-        return pack_h5_field(w, np->h5);
-    int rc = is_npy ? stoker_writer_set_field(w, STOKER_FIELD_RAW, np->data.dtype, np->data.ndim,
-                                              np->data.shape)
-                    : stoker_writer_set_field(w, STOKER_FIELD_JPEG, 0, 0, NULL);
-    for (size_t i = 0; rc == 0 && i < src->nclasses; i++)
-        rc = stoker_writer_add_class(w, src->classes[i]);
+    switch (in->kind) {
+    case IN_NPY: return (size_t)in->data.rows;
+    case IN_H5: return in->h5 ? (size_t)stoker_dataset_num_records(in->h5) : 0;
+    default: return in->files.n;
+    }
+}
+
+static const char *kind_name(const input *in)
+{
+    static const char *const names[] = {"image folder", "list file", "npy array", "HDF5 file",
+                                        "HDF5 file, records as images"};
+    return names[in->kind];
+}
+
+static int declare_field(stoker_writer *w, const input *in)
+{
+    if (in->kind == IN_H5)
+        return pack_h5_field(w, in->h5);
+    int rc = in->kind == IN_NPY ? stoker_writer_set_field(w, STOKER_FIELD_RAW, in->data.dtype,
+                                                          in->data.ndim, in->data.shape)
+                                : stoker_writer_set_field(w, STOKER_FIELD_JPEG, 0, 0, NULL);
+    for (size_t i = 0; rc == 0 && i < in->files.nclasses; i++)
+        rc = stoker_writer_add_class(w, in->files.classes[i]);
     if (rc < 0)
         pack_err("%s", stoker_writer_errmsg(w));
     return rc < 0 ? PACK_FAIL : 0;
 }
 
+static int add_all(const pack_opts *o, const input *in, const size_t *order, stoker_writer *w,
+                   pack_result *res)
+{
+    switch (in->kind) {
+    case IN_NPY: return pack_rows(o, &in->data, in->has_labels ? &in->labels : NULL, order, w, res);
+    case IN_H5: return pack_h5_rows(o, in->h5, order, w, res);
+    default: return pack_images(o, &in->files, order, w, res);
+    }
+}
+
 /* Writes everything and publishes it; returns an exit code. */
-static int write_all(const pack_opts *o, bool is_npy, const npy_pair *np, const pack_source *src,
-                     const size_t *order, pack_result *res)
+static int write_all(const pack_opts *o, const input *in, const size_t *order, pack_result *res)
 {
     int code = 0;
     exit_at_once = 0;
@@ -431,18 +532,16 @@ static int write_all(const pack_opts *o, bool is_npy, const npy_pair *np, const 
     live_writer = w;
     if (pack_interrupted)
         stoker_writer_cancel(w);
-    code = declare_field(w, is_npy, np, src);
+    code = declare_field(w, in);
     if (code == 0)
-        code = np->h5    ? pack_h5_rows(o, np->h5, order, w, res)
-               : is_npy ? pack_rows(o, &np->data, np->has_labels ? &np->labels : NULL, order, w,
-                                    res)
-                        : pack_images(o, src, order, w, res);
+        code = add_all(o, in, order, w, res);
     if (code == 0) {
         const int rc = stoker_writer_finish(w);
         if (rc == STOKER_E_CANCELED || (rc < 0 && pack_interrupted)) {
             code = PACK_INTERRUPTED;
         } else if (rc == STOKER_E_EMPTY) {
-            pack_err("%s: no records (every file was left out)", o->src);
+            pack_err("%s: no records (every %s was left out)", o->src,
+                     in->kind == IN_H5_IMAGES ? "record" : "file");
             code = PACK_FAIL;
         } else if (rc < 0) {
             pack_err("%s", stoker_writer_errmsg(w));
@@ -455,50 +554,54 @@ static int write_all(const pack_opts *o, bool is_npy, const npy_pair *np, const 
     return code;
 }
 
-static int run_pack(const pack_opts *o)
+/* Everything a pack needs before the writer starts; 0 or an exit code. */
+static int prepare(const pack_opts *o, input *in)
 {
     struct stat st;
-    if (!o->force && lstat(o->out, &st) == 0) {
+    int code = pack_check_paths(o);
+    if (code == 0 && !o->force && lstat(o->out, &st) == 0) {
         pack_err("%s exists; use --force to replace it", o->out);
-        return PACK_USAGE;
+        code = PACK_USAGE;
     }
-    if (out_inside_src(o->src, o->out)) {
-        pack_err("%s is inside the source %s; choose an output outside it", o->out, o->src);
-        return PACK_USAGE;
-    }
-    pack_source src = {0};
-    npy_pair np = {0};
-    bool is_npy = false;
-    int code = load_source(o, &is_npy, &src, &np);
-    const size_t n = np.h5    ? (size_t)stoker_dataset_num_records(np.h5)
-                     : is_npy ? (size_t)np.data.rows
-                              : src.n;
+    if (code == 0)
+        code = load_source(o, in);
+    if (code == 0 && in->kind != IN_H5_IMAGES)
+        code = pack_check_items(o, &in->files);
     if (code == 0 && !o->quiet)
-        print_options(o, np.h5    ? "HDF5 file"
-                         : is_npy ? "npy array"
-                         : src.nclasses ? "image folder" : "list file");
-    if (code == 0 && n == 0) {
-        pack_err("%s: no records (no image files found)", o->src);
+        print_options(o, kind_name(in));
+    if (code == 0 && count_records(in) == 0) {
+        pack_err("%s: no records (%s)", o->src,
+                 in->kind == IN_FOLDER ? "no image files found"
+                 : in->kind == IN_LIST ? "the list names no files"
+                                       : "the source holds no records");
         code = PACK_FAIL;
     }
-    if (code == 0 && !o->quiet && !is_npy && !np.h5)
-        fprintf(stderr, "stoker-pack: %zu files in %zu classes%s\n", src.n, src.nclasses,
-                src.ignored ? " (non-image files ignored)" : "");
+    if (code == 0 && !o->quiet && (in->kind == IN_FOLDER || in->kind == IN_LIST))
+        fprintf(stderr, "stoker-pack: %zu files in %zu classes%s\n", in->files.n,
+                in->files.nclasses, in->files.ignored ? " (non-image files ignored)" : "");
+    return code;
+}
+
+static int run_pack(const pack_opts *o)
+{
+    input in = {0};
+    int code = prepare(o, &in);
+    const size_t n = count_records(&in);
     size_t *order = code == 0 ? pack_order(n, o->shuffle, o->seed) : NULL;
     pack_result res = {0};
     const double t0 = pack_now();
     if (code == 0)
-        code = order ? write_all(o, is_npy, &np, &src, order, &res) : PACK_FAIL;
+        code = order ? write_all(o, &in, order, &res) : PACK_FAIL;
     if (code == 0 || code == PACK_FAIL)
-        print_skips(&res.skips);
+        print_skips(&res.skips, in.kind == IN_H5_IMAGES ? "record" : "file");
     if (code == 0 && !o->quiet)
         print_summary(o, &res, pack_now() - t0);
     free(order);
     pack_skips_free(&res.skips);
-    pack_source_free(&src);
-    pack_npy_close(&np.data);
-    pack_npy_close(&np.labels);
-    stoker_dataset_close(np.h5);
+    pack_source_free(&in.files);
+    pack_npy_close(&in.data);
+    pack_npy_close(&in.labels);
+    stoker_dataset_close(in.h5);
     return code;
 }
 
@@ -509,7 +612,7 @@ int main(int argc, char **argv)
     if (rc >= 0)
         return rc;
     if (o.mode == MODE_VERIFY)
-        return pack_verify(o.out);
+        return pack_verify(o.out, o.quiet);
     if (o.mode == MODE_INFO)
         return pack_info(o.out, o.json);
     struct sigaction sa;

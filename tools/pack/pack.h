@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 enum { PACK_OK = 0, PACK_FAIL = 1, PACK_USAGE = 2, PACK_INTERRUPTED = 130 };
 
@@ -21,13 +22,16 @@ typedef struct pack_opts {
     int jobs;
     uint64_t seed;
     bool validate, strict, rgb, shuffle, force, quiet, fsync, json;
+    bool quality_set, seed_set;
+    const char *pack_option; /* the first option given that only packing uses, or NULL */
 } pack_opts;
 
-/* One source file of an image data set. */
+/* One source file of an image data set, or one record of an HDF5 source. */
 typedef struct pack_item {
-    char *path; /* as opened */
-    char *key;  /* relative path, stored with the record */
+    char *path; /* as opened; for a record, its name in messages ("x.h5: record 7") */
+    char *key;  /* relative path (the record's index), stored with the record */
     int64_t label;
+    int64_t record; /* the record's index in pack_source.ds; -1 for a file */
 } pack_item;
 
 typedef struct pack_source {
@@ -35,7 +39,8 @@ typedef struct pack_source {
     size_t n, cap;
     char **classes; /* ImageFolder class names, label order */
     size_t nclasses;
-    size_t ignored; /* files without an image extension (ImageFolder) */
+    size_t ignored;     /* files without an image extension (ImageFolder) */
+    stoker_dataset *ds; /* where records come from (HDF5); not owned */
 } pack_source;
 
 /* ---- scan.c: building the list of records ---- */
@@ -77,7 +82,7 @@ void pack_progress_update(pack_progress *p, int64_t done, int64_t records, int64
 void pack_progress_end(pack_progress *p);
 double pack_now(void);
 
-/* Files left out, with reasons, in record order. */
+/* Files (or records) left out, with reasons, in record order. */
 typedef struct pack_skips {
     char **lines; /* "path: reason" */
     size_t n, cap;
@@ -97,8 +102,14 @@ int pack_rows(const pack_opts *o, const pack_npy *data, const pack_npy *labels, 
               stoker_writer *w, pack_result *res);
 
 /* ---- h5.c: HDF5 files (through the library's HDF5 source) ---- */
-/* Does `path` name an HDF5 source ("x.h5", "x.hdf5", optionally ":/dataset" after it)? */
+/* Does `path` name an HDF5 source ("x.h5", "x.hdf5", optionally ":/dataset" after it, or
+ * a file that starts with HDF5's signature)? */
 bool pack_is_h5(const char *path);
+/* The records of an HDF5 source as items, to be checked and converted as image files are
+ * (pack_images); 0 or an exit code. */
+int pack_h5_items(const pack_opts *o, stoker_dataset *ds, pack_source *src);
+/* Reads every record of an HDF5 source (--verify); an exit code. */
+int pack_h5_verify(const char *path, bool quiet);
 /* Opens the file as a data set (--labels names the labels dataset); 0 or an exit code. */
 int pack_h5_open(const pack_opts *o, stoker_dataset **ds);
 int pack_h5_field(stoker_writer *w, const stoker_dataset *ds);
@@ -110,9 +121,18 @@ extern volatile sig_atomic_t pack_interrupted;
 
 /* ---- info.c: --info and --verify ---- */
 int pack_info(const char *path, bool json);
-int pack_verify(const char *path);
+int pack_verify(const char *path, bool quiet);
 
-/* Prints "stoker-pack: " + message to stderr. */
+/* ---- paths.c: where the output may go ---- */
+/* Refuses an output that is, holds or lies inside the source (or --labels); an exit code. */
+int pack_check_paths(const pack_opts *o);
+/* Refuses an existing output that holds one of the source's files; an exit code. */
+int pack_check_items(const pack_opts *o, const pack_source *src);
+
+/* Prints "stoker-pack: " + message to stderr, control characters escaped. */
 void pack_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Writes s with control characters, DEL and backslashes escaped as in the manifest
+ * (\n, \t, \xHH, \\), so that no name can move the cursor or recolour a terminal. */
+void pack_put_escaped(FILE *f, const char *s);
 
 #endif

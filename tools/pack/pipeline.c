@@ -45,6 +45,19 @@ typedef struct pipeline {
     bool stop;
 } pipeline;
 
+/* Makes room for `size` bytes in the slot's buffer. */
+static bool grow(slot *s, size_t size)
+{
+    if (size <= s->cap)
+        return true;
+    uint8_t *b = realloc(s->buf, size);
+    if (!b)
+        return false;
+    s->buf = b;
+    s->cap = size;
+    return true;
+}
+
 static bool read_whole(const char *path, slot *s)
 {
     const int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -59,15 +72,8 @@ static bool read_whole(const char *path, slot *s)
                       : st.st_size == 0                       ? "empty file (0 bytes)"
                       : (uint64_t)st.st_size > MAX_FILE_BYTES ? "larger than 1 GiB"
                                                               : NULL;
-    if (!why && (size_t)st.st_size > s->cap) {
-        uint8_t *b = realloc(s->buf, (size_t)st.st_size);
-        if (!b)
-            why = "out of memory";
-        else {
-            s->buf = b;
-            s->cap = (size_t)st.st_size;
-        }
-    }
+    if (!why && !grow(s, (size_t)st.st_size))
+        why = "out of memory";
     size_t got = 0;
     while (!why && got < (size_t)st.st_size) {
         const ssize_t r = read(fd, s->buf + got, (size_t)st.st_size - got);
@@ -91,16 +97,44 @@ static bool read_whole(const char *path, slot *s)
     return true;
 }
 
-/* Checks (and with --rgb / --max-side converts) one file; sets skip + reason when it cannot
- * be stored. Without --validate the check is the header only (SOI and a parsable header),
- * so garbage is never packed silently. */
-static void process(const pack_opts *o, const pack_item *it, slot *s)
+/* Reads a record of an HDF5 source as read_whole reads a file: the same limits, and an
+ * empty record is left out as an empty file is (no image is 0 bytes). */
+static bool read_record(stoker_dataset *ds, int64_t id, slot *s)
+{
+    uint64_t size = 0;
+    const char *why = NULL;
+    if (stoker_dataset_record_info(ds, id, &size, NULL, NULL) < 0)
+        why = "no such record";
+    else if (size == 0)
+        why = "empty record (0 bytes)";
+    else if (size > MAX_FILE_BYTES)
+        why = "larger than 1 GiB";
+    else if (!grow(s, (size_t)size))
+        why = "out of memory";
+    size_t got = 0;
+    if (!why && stoker_dataset_read(ds, id, s->buf, s->cap, &got) < 0) {
+        snprintf(s->reason, sizeof s->reason, "cannot read: %s", stoker_dataset_errmsg(ds));
+        return false;
+    }
+    if (why) {
+        snprintf(s->reason, sizeof s->reason, "%s", why);
+        return false;
+    }
+    s->payload = s->buf;
+    s->size = got;
+    return true;
+}
+
+/* Checks (and with --rgb / --max-side converts) one file or record; sets skip + reason when
+ * it cannot be stored. Without --validate the check is the header only (SOI and a parsable
+ * header), so garbage is never packed silently. */
+static void process(const pack_opts *o, stoker_dataset *ds, const pack_item *it, slot *s)
 {
     stoker_free(s->converted);
     s->converted = NULL;
     s->payload = NULL;
     s->size = 0;
-    s->skip = !read_whole(it->path, s);
+    s->skip = it->record >= 0 ? !read_record(ds, it->record, s) : !read_whole(it->path, s);
     if (s->skip)
         return;
     char msg[512];
@@ -145,7 +179,7 @@ static void *worker(void *arg)
         slot *s = &p->slots[k % p->window];
         s->state = SLOT_BUSY;
         pthread_mutex_unlock(&p->mu);
-        process(p->o, &p->src->items[p->order[k]], s);
+        process(p->o, p->src->ds, &p->src->items[p->order[k]], s);
         pthread_mutex_lock(&p->mu);
         s->state = SLOT_READY;
         pthread_cond_broadcast(&p->ready);

@@ -16,14 +16,41 @@ double pack_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+void pack_put_escaped(FILE *f, const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '\\')
+            fputs("\\\\", f);
+        else if (*p == '\n')
+            fputs("\\n", f);
+        else if (*p == '\t')
+            fputs("\\t", f);
+        else if (*p < 0x20 || *p == 0x7f)
+            fprintf(f, "\\x%02x", *p);
+        else
+            fputc(*p, f);
+    }
+}
+
+/* The whole message is escaped: every name in it may come from a file system. */
 void pack_err(const char *fmt, ...)
 {
+    char stack[1024];
     va_list ap;
     va_start(ap, fmt);
-    fputs("stoker-pack: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    const int n = vsnprintf(stack, sizeof stack, fmt, ap);
     va_end(ap);
+    char *msg = n >= (int)sizeof stack ? malloc((size_t)n + 1) : stack;
+    if (msg && msg != stack) {
+        va_start(ap, fmt);
+        vsnprintf(msg, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    fputs("stoker-pack: ", stderr);
+    pack_put_escaped(stderr, msg && n >= 0 ? msg : stack);
+    fputc('\n', stderr);
+    if (msg != stack)
+        free(msg);
 }
 
 void pack_progress_init(pack_progress *p, int64_t total, bool quiet)

@@ -64,7 +64,7 @@ static void add_item(pack_source *src, char *path, char *key, int64_t label)
         src->cap = src->cap ? 2 * src->cap : 1024;
         src->items = xrealloc(src->items, src->cap * sizeof *src->items);
     }
-    src->items[src->n++] = (pack_item){path, key, label};
+    src->items[src->n++] = (pack_item){path, key, label, -1};
 }
 
 /* A file found under a class folder: its folder (relative to the class) and name, sorted
@@ -174,10 +174,8 @@ int pack_scan_folder(const char *root, bool quiet, pack_source *src)
         const int rc = walk(cls, "", 0, &f, &src->ignored);
         free(cls);
         if (rc == 0 && f.n == 0 && !quiet)
-            fprintf(stderr,
-                    "stoker-pack: warning: class folder '%s' has no images "
-                    "(label %zu stays assigned to it)\n",
-                    src->classes[c], c);
+            pack_err("warning: class folder '%s' has no images (label %zu stays assigned to it)",
+                     src->classes[c], c);
         if (f.n)
             qsort(f.v, f.n, sizeof *f.v, cmp_found);
         for (size_t i = 0; i < f.n; i++) {
