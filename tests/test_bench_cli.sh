@@ -85,6 +85,28 @@ grep -q "stoker-bench:" "$TMP/err"
 if "$STOKER_BENCH" "$TMP/data" --rank 2 --world-size 2 > /dev/null 2> "$TMP/err"; then exit 1; fi
 grep -q "rank 2" "$TMP/err"
 "$STOKER_BENCH" --help | grep -q "usage: stoker-bench"
+# --plot into a folder that does not exist fails before the run: no report is printed
+if "$STOKER_BENCH" "$TMP/data" --epochs 50 --plot "$TMP/no/such/dir/p.svg" > "$TMP/out" \
+    2> "$TMP/err"; then exit 1; fi
+grep -q -- "--plot .*no/such/dir.*No such file or directory" "$TMP/err"
+[ ! -s "$TMP/out" ] || { echo "--plot into a missing folder: the run went ahead"; exit 1; }
+# output files never overwrite the data set's own files, nor each other
+cp "$TMP/data/manifest.stk" "$TMP/manifest.before"
+for opt in --plot --dump-indices; do
+    if "$STOKER_BENCH" "$TMP/data" $opt "$TMP/data/manifest.stk" > /dev/null 2> "$TMP/err"
+    then exit 1; fi
+    grep -q -- "$opt .*manifest.stk.*data set" "$TMP/err"
+    cmp "$TMP/data/manifest.stk" "$TMP/manifest.before"
+done
+if "$STOKER_BENCH" "$TMP/data" --plot "$TMP/same" --dump-indices "$TMP/same" > /dev/null \
+    2> "$TMP/err"; then exit 1; fi
+grep -q "same file" "$TMP/err"
+# a run too short for a timeline says so, and writes no plot
+if "$STOKER_BENCH" "$TMP/data" --epochs 1 --plot "$TMP/short.svg" > "$TMP/out" 2> "$TMP/err"
+then exit 1; fi
+grep -q -- "--plot .*too short" "$TMP/err"
+grep -q "^result " "$TMP/out" # the measurement itself is still reported
+[ ! -e "$TMP/short.svg" ] || { echo "a plot of a too-short run was written"; exit 1; }
 # --gpu-normalize needs a device: without one (or with --device cpu) create says so
 if "$STOKER_BENCH" "$TMP/data" --device cpu --gpu-normalize > /dev/null 2> "$TMP/err"; then
     exit 1
@@ -108,8 +130,9 @@ for i in range(96):
 PYEOF
 "$STOKER_PACK" --shard-size 200K "$TMP/jpg" "$TMP/jds" > /dev/null 2>&1
 
+# a consumer of 80 ms a batch makes the run long enough for a timeline of several points
 "$STOKER_BENCH" "$TMP/jds" --epochs 2 --batch-size 16 --threads 2 --size 64 --json \
-    --plot "$TMP/plot.svg" > "$TMP/j.json"
+    --compute-ms 80 --compute-sleep --plot "$TMP/plot.svg" > "$TMP/j.json"
 "$STOKER_BENCH" "$TMP/jds" --epochs 1 --batch-size 8 --threads 2 --size 32 --dtype uint8 \
     --layout NHWC --transform eval --dct fast --antialias always --resampler pillow --simd scalar \
     --dct-scale never --compute-ms 150 --compute-sleep --json \
@@ -168,7 +191,8 @@ for t, rps, wf in o["timeline"]:
 svg = ET.parse(tmp + "/plot.svg").getroot()
 assert svg.tag.endswith("svg"), svg.tag
 ns = "{http://www.w3.org/2000/svg}"
-assert len(svg.findall(ns + "polyline")) == 2
+lines = svg.findall(ns + "polyline")
+assert len(lines) == 2 and all(len(l.get("points").split()) >= 2 for l in lines), lines
 assert any("records/s" in (t.text or "") for t in svg.iter(ns + "text"))
 
 c = json.load(open(tmp + "/c.json"))

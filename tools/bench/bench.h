@@ -77,6 +77,10 @@ const char *bench_verdict(const result *r, char *why, size_t cap);
 /* plot.c: the timeline as a self-contained SVG. 0 or -errno. */
 int bench_plot(const char *path, const result *r);
 
+/* outputs.c: --plot and --dump-indices can be written, and spare the data set's files.
+ * 0, or -1 after saying why. */
+int bench_check_outputs(const opts *o);
+
 /* io.c */
 void bench_io(const char *data, io_result *io);
 

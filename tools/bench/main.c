@@ -332,6 +332,15 @@ static int bench(const opts *o, stoker_config *cfg, result *r)
         bench_report_json(o, r);
     else
         bench_report_text(o, r);
+    if (o->plot && r->ntimeline < 2) {
+        /* one point or none draws no line: an empty plot would look like a broken run */
+        fprintf(stderr,
+                "stoker-bench: --plot %s: the timed run lasted %.2f s, too short for a "
+                "timeline (a point every 0.25 s, two at least); no plot written (give more "
+                "--epochs)\n",
+                o->plot, r->seconds);
+        goto out;
+    }
     if (o->plot && (rc = bench_plot(o->plot, r)) < 0) {
         fprintf(stderr, "stoker-bench: %s: %s\n", o->plot, strerror(-rc));
         goto out;
@@ -359,6 +368,8 @@ int main(int argc, char **argv)
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
+    if (bench_check_outputs(&o) < 0)
+        return 2;
     stoker_config *cfg = NULL;
     result r;
     memset(&r, 0, sizeof r);

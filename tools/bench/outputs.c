@@ -1,0 +1,92 @@
+/* --plot and --dump-indices name files that stoker-bench writes: checked before the run,
+ * so that a run of many minutes does not end in "No such file or directory", and so that
+ * no output file replaces a file of the data set being measured (or the other output). */
+#include "bench.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The folder a file would be created in (malloc'd): "." for a bare name. */
+static char *folder_of(const char *path)
+{
+    char *d = strdup(path);
+    if (!d)
+        return NULL;
+    char *slash = strrchr(d, '/');
+    if (!slash)
+        strcpy(d, ".");
+    else
+        slash[slash == d ? 1 : 0] = '\0';
+    return d;
+}
+
+/* The data set's real path: a directory, an HDF5 file, or "FILE.h5:/dataset"'s file. */
+static bool data_real_path(const char *data, char *out)
+{
+    if (realpath(data, out))
+        return true;
+    char *copy = strdup(data);
+    char *colon = copy ? strrchr(copy, ':') : NULL;
+    bool ok = false;
+    if (colon) {
+        *colon = '\0';
+        ok = realpath(copy, out) != NULL;
+    }
+    free(copy);
+    return ok;
+}
+
+static bool within(const char *inner, const char *outer)
+{
+    const size_t n = strlen(outer);
+    return strncmp(inner, outer, n) == 0 && (inner[n] == '/' || inner[n] == '\0');
+}
+
+/* One output file: its folder exists and is writable, it is not a folder itself, and it is
+ * not the data set nor inside it. 0, or -1 after saying why. */
+static int check_output(const char *flag, const char *path, const char *data)
+{
+    char *dir = folder_of(path);
+    struct stat st;
+    const char *why = !dir                                          ? strerror(ENOMEM)
+                      : stat(dir, &st) != 0                         ? strerror(errno)
+                      : !S_ISDIR(st.st_mode)                        ? strerror(ENOTDIR)
+                      : access(dir, W_OK | X_OK) != 0               ? strerror(errno)
+                      : stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? "is a folder"
+                                                                    : NULL;
+    if (why) {
+        fprintf(stderr, "stoker-bench: %s %s: cannot write it (folder %s: %s)\n", flag, path,
+                dir ? dir : "?", why);
+        free(dir);
+        return -1;
+    }
+    free(dir);
+    char rdata[PATH_MAX], rpath[PATH_MAX];
+    if (data_real_path(data, rdata) && realpath(path, rpath) && within(rpath, rdata)) {
+        fprintf(stderr, "stoker-bench: %s %s: a file of the data set %s; not overwritten\n", flag,
+                path, data);
+        return -1;
+    }
+    return 0;
+}
+
+int bench_check_outputs(const opts *o)
+{
+    if (o->plot && check_output("--plot", o->plot, o->data) < 0)
+        return -1;
+    if (o->dump && check_output("--dump-indices", o->dump, o->data) < 0)
+        return -1;
+    char a[PATH_MAX], b[PATH_MAX];
+    if (o->plot && o->dump &&
+        (strcmp(o->plot, o->dump) == 0 ||
+         (realpath(o->plot, a) && realpath(o->dump, b) && strcmp(a, b) == 0))) {
+        fprintf(stderr, "stoker-bench: --plot and --dump-indices name the same file %s\n", o->plot);
+        return -1;
+    }
+    return 0;
+}
