@@ -195,7 +195,54 @@ static int open_type(h5_open *o)
     return 0;
 }
 
-/* The labels: one integer per record, read once (small next to the records). */
+/* Why a dataset of labels or offsets cannot be read as 64-bit integers without changing a
+ * value (libhdf5 would truncate 3.7 to 3), or NULL when it can. */
+static const char *not_int64(hid_t t)
+{
+    const H5T_class_t c = H5Tget_class(t);
+    if (c == H5T_FLOAT)
+        return "floating-point values, which would be truncated (3.7 to 3): store integers";
+    return c != H5T_INTEGER || H5Tget_size(t) > 8 ? "not an integer type" : NULL;
+}
+
+/* Reads an integer dataset into 64-bit values, signed ones as int64 and unsigned ones as
+ * uint64, so that libhdf5's conversion clips nothing: the caller checks the range. */
+static herr_t read_int64(hid_t d, hid_t t, void *out, bool *is_unsigned)
+{
+    *is_unsigned = H5Tget_sign(t) == H5T_SGN_NONE;
+    return H5Dread(d, *is_unsigned ? H5T_NATIVE_UINT64 : H5T_NATIVE_INT64, H5S_ALL, H5S_ALL,
+                   H5P_DEFAULT, out);
+}
+
+/* Checks the labels dataset d (type t) and reads it into h->labels. */
+static int read_labels(h5_open *o, hid_t d, hid_t t, hid_t sp, const char *name)
+{
+    stoker__h5 *h = o->h;
+    const char *bad = not_int64(t);
+    H5_FAIL_IF(bad, STOKER_E_FORMAT, "%s: labels dataset %s: %s; labels are int64", h->file, name,
+               bad);
+    hsize_t n = 0;
+    H5_FAIL_IF(H5Sget_simple_extent_ndims(sp) != 1 ||
+                   H5Sget_simple_extent_dims(sp, &n, NULL) != 1 || n != h->records,
+               STOKER_E_FORMAT,
+               "%s: labels dataset %s: expected (%llu,) integers, one per record "
+               "of %s",
+               h->file, name, (unsigned long long)h->records, h->name);
+    char why[256];
+    bool is_unsigned = false;
+    H5_FAIL_IF(read_int64(d, t, h->labels, &is_unsigned) < 0, STOKER_E_CORRUPT,
+               "%s: labels dataset %s: read failed: %s", h->file, name,
+               stoker__h5_why(why, sizeof why));
+    const uint64_t *u = (const uint64_t *)h->labels;
+    for (uint64_t i = 0; is_unsigned && i < h->records; i++)
+        H5_FAIL_IF(u[i] > INT64_MAX, STOKER_E_FORMAT,
+                   "%s: labels dataset %s: label %llu is %llu, above INT64_MAX; labels are int64",
+                   h->file, name, (unsigned long long)i, (unsigned long long)u[i]);
+    return 0;
+}
+
+/* The labels: one integer per record, read once (small next to the records). Negative
+ * values are delivered as they are. */
 static int open_labels(h5_open *o, const char *group)
 {
     stoker__h5 *h = o->h;
@@ -203,35 +250,59 @@ static int open_labels(h5_open *o, const char *group)
     H5_FAIL_IF(!h->labels, -ENOMEM, "%s: out of memory for labels", h->file);
     char name[1024];
     snprintf(name, sizeof name, "%s%s", o->labels_name[0] == '/' ? "" : group, o->labels_name);
-    const htri_t there = H5Lexists(h->fid, name, H5P_DEFAULT) > 0 &&
-                         H5Oexists_by_name(h->fid, name, H5P_DEFAULT) > 0;
+    const bool link = H5Lexists(h->fid, name, H5P_DEFAULT) > 0;
+    const bool there = link && H5Oexists_by_name(h->fid, name, H5P_DEFAULT) > 0;
+    char why[256];
+    /* a link that leads nowhere (an external link to a missing file) is not "no labels" */
+    H5_FAIL_IF(link && !there, STOKER_E_FORMAT, "%s: labels dataset %s: the link leads nowhere: %s",
+               h->file, name, stoker__h5_why(why, sizeof why));
     H5_FAIL_IF(!there && o->labels_set, STOKER_E_FORMAT, "%s: no labels dataset %s", h->file, name);
     for (uint64_t i = 0; !there && i < h->records; i++)
         h->labels[i] = -1;
     if (!there)
         return 0;
-    char why[256];
     const hid_t d = H5Dopen2(h->fid, name, H5P_DEFAULT);
     H5_FAIL_IF(d < 0, STOKER_E_FORMAT, "%s: labels dataset %s: %s", h->file, name,
                stoker__h5_why(why, sizeof why));
     const hid_t t = H5Dget_type(d), sp = H5Dget_space(d);
-    hsize_t n = 0;
-    const bool ok = t >= 0 && sp >= 0 && H5Tget_class(t) == H5T_INTEGER &&
-                    H5Sget_simple_extent_ndims(sp) == 1 &&
-                    H5Sget_simple_extent_dims(sp, &n, NULL) == 1 && n == h->records;
-    herr_t r = -1;
-    if (ok)
-        r = H5Dread(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, h->labels);
-    if (!ok || r < 0)
-        stoker__h5_why(why, sizeof why);
-    H5Sclose(sp);
-    H5Tclose(t);
+    const int rc = t >= 0 && sp >= 0
+                       ? read_labels(o, d, t, sp, name)
+                       : stoker__fail(&o->ds->err, STOKER_E_FORMAT, "%s: labels dataset %s: %s",
+                                      h->file, name, stoker__h5_why(why, sizeof why));
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (t >= 0)
+        H5Tclose(t);
     H5Dclose(d);
-    H5_FAIL_IF(!ok, STOKER_E_FORMAT,
-               "%s: labels dataset %s: expected (%llu,) integers, one per record of %s", h->file,
-               name, (unsigned long long)h->records, h->name);
-    H5_FAIL_IF(r < 0, STOKER_E_CORRUPT, "%s: labels dataset %s: read failed: %s", h->file, name,
+    return rc;
+}
+
+/* Reads the offsets dataset d (n entries) into h->offs, refusing floating-point and
+ * negative offsets, which libhdf5's conversion would truncate or clip to 0. */
+static int read_offsets(h5_open *o, hid_t d, hsize_t n, const char *name)
+{
+    stoker__h5 *h = o->h;
+    const hid_t t = H5Dget_type(d);
+    const char *bad = t >= 0 ? not_int64(t) : "its type cannot be read";
+    bool is_unsigned = false;
+    herr_t r = -1;
+    if (!bad && (h->offs = stoker__malloc((n + 1) * sizeof *h->offs)) != NULL)
+        r = read_int64(d, t, h->offs, &is_unsigned);
+    char why[256] = "";
+    if (r < 0)
+        stoker__h5_why(why, sizeof why);
+    if (t >= 0)
+        H5Tclose(t);
+    H5_FAIL_IF(bad, STOKER_E_FORMAT, "%s: offsets dataset %s: %s; offsets are byte positions",
+               h->file, name, bad);
+    H5_FAIL_IF(!h->offs, -ENOMEM, "%s: out of memory for %s", h->file, name);
+    H5_FAIL_IF(r < 0, STOKER_E_CORRUPT, "%s: offsets dataset %s: read failed: %s", h->file, name,
                why);
+    const int64_t *v = (const int64_t *)h->offs;
+    for (hsize_t i = 0; !is_unsigned && i < n; i++)
+        H5_FAIL_IF(v[i] < 0, STOKER_E_FORMAT,
+                   "%s: offsets dataset %s: entry %llu is %lld; offsets must not be negative",
+                   h->file, name, (unsigned long long)i, (long long)v[i]);
     return 0;
 }
 
@@ -240,29 +311,28 @@ static int open_labels(h5_open *o, const char *group)
 static int open_offsets(h5_open *o)
 {
     stoker__h5 *h = o->h;
-    char name[1024];
+    char name[1024], why[256];
     snprintf(name, sizeof name, "%s_offsets", h->name);
     if (h->rank != 1 || o->dtype != STOKER_DTYPE_UINT8 || o->vlen ||
         H5Lexists(h->fid, name, H5P_DEFAULT) <= 0)
         return 0;
     const hid_t d = H5Dopen2(h->fid, name, H5P_DEFAULT);
-    const hid_t sp = d >= 0 ? H5Dget_space(d) : -1;
+    H5_FAIL_IF(d < 0, STOKER_E_FORMAT, "%s: offsets dataset %s: %s", h->file, name,
+               stoker__h5_why(why, sizeof why));
+    const hid_t sp = H5Dget_space(d);
     hsize_t n = 0;
     const bool shape_ok = sp >= 0 && H5Sget_simple_extent_ndims(sp) == 1 &&
                           H5Sget_simple_extent_dims(sp, &n, NULL) == 1 && n >= 1 &&
                           n <= o->max_records + 1;
-    h->offs = shape_ok ? stoker__malloc((n + 1) * sizeof *h->offs) : NULL;
-    const herr_t r =
-        h->offs ? H5Dread(d, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, h->offs) : -1;
+    const int rc = shape_ok ? read_offsets(o, d, n, name) : 0;
     if (sp >= 0)
         H5Sclose(sp);
-    if (d >= 0)
-        H5Dclose(d);
+    H5Dclose(d);
     H5_FAIL_IF(!shape_ok, STOKER_E_FORMAT,
                "%s: offsets dataset %s: expected a 1-D integer array of 1 to %llu entries", h->file,
                name, (unsigned long long)o->max_records + 1);
-    H5_FAIL_IF(!h->offs, -ENOMEM, "%s: out of memory for %s", h->file, name);
-    H5_FAIL_IF(r < 0, STOKER_E_CORRUPT, "%s: offsets dataset %s: read failed", h->file, name);
+    if (rc < 0)
+        return rc;
     const int64_t i = stoker__h5_bad_offset(h, n, o->max_record_size);
     H5_FAIL_IF(i >= 0, STOKER_E_CORRUPT,
                "%s: offsets dataset %s: record %llu spans [%llu, %llu) of a %llu-byte blob "
