@@ -597,7 +597,8 @@ int stoker__h5_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, 
     if (c == &local)
         cache_free(&local);
     *out = buf;
-    STOKER_RETURN_IF(rc < 0, err, rc, "%s: dataset %s: record %lld: %s", h->file, h->name,
+    STOKER_RETURN_IF(rc < 0, err, rc, "%s: dataset %s%s%s: record %lld: %s", h->file, h->name,
+                     h->data_file ? ", bytes in " : "", h->data_file ? h->data_file : "",
                      (long long)id, why);
     return 0;
 }

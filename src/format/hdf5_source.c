@@ -2,10 +2,12 @@
  *
  * At open, under one global lock, libhdf5 tells where the records lie: a contiguous
  * dataset's file offset (H5Dget_offset), or every chunk's address, stored size and filter
- * mask (H5Dget_chunk_info_by_coord, one call per chunk: by index is quadratic in 1.10).
- * After that the hot path never calls libhdf5, except for the layouts whose bytes cannot be
- * mapped (variable-length data in the global heap, other filters, byte orders other than
- * the host's): those are read with H5Dread, serialised, and logged as such.
+ * mask (H5Dget_chunk_info_by_coord, one call per chunk: by index is quadratic in 1.10),
+ * and which file those offsets are in: an external link or external raw storage puts the
+ * bytes outside the file named. After that the hot path never calls libhdf5, except for
+ * the layouts whose bytes cannot be mapped (variable-length data in the global heap, other
+ * filters, byte orders other than the host's, virtual datasets, raw data across several
+ * external files): those are read with H5Dread, serialised, and logged as such.
  *
  * libhdf5 1.10 is not robust against malicious files: an untrusted file should be
  * converted with stoker-pack in a separate process. */
@@ -14,6 +16,7 @@
 
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -342,6 +345,275 @@ static int open_offsets(h5_open *o)
     return 1;
 }
 
+/* ---- where the bytes are: the named file, or another ----
+ *
+ * The loader reads the bytes at the offsets libhdf5 gives from the file it opened. An
+ * external link puts the dataset, and so its offsets, in another file; external raw
+ * storage puts the bytes in plain files of their own; a virtual dataset takes them from
+ * source datasets elsewhere. Each is read from the file that holds the bytes, or by
+ * libhdf5 once every file it will read has been found whole. */
+
+/* Makes fd (open on path) the file the loader reads, unless it is the named file itself. */
+static int adopt_fd(h5_open *o, int fd, const char *path)
+{
+    stoker__h5 *h = o->h;
+    struct stat a, b;
+    if (fstat(fd, &a) == 0 && fstat(h->fd, &b) == 0 && a.st_dev == b.st_dev &&
+        a.st_ino == b.st_ino) {
+        close(fd);
+        return 0;
+    }
+    h->data_file = stoker__strdup(path);
+    if (!h->data_file)
+        close(fd);
+    H5_FAIL_IF(!h->data_file, -ENOMEM, "%s: out of memory", h->file);
+    close(h->fd);
+    h->fd = fd;
+    return 0;
+}
+
+/* The file that holds the dataset: the named one, or an external link's target. */
+static int open_holder(h5_open *o)
+{
+    stoker__h5 *h = o->h;
+    char path[4096];
+    const ssize_t n = H5Fget_name(h->did, path, sizeof path);
+    H5_FAIL_IF(n < 0 || (size_t)n >= sizeof path, STOKER_E_FORMAT,
+               "%s: dataset %s: cannot tell which file holds it", h->file, h->name);
+    if (strcmp(path, h->file) == 0)
+        return 0;
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    const int e = errno;
+    H5_FAIL_IF(fd < 0, -e,
+               "%s: dataset %s lies in %s (an external link), which cannot be opened: %s", h->file,
+               h->name, path, stoker_strerror(-e));
+    return adopt_fd(o, fd, path);
+}
+
+/* prefix and name joined as libhdf5 joins them: an empty prefix or an absolute name leaves
+ * the name alone. False when the result does not fit. */
+static bool join_path(char *out, size_t cap, const char *prefix, const char *name)
+{
+    const size_t n = strlen(prefix);
+    const int w = !n || name[0] == '/'
+                      ? snprintf(out, cap, "%s", name)
+                      : snprintf(out, cap, "%s%s%s", prefix, prefix[n - 1] == '/' ? "" : "/", name);
+    return w >= 0 && (size_t)w < cap;
+}
+
+/* External file i: the next *left bytes of the data start at its offset; they must all be
+ * there (libhdf5 reads what is missing as zeros). On success *fd is open on path (4096). */
+static int open_segment(h5_open *o, const char *prefix, int i, uint64_t *left, int *fd,
+                        uint64_t *off, char *path)
+{
+    stoker__h5 *h = o->h;
+    char name[4096] = "", why[256];
+    off_t at = 0;
+    hsize_t size = 0;
+    H5_FAIL_IF(H5Pget_external(o->dcpl, (unsigned)i, sizeof name, name, &at, &size) < 0 || at < 0,
+               STOKER_E_FORMAT, "%s: dataset %s: external file %d: %s", h->file, h->name, i,
+               stoker__h5_why(why, sizeof why));
+    name[sizeof name - 1] = '\0';
+    H5_FAIL_IF(!join_path(path, 4096, prefix, name), STOKER_E_LIMIT,
+               "%s: dataset %s: external raw data file %s: path too long", h->file, h->name, name);
+    const uint64_t need = size < *left ? size : *left;
+    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    const int e = errno;
+    H5_FAIL_IF(*fd < 0, -e,
+               "%s: dataset %s: external raw data file %s%s is missing or cannot be "
+               "opened: %s",
+               h->file, h->name, path,
+               path[0] == '/' ? "" : " (relative to the current directory or HDF5_EXTFILE_PREFIX)",
+               stoker_strerror(-e));
+    struct stat st;
+    uint64_t end = 0;
+    const bool whole = fstat(*fd, &st) == 0 && !stoker__add_ovf((uint64_t)at, need, &end) &&
+                       end <= (uint64_t)st.st_size;
+    if (!whole)
+        close(*fd);
+    H5_FAIL_IF(!whole, STOKER_E_CORRUPT,
+               "%s: dataset %s: external raw data file %s is short: the dataset's bytes there end "
+               "at %llu, the file at %llu (libhdf5 would read the rest as zeros)",
+               h->file, h->name, path, (unsigned long long)end, (unsigned long long)st.st_size);
+    *left -= need;
+    *off = (uint64_t)at;
+    return 0;
+}
+
+/* External raw storage: the bytes follow one another through the external files' segments,
+ * named relative to the prefix libhdf5 uses for this dataset. 1 when they all lie in the
+ * first file (now h->fd, from *base on), 0 when libhdf5 reads them across files. */
+static int open_external(h5_open *o, int count, uint64_t *base)
+{
+    stoker__h5 *h = o->h;
+    uint64_t left = 0;
+    H5_FAIL_IF(stoker__mul_ovf(h->row_bytes, h->dims[0], &left), STOKER_E_LIMIT,
+               "%s: dataset %s: size overflows", h->file, h->name);
+    const uint64_t total = left;
+    char prefix[4096] = "";
+    const hid_t dapl = H5Dget_access_plist(h->did);
+    const ssize_t n = dapl >= 0 ? H5Pget_efile_prefix(dapl, prefix, sizeof prefix) : -1;
+    if (dapl >= 0)
+        H5Pclose(dapl);
+    H5_FAIL_IF(n < 0 || (size_t)n >= sizeof prefix, STOKER_E_FORMAT,
+               "%s: dataset %s: cannot read its external file prefix", h->file, h->name);
+    char path[4096];
+    for (int i = 0; i < count && left > 0; i++) {
+        int fd = -1;
+        int rc = open_segment(o, prefix, i, &left, &fd, base, path);
+        if (rc == 0 && i == 0 && left == 0)
+            return (rc = adopt_fd(o, fd, path)) < 0 ? rc : 1;
+        if (rc < 0)
+            return rc;
+        close(fd);
+    }
+    H5_FAIL_IF(left > 0, STOKER_E_FORMAT,
+               "%s: dataset %s: its external files hold %llu of its %llu bytes", h->file, h->name,
+               (unsigned long long)(total - left), (unsigned long long)total);
+    return 0;
+}
+
+/* ---- virtual datasets: libhdf5 reads a source it cannot find as the fill value ---- */
+
+/* name opened in the first folder of a ':'-separated list where it opens as HDF5 (a
+ * leading ${ORIGIN} in a folder is the virtual dataset's folder), or -1. */
+static hid_t open_in_list(const char *list, const char *origin, const char *name)
+{
+    hid_t f = -1;
+    char dir[4096], path[4096];
+    const char *p = list;
+    while (p && *p && f < 0) {
+        const size_t len = strcspn(p, ":");
+        const size_t org = len >= 9 && strncmp(p, "${ORIGIN}", 9) == 0 ? 9 : 0;
+        const int w =
+            snprintf(dir, sizeof dir, "%s%.*s", org ? origin : "", (int)(len - org), p + org);
+        if (len > 0 && w >= 0 && (size_t)w < sizeof dir && join_path(path, sizeof path, dir, name))
+            f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+        p += len + (p[len] == ':');
+    }
+    return f;
+}
+
+/* A source file opened where libhdf5 1.10 looks for it, or -1: an absolute name as it is
+ * (failing that, its last component is looked for), then in the folders of HDF5_VDS_PREFIX
+ * and of the dataset's virtual prefix, then in the virtual dataset's folder, then as it
+ * is. The first file that opens as HDF5 is the one libhdf5 reads. */
+static hid_t open_source_file(const stoker__h5 *h, const char *origin, const char *fname)
+{
+    hid_t f = fname[0] == '/' ? H5Fopen(fname, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
+    const char *name = fname[0] == '/' ? strrchr(fname, '/') + 1 : fname;
+    char prefix[4096] = "", path[4096];
+    const hid_t dapl = f < 0 ? H5Dget_access_plist(h->did) : -1;
+    const ssize_t n = dapl >= 0 ? H5Pget_virtual_prefix(dapl, prefix, sizeof prefix) : -1;
+    if (dapl >= 0)
+        H5Pclose(dapl);
+    if (n < 0 || (size_t)n >= sizeof prefix)
+        prefix[0] = '\0';
+    if (f < 0)
+        f = open_in_list(getenv("HDF5_VDS_PREFIX"), origin, name);
+    if (f < 0)
+        f = open_in_list(prefix, origin, name);
+    if (f < 0 && join_path(path, sizeof path, origin, name))
+        f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    return f >= 0 ? f : H5Fopen(name, H5F_ACC_RDONLY, H5P_DEFAULT);
+}
+
+/* Does source dataset d hold the part that mapping i reads? A whole-dataset source (h5py's
+ * unsliced VirtualSource) must have as many elements as its place in the virtual dataset;
+ * a selection must lie within d's extent. */
+static bool source_covers(h5_open *o, size_t i, hid_t d)
+{
+    hsize_t dims[H5S_MAX_RANK], lo[H5S_MAX_RANK], hi[H5S_MAX_RANK];
+    const hid_t sp = H5Dget_space(d), sel = H5Pget_virtual_srcspace(o->dcpl, i);
+    const hid_t vsel = H5Pget_virtual_vspace(o->dcpl, i);
+    const int rank = sp >= 0 ? H5Sget_simple_extent_dims(sp, dims, NULL) : -1;
+    const hssize_t points = sel >= 0 ? H5Sget_select_npoints(sel) : -1;
+    bool ok = rank >= 0 && points >= 0 && vsel >= 0;
+    const bool whole = ok && H5Sget_select_type(sel) == H5S_SEL_ALL;
+    if (whole)
+        ok = H5Sget_simple_extent_npoints(sp) == H5Sget_select_npoints(vsel);
+    else if (ok && points > 0)
+        ok = H5Sget_simple_extent_ndims(sel) == rank && H5Sget_select_bounds(sel, lo, hi) >= 0;
+    for (int k = 0; ok && !whole && points > 0 && k < rank; k++)
+        ok = hi[k] < dims[k];
+    if (vsel >= 0)
+        H5Sclose(vsel);
+    if (sel >= 0)
+        H5Sclose(sel);
+    if (sp >= 0)
+        H5Sclose(sp);
+    return ok;
+}
+
+typedef struct vds_file {
+    char name[4096]; /* as the mapping names it ("." the virtual dataset's own file) */
+    hid_t fid;       /* -1: not found */
+} vds_file;
+
+/* Mapping i's source: its file found where libhdf5 looks, its dataset there, large enough. */
+static int check_source(h5_open *o, const char *origin, size_t i, vds_file *file)
+{
+    stoker__h5 *h = o->h;
+    char fname[4096], dname[4096];
+    const ssize_t fl = H5Pget_virtual_filename(o->dcpl, i, fname, sizeof fname);
+    const ssize_t dl = H5Pget_virtual_dsetname(o->dcpl, i, dname, sizeof dname);
+    H5_FAIL_IF(fl < 0 || dl < 0 || (size_t)fl >= sizeof fname || (size_t)dl >= sizeof dname,
+               STOKER_E_FORMAT, "%s: dataset %s: virtual dataset mapping %zu cannot be read",
+               h->file, h->name, i);
+    H5_FAIL_IF(strchr(fname, '%') || strchr(dname, '%'), STOKER_E_UNSUPPORTED,
+               "%s: dataset %s: virtual dataset source %zu (%s, dataset %s) is a printf-style "
+               "pattern; such sources are not supported",
+               h->file, h->name, i, fname, dname);
+    if (strcmp(fname, file->name) != 0) {
+        if (file->fid >= 0)
+            H5Fclose(file->fid);
+        file->fid =
+            strcmp(fname, ".") == 0 ? H5Iget_file_id(h->did) : open_source_file(h, origin, fname);
+        snprintf(file->name, sizeof file->name, "%s", fname);
+    }
+    H5_FAIL_IF(file->fid < 0, STOKER_E_FORMAT,
+               "%s: dataset %s: virtual dataset source %zu: no HDF5 file %s in %s, under "
+               "HDF5_VDS_PREFIX or in the current directory (libhdf5 would read its part as the "
+               "fill value)",
+               h->file, h->name, i, fname, origin);
+    const hid_t d = H5Lexists(file->fid, dname, H5P_DEFAULT) > 0 &&
+                            H5Oexists_by_name(file->fid, dname, H5P_DEFAULT) > 0
+                        ? H5Dopen2(file->fid, dname, H5P_DEFAULT)
+                        : -1;
+    const bool covers = d >= 0 && source_covers(o, i, d);
+    if (d >= 0)
+        H5Dclose(d);
+    H5_FAIL_IF(!covers, STOKER_E_FORMAT,
+               "%s: dataset %s: virtual dataset source %zu: %s %s dataset %s (libhdf5 would read "
+               "its part as the fill value)",
+               h->file, h->name, i, fname,
+               d < 0 ? "has no" : "holds less than the part mapped from its", dname);
+    return 0;
+}
+
+/* Every source of a virtual dataset must be there: libhdf5 reads the records (serialised),
+ * and would give the fill value for a missing one without an error. */
+static int open_virtual(h5_open *o)
+{
+    stoker__h5 *h = o->h;
+    size_t n = 0;
+    char holder[4096], origin[4096];
+    const ssize_t hl = H5Fget_name(h->did, holder, sizeof holder);
+    H5_FAIL_IF(H5Pget_virtual_count(o->dcpl, &n) < 0 || hl < 0 || (size_t)hl >= sizeof holder,
+               STOKER_E_FORMAT, "%s: dataset %s: cannot read the virtual dataset's mappings",
+               h->file, h->name);
+    const char *slash = strrchr(holder, '/');
+    snprintf(origin, sizeof origin, "%.*s", slash ? (int)(slash - holder + 1) : 2,
+             slash ? holder : "./");
+    vds_file file = {.name = "", .fid = -1};
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = check_source(o, origin, i, &file);
+    if (file.fid >= 0)
+        H5Fclose(file.fid);
+    return rc;
+}
+
 /* ---- the map ---- */
 
 static int open_filters(h5_open *o)
@@ -408,11 +680,11 @@ static int open_chunks(h5_open *o, uint64_t file_size)
         c->size = size;
         c->mask = mask;
         H5_FAIL_IF(!stoker__h5_chunk_fits(h, c, file_size), STOKER_E_CORRUPT,
-                   "%s: dataset %s: chunk %llu: %llu bytes at %llu do not fit the file of %llu "
+                   "%s: dataset %s: chunk %llu: %llu bytes at %llu do not fit %s of %llu "
                    "bytes or the chunk of %llu (truncated or damaged file)",
                    h->file, h->name, (unsigned long long)i, (unsigned long long)c->size,
-                   (unsigned long long)c->addr, (unsigned long long)file_size,
-                   (unsigned long long)h->chunk_bytes);
+                   (unsigned long long)c->addr, stoker__h5_bytes_file(h),
+                   (unsigned long long)file_size, (unsigned long long)h->chunk_bytes);
     }
     return 0;
 }
@@ -427,26 +699,41 @@ static int open_extent(h5_open *o, uint64_t file_size)
     H5_FAIL_IF(stoker__mul_ovf(h->row_bytes, h->dims[0], &total) ||
                    stoker__add_ovf((uint64_t)base, total, &end) || end > file_size,
                STOKER_E_CORRUPT,
-               "%s: dataset %s: %llu bytes at %llu extend past the end of the file (%llu "
-               "bytes): truncated file",
+               "%s: dataset %s: %llu bytes at %llu extend past the end of %s (%llu bytes): "
+               "truncated file",
                h->file, h->name, (unsigned long long)total, (unsigned long long)base,
-               (unsigned long long)file_size);
+               stoker__h5_bytes_file(h), (unsigned long long)file_size);
     h->base = (uint64_t)base;
     return 1;
 }
 
+/* Where the bytes are (above), then how they are read. */
 static int open_layout(h5_open *o)
 {
     stoker__h5 *h = o->h;
-    struct stat st;
-    H5_FAIL_IF(fstat(h->fd, &st) != 0, -errno, "%s: %s", h->file, stoker_strerror(-errno));
-    const uint64_t file_size = (uint64_t)st.st_size;
     const H5D_layout_t lay = H5Pget_layout(o->dcpl);
+    const int external = H5Pget_external_count(o->dcpl);
+    uint64_t base = 0;
+    int rc = lay == H5D_VIRTUAL ? open_virtual(o)
+             : external > 0     ? open_external(o, external, &base)
+                                : open_holder(o);
+    if (rc < 0)
+        return rc;
     open_fill(o);
     h->mode = o->vlen ? H5M_VLEN : H5M_READ;
-    if (o->vlen || !o->native)
+    if (o->vlen || !o->native || lay == H5D_VIRTUAL)
         return 0;
-    int rc = 0;
+    if (external > 0) {
+        /* in one file: an extent there, checked whole already; across files: libhdf5 */
+        h->mode = rc == 1 ? H5M_EXTENT : H5M_READ;
+        h->base = base;
+        return 0;
+    }
+    struct stat st;
+    H5_FAIL_IF(fstat(h->fd, &st) != 0, -errno, "%s: %s", stoker__h5_bytes_file(h),
+               stoker_strerror(-errno));
+    const uint64_t file_size = (uint64_t)st.st_size;
+    rc = 0;
     if (lay == H5D_CONTIGUOUS && (rc = open_extent(o, file_size)) > 0)
         h->mode = H5M_EXTENT;
     if (lay == H5D_CHUNKED && open_filters(o) && (rc = open_chunks(o, file_size)) == 0)
@@ -556,6 +843,7 @@ static void h5_free(stoker__h5 *h)
     stoker__free(h->lens);
     stoker__free(h->file);
     stoker__free(h->name);
+    stoker__free(h->data_file);
     stoker__free(h);
 }
 
@@ -670,7 +958,7 @@ static int fill_handle(stoker_dataset *ds, stoker__h5 *h, int32_t dtype)
     ds->shards = stoker__calloc(1, sizeof *ds->shards);
     ds->first = stoker__calloc(2, sizeof *ds->first);
     STOKER_RETURN_IF(!ds->shards || !ds->first, &ds->err, -ENOMEM, "%s: out of memory", h->file);
-    ds->shards[0].path = stoker__strdup(h->file);
+    ds->shards[0].path = stoker__strdup(stoker__h5_bytes_file(h));
     STOKER_RETURN_IF(!ds->shards[0].path, &ds->err, -ENOMEM, "%s: out of memory", h->file);
     ds->shards[0].fd = h->fd;
     ds->shards[0].direct_fd = -1;
@@ -697,8 +985,8 @@ static int fill_handle(stoker_dataset *ds, stoker__h5 *h, int32_t dtype)
     if (loc.fetch)
         rc = stoker__h5_fetch(ds, 0, &loc, buf, &got, &ds->err);
     else if ((rc = stoker__pread_full(h->fd, buf, 2, loc.offset)) < 0)
-        stoker__fail(&ds->err, rc, "%s: dataset %s: record 0: cannot read: %s", h->file, h->name,
-                     stoker_strerror(rc));
+        stoker__fail(&ds->err, rc, "%s: dataset %s: record 0: cannot read %s: %s", h->file, h->name,
+                     stoker__h5_bytes_file(h), stoker_strerror(rc));
     if (rc == 0 && buf[0] == 0xFF && buf[1] == 0xD8)
         m->kind = STOKER_FIELD_JPEG;
     stoker__free(buf);

@@ -31,6 +31,8 @@ typedef struct stoker__h5 {
     uint64_t serial; /* tells data sets apart in the per-thread chunk caches */
     char *file;      /* the HDF5 file, for messages */
     char *name;      /* the dataset's path inside it */
+    char *data_file; /* the file fd reads when the bytes are not in `file` (an external link's
+                        target, an external raw data file); NULL when they are */
     int fd;
     int mode;
     int rank;
@@ -72,6 +74,12 @@ bool stoker__h5_chunk_fits(const stoker__h5 *h, const stoker__h5_chunk *c, uint6
  * checks them: -1 when all records lie in the blob within max_size, else the first bad
  * record. */
 int64_t stoker__h5_bad_offset(stoker__h5 *h, uint64_t n, uint64_t max_size);
+
+/* The file the record bytes are read from, for messages. */
+static inline const char *stoker__h5_bytes_file(const stoker__h5 *h)
+{
+    return h->data_file ? h->data_file : h->file;
+}
 
 /* Record id's rows [r0, r1) along axis 0 and its byte length. */
 void stoker__h5_rows(const stoker__h5 *h, int64_t id, uint64_t *r0, uint64_t *r1);
