@@ -101,6 +101,30 @@ done
 if "$STOKER_BENCH" "$TMP/data" --plot "$TMP/same" --dump-indices "$TMP/same" > /dev/null \
     2> "$TMP/err"; then exit 1; fi
 grep -q "same file" "$TMP/err"
+# image pipeline options on raw records would do nothing: refused before the run
+for opt in "--size 64" "--resize 80" "--layout NHWC" "--dct fast" "--antialias always" \
+    "--resampler pillow" "--dct-scale never"; do
+    if "$STOKER_BENCH" "$TMP/data" $opt > "$TMP/out" 2> "$TMP/err"; then exit 1; fi
+    grep -q -- "${opt% *} applies to the JPEG image pipeline" "$TMP/err"
+    [ ! -s "$TMP/out" ] || { echo "$opt on raw records: the run went ahead"; exit 1; }
+done
+if "$STOKER_BENCH" "$TMP/data" --compute-sleep > /dev/null 2> "$TMP/err"; then exit 1; fi
+grep -q -- "--compute-sleep .*--compute-ms" "$TMP/err"
+# a failed run leaves no partial --dump-indices file, and an older one as it was
+cp -r "$TMP/data" "$TMP/bad"
+"$PY" - "$TMP/bad" <<'PYEOF'
+import glob, sys
+shard = sorted(glob.glob(sys.argv[1] + "/shard-*.stk"))[1]
+b = bytearray(open(shard, "rb").read())
+b[4096 + 50] ^= 0xFF  # inside the shard's first payload
+open(shard, "wb").write(bytes(b))
+PYEOF
+echo "an older dump" > "$TMP/bad_dump.txt"
+if "$STOKER_BENCH" "$TMP/bad" --batch-size 4 --no-shuffle --dump-indices "$TMP/bad_dump.txt" \
+    > /dev/null 2> "$TMP/err"; then exit 1; fi
+grep -q "CRC" "$TMP/err"
+[ "$(cat "$TMP/bad_dump.txt")" = "an older dump" ] || { echo "a failed run spoilt the dump"; exit 1; }
+ls "$TMP" | grep -q "bad_dump.txt.tmp" && { echo "a temporary dump was left"; exit 1; }
 # a run too short for a timeline says so, and writes no plot
 if "$STOKER_BENCH" "$TMP/data" --epochs 1 --plot "$TMP/short.svg" > "$TMP/out" 2> "$TMP/err"
 then exit 1; fi

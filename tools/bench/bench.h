@@ -80,6 +80,11 @@ int bench_plot(const char *path, const result *r);
 /* outputs.c: --plot and --dump-indices can be written, and spare the data set's files.
  * 0, or -1 after saying why. */
 int bench_check_outputs(const opts *o);
+/* An output file is written beside its destination (*tmp, malloc'd) and renamed into
+ * place only when complete (keep), so a failure leaves neither a partial file nor a spoilt
+ * older one. open: NULL with errno on failure. close: 0 or -errno; frees tmp. */
+FILE *bench_out_open(const char *path, char **tmp);
+int bench_out_close(FILE *f, char *tmp, const char *path, int keep);
 
 /* io.c */
 void bench_io(const char *data, io_result *io);

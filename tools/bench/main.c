@@ -235,6 +235,11 @@ static int parse(int argc, char **argv, opts *o)
         fprintf(stderr, "stoker-bench: no data set given\n");
         return -1;
     }
+    if (o->compute_sleep && o->compute_ms <= 0) {
+        fprintf(stderr, "stoker-bench: --compute-sleep sleeps instead of spinning for "
+                        "--compute-ms X per batch: give --compute-ms with it\n");
+        return -1;
+    }
     return 0;
 }
 
@@ -303,12 +308,46 @@ static int32_t field_kind(const char *path, const stoker_config *cfg)
 }
 
 /* Runs the loader and reports. Returns the exit status. */
+/* The image pipeline's options do nothing where it does not run (records that are not
+ * JPEG, or --transform none): refused before the run rather than ignored. */
+static int refuse_unused(const opts *o, int32_t kind)
+{
+    const int32_t t = o->transform                ? o->transform
+                      : kind == STOKER_FIELD_JPEG ? STOKER_TRANSFORM_TRAIN
+                                                  : STOKER_TRANSFORM_NONE;
+    if (kind == 0 || (kind == STOKER_FIELD_JPEG && t != STOKER_TRANSFORM_NONE))
+        return 0; /* an unreadable data set is reported by the loader */
+    const struct {
+        const char *flag;
+        int given;
+    } image[] = {
+        {"--size", o->size != 0},           {"--resize", o->resize != 0},
+        {"--layout", o->layout != 0},       {"--dct", o->dct != 0},
+        {"--antialias", o->antialias != 0}, {"--resampler", o->resampler != 0},
+        {"--dct-scale", o->dct_scale != 0},
+    };
+    for (size_t i = 0; i < sizeof image / sizeof image[0]; i++)
+        if (image[i].given) {
+            fprintf(stderr,
+                    "stoker-bench: %s applies to the JPEG image pipeline, which does not run "
+                    "on %s (%s)\n",
+                    image[i].flag, o->data,
+                    kind == STOKER_FIELD_JPEG ? "--transform none" : "its records are not JPEG");
+            return -1;
+        }
+    return 0;
+}
+
+/* Runs the loader and reports. Returns the exit status. */
 static int bench(const opts *o, stoker_config *cfg, result *r)
 {
     stoker_loader *l = NULL;
     FILE *dump = NULL;
+    char *dump_tmp = NULL;
     int status = 1;
     r->kind = field_kind(o->data, cfg);
+    if (refuse_unused(o, r->kind) < 0)
+        return 2;
     if (o->io)
         bench_io(o->data, &r->io);
     int rc = stoker_loader_create(&l, o->data, cfg);
@@ -316,18 +355,18 @@ static int bench(const opts *o, stoker_config *cfg, result *r)
         fprintf(stderr, "stoker-bench: %s: %s\n", stoker_strerror(rc), stoker_loader_errmsg(l));
         goto out;
     }
-    if (o->dump && !(dump = fopen(o->dump, "w"))) {
+    if (o->dump && !(dump = bench_out_open(o->dump, &dump_tmp))) {
         fprintf(stderr, "stoker-bench: %s: %s\n", o->dump, strerror(errno));
         goto out;
     }
     if (bench_run(l, o, dump, r) < 0)
         goto out;
-    if (dump && fclose(dump) != 0) {
-        dump = NULL;
-        fprintf(stderr, "stoker-bench: %s: %s\n", o->dump, strerror(errno));
+    rc = bench_out_close(dump, dump_tmp, o->dump, 1);
+    dump = NULL;
+    if (rc < 0) {
+        fprintf(stderr, "stoker-bench: %s: %s\n", o->dump, strerror(-rc));
         goto out;
     }
-    dump = NULL;
     if (o->json)
         bench_report_json(o, r);
     else
@@ -347,8 +386,7 @@ static int bench(const opts *o, stoker_config *cfg, result *r)
     }
     status = r->interrupted ? 130 : 0;
 out:
-    if (dump)
-        fclose(dump);
+    bench_out_close(dump, dump_tmp, o->dump, 0); /* a failed run's dump is not kept */
     stoker_loader_destroy(l);
     return status;
 }

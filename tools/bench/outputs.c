@@ -4,6 +4,7 @@
 #include "bench.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -89,4 +90,45 @@ int bench_check_outputs(const opts *o)
         return -1;
     }
     return 0;
+}
+
+FILE *bench_out_open(const char *path, char **tmp)
+{
+    *tmp = NULL;
+    if (asprintf(tmp, "%s.tmp-XXXXXX", path) < 0) {
+        *tmp = NULL;
+        errno = ENOMEM;
+        return NULL;
+    }
+    const int fd = mkstemp(*tmp);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        const int e = errno;
+        if (fd >= 0) {
+            close(fd);
+            unlink(*tmp);
+        }
+        free(*tmp);
+        *tmp = NULL;
+        errno = e;
+    }
+    return f;
+}
+
+int bench_out_close(FILE *f, char *tmp, const char *path, int keep)
+{
+    if (!f)
+        return 0;
+    int rc = ferror(f) ? -EIO : 0;
+    if (fclose(f) != 0 && rc == 0)
+        rc = -errno;
+    /* mkstemp's 0600 would hide the file from those who may read the folder */
+    const mode_t mask = umask(0);
+    umask(mask);
+    if (keep && rc == 0 && (chmod(tmp, 0666 & ~mask) != 0 || rename(tmp, path) != 0))
+        rc = -errno;
+    if (!keep || rc < 0)
+        unlink(tmp);
+    free(tmp);
+    return rc;
 }

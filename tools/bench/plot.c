@@ -4,9 +4,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdlib.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #define W 820.0
 #define H 420.0
@@ -116,31 +113,12 @@ static void plot(FILE *f, const result *r)
     fprintf(f, "</svg>\n");
 }
 
-/* Written beside its destination and renamed into place, so a failed write never leaves a
- * truncated plot, nor spoils an older one. */
 int bench_plot(const char *path, const result *r)
 {
     char *tmp = NULL;
-    if (asprintf(&tmp, "%s.tmp-XXXXXX", path) < 0)
-        return -ENOMEM;
-    const int fd = mkstemp(tmp);
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    int rc = f ? 0 : -errno;
-    if (f) {
-        plot(f, r);
-        rc = ferror(f) ? -EIO : 0;
-        if (fclose(f) != 0 && rc == 0)
-            rc = -errno;
-        /* mkstemp's 0600 would keep the plot from others who may read the folder */
-        const mode_t mask = umask(0);
-        umask(mask);
-        if (rc == 0 && (chmod(tmp, 0666 & ~mask) != 0 || rename(tmp, path) != 0))
-            rc = -errno;
-    } else if (fd >= 0) {
-        close(fd);
-    }
-    if (rc < 0 && fd >= 0)
-        unlink(tmp);
-    free(tmp);
-    return rc;
+    FILE *f = bench_out_open(path, &tmp);
+    if (!f)
+        return -errno;
+    plot(f, r);
+    return bench_out_close(f, tmp, path, 1);
 }
