@@ -47,7 +47,7 @@ fi
 check() { "${PYENV[@]}" "$PY" "$HERE/python/pack_check.py" "$@" || fail "pack_check.py $*"; }
 
 "$PY" - "$T" <<'PYEOF' || fail "making test data"
-import io, sys
+import io, os, sys
 import h5py
 import numpy as np
 from PIL import Image
@@ -76,6 +76,9 @@ vlen(f"{t}/zero.h5", [])
 with h5py.File(f"{t}/raw.h5", "w") as f:
     f["images"] = np.arange(30, dtype=np.uint8).reshape(5, 6)
 np.save(f"{t}/x.npy", np.arange(12, dtype=np.uint8).reshape(4, 3))
+# An image folder whose name ends like an HDF5 file's.
+os.makedirs(f"{t}/tree.h5/k")
+open(f"{t}/tree.h5/k/a.jpg", "wb").write(image(12, 10))
 np.save(f"{t}/zero.npy", np.zeros((0, 3), np.uint8))
 PYEOF
 
@@ -143,4 +146,11 @@ run 1 "$P" --no-fsync "$T/zero.npy" "$T/o"
 has stderr "holds no records"
 lacks stderr "image files"
 [ ! -e "$T/o" ] || fail "an empty source wrote output"
+
+# ---- a folder named like an HDF5 file is a folder ---------------------------------------
+run 0 "$P" --no-fsync "$T/tree.h5" "$T/tree_out"
+has stderr "image folder"
+cp -r "$T/e1" "$T/set.h5"
+run 0 "$P" --verify "$T/set.h5"
+has stdout "set.h5: intact"
 echo "test_pack_h5: ok"

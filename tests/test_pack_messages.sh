@@ -75,6 +75,11 @@ lacks stdout "problem"
 run 1 "$P" --verify "$T/nonexistent"
 lacks stdout "problem"
 
+# ---- progress counts what the source holds ---------------------------------------------
+run 0 "$P" --no-fsync "$T/x.npy" "$T/npy_out"
+has stderr "3/3 rows"
+lacks stderr "files"
+
 # ---- control characters are escaped -----------------------------------------------------
 run 0 "$P" --no-fsync "$T/tree" "$T/out"
 has stderr 'bad\\nname\\x1b\[31m.jpg: not JPEG'

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static bool ends_with(const char *s, size_t n, const char *suffix)
@@ -35,6 +36,9 @@ static bool has_h5_signature(const char *path)
 
 bool pack_is_h5(const char *path)
 {
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return false; /* a folder named x.h5 is a folder (an image tree, or a data set) */
     const char *colon = strrchr(path, ':');
     const size_t n = colon ? (size_t)(colon - path) : strlen(path);
     return ends_with(path, n, ".h5") || ends_with(path, n, ".hdf5") ||
@@ -125,7 +129,7 @@ int pack_h5_rows(const pack_opts *o, stoker_dataset *ds, const size_t *order, st
 {
     const int64_t n = stoker_dataset_num_records(ds);
     pack_progress prog;
-    pack_progress_init(&prog, n, o->quiet);
+    pack_progress_init(&prog, n, o->quiet, "records");
     uint8_t *buf = NULL;
     size_t cap = 0;
     int rc = 0;

@@ -76,8 +76,9 @@ typedef struct pack_progress {
     double start, last;
     int64_t total;
     bool tty, quiet, drawn;
+    const char *noun; /* what is counted: "files", "rows", "records" */
 } pack_progress;
-void pack_progress_init(pack_progress *p, int64_t total, bool quiet);
+void pack_progress_init(pack_progress *p, int64_t total, bool quiet, const char *noun);
 void pack_progress_update(pack_progress *p, int64_t done, int64_t records, int64_t bytes);
 void pack_progress_end(pack_progress *p);
 double pack_now(void);

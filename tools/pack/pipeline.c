@@ -283,7 +283,7 @@ int pack_images(const pack_opts *o, const pack_source *src, const size_t *order,
     if (nthreads == 0)
         pack_err("cannot start worker threads");
     pack_progress prog;
-    pack_progress_init(&prog, (int64_t)src->n, o->quiet);
+    pack_progress_init(&prog, (int64_t)src->n, o->quiet, src->ds ? "records" : "files");
     for (size_t k = 0; rc == 0 && k < src->n; k++) {
         slot *s = &p.slots[k % p.window];
         if (!wait_ready(&p, s)) {
@@ -332,7 +332,7 @@ int pack_rows(const pack_opts *o, const pack_npy *data, const pack_npy *labels, 
               stoker_writer *w, pack_result *res)
 {
     pack_progress prog;
-    pack_progress_init(&prog, (int64_t)data->rows, o->quiet);
+    pack_progress_init(&prog, (int64_t)data->rows, o->quiet, "rows");
     int rc = 0;
     for (uint64_t k = 0; rc == 0 && k < data->rows; k++) {
         const uint64_t id = order[k];

@@ -53,8 +53,9 @@ void pack_err(const char *fmt, ...)
         free(msg);
 }
 
-void pack_progress_init(pack_progress *p, int64_t total, bool quiet)
+void pack_progress_init(pack_progress *p, int64_t total, bool quiet, const char *noun)
 {
+    p->noun = noun;
     p->start = p->last = pack_now();
     p->total = total;
     p->quiet = quiet;
@@ -96,10 +97,10 @@ void pack_progress_update(pack_progress *p, int64_t done, int64_t records, int64
         p->drawn = true;
     } else {
         fprintf(stderr,
-                "stoker-pack: %lld/%lld files (%.1f%%), %lld records, %.0f rec/s, "
+                "stoker-pack: %lld/%lld %s (%.1f%%), %lld records, %.0f rec/s, "
                 "%.1f MB/s, ETA %s\n",
-                (long long)done, (long long)p->total, pct, (long long)records, (double)records / dt,
-                (double)bytes / dt / 1e6, eta);
+                (long long)done, (long long)p->total, p->noun, pct, (long long)records,
+                (double)records / dt, (double)bytes / dt / 1e6, eta);
     }
     fflush(stderr);
 }
