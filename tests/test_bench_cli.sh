@@ -123,7 +123,8 @@ echo "an older dump" > "$TMP/bad_dump.txt"
 if "$STOKER_BENCH" "$TMP/bad" --batch-size 4 --no-shuffle --dump-indices "$TMP/bad_dump.txt" \
     > /dev/null 2> "$TMP/err"; then exit 1; fi
 grep -q "CRC" "$TMP/err"
-[ "$(cat "$TMP/bad_dump.txt")" = "an older dump" ] || { echo "a failed run spoilt the dump"; exit 1; }
+[ "$(cat "$TMP/bad_dump.txt")" = "an older dump" ] ||
+    { echo "a failed run spoilt the older dump"; exit 1; }
 ls "$TMP" | grep -q "bad_dump.txt.tmp" && { echo "a temporary dump was left"; exit 1; }
 # a run too short for a timeline says so, and writes no plot
 if "$STOKER_BENCH" "$TMP/data" --epochs 1 --plot "$TMP/short.svg" > "$TMP/out" 2> "$TMP/err"
