@@ -138,7 +138,7 @@ typedef enum stoker_option {
     /* ---- writer (stoker_writer_create) ---- */
     STOKER_OPT_SHARD_SIZE = 1,   /* target shard size in bytes; default 256 MiB */
     STOKER_OPT_ALIGN = 2,        /* payload alignment: 1, 512 or 4096 (default) */
-    STOKER_OPT_OVERWRITE = 3,    /* 1: replace an existing output; default 0 */
+    STOKER_OPT_OVERWRITE = 3,    /* 1: replace a previous data set (only); default 0 */
     STOKER_OPT_FSYNC = 4,        /* 1: fsync shards and manifest before publishing; default 1 */
 
     /* ---- limits on untrusted input (data sets, decoders) ---- */
@@ -353,7 +353,10 @@ typedef enum stoker_field_kind {
 #define STOKER_MAX_DIMS 8
 
 /* Creates a writer for the data set directory `path`. Fails with STOKER_E_EXISTS when
- * `path` exists and STOKER_OPT_OVERWRITE is 0; STOKER_E_INVALID for a bad option. `cfg` may
+ * `path` exists and STOKER_OPT_OVERWRITE is 0, and also with OVERWRITE when `path` is not an
+ * empty folder or a stoker data set (a manifest and its shards, nothing else): the writer
+ * only ever deletes the files of a data set it replaces. STOKER_E_INVALID for a bad
+ * option. `cfg` may
  * be NULL (defaults). *out is set even on failure (unless -ENOMEM leaves it NULL) so the
  * message can be read with stoker_writer_errmsg; destroy it either way. */
 STOKER_API int stoker_writer_create(stoker_writer **out, const char *path,
