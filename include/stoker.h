@@ -356,9 +356,8 @@ typedef enum stoker_field_kind {
  * `path` exists and STOKER_OPT_OVERWRITE is 0, and also with OVERWRITE when `path` is not an
  * empty folder or a stoker data set (a manifest and its shards, nothing else): the writer
  * only ever deletes the files of a data set it replaces. STOKER_E_INVALID for a bad
- * option. `cfg` may
- * be NULL (defaults). *out is set even on failure (unless -ENOMEM leaves it NULL) so the
- * message can be read with stoker_writer_errmsg; destroy it either way. */
+ * option. `cfg` may be NULL (defaults). *out is set even on failure (unless -ENOMEM leaves
+ * it NULL) so the message can be read with stoker_writer_errmsg; destroy it either way. */
 STOKER_API int stoker_writer_create(stoker_writer **out, const char *path,
                                     const stoker_config *cfg);
 
