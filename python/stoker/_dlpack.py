@@ -74,33 +74,51 @@ _capsule_get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctype
 # address of a DLManagedTensor -> (struct, shape, strides, owner); alive until the deleter.
 _LIVE = {}
 
-
-def _deleter(addr):
-    try:
-        entry = _LIVE.pop(addr, None)
-        if entry is not None:
-            entry[3].release()
-    except Exception:  # never let an exception cross into the consumer's C code
-        pass
+# Py_IncRef, to make the two callbacks below immortal.
+_incref = ctypes.PYFUNCTYPE(None, ctypes.py_object)(("Py_IncRef", ctypes.pythonapi))
 
 
-def _capsule_destructor(capsule):
-    # Called while the capsule is deallocated. Consumed capsules were renamed
-    # "used_dltensor" and belong to the consumer; only an unconsumed one owns the tensor.
-    try:
-        if _capsule_is_valid(capsule, _CAPSULE_NAME):
-            addr = _capsule_get_pointer(capsule, _CAPSULE_NAME)
-            if addr:
-                _deleter(addr)
-    except Exception:
-        pass
+def _callbacks(live, is_valid, get_pointer, name):
+    """The managed tensors' deleter and the capsules' destructor. A consumer may call them
+    while the interpreter shuts down, after module globals and even builtins were set to
+    None, so they touch nothing but what they close over (and the owner's release, written
+    likewise: see loader._Core)."""
+    pop = live.pop
 
+    def deleter(addr):
+        try:
+            entry = pop(addr, None)
+            if entry is not None:
+                entry[3].release()
+        except:  # noqa: E722 (at shutdown `Exception` may be None; nothing may escape)
+            pass
+
+    def destructor(capsule):
+        # Called while the capsule is deallocated. Consumed capsules were renamed
+        # "used_dltensor" and belong to the consumer; only an unconsumed one owns the tensor.
+        try:
+            if is_valid(capsule, name):
+                addr = get_pointer(capsule, name)
+                if addr:
+                    deleter(addr)
+        except:  # noqa: E722
+            pass
+
+    return deleter, destructor
+
+
+_deleter, _capsule_destructor = _callbacks(_LIVE, _capsule_is_valid, _capsule_get_pointer,
+                                           _CAPSULE_NAME)
 
 _DELETER_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _DESTRUCTOR_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-# Module-level, so the C thunks outlive every capsule and tensor.
 _DELETER = _DELETER_T(_deleter)
 _DESTRUCTOR = _DESTRUCTOR_T(_capsule_destructor)
+# Immortal: an array or tensor may outlive this module (a reference cycle freed at exit,
+# after the module's globals were cleared), and its consumer then still calls these C
+# thunks. Each keeps its Python function, and so _LIVE and the exported structs, alive.
+_incref(_DELETER)
+_incref(_DESTRUCTOR)
 _DELETER_ADDR = ctypes.cast(_DELETER, ctypes.c_void_p).value
 _DESTRUCTOR_ADDR = ctypes.cast(_DESTRUCTOR, ctypes.c_void_p).value
 

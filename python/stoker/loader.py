@@ -43,7 +43,11 @@ _HOLD_RULE = ("the next batch's slot is still held (depth=%d): the loader's slot
 
 class _Core:
     """Owns the stoker_loader handle. Destroyed when the Loader is closed and every batch
-    it handed out has been released (so arrays made from batches never dangle)."""
+    it handed out has been released (so arrays made from batches never dangle).
+
+    The release path (batch_done, destroy, __del__) may run while the interpreter shuts
+    down, from a DLPack deleter called after this module's globals were set to None: it
+    uses only what the core holds itself."""
 
     def __init__(self):
         self.handle = ctypes.c_void_p()
@@ -51,18 +55,22 @@ class _Core:
         self.outstanding = 0
         self.held_slots = set()  # ring positions (seq % depth) of batches not yet released
         self.closing = False
+        self._release = _L.stoker_batch_release
+        self._release_stream = (_L.stoker_batch_release_stream
+                                if _lib.has("stoker_batch_release_stream") else None)
+        self._destroy = _L.stoker_loader_destroy
 
     def errmsg(self):
         return _lib.text(_L.stoker_loader_errmsg(self.handle)) if self.handle else ""
 
     def batch_done(self, bh, slot, stream=None):
         with self.lock:
-            if stream is not None and _lib.has("stoker_batch_release_stream"):
+            if stream is not None and self._release_stream is not None:
                 # device batch: its buffer is refilled only after the work queued on the
                 # consumer's stream (which may still read it) completes
-                _L.stoker_batch_release_stream(bh, stream)
+                self._release_stream(bh, stream)
             else:
-                _L.stoker_batch_release(bh)
+                self._release(bh)
             self.outstanding -= 1
             self.held_slots.discard(slot)
             if self.closing and self.outstanding == 0:
@@ -71,18 +79,22 @@ class _Core:
     def destroy(self):
         with self.lock:
             if self.handle:
-                _L.stoker_loader_destroy(self.handle)
-                self.handle = ctypes.c_void_p()
+                self._destroy(self.handle)
+                self.handle.value = None
+
+    def close(self):
+        """Destroys the loader now, or at the last batch_done while batches are out."""
+        with self.lock:
+            self.closing = True
+            if self.outstanding == 0:
+                self.destroy()
 
     def __del__(self):
         # The garbage collector may finalise a cycle holding this core and its batches in
         # any order: with batches still out, destruction waits for the last batch_done.
         try:
-            with self.lock:
-                self.closing = True
-                if self.outstanding == 0:
-                    self.destroy()
-        except Exception:
+            self.close()
+        except:  # noqa: E722 (at shutdown `Exception` may be None)
             pass
 
 
@@ -188,7 +200,7 @@ class BatchData:
     def __del__(self):
         try:
             self._drop()
-        except Exception:
+        except:  # noqa: E722 (at shutdown `Exception` may be None)
             pass
 
     def __repr__(self):
@@ -704,10 +716,7 @@ class Loader:
         if core is None:
             return
         gc.collect() if core.outstanding else None
-        with core.lock:
-            core.closing = True
-            if core.outstanding == 0:
-                core.destroy()
+        core.close()
 
     @property
     def closed(self):
@@ -720,9 +729,13 @@ class Loader:
         self.close()
 
     def __del__(self):
+        # No gc.collect() here (close() runs one): the collector may be running this, and
+        # at shutdown the module's globals may be gone.
         try:
-            self.close()
-        except Exception:
+            core, self._core = self._core, None
+            if core is not None:
+                core.close()
+        except:  # noqa: E722 (at shutdown `Exception` may be None)
             pass
 
     def __repr__(self):
