@@ -18,7 +18,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const uint8_t HDF5_SIGNATURE[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+/* HDF5's superblock signature: at byte 0, or past a user block at 512, 1024, 2048, ... */
+bool stoker__hdf5_signature(int fd)
+{
+    static const uint8_t sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+    uint8_t got[8];
+    for (uint64_t at = 0; at <= (UINT64_C(1) << 40); at = at ? at * 2 : 512) {
+        const ssize_t n = pread(fd, got, sizeof got, (off_t)at);
+        if (n != (ssize_t)sizeof got)
+            return false;
+        if (memcmp(got, sig, sizeof sig) == 0)
+            return true;
+    }
+    return false;
+}
 #ifdef STOKER_HAVE_HDF5 /* open reaches open_source with an HDF5 file only from verify */
 #define HDF5_REFUSAL "an HDF5 file, not a shard data set; convert it with stoker-pack to verify it"
 #else
@@ -199,9 +212,7 @@ static int open_source(stoker_dataset *ds, const char *path, int *mfd, char *wha
     snprintf(what, cap, "%s", path);
     *mfd = open(path, flags | O_NONBLOCK);
     STOKER_RETURN_IF(*mfd < 0, &ds->err, -errno, "%s: %s", path, stoker_strerror(-errno));
-    uint8_t sig[8] = {0};
-    STOKER_RETURN_IF(pread(*mfd, sig, 8, 0) == 8 && memcmp(sig, HDF5_SIGNATURE, 8) == 0, &ds->err,
-                     STOKER_E_UNSUPPORTED,
+    STOKER_RETURN_IF(stoker__hdf5_signature(*mfd), &ds->err, STOKER_E_UNSUPPORTED,
                      "%s: " HDF5_REFUSAL, path);
     const char *slash = strrchr(path, '/');
     const size_t n = slash ? (slash == path ? 1 : (size_t)(slash - path)) : 1;

@@ -177,4 +177,8 @@ int stoker__pread_full(int fd, void *buf, size_t len, uint64_t off);
 /* Allocates an empty handle (locks initialised). NULL on allocation failure. */
 stoker_dataset *stoker__dataset_alloc(void);
 
+/* Whether the open file fd holds HDF5's signature where libhdf5 looks for it (byte 0, or
+ * after a user block). */
+bool stoker__hdf5_signature(int fd);
+
 #endif

@@ -91,3 +91,23 @@ def test_float_offsets_refused(tmp_path, dtype):
     msg = refusal(p)
     assert str(p) in msg and "images_offsets" in msg
     assert "floating-point" in msg and "integer" in msg, msg
+
+
+@pytest.mark.parametrize("chunks", [None, (2, 8, 8, 3)])
+def test_user_block_read_right(tmp_path, chunks):
+    """A file with a user block: recognised as HDF5, and every record equals h5py's read
+    (libhdf5 reads them: its offsets are not trusted past a user block)."""
+    p = tmp_path / "ub.h5"
+    imgs = np.arange(6 * 8 * 8 * 3, dtype=np.uint8).reshape(6, 8, 8, 3)
+    labs = np.arange(6, dtype=np.int64) * 7 - 2
+    with h5py.File(p, "w", userblock_size=1024) as f:
+        f.create_dataset("images", data=imgs, chunks=chunks)
+        f.create_dataset("labels", data=labs)
+    with h5py.File(p, "r") as f:
+        assert f.userblock_size == 1024
+    t.check_all(p, imgs, labs)
+    for ids, got, data in t.loader_batches(p, batch=4):
+        rec = len(data) // len(ids)
+        for k, i in enumerate(ids):
+            assert data[k * rec:(k + 1) * rec] == imgs[i].tobytes()
+            assert got[k] == labs[i]
