@@ -1,5 +1,6 @@
 """Writing and reading stoker data sets: thin wrappers of stoker_writer_* and
 stoker_dataset_* (include/stoker.h; the format is docs/FORMAT.md)."""
+import contextlib
 import ctypes
 import os
 import threading
@@ -41,6 +42,8 @@ class Writer:
     dimension). ``add(payload, label=0, key=None)`` appends a record (any C-contiguous
     buffer); ``finish()`` publishes the data set. Used as a context manager, a clean exit
     finishes it and an exception discards it (any previous output is left untouched).
+
+    Any thread: calls are taken one at a time, except ``cancel()``, which does not wait.
     """
 
     def __init__(self, path, kind="bytes", dtype=None, shape=None, shard_size=None,
@@ -50,6 +53,11 @@ class Writer:
         kind_code = choice("kind", kind, _lib.FIELD_KINDS)
         self._handle = ctypes.c_void_p()
         self._finished = False
+        # `_calls`: the C writer takes one call at a time. `_life`: cancel() (allowed while
+        # a call runs) against destruction. Order: _calls, then _life.
+        self._calls = threading.RLock()
+        self._life = threading.Lock()
+        self._destroy = _L.stoker_writer_destroy
         with Config() as cfg:
             if shard_size is not None:
                 cfg.set_int(_lib.OPT_SHARD_SIZE, check_int("shard_size", shard_size, 1))
@@ -86,58 +94,71 @@ class Writer:
             msg = self.path
         raise error(rc, msg)
 
+    @contextlib.contextmanager
     def _live(self):
-        if not self._handle:
-            raise ValueError("the writer is closed")
-        return self._handle
+        """The handle, with the writer's call lock held; ValueError once closed."""
+        with self._calls:
+            if not self._handle:
+                raise ValueError("the writer is closed")
+            yield self._handle
 
     def add_class(self, name):
         """Appends a class name; its label is its position."""
         if not isinstance(name, str):
             raise TypeError("class name must be a str")
-        rc = _L.stoker_writer_add_class(self._live(), name.encode())
-        if rc != 0:
-            self._fail(rc)
+        with self._live() as h:
+            rc = _L.stoker_writer_add_class(h, name.encode())
+            if rc != 0:
+                self._fail(rc)
 
     def add(self, payload, label=0, key=None):
         """Appends one record; returns its id."""
-        h = self._live()
         label = check_int("label", label)
         if key is not None and not isinstance(key, (str, bytes)):
             raise TypeError("key must be a str, bytes or None")
         keep, addr, size = _payload(payload)
         raw_key = key.encode() if isinstance(key, str) else key
-        rc = _L.stoker_writer_add(h, addr, size, label, raw_key)
-        del keep
-        if rc != 0:
-            self._fail(rc)
-        return self.records - 1
+        with self._live() as h:
+            rc = _L.stoker_writer_add(h, addr, size, label, raw_key)
+            del keep
+            if rc != 0:
+                self._fail(rc)
+            return int(_L.stoker_writer_records(h)) - 1
 
     @property
     def records(self):
-        return int(_L.stoker_writer_records(self._live()))
+        with self._live() as h:
+            return int(_L.stoker_writer_records(h))
 
     @property
     def bytes(self):
-        return int(_L.stoker_writer_bytes(self._live()))
+        with self._live() as h:
+            return int(_L.stoker_writer_bytes(h))
 
     def finish(self):
         """Publishes the data set (renamed into place)."""
-        rc = _L.stoker_writer_finish(self._live())
-        if rc != 0:
-            self._fail(rc)
-        self._finished = True
+        with self._live() as h:
+            rc = _L.stoker_writer_finish(h)
+            if rc != 0:
+                self._fail(rc)
+            self._finished = True
 
     def cancel(self):
-        """Makes the next add/finish fail with CanceledError. Any thread."""
-        if self._handle:
-            _L.stoker_writer_cancel(self._handle)
+        """Makes the next (or a running) add/finish fail with CanceledError. Any thread;
+        does not wait for the call in progress. A no-op once the writer is closed."""
+        with self._life:
+            if self._handle:
+                _L.stoker_writer_cancel(self._handle)
 
     def close(self):
-        """Destroys the writer; an unfinished data set is discarded."""
-        if getattr(self, "_handle", None):
-            _L.stoker_writer_destroy(self._handle)
-            self._handle = ctypes.c_void_p()
+        """Destroys the writer; an unfinished data set is discarded. Waits for a call in
+        progress in another thread."""
+        if not hasattr(self, "_calls"):  # __init__ failed before the handle existed
+            return
+        with self._calls, self._life:
+            if self._handle:
+                self._destroy(self._handle)
+                self._handle.value = None
 
     def __enter__(self):
         return self
@@ -150,7 +171,10 @@ class Writer:
             self.close()
 
     def __del__(self):
-        self.close()
+        try:
+            self.close()
+        except:  # noqa: E722 (at shutdown `Exception` may be None)
+            pass
 
     @classmethod
     def from_array(cls, path, array, labels=None, keys=None, **kwargs):
@@ -170,13 +194,17 @@ class Writer:
 class Dataset:
     """An open, read-only data set: ``len(ds)``, ``ds.read(i)`` (bytes, CRC-checked),
     ``ds.label(i)``, ``ds.key(i)``, ``ds.record_info(i)``, ``ds.field``, ``ds.classes``,
-    ``ds[i]`` -> ``(payload bytes, label)``; ``ds.array(i)`` for raw records (numpy)."""
+    ``ds[i]`` -> ``(payload bytes, label)``; ``ds.array(i)`` for raw records (numpy).
+    Any thread: calls are taken one at a time (close waits for the call in progress)."""
 
     def __init__(self, path, max_record_size=None):
         raw_path = check_path("path", path)
         self.path = os.fsdecode(raw_path)
         self._handle = ctypes.c_void_p()
-        self._lock = threading.Lock()
+        # every call, and close: the handle is never closed under a call, and a failure's
+        # message (per handle) is read before another call replaces it
+        self._lock = threading.RLock()
+        self._close = _L.stoker_dataset_close
         with Config() as cfg:
             if max_record_size is not None:
                 cfg.set_int(_lib.OPT_MAX_RECORD_SIZE, check_int("max_record_size",
@@ -188,18 +216,24 @@ class Dataset:
             raise error(rc, msg if self.path in msg else ("%s: %s" % (self.path, msg)
                                                           if msg else self.path))
 
+    @contextlib.contextmanager
     def _live(self):
-        if not self._handle:
-            raise ValueError("the data set is closed")
-        return self._handle
+        """The handle, with the data set's lock held; ValueError once closed."""
+        with self._lock:
+            if not self._handle:
+                raise ValueError("the data set is closed")
+            yield self._handle
 
     def _fail(self, rc):
         raise error(rc, _lib.text(_L.stoker_dataset_errmsg(self._handle)) or self.path)
 
     def close(self):
-        if getattr(self, "_handle", None):
-            _L.stoker_dataset_close(self._handle)
-            self._handle = ctypes.c_void_p()
+        if not hasattr(self, "_lock"):  # __init__ failed before the handle existed
+            return
+        with self._lock:
+            if self._handle:
+                self._close(self._handle)
+                self._handle.value = None
 
     def __enter__(self):
         return self
@@ -208,38 +242,46 @@ class Dataset:
         self.close()
 
     def __del__(self):
-        self.close()
+        try:
+            self.close()
+        except:  # noqa: E722 (at shutdown `Exception` may be None)
+            pass
 
     def __len__(self):
-        return int(_L.stoker_dataset_num_records(self._live()))
+        with self._live() as h:
+            return int(_L.stoker_dataset_num_records(h))
 
     @property
     def num_shards(self):
-        return int(_L.stoker_dataset_num_shards(self._live()))
+        with self._live() as h:
+            return int(_L.stoker_dataset_num_shards(h))
 
     @property
     def payload_bytes(self):
-        return int(_L.stoker_dataset_payload_bytes(self._live()))
+        with self._live() as h:
+            return int(_L.stoker_dataset_payload_bytes(h))
 
     @property
     def format_version(self):
-        return int(_L.stoker_dataset_format_version(self._live()))
+        with self._live() as h:
+            return int(_L.stoker_dataset_format_version(h))
 
     @property
     def classes(self):
-        h = self._live()
-        n = _L.stoker_dataset_num_classes(h)
-        return [_lib.text(_L.stoker_dataset_class_name(h, i)) for i in range(n)]
+        with self._live() as h:
+            n = _L.stoker_dataset_num_classes(h)
+            return [_lib.text(_L.stoker_dataset_class_name(h, i)) for i in range(n)]
 
     @property
     def field(self):
         """``{"kind": "bytes"|"jpeg"|"raw", "dtype": name or None, "shape": tuple or None}``"""
         kind, dtype, ndim = ctypes.c_int32(), ctypes.c_int32(), ctypes.c_int32()
         shape = (ctypes.c_int64 * _lib.MAX_DIMS)()
-        rc = _L.stoker_dataset_field(self._live(), ctypes.byref(kind), ctypes.byref(dtype),
-                                     ctypes.byref(ndim), shape)
-        if rc != 0:
-            self._fail(rc)
+        with self._live() as h:
+            rc = _L.stoker_dataset_field(h, ctypes.byref(kind), ctypes.byref(dtype),
+                                         ctypes.byref(ndim), shape)
+            if rc != 0:
+                self._fail(rc)
         raw = kind.value == _lib.FIELD_KINDS["raw"]
         return {"kind": _lib.FIELD_KIND_NAMES.get(kind.value, str(kind.value)),
                 "dtype": _lib.DTYPE_NAMES.get(dtype.value) if raw else None,
@@ -257,28 +299,29 @@ class Dataset:
     def record_info(self, i):
         """``{"size", "label", "shard"}`` of record `i`, without reading it."""
         size, label, shard = ctypes.c_uint64(), ctypes.c_int64(), ctypes.c_int32()
-        rc = _L.stoker_dataset_record_info(self._live(), self._id(i), ctypes.byref(size),
-                                           ctypes.byref(label), ctypes.byref(shard))
-        if rc != 0:
-            self._fail(rc)
+        with self._live() as h:
+            rc = _L.stoker_dataset_record_info(h, self._id(i), ctypes.byref(size),
+                                               ctypes.byref(label), ctypes.byref(shard))
+            if rc != 0:
+                self._fail(rc)
         return {"size": size.value, "label": label.value, "shard": shard.value}
 
     def label(self, i):
         return self.record_info(i)["label"]
 
     def key(self, i):
-        with self._lock:
-            k = _L.stoker_dataset_record_key(self._live(), self._id(i))
-        return None if k is None else k.decode(errors="surrogateescape")
+        with self._live() as h:
+            k = _L.stoker_dataset_record_key(h, self._id(i))
+            return None if k is None else k.decode(errors="surrogateescape")
 
     def read(self, i):
         """Record `i`'s payload as bytes (its CRC32C checked)."""
-        i = self._id(i)
-        need = self.record_info(i)["size"]
-        buf = ctypes.create_string_buffer(max(1, need))
-        size = ctypes.c_size_t()
-        with self._lock:  # errmsg is per handle
-            rc = _L.stoker_dataset_read(self._live(), i, buf, need, ctypes.byref(size))
+        with self._live() as h:
+            i = self._id(i)
+            need = self.record_info(i)["size"]
+            buf = ctypes.create_string_buffer(max(1, need))
+            size = ctypes.c_size_t()
+            rc = _L.stoker_dataset_read(h, i, buf, need, ctypes.byref(size))
             if rc != 0:
                 self._fail(rc)
         return buf.raw[:size.value]
@@ -294,7 +337,8 @@ class Dataset:
         return np.frombuffer(self.read(i), dtype=f["dtype"]).reshape(f["shape"])
 
     def __getitem__(self, i):
-        return self.read(i), self.label(i)
+        with self._lock:
+            return self.read(i), self.label(i)
 
 
 def verify(path):

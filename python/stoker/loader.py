@@ -10,6 +10,7 @@ recent batches (a ``for`` loop's variable is one of them) and copy what you keep
 (``tensor.clone()``); otherwise asking for the next batch raises ``StateError`` (a
 ``RuntimeError``) instead of waiting forever.
 """
+import contextlib
 import ctypes
 import gc
 import json
@@ -51,6 +52,11 @@ class _Core:
 
     def __init__(self):
         self.handle = ctypes.c_void_p()
+        # `calls`: the C loader takes its consumer calls (next, set_epoch, state, sizes) one
+        # at a time, so every Loader method holds it; closing too, so the handle is never
+        # destroyed under a call. `lock`: the batch counts, and the handle's lifetime for
+        # the calls allowed from any thread (release, stats). Order: calls, then lock.
+        self.calls = threading.RLock()
         self.lock = threading.RLock()
         self.outstanding = 0
         self.held_slots = set()  # ring positions (seq % depth) of batches not yet released
@@ -107,7 +113,7 @@ class _BatchRef:
         self.slot = slot
         self.device = device
         self.count = 1
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # a collection inside may release this very ref
         self.stream = None  # the last CUDA stream a consumer named (device batches)
 
     def acquire(self):
@@ -153,6 +159,7 @@ class BatchData:
 
     def __init__(self, ref, ptr, shape, dtype, nbytes):
         self._ref = ref
+        self._drop_lock = threading.Lock()  # release() from two threads drops one hold
         self._ptr = ptr
         self.shape = tuple(shape)
         self._dtype = dtype
@@ -189,11 +196,18 @@ class BatchData:
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             raise BufferError("the batch is on %s; it cannot be exported to %r"
                               % (self.device, dl_device))
-        ref.wait_stream(stream)
-        return _dlpack.export(ref, self._ptr, self.shape, self._dtype, ref.device)
+        # A hold for the time of the export, so that a release() in another thread cannot
+        # give the batch back while its stream is set up.
+        ref.acquire()
+        try:
+            ref.wait_stream(stream)
+            return _dlpack.export(ref, self._ptr, self.shape, self._dtype, ref.device)
+        finally:
+            ref.release()
 
     def _drop(self):
-        ref, self._ref = self._ref, None
+        with self._drop_lock:
+            ref, self._ref = self._ref, None
         if ref is not None:
             ref.release()
 
@@ -419,6 +433,10 @@ class Loader:
     the number of batches per epoch on this rank. ``set_epoch(e)`` restarts at epoch e;
     ``state_dict()``/``load_state_dict()`` save and resume mid-epoch; ``stats()``;
     ``close()`` (or ``with``). Batches and their lifetime: see Batch and the module doc.
+
+    Any thread may call any method: the loader takes them one at a time, a call waiting
+    for the one in progress (``set_epoch`` from a second thread applies between two of the
+    consumer's batches); ``stats()`` never waits for a ``next``.
     """
 
     def __init__(self, path, batch_size, shuffle=True, seed=0, transform=None, size=224,
@@ -527,20 +545,37 @@ class Loader:
 
     # ---- helpers ----
 
-    def _live(self):
+    @contextlib.contextmanager
+    def _consumer(self):
+        """The core, with its consumer lock held (a call from another thread waits for the
+        one in progress); ValueError once the loader is closed."""
         core = self._core
-        if core is None or core.closing or not core.handle:
+        if core is None:
             raise ValueError("the loader is closed")
-        return core
+        with core.calls:
+            if core.closing or not core.handle:
+                raise ValueError("the loader is closed")
+            yield core
+
+    @contextlib.contextmanager
+    def _observer(self):
+        """The core, for the calls the C loader allows from any thread at any time (stats):
+        they wait only for a release or the destruction in progress, not for next()."""
+        core = self._core
+        if core is None:
+            raise ValueError("the loader is closed")
+        with core.lock:
+            if core.closing or not core.handle:
+                raise ValueError("the loader is closed")
+            yield core
 
     def _fail(self, rc, core=None):
         core = core or self._core
         raise error(rc, core.errmsg() if core is not None else "")
 
-    def _call_released(self, fn, *args):
+    def _call_released(self, core, fn, *args):
         """Runs a call that needs every batch released, collecting garbage once if batches
-        are only held by unreachable objects."""
-        core = self._live()
+        are only held by unreachable objects. The caller holds core.calls."""
         if core.outstanding:
             gc.collect()
         rc = fn(core.handle, *args)
@@ -555,14 +590,14 @@ class Loader:
     # ---- iteration ----
 
     def __iter__(self):
-        self._live()
-        act = self._active() if self._active is not None else None
-        if act is not None and not act.done:
-            raise RuntimeError("this loader is already being iterated: finish (or delete) "
-                               "the previous iterator before starting another")
-        it = _Epoch(self)
-        self._active = weakref.ref(it)
-        return it
+        with self._consumer():
+            act = self._active() if self._active is not None else None
+            if act is not None and not act.done:
+                raise RuntimeError("this loader is already being iterated: finish (or "
+                                   "delete) the previous iterator before starting another")
+            it = _Epoch(self)
+            self._active = weakref.ref(it)
+            return it
 
     def __next__(self):
         """The next batch of the current epoch; StopIteration at its end."""
@@ -585,7 +620,10 @@ class Loader:
         return st.get("position", 0) < len(self)  # at the epoch's end next only says END
 
     def _next(self):
-        core = self._live()
+        with self._consumer() as core:
+            return self._next_locked(core)
+
+    def _next_locked(self, core):
         if self._next_slot_held(core):
             raise StateError(_lib.E_STATE, _HOLD_RULE % self.depth)
         out = ctypes.c_void_p()
@@ -617,31 +655,34 @@ class Loader:
 
     def __len__(self):
         n = ctypes.c_int64()
-        rc = _L.stoker_loader_num_batches(self._live().handle, ctypes.byref(n))
-        if rc != 0:
-            self._fail(rc)
+        with self._consumer() as core:
+            rc = _L.stoker_loader_num_batches(core.handle, ctypes.byref(n))
+            if rc != 0:
+                self._fail(rc, core)
         return n.value
 
     @property
     def num_records(self):
         """Records per epoch on this rank (padding included)."""
         n = ctypes.c_int64()
-        rc = _L.stoker_loader_num_records(self._live().handle, ctypes.byref(n))
-        if rc != 0:
-            self._fail(rc)
+        with self._consumer() as core:
+            rc = _L.stoker_loader_num_records(core.handle, ctypes.byref(n))
+            if rc != 0:
+                self._fail(rc, core)
         return n.value
 
     def _state_blob(self):
-        core = self._live()
-        buf = ctypes.create_string_buffer(_lib.STATE_SIZE)
-        size = ctypes.c_size_t()
-        rc = _L.stoker_loader_state_save(core.handle, buf, len(buf), ctypes.byref(size))
-        if rc == _lib.E_LIMIT:
-            buf = ctypes.create_string_buffer(size.value)
+        with self._consumer() as core:
+            buf = ctypes.create_string_buffer(_lib.STATE_SIZE)
+            size = ctypes.c_size_t()
             rc = _L.stoker_loader_state_save(core.handle, buf, len(buf), ctypes.byref(size))
-        if rc != 0:
-            self._fail(rc, core)
-        return buf.raw[:size.value]
+            if rc == _lib.E_LIMIT:
+                buf = ctypes.create_string_buffer(size.value)
+                rc = _L.stoker_loader_state_save(core.handle, buf, len(buf),
+                                                 ctypes.byref(size))
+            if rc != 0:
+                self._fail(rc, core)
+            return buf.raw[:size.value]
 
     @property
     def epoch(self):
@@ -666,10 +707,11 @@ class Loader:
         no-op when the loader already stands at the start of that epoch (after the previous
         epoch's end), which keeps its read-ahead."""
         epoch = check_int("epoch", epoch, 0)
-        st = parse_state(self._state_blob())
-        if st.get("epoch") == epoch and st.get("position") == 0:
-            return
-        self._call_released(_L.stoker_loader_set_epoch, epoch)
+        with self._consumer() as core:
+            st = parse_state(self._state_blob())
+            if st.get("epoch") == epoch and st.get("position") == 0:
+                return
+            self._call_released(core, _L.stoker_loader_set_epoch, epoch)
 
     def state_dict(self):
         """Where the loader stands: ``{"state": bytes, "epoch", "position", "seed", "rank",
@@ -687,24 +729,26 @@ class Loader:
         if not isinstance(blob, (bytes, bytearray, memoryview)):
             raise TypeError("load_state_dict takes a state_dict() or its 'state' bytes")
         blob = bytes(blob)
-        self._call_released(_L.stoker_loader_state_restore, blob, len(blob))
+        with self._consumer() as core:
+            self._call_released(core, _L.stoker_loader_state_restore, blob, len(blob))
 
     # ---- stats ----
 
     def stats(self):
-        """Loader statistics as a dict (stoker_loader_stats_json)."""
-        core = self._live()
+        """Loader statistics as a dict (stoker_loader_stats_json). Does not wait for a
+        next() in progress in another thread."""
         cap = 4096
         for _ in range(3):
             buf = ctypes.create_string_buffer(cap)
             need = ctypes.c_size_t()
-            rc = _L.stoker_loader_stats_json(core.handle, buf, cap, ctypes.byref(need))
+            with self._observer() as core:
+                rc = _L.stoker_loader_stats_json(core.handle, buf, cap, ctypes.byref(need))
             if rc == 0:
                 return json.loads(buf.value.decode())
             if rc != _lib.E_LIMIT:
-                self._fail(rc, core)
+                raise error(rc, "stoker_loader_stats_json failed")
             cap = max(need.value, cap * 2)
-        self._fail(rc, core)
+        raise error(rc, "stoker_loader_stats_json: the statistics outgrew %d bytes" % cap)
 
     # ---- lifetime ----
 
@@ -716,7 +760,8 @@ class Loader:
         if core is None:
             return
         gc.collect() if core.outstanding else None
-        core.close()
+        with core.calls:  # a call in progress in another thread ends first
+            core.close()
 
     @property
     def closed(self):
