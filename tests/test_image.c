@@ -1,6 +1,7 @@
-/* stoker_image_inspect / stoker_image_transcode on JPEGs and PNGs made here with libjpeg
- * and libpng: good, truncated, corrupted, not-an-image, oversized, CMYK, grey, PNG, large. */
-#include "common/common.h"
+/* stoker-pack's pack_image_inspect / pack_image_transcode (tools/pack/image.h) on JPEGs and
+ * PNGs made here with libjpeg and libpng: good, truncated, corrupted, not-an-image,
+ * oversized, CMYK, grey, PNG, large. */
+#include "image.h"
 #include "testutil.h"
 
 #include <jpeglib.h>
@@ -157,19 +158,18 @@ static void test_inspect_good(void)
     char msg[256];
     for (int coding = 0; coding <= 2; coding++) {
         buf j = make_jpeg(97, 61, 3, JCS_RGB, coding);
-        T_OK(stoker_image_inspect(j.data, j.size, 0, 0, &kind, &w, &h, &c, msg, sizeof msg));
-        T_EQ_INT(kind, STOKER_IMAGE_JPEG);
+        T_OK(pack_image_inspect(j.data, j.size, 0, 0, &kind, &w, &h, &c, msg, sizeof msg));
+        T_EQ_INT(kind, PACK_IMAGE_JPEG);
         T_EQ_INT(w, 97);
         T_EQ_INT(h, 61);
         T_EQ_INT(c, 3);
-        T_OK(stoker_image_inspect(j.data, j.size, STOKER_IMAGE_DECODE, 0, &kind, &w, &h, &c, msg,
-                                  sizeof msg));
+        T_OK(pack_image_inspect(j.data, j.size, PACK_IMAGE_DECODE, 0, &kind, &w, &h, &c, msg,
+                                sizeof msg));
         T_EQ_STR(msg, "");
         free(j.data);
     }
     buf g = make_jpeg(40, 30, 1, JCS_GRAYSCALE, 0);
-    T_OK(stoker_image_inspect(g.data, g.size, STOKER_IMAGE_DECODE, 0, NULL, NULL, NULL, &c, NULL,
-                              0));
+    T_OK(pack_image_inspect(g.data, g.size, PACK_IMAGE_DECODE, 0, NULL, NULL, NULL, &c, NULL, 0));
     T_EQ_INT(c, 1);
     free(g.data);
 }
@@ -182,9 +182,9 @@ static void test_inspect_damaged(void)
         buf j = make_jpeg(256, 192, 3, JCS_RGB, coding);
         /* Truncated: the header still reads; only a full decode notices. */
         const size_t half = j.size / 2;
-        T_OK(stoker_image_inspect(j.data, half, 0, 0, &kind, NULL, NULL, NULL, msg, sizeof msg));
-        T_EQ_RC(stoker_image_inspect(j.data, half, STOKER_IMAGE_DECODE, 0, &kind, NULL, NULL, NULL,
-                                     msg, sizeof msg),
+        T_OK(pack_image_inspect(j.data, half, 0, 0, &kind, NULL, NULL, NULL, msg, sizeof msg));
+        T_EQ_RC(pack_image_inspect(j.data, half, PACK_IMAGE_DECODE, 0, &kind, NULL, NULL, NULL, msg,
+                                   sizeof msg),
                 STOKER_E_CORRUPT);
         T_CONTAINS(msg, "Premature end");
         /* A marker in the middle of the entropy-coded data. */
@@ -192,14 +192,14 @@ static void test_inspect_damaged(void)
         memcpy(bad, j.data, j.size);
         bad[j.size * 3 / 5] = 0xFF;
         bad[j.size * 3 / 5 + 1] = 0xD4;
-        T_EQ_RC(stoker_image_inspect(bad, j.size, STOKER_IMAGE_DECODE, 0, NULL, NULL, NULL, NULL,
-                                     msg, sizeof msg),
+        T_EQ_RC(pack_image_inspect(bad, j.size, PACK_IMAGE_DECODE, 0, NULL, NULL, NULL, NULL, msg,
+                                   sizeof msg),
                 STOKER_E_CORRUPT);
         T_CONTAINS(msg, "Corrupt JPEG data");
         /* Damaged data makes transcoding fail too. */
         void *out = NULL;
         size_t n = 0;
-        T_EQ_RC(stoker_image_transcode(j.data, half, 0, 64, 90, 0, &out, &n, msg, sizeof msg),
+        T_EQ_RC(pack_image_transcode(j.data, half, 0, 64, 90, 0, &out, &n, msg, sizeof msg),
                 STOKER_E_CORRUPT);
         T_ASSERT(out == NULL);
         free(bad);
@@ -213,32 +213,32 @@ static void test_not_jpeg(void)
     int32_t kind = -1, w = 0, h = 0, c = 0;
     unsigned char *px = synth(33, 17, 4, 1);
     buf p = make_png(px, 33, 17);
-    T_EQ_RC(stoker_image_inspect(p.data, p.size, STOKER_IMAGE_DECODE, 0, &kind, &w, &h, &c, msg,
-                                 sizeof msg),
+    T_EQ_RC(pack_image_inspect(p.data, p.size, PACK_IMAGE_DECODE, 0, &kind, &w, &h, &c, msg,
+                               sizeof msg),
             STOKER_E_FORMAT);
-    T_EQ_INT(kind, STOKER_IMAGE_PNG);
+    T_EQ_INT(kind, PACK_IMAGE_PNG);
     T_EQ_INT(w, 33);
     T_EQ_INT(h, 17);
     T_EQ_INT(c, 4);
     T_CONTAINS(msg, "PNG");
     const char text[] = "hello, this is not an image\n";
     T_EQ_RC(
-        stoker_image_inspect(text, sizeof text - 1, 0, 0, &kind, NULL, NULL, NULL, msg, sizeof msg),
+        pack_image_inspect(text, sizeof text - 1, 0, 0, &kind, NULL, NULL, NULL, msg, sizeof msg),
         STOKER_E_FORMAT);
-    T_EQ_INT(kind, STOKER_IMAGE_UNKNOWN);
-    T_EQ_RC(stoker_image_inspect("", 0, 0, 0, &kind, NULL, NULL, NULL, msg, sizeof msg),
+    T_EQ_INT(kind, PACK_IMAGE_UNKNOWN);
+    T_EQ_RC(pack_image_inspect("", 0, 0, 0, &kind, NULL, NULL, NULL, msg, sizeof msg),
             STOKER_E_FORMAT);
     T_CONTAINS(msg, "empty");
     /* Starts like a JPEG, then nothing. */
     const unsigned char soi[] = {0xFF, 0xD8, 0xFF, 0xE0};
-    T_EQ_RC(stoker_image_inspect(soi, sizeof soi, 0, 0, &kind, NULL, NULL, NULL, msg, sizeof msg),
+    T_EQ_RC(pack_image_inspect(soi, sizeof soi, 0, 0, &kind, NULL, NULL, NULL, msg, sizeof msg),
             STOKER_E_CORRUPT);
     void *out = NULL;
     size_t n = 0;
-    T_EQ_RC(stoker_image_transcode(p.data, p.size, 0, 0, 0, 0, &out, &n, msg, sizeof msg),
+    T_EQ_RC(pack_image_transcode(p.data, p.size, 0, 0, 0, 0, &out, &n, msg, sizeof msg),
             STOKER_E_FORMAT);
-    T_EQ_RC(stoker_image_transcode(text, sizeof text - 1, STOKER_IMAGE_TO_RGB, 0, 0, 0, &out, &n,
-                                   msg, sizeof msg),
+    T_EQ_RC(pack_image_transcode(text, sizeof text - 1, PACK_IMAGE_TO_RGB, 0, 0, 0, &out, &n, msg,
+                                 sizeof msg),
             STOKER_E_FORMAT);
     free(px);
     free(p.data);
@@ -261,19 +261,19 @@ static void test_limit(void)
     j.data[sof + 8] = 65000 & 0xFF;
     char msg[256];
     int32_t w = 0;
-    T_EQ_RC(stoker_image_inspect(j.data, j.size, STOKER_IMAGE_DECODE, 1 << 20, NULL, &w, NULL, NULL,
-                                 msg, sizeof msg),
+    T_EQ_RC(pack_image_inspect(j.data, j.size, PACK_IMAGE_DECODE, 1 << 20, NULL, &w, NULL, NULL,
+                               msg, sizeof msg),
             STOKER_E_LIMIT);
     T_EQ_INT(w, 65000);
     T_CONTAINS(msg, "65000x65000");
     void *out = NULL;
     size_t n = 0;
-    T_EQ_RC(stoker_image_transcode(j.data, j.size, STOKER_IMAGE_TO_RGB, 100, 0, 1 << 20, &out, &n,
-                                   msg, sizeof msg),
+    T_EQ_RC(pack_image_transcode(j.data, j.size, PACK_IMAGE_TO_RGB, 100, 0, 1 << 20, &out, &n, msg,
+                                 sizeof msg),
             STOKER_E_LIMIT);
     /* The default limit (1 << 28) also refuses 65000^2 = 4.2e9 pixels. */
-    T_EQ_RC(stoker_image_inspect(j.data, j.size, STOKER_IMAGE_DECODE, 0, NULL, NULL, NULL, NULL,
-                                 msg, sizeof msg),
+    T_EQ_RC(pack_image_inspect(j.data, j.size, PACK_IMAGE_DECODE, 0, NULL, NULL, NULL, NULL, msg,
+                               sizeof msg),
             STOKER_E_LIMIT);
     free(j.data);
 }
@@ -283,9 +283,9 @@ static void test_transcode_gray(void)
     buf g = make_jpeg(50, 40, 1, JCS_GRAYSCALE, 0);
     void *out = (void *)1;
     size_t n = 1;
-    T_OK(stoker_image_transcode(g.data, g.size, 0, 0, 0, 0, &out, &n, NULL, 0));
+    T_OK(pack_image_transcode(g.data, g.size, 0, 0, 0, 0, &out, &n, NULL, 0));
     T_ASSERT(out == NULL && n == 0); /* nothing to do */
-    T_OK(stoker_image_transcode(g.data, g.size, STOKER_IMAGE_TO_RGB, 0, 100, 0, &out, &n, NULL, 0));
+    T_OK(pack_image_transcode(g.data, g.size, PACK_IMAGE_TO_RGB, 0, 100, 0, &out, &n, NULL, 0));
     T_ASSERT(out != NULL && n > 0);
     buf o = {out, n};
     int w, h, ch, gw, gh, gch;
@@ -300,7 +300,7 @@ static void test_transcode_gray(void)
     const double e = mae(rgb, gray3, (size_t)w * h * 3);
     if (e > 1.5)
         T_FAIL("grey -> RGB differs by %.3f", e);
-    stoker_free(out);
+    free(out);
     free(rgb);
     free(gray);
     free(gray3);
@@ -325,7 +325,7 @@ static void test_transcode_cmyk(void)
         }
     void *out = NULL;
     size_t n = 0;
-    T_OK(stoker_image_transcode(c.data, c.size, STOKER_IMAGE_TO_RGB, 0, 100, 0, &out, &n, NULL, 0));
+    T_OK(pack_image_transcode(c.data, c.size, PACK_IMAGE_TO_RGB, 0, 100, 0, &out, &n, NULL, 0));
     T_ASSERT(out != NULL);
     buf o = {out, n};
     int ow, oh, och;
@@ -337,7 +337,7 @@ static void test_transcode_cmyk(void)
     if (e > 1.0)
         T_FAIL("CMYK -> RGB differs by %.3f", e);
     free(ref);
-    stoker_free(out);
+    free(out);
     free(got);
     free(want);
     free(raw);
@@ -353,8 +353,8 @@ static void test_transcode_png(void)
     void *out = NULL;
     size_t n = 0;
     char msg[256];
-    T_OK(stoker_image_transcode(p.data, p.size, STOKER_IMAGE_TO_RGB, 0, 100, 0, &out, &n, msg,
-                                sizeof msg));
+    T_OK(pack_image_transcode(p.data, p.size, PACK_IMAGE_TO_RGB, 0, 100, 0, &out, &n, msg,
+                              sizeof msg));
     buf o = {out, n};
     int ow, oh, och;
     unsigned char *got = decode(&o, JCS_RGB, &ow, &oh, &och);
@@ -368,10 +368,10 @@ static void test_transcode_png(void)
     if (e > 1.0)
         T_FAIL("PNG -> RGB JPEG differs by %.3f", e);
     free(ref);
-    stoker_free(out);
+    free(out);
     /* A damaged PNG (cut short) is corrupt. */
-    T_EQ_RC(stoker_image_transcode(p.data, p.size / 2, STOKER_IMAGE_TO_RGB, 0, 0, 0, &out, &n, msg,
-                                   sizeof msg),
+    T_EQ_RC(pack_image_transcode(p.data, p.size / 2, PACK_IMAGE_TO_RGB, 0, 0, 0, &out, &n, msg,
+                                 sizeof msg),
             STOKER_E_CORRUPT);
     T_ASSERT(out == NULL);
     free(got);
@@ -386,11 +386,10 @@ static void check_resize(int w, int h, int ch, int max_side, int want_w, int wan
     void *out = NULL;
     size_t n = 0;
     char msg[256];
-    T_OK(stoker_image_transcode(j.data, j.size, 0, max_side, 85, 0, &out, &n, msg, sizeof msg));
+    T_OK(pack_image_transcode(j.data, j.size, 0, max_side, 85, 0, &out, &n, msg, sizeof msg));
     T_ASSERT(out != NULL);
     int32_t ow, oh, oc;
-    T_OK(
-        stoker_image_inspect(out, n, STOKER_IMAGE_DECODE, 0, NULL, &ow, &oh, &oc, msg, sizeof msg));
+    T_OK(pack_image_inspect(out, n, PACK_IMAGE_DECODE, 0, NULL, &ow, &oh, &oc, msg, sizeof msg));
     T_EQ_INT(ow, want_w);
     T_EQ_INT(oh, want_h);
     T_EQ_INT(oc, ch);
@@ -417,9 +416,9 @@ static void check_resize(int w, int h, int ch, int max_side, int want_w, int wan
         T_FAIL("%dx%d -> %dx%d: differs from a box average by %.3f", w, h, dw, dh, err);
     /* Already small enough: stored as is. */
     void *none = (void *)1;
-    T_OK(stoker_image_transcode(j.data, j.size, 0, w > h ? w : h, 0, 0, &none, &n, NULL, 0));
+    T_OK(pack_image_transcode(j.data, j.size, 0, w > h ? w : h, 0, 0, &none, &n, NULL, 0));
     T_ASSERT(none == NULL);
-    stoker_free(out);
+    free(out);
     free(small);
     free(full);
     free(j.data);
@@ -434,13 +433,13 @@ static void test_alloc_failures(void)
     for (uint64_t nth = 1; nth < 64; nth++) {
         void *out = NULL;
         size_t n = 0;
-        stoker__alloc_fail_at(nth);
-        const int rc = stoker_image_transcode(p.data, p.size, STOKER_IMAGE_TO_RGB, 40, 0, 0, &out,
-                                              &n, NULL, 0);
-        stoker__alloc_fail_at(0);
+        pack_image_alloc_fail_at(nth);
+        const int rc =
+            pack_image_transcode(p.data, p.size, PACK_IMAGE_TO_RGB, 40, 0, 0, &out, &n, NULL, 0);
+        pack_image_alloc_fail_at(0);
         if (rc == 0) {
             T_ASSERT(out != NULL);
-            stoker_free(out);
+            free(out);
             break;
         }
         T_EQ_RC(rc, -ENOMEM);
@@ -457,12 +456,10 @@ static void test_invalid(void)
     buf j = make_jpeg(16, 16, 3, JCS_RGB, 0);
     void *out = NULL;
     size_t n = 0;
-    T_EQ_RC(stoker_image_transcode(j.data, j.size, 0, 0, 101, 0, &out, &n, NULL, 0),
+    T_EQ_RC(pack_image_transcode(j.data, j.size, 0, 0, 101, 0, &out, &n, NULL, 0),
             STOKER_E_INVALID);
-    T_EQ_RC(stoker_image_transcode(j.data, j.size, 0, -1, 0, 0, &out, &n, NULL, 0),
-            STOKER_E_INVALID);
-    T_EQ_RC(stoker_image_transcode(j.data, j.size, 0, 0, 0, 0, NULL, &n, NULL, 0),
-            STOKER_E_INVALID);
+    T_EQ_RC(pack_image_transcode(j.data, j.size, 0, -1, 0, 0, &out, &n, NULL, 0), STOKER_E_INVALID);
+    T_EQ_RC(pack_image_transcode(j.data, j.size, 0, 0, 0, 0, NULL, &n, NULL, 0), STOKER_E_INVALID);
     free(j.data);
 }
 

@@ -1,6 +1,9 @@
-"""stoker_image_transcode's colour conversions against Pillow's Image.convert("RGB").
+"""stoker-pack's colour conversions (--rgb) and downscaling (--max-side) against Pillow's
+Image.convert("RGB") and BOX resize.
 
-Runs the real shared library through ctypes; STOKER_LIBRARY names it (skipped when unset).
+Each source image is packed alone by the real stoker-pack ($STOKER_PACK, else
+$STOKER_BUILD_DIR/stoker-pack, else the one beside the library under test; skipped when
+none is built), and the record it stored is read back through the library.
 
 Tolerances: a conversion is judged by decoding our JPEG and comparing it with Pillow's own
 convert("RGB") of the source, re-encoded by Pillow with the same encoder settings (quality
@@ -9,48 +12,59 @@ cancels and what remains is the conversion: mean absolute error <= 1 (docs/SEMAN
 second, looser check, the result is compared with the unencoded conversion: on smooth
 images 4:2:0 at quality 100 costs well under 2 levels, so <= 2 there.
 """
-import ctypes
 import io
+import itertools
 import os
 import struct
+import subprocess
 import zlib
 
 import numpy as np
 import pytest
 from PIL import Image
 
-LIB = os.environ.get("STOKER_LIBRARY")
-pytestmark = pytest.mark.skipif(not LIB, reason="STOKER_LIBRARY is not set")
-
-TO_RGB = 2
+import stoker
+from conftest import _library
 
 
-@pytest.fixture(scope="module")
-def lib():
-    lib = ctypes.CDLL(LIB)
-    f = lib.stoker_image_transcode
-    f.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint32, ctypes.c_int32,
-                  ctypes.c_int32, ctypes.c_uint64, ctypes.POINTER(ctypes.c_void_p),
-                  ctypes.POINTER(ctypes.c_size_t), ctypes.c_char_p, ctypes.c_size_t]
-    f.restype = ctypes.c_int
-    lib.stoker_free.argtypes = [ctypes.c_void_p]
-    lib.stoker_free.restype = None
-    return lib
+def _find_pack():
+    build = os.environ.get("STOKER_BUILD_DIR")
+    for tool in (os.environ.get("STOKER_PACK"),
+                 os.path.join(build, "stoker-pack") if build else None,
+                 os.path.join(os.path.dirname(_library()), "stoker-pack")):
+        if tool and os.access(tool, os.X_OK):
+            return tool
+    return None
 
 
-def transcode(lib, data, flags=TO_RGB, max_side=0, quality=100):
-    out = ctypes.c_void_p()
-    size = ctypes.c_size_t()
-    msg = ctypes.create_string_buffer(512)
-    rc = lib.stoker_image_transcode(data, len(data), flags, max_side, quality, 0,
-                                    ctypes.byref(out), ctypes.byref(size), msg, len(msg))
-    assert rc == 0, msg.value.decode()
-    if not out.value:
-        return None
-    try:
-        return ctypes.string_at(out.value, size.value)
-    finally:
-        lib.stoker_free(out)
+PACK = _find_pack()
+pytestmark = pytest.mark.skipif(PACK is None, reason="stoker-pack is not built")
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def pack(tmp_path):
+    """pack(data, rgb=True, max_side=0, quality=100): the record stoker-pack stores for the
+    image `data`, or None when it stores the bytes as they are."""
+    runs = itertools.count()
+
+    def run(data, rgb=True, max_side=0, quality=100):
+        work = tmp_path / ("run%d" % next(runs))
+        (work / "src" / "c").mkdir(parents=True)
+        ext = ".png" if data.startswith(PNG_SIGNATURE) else ".jpg"
+        (work / "src" / "c" / ("image" + ext)).write_bytes(data)
+        args = [PACK, "--quiet", "--no-fsync", "--quality", str(quality)]
+        args += ["--rgb"] if rgb else []
+        args += ["--max-side", str(max_side)] if max_side else []
+        done = subprocess.run(args + [str(work / "src"), str(work / "out")],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        with stoker.Dataset(str(work / "out")) as ds:
+            assert len(ds) == 1
+            stored = ds.read(0)
+        return None if stored == data else stored
+
+    return run
 
 
 def smooth(w, h, channels, seed=0):
@@ -76,8 +90,8 @@ def decode_rgb(data):
     return np.asarray(im).astype(np.int32)
 
 
-def check(lib, src_bytes, tight=1.0, loose=2.0):
-    ours = transcode(lib, src_bytes)
+def check(pack, src_bytes, tight=1.0, loose=2.0):
+    ours = pack(src_bytes)
     assert ours is not None
     got = decode_rgb(ours)
     want = Image.open(io.BytesIO(src_bytes)).convert("RGB")
@@ -106,35 +120,35 @@ def strip_adobe(jpeg):
     return bytes(out)
 
 
-def test_cmyk_adobe(lib):
+def test_cmyk_adobe(pack):
     src = encoded(Image.fromarray(smooth(96, 64, 4), "CMYK"), "JPEG", quality=100)
     assert b"Adobe" in src
-    check(lib, src)
+    check(pack, src)
 
 
-def test_cmyk_plain(lib):
+def test_cmyk_plain(pack):
     src = strip_adobe(encoded(Image.fromarray(smooth(96, 64, 4, 1), "CMYK"), "JPEG",
                               quality=100))
     assert b"Adobe" not in src
     assert Image.open(io.BytesIO(src)).mode == "CMYK"
-    check(lib, src)
+    check(pack, src)
 
 
-def test_grayscale(lib):
+def test_grayscale(pack):
     src = encoded(Image.fromarray(smooth(80, 60, 1)[:, :, 0], "L"), "JPEG", quality=95)
-    check(lib, src)
+    check(pack, src)
 
 
-def test_png_rgba(lib):
+def test_png_rgba(pack):
     src = encoded(Image.fromarray(smooth(70, 50, 4, 2), "RGBA"), "PNG")
-    check(lib, src)
+    check(pack, src)
 
 
-def test_png_palette(lib):
+def test_png_palette(pack):
     img = Image.fromarray(smooth(64, 64, 3, 3), "RGB").convert("P", palette=Image.ADAPTIVE)
     src = encoded(img, "PNG")
     assert Image.open(io.BytesIO(src)).mode == "P"
-    check(lib, src)
+    check(pack, src)
 
 
 def png_chunk(kind, data):
@@ -142,7 +156,7 @@ def png_chunk(kind, data):
             + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
 
 
-def test_png_16bit(lib):
+def test_png_16bit(pack):
     w, h = 48, 40
     px = (smooth(w, h, 3, 4).astype(np.uint16) * 257
           + np.arange(w, dtype=np.uint16)[None, :, None])  # low bytes differ from high
@@ -151,18 +165,18 @@ def test_png_16bit(lib):
            + png_chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 16, 2, 0, 0, 0))
            + png_chunk(b"IDAT", zlib.compress(raw)) + png_chunk(b"IEND", b""))
     assert Image.open(io.BytesIO(src)).mode == "RGB"
-    check(lib, src)
+    check(pack, src)
 
 
-def test_rgb_jpeg_untouched(lib):
+def test_rgb_jpeg_untouched(pack):
     src = encoded(Image.fromarray(smooth(40, 30, 3)), "JPEG", quality=90)
-    assert transcode(lib, src) is None
+    assert pack(src) is None
 
 
-def test_resize_matches_pillow_box(lib):
+def test_resize_matches_pillow_box(pack):
     img = Image.fromarray(smooth(400, 300, 3, 5))
     src = encoded(img, "JPEG", quality=100, subsampling=0)
-    got = decode_rgb(transcode(lib, src, flags=0, max_side=100, quality=100))
+    got = decode_rgb(pack(src, rgb=False, max_side=100, quality=100))
     assert got.shape == (75, 100, 3)
     box = Image.open(io.BytesIO(src)).resize((100, 75), Image.BOX)
     want = decode_rgb(encoded(box, "JPEG", quality=100, subsampling=2))

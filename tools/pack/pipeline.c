@@ -5,6 +5,7 @@
  * Lock order: one mutex guards the ring's bookkeeping (next, consumed, stop, slot states).
  * A slot's buffers belong to the worker that marked it BUSY until it marks it READY, then
  * to the main thread until FREE; the mutex hands them over (release/acquire). */
+#include "image.h"
 #include "pack.h"
 
 #include <errno.h>
@@ -25,7 +26,7 @@ typedef struct slot {
     slot_state state;
     uint8_t *buf; /* the file's bytes; reused, grown as needed */
     size_t cap;
-    void *converted; /* stoker_image_transcode's output, or NULL */
+    void *converted; /* pack_image_transcode's output (malloc'd), or NULL */
     const uint8_t *payload;
     size_t size;
     bool skip;
@@ -130,7 +131,7 @@ static bool read_record(stoker_dataset *ds, int64_t id, slot *s)
  * header), so garbage is never packed silently. */
 static void process(const pack_opts *o, stoker_dataset *ds, const pack_item *it, slot *s)
 {
-    stoker_free(s->converted);
+    free(s->converted);
     s->converted = NULL;
     s->payload = NULL;
     s->size = 0;
@@ -139,16 +140,16 @@ static void process(const pack_opts *o, stoker_dataset *ds, const pack_item *it,
         return;
     char msg[512];
     int32_t kind = 0;
-    const uint32_t flags = o->validate ? STOKER_IMAGE_DECODE : 0;
-    int rc = stoker_image_inspect(s->payload, s->size, flags, 0, &kind, NULL, NULL, NULL, msg,
-                                  sizeof msg);
-    const bool png = rc == STOKER_E_FORMAT && kind == STOKER_IMAGE_PNG;
+    const uint32_t flags = o->validate ? PACK_IMAGE_DECODE : 0;
+    int rc =
+        pack_image_inspect(s->payload, s->size, flags, 0, &kind, NULL, NULL, NULL, msg, sizeof msg);
+    const bool png = rc == STOKER_E_FORMAT && kind == PACK_IMAGE_PNG;
     if (rc == 0 || (png && o->rgb)) {
         if (o->rgb || o->max_side > 0) {
             size_t n = 0;
-            rc = stoker_image_transcode(s->payload, s->size, o->rgb ? STOKER_IMAGE_TO_RGB : 0,
-                                        o->max_side, o->quality, 0, &s->converted, &n, msg,
-                                        sizeof msg);
+            rc = pack_image_transcode(s->payload, s->size, o->rgb ? PACK_IMAGE_TO_RGB : 0,
+                                      o->max_side, o->quality, 0, &s->converted, &n, msg,
+                                      sizeof msg);
             if (rc == 0 && s->converted) {
                 s->payload = s->converted;
                 s->size = n;
@@ -303,7 +304,7 @@ int pack_images(const pack_opts *o, const pack_source *src, const size_t *order,
         pthread_join(threads[i], NULL);
     for (size_t i = 0; i < p.window; i++) {
         free(p.slots[i].buf);
-        stoker_free(p.slots[i].converted);
+        free(p.slots[i].converted);
     }
     free(p.slots);
     free(threads);

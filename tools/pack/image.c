@@ -1,20 +1,98 @@
-/* Image helpers of the public API: stoker_image_inspect (what is it, is it intact) and
- * stoker_image_transcode (CMYK/grayscale/PNG to RGB JPEG, downscaling), as stoker-pack uses
- * them. Each function that drives libjpeg or libpng arms its own setjmp and releases what
- * it holds in that handler; buffers that outlive a libjpeg session live in the caller's
- * `pixels`, which the caller frees on every path. */
-#include "common/common.h"
+/* stoker-pack's image checks and conversions (image.h): what is it, is it intact, and
+ * CMYK/grayscale/PNG to RGB JPEG with downscaling. Each function that drives libjpeg or
+ * libpng arms its own setjmp and releases what it holds in that handler; buffers that
+ * outlive a libjpeg session live in the caller's `pixels`, which the caller frees on every
+ * path.
+ *
+ * libjpeg's error manager (which warnings mean damaged data) and the CMYK rule are the
+ * library's own (decode/jpeg_common.c, decode/color.c, compiled in beside this file): a
+ * file that --validate passes is one the loader decodes, and a converted CMYK image looks
+ * as the loader would have shown it. */
+#include "image.h"
+
 #include "decode/color.h"
 #include "decode/jpeg_common.h"
+#include "stoker.h"
 
+#include <errno.h>
 #include <math.h>
 #include <png.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define DEFAULT_MAX_PIXELS (1ull << 28)
 #define DEFAULT_QUALITY 90
+#define ERRMSG_CAP 512
+
+/* The reason for a failure, copied to the caller's msg buffer at the end. */
+typedef struct img_err {
+    char msg[ERRMSG_CAP];
+} img_err;
+
+/* Formats the reason into err and returns `code`. */
+static int img_fail(img_err *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int img_fail(img_err *err, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+/* RETURN_IF sets the reason and returns the code; FAIL_IF sets `rc` and jumps to the
+ * function's `fail:` cleanup label; FORWARD passes on a callee's failure to `fail:`. */
+#define RETURN_IF(cond, errp, code, ...)                                                           \
+    do {                                                                                           \
+        if (cond)                                                                                  \
+            return img_fail((errp), (code), __VA_ARGS__);                                          \
+    } while (0)
+#define FAIL_IF(cond, errp, code, ...)                                                             \
+    do {                                                                                           \
+        if (cond) {                                                                                \
+            rc = img_fail((errp), (code), __VA_ARGS__);                                            \
+            goto fail;                                                                             \
+        }                                                                                          \
+    } while (0)
+#define FORWARD(expr)                                                                              \
+    do {                                                                                           \
+        rc = (expr);                                                                               \
+        if (rc < 0)                                                                                \
+            goto fail;                                                                             \
+    } while (0)
+
+/* Every allocation of this file goes through img_malloc/img_calloc, so that a test can fail
+ * the nth one (pack_image_alloc_fail_at) and see each error path release what it holds. */
+static atomic_uint_fast64_t alloc_count, alloc_fail_at;
+
+uint64_t pack_image_alloc_fail_at(uint64_t nth)
+{
+    const uint64_t made = atomic_exchange(&alloc_count, 0);
+    atomic_store(&alloc_fail_at, nth);
+    return made;
+}
+
+static bool alloc_fails(void)
+{
+    const uint64_t n = atomic_fetch_add(&alloc_count, 1) + 1;
+    const uint64_t at = atomic_load_explicit(&alloc_fail_at, memory_order_relaxed);
+    return at != 0 && n == at;
+}
+
+static void *img_malloc(size_t size)
+{
+    return alloc_fails() ? NULL : malloc(size ? size : 1);
+}
+
+static void *img_calloc(size_t n, size_t size)
+{
+    return alloc_fails() ? NULL : calloc(n ? n : 1, size ? size : 1);
+}
 
 /* A decoded image: rows of w * ch bytes, packed. */
 typedef struct pixels {
@@ -26,13 +104,13 @@ typedef struct pixels {
 
 static void pixels_free(pixels *px)
 {
-    stoker__free(px->data);
-    stoker__free(px->rows);
+    free(px->data);
+    free(px->rows);
     memset(px, 0, sizeof *px);
 }
 
 /* Copies the message of `err` into the caller's buffer and passes `rc` through. */
-static int finish(const stoker__err *err, int rc, char *msg, size_t msgcap)
+static int finish(const img_err *err, int rc, char *msg, size_t msgcap)
 {
     if (msg && msgcap > 0) {
         if (rc < 0)
@@ -43,12 +121,12 @@ static int finish(const stoker__err *err, int rc, char *msg, size_t msgcap)
     return rc;
 }
 
-static int check_pixels(stoker__err *err, uint64_t w, uint64_t h, uint64_t max_pixels)
+static int check_pixels(img_err *err, uint64_t w, uint64_t h, uint64_t max_pixels)
 {
     const uint64_t limit = max_pixels ? max_pixels : DEFAULT_MAX_PIXELS;
-    STOKER_RETURN_IF(w * h > limit, err, STOKER_E_LIMIT,
-                     "image of %llux%llu pixels exceeds the limit of %llu pixels",
-                     (unsigned long long)w, (unsigned long long)h, (unsigned long long)limit);
+    RETURN_IF(w * h > limit, err, STOKER_E_LIMIT,
+              "image of %llux%llu pixels exceeds the limit of %llu pixels", (unsigned long long)w,
+              (unsigned long long)h, (unsigned long long)limit);
     return 0;
 }
 
@@ -56,7 +134,7 @@ static int check_pixels(stoker__err *err, uint64_t w, uint64_t h, uint64_t max_p
 static size_t image_bytes(uint64_t w, uint64_t h, uint64_t ch)
 {
     uint64_t n;
-    if (stoker__mul_ovf(w, h, &n) || stoker__mul_ovf(n, ch, &n) || n > SIZE_MAX)
+    if (__builtin_mul_overflow(w, h, &n) || __builtin_mul_overflow(n, ch, &n) || n > SIZE_MAX)
         return 0;
     return (size_t)n;
 }
@@ -83,21 +161,21 @@ static void drain_scanlines(struct jpeg_decompress_struct *d)
         jpeg_read_scanlines(d, buf, (JDIMENSION)d->rec_outbuf_height);
 }
 
-/* Reads the header and, with STOKER_IMAGE_DECODE, entropy-decodes everything as cheaply as
+/* Reads the header and, with PACK_IMAGE_DECODE, entropy-decodes everything as cheaply as
  * libjpeg allows: 1/8 scale (DC-only inverse DCT where one runs: progressive images, the
  * last row), no colour conversion, no fancy upsampling. Every coefficient is still
  * Huffman-decoded, which is what finds truncation and damaged entropy data. On 2,000
  * ImageNet-like photos this runs at about 1.5x the per-thread rate of a full-size
  * TurboJPEG decode with TJFLAG_FASTDCT (bench/pack_speed.sh). */
 static int inspect_jpeg(const uint8_t *data, size_t size, uint32_t flags, uint64_t max_pixels,
-                        jpeg_info *info, stoker__err *err)
+                        jpeg_info *info, img_err *err)
 {
     struct jpeg_decompress_struct d;
     stoker__jpeg_err je;
     d.err = stoker__jpeg_err_init(&je);
     if (setjmp(je.jmp)) {
         jpeg_destroy_decompress(&d);
-        return stoker__fail(err, STOKER_E_CORRUPT, "JPEG: %s", je.msg);
+        return img_fail(err, STOKER_E_CORRUPT, "JPEG: %s", je.msg);
     }
     jpeg_create_decompress(&d);
     jpeg_mem_src(&d, data, (unsigned long)size);
@@ -107,7 +185,7 @@ static int inspect_jpeg(const uint8_t *data, size_t size, uint32_t flags, uint64
     info->comps = d.num_components;
     info->cs = d.jpeg_color_space;
     int rc = check_pixels(err, d.image_width, d.image_height, max_pixels);
-    if (rc == 0 && (flags & STOKER_IMAGE_DECODE)) {
+    if (rc == 0 && (flags & PACK_IMAGE_DECODE)) {
         d.scale_num = 1;
         d.scale_denom = 8;
         d.dct_method = JDCT_IFAST;
@@ -118,7 +196,7 @@ static int inspect_jpeg(const uint8_t *data, size_t size, uint32_t flags, uint64
         drain_scanlines(&d);
         jpeg_finish_decompress(&d);
         if (stoker__jpeg_damaged(&je))
-            rc = stoker__fail(err, STOKER_E_CORRUPT, "JPEG: %s", je.msg);
+            rc = img_fail(err, STOKER_E_CORRUPT, "JPEG: %s", je.msg);
     }
     jpeg_destroy_decompress(&d);
     return rc;
@@ -127,14 +205,14 @@ static int inspect_jpeg(const uint8_t *data, size_t size, uint32_t flags, uint64
 /* Fully decodes (accurate IDCT, fancy upsampling, as Pillow does) into px, in colour space
  * `out_cs`, scaled by 1/denom. px->data is the caller's to free, on failure too. */
 static int decode_jpeg(const uint8_t *data, size_t size, J_COLOR_SPACE out_cs, unsigned denom,
-                       pixels *px, stoker__err *err)
+                       pixels *px, img_err *err)
 {
     struct jpeg_decompress_struct d;
     stoker__jpeg_err je;
     d.err = stoker__jpeg_err_init(&je);
     if (setjmp(je.jmp)) {
         jpeg_destroy_decompress(&d);
-        return stoker__fail(err, STOKER_E_CORRUPT, "JPEG: %s", je.msg);
+        return img_fail(err, STOKER_E_CORRUPT, "JPEG: %s", je.msg);
     }
     jpeg_create_decompress(&d);
     jpeg_mem_src(&d, data, (unsigned long)size);
@@ -147,11 +225,11 @@ static int decode_jpeg(const uint8_t *data, size_t size, J_COLOR_SPACE out_cs, u
     jpeg_calc_output_dimensions(&d);
     const size_t bytes =
         image_bytes(d.output_width, d.output_height, (uint64_t)d.output_components);
-    px->data = bytes ? stoker__malloc(bytes) : NULL;
+    px->data = bytes ? img_malloc(bytes) : NULL;
     if (!px->data) {
         jpeg_destroy_decompress(&d);
-        return stoker__fail(err, -ENOMEM, "JPEG: no memory for %ux%u pixels", d.output_width,
-                            d.output_height);
+        return img_fail(err, -ENOMEM, "JPEG: no memory for %ux%u pixels", d.output_width,
+                        d.output_height);
     }
     px->w = d.output_width;
     px->h = d.output_height;
@@ -165,7 +243,7 @@ static int decode_jpeg(const uint8_t *data, size_t size, J_COLOR_SPACE out_cs, u
     jpeg_finish_decompress(&d);
     const int damaged = stoker__jpeg_damaged(&je);
     jpeg_destroy_decompress(&d);
-    STOKER_RETURN_IF(damaged, err, STOKER_E_CORRUPT, "JPEG: %s", je.msg);
+    RETURN_IF(damaged, err, STOKER_E_CORRUPT, "JPEG: %s", je.msg);
     return 0;
 }
 
@@ -186,14 +264,14 @@ static void cmyk_to_rgb(pixels *px)
  * tables at `quality`. *out is malloc'd by libjpeg (jpeg_mem_dest), the caller frees it on
  * every path. */
 static int encode_jpeg(const pixels *px, int quality, unsigned char **out, unsigned long *out_size,
-                       stoker__err *err)
+                       img_err *err)
 {
     struct jpeg_compress_struct c;
     stoker__jpeg_err je;
     c.err = stoker__jpeg_err_init(&je);
     if (setjmp(je.jmp)) {
         jpeg_destroy_compress(&c);
-        return stoker__fail(err, STOKER_E_INVALID, "JPEG encoder: %s", je.msg);
+        return img_fail(err, STOKER_E_INVALID, "JPEG encoder: %s", je.msg);
     }
     jpeg_create_compress(&c);
     jpeg_mem_dest(&c, out, out_size);
@@ -282,7 +360,7 @@ static void png_to_rgb8(png_structp png, png_infop info)
 
 /* Decodes a PNG to 8-bit RGB in px (the caller frees px on every path). */
 static int decode_png(const uint8_t *data, size_t size, uint64_t max_pixels, pixels *px,
-                      stoker__err *err)
+                      img_err *err)
 {
     png_src src = {.data = data, .size = size};
     png_structp png =
@@ -290,11 +368,11 @@ static int decode_png(const uint8_t *data, size_t size, uint64_t max_pixels, pix
     png_infop info = png ? png_create_info_struct(png) : NULL;
     if (!info) {
         png_destroy_read_struct(&png, NULL, NULL);
-        return stoker__fail(err, -ENOMEM, "PNG: no memory");
+        return img_fail(err, -ENOMEM, "PNG: no memory");
     }
     if (setjmp(png_jmpbuf(png))) {
         png_destroy_read_struct(&png, &info, NULL);
-        return stoker__fail(err, STOKER_E_CORRUPT, "PNG: %s", src.msg);
+        return img_fail(err, STOKER_E_CORRUPT, "PNG: %s", src.msg);
     }
     png_set_read_fn(png, &src, png_read_mem);
     png_read_info(png, info);
@@ -304,10 +382,10 @@ static int decode_png(const uint8_t *data, size_t size, uint64_t max_pixels, pix
         png_to_rgb8(png, info);
         const size_t bytes = image_bytes(w, h, 3);
         if (png_get_rowbytes(png, info) != (size_t)w * 3)
-            rc = stoker__fail(err, STOKER_E_CORRUPT, "PNG: unexpected row size");
-        else if (!bytes || !(px->data = stoker__malloc(bytes)) ||
-                 !(px->rows = stoker__calloc(h, sizeof *px->rows)))
-            rc = stoker__fail(err, -ENOMEM, "PNG: no memory for %ux%u pixels", w, h);
+            rc = img_fail(err, STOKER_E_CORRUPT, "PNG: unexpected row size");
+        else if (!bytes || !(px->data = img_malloc(bytes)) ||
+                 !(px->rows = img_calloc(h, sizeof *px->rows)))
+            rc = img_fail(err, -ENOMEM, "PNG: no memory for %ux%u pixels", w, h);
     }
     if (rc == 0) {
         px->w = w;
@@ -334,18 +412,18 @@ typedef struct axis {
 
 static void axis_free(axis *a)
 {
-    stoker__free(a->first);
-    stoker__free(a->taps);
-    stoker__free(a->weight);
+    free(a->first);
+    free(a->taps);
+    free(a->weight);
 }
 
 static int axis_init(axis *a, uint32_t n, uint32_t m)
 {
     const double s = (double)n / m;
     a->maxtaps = (uint32_t)ceil(s) + 1;
-    a->first = stoker__calloc(m, sizeof *a->first);
-    a->taps = stoker__calloc(m, sizeof *a->taps);
-    a->weight = stoker__calloc((size_t)m * a->maxtaps, sizeof *a->weight);
+    a->first = img_calloc(m, sizeof *a->first);
+    a->taps = img_calloc(m, sizeof *a->taps);
+    a->weight = img_calloc((size_t)m * a->maxtaps, sizeof *a->weight);
     if (!a->first || !a->taps || !a->weight)
         return -ENOMEM;
     for (uint32_t i = 0; i < m; i++) {
@@ -368,7 +446,7 @@ static int axis_init(axis *a, uint32_t n, uint32_t m)
 /* Box-filter (area) resize of src to dw x dh: exact area averaging, the antialiasing
  * downscale that keeps edges and fine texture without ringing. A horizontal pass into a
  * float buffer, then a vertical pass. */
-static int resize_area(const pixels *src, uint32_t dw, uint32_t dh, pixels *dst, stoker__err *err)
+static int resize_area(const pixels *src, uint32_t dw, uint32_t dh, pixels *dst, img_err *err)
 {
     int rc = 0;
     const int ch = src->ch;
@@ -376,12 +454,11 @@ static int resize_area(const pixels *src, uint32_t dw, uint32_t dh, pixels *dst,
     float *tmp = NULL;
     const size_t tmp_n = image_bytes(src->h, dw, (uint64_t)ch);
     const size_t out_n = image_bytes(dw, dh, (uint64_t)ch);
-    STOKER_FAIL_IF(!tmp_n || !out_n || tmp_n > SIZE_MAX / sizeof(float), err, -ENOMEM,
-                   "resize: image too large");
-    STOKER_FAIL_IF(axis_init(&ax, src->w, dw) < 0 || axis_init(&ay, src->h, dh) < 0 ||
-                       !(tmp = stoker__malloc(tmp_n * sizeof *tmp)) ||
-                       !(dst->data = stoker__malloc(out_n)),
-                   err, -ENOMEM, "resize: no memory for %ux%u -> %ux%u", src->w, src->h, dw, dh);
+    FAIL_IF(!tmp_n || !out_n || tmp_n > SIZE_MAX / sizeof(float), err, -ENOMEM,
+            "resize: image too large");
+    FAIL_IF(axis_init(&ax, src->w, dw) < 0 || axis_init(&ay, src->h, dh) < 0 ||
+                !(tmp = img_malloc(tmp_n * sizeof *tmp)) || !(dst->data = img_malloc(out_n)),
+            err, -ENOMEM, "resize: no memory for %ux%u -> %ux%u", src->w, src->h, dw, dh);
     for (uint32_t y = 0; y < src->h; y++) {
         const uint8_t *in = src->data + (size_t)y * src->w * ch;
         float *o = tmp + (size_t)y * dw * ch;
@@ -412,7 +489,7 @@ static int resize_area(const pixels *src, uint32_t dw, uint32_t dh, pixels *dst,
 fail:
     axis_free(&ax);
     axis_free(&ay);
-    stoker__free(tmp);
+    free(tmp);
     return rc;
 }
 
@@ -436,39 +513,39 @@ static unsigned pick_denom(uint32_t w, uint32_t h, uint32_t dw, uint32_t dh)
     return denom;
 }
 
-/* ---- public ------------------------------------------------------------------------------- */
+/* ---- entry points ------------------------------------------------------------------------ */
 
 /* Kind of the bytes, with a message for what is not JPEG. */
-static int classify(const void *data, size_t size, int32_t *kind, stoker__err *err)
+static int classify(const void *data, size_t size, int32_t *kind, img_err *err)
 {
-    *kind = STOKER_IMAGE_UNKNOWN;
-    STOKER_RETURN_IF(size == 0, err, STOKER_E_FORMAT, "empty (0 bytes), not an image");
+    *kind = PACK_IMAGE_UNKNOWN;
+    RETURN_IF(size == 0, err, STOKER_E_FORMAT, "empty (0 bytes), not an image");
     if (stoker__is_jpeg(data, size)) {
-        *kind = STOKER_IMAGE_JPEG;
+        *kind = PACK_IMAGE_JPEG;
         return 0;
     }
     if (stoker__is_png(data, size)) {
-        *kind = STOKER_IMAGE_PNG;
+        *kind = PACK_IMAGE_PNG;
         return 0;
     }
-    return stoker__fail(err, STOKER_E_FORMAT, "not a JPEG or PNG image (starts %02x %02x)",
-                        ((const uint8_t *)data)[0], size > 1 ? ((const uint8_t *)data)[1] : 0);
+    return img_fail(err, STOKER_E_FORMAT, "not a JPEG or PNG image (starts %02x %02x)",
+                    ((const uint8_t *)data)[0], size > 1 ? ((const uint8_t *)data)[1] : 0);
 }
 
-STOKER_API int stoker_image_inspect(const void *data, size_t size, uint32_t flags,
-                                    uint64_t max_pixels, int32_t *kind, int32_t *width,
-                                    int32_t *height, int32_t *components, char *msg, size_t msgcap)
+int pack_image_inspect(const void *data, size_t size, uint32_t flags, uint64_t max_pixels,
+                       int32_t *kind, int32_t *width, int32_t *height, int32_t *components,
+                       char *msg, size_t msgcap)
 {
-    stoker__err err = {0};
+    img_err err = {0};
     int32_t k = 0, w = 0, h = 0, c = 0;
     int rc = 0;
     if (!data && size)
-        rc = stoker__fail(&err, STOKER_E_INVALID, "NULL data");
+        rc = img_fail(&err, STOKER_E_INVALID, "NULL data");
     else
         rc = classify(data, size, &k, &err);
-    if (rc == 0 && k == STOKER_IMAGE_PNG) {
+    if (rc == 0 && k == PACK_IMAGE_PNG) {
         png_header(data, size, &w, &h, &c);
-        rc = stoker__fail(&err, STOKER_E_FORMAT, "PNG, not JPEG");
+        rc = img_fail(&err, STOKER_E_FORMAT, "PNG, not JPEG");
     } else if (rc == 0) {
         jpeg_info info = {0};
         rc = inspect_jpeg(data, size, flags, max_pixels, &info, &err);
@@ -489,7 +566,7 @@ STOKER_API int stoker_image_inspect(const void *data, size_t size, uint32_t flag
 
 /* Converts CMYK, resizes to dw x dh (0: keep), and encodes px into *out. */
 static int finish_transcode(pixels *px, uint32_t dw, uint32_t dh, int quality, void **out,
-                            size_t *out_size, stoker__err *err)
+                            size_t *out_size, img_err *err)
 {
     if (px->ch == 4)
         cmyk_to_rgb(px);
@@ -515,7 +592,7 @@ static int finish_transcode(pixels *px, uint32_t dw, uint32_t dh, int quality, v
 
 static int transcode_jpeg(const uint8_t *data, size_t size, uint32_t flags, int32_t max_side,
                           int quality, uint64_t max_pixels, void **out, size_t *out_size,
-                          stoker__err *err)
+                          img_err *err)
 {
     jpeg_info info = {0};
     int rc = inspect_jpeg(data, size, 0, max_pixels, &info, err);
@@ -523,7 +600,7 @@ static int transcode_jpeg(const uint8_t *data, size_t size, uint32_t flags, int3
         return rc;
     const int cmyk = info.cs == JCS_CMYK || info.cs == JCS_YCCK;
     const int gray = info.comps == 1;
-    const int to_rgb = (flags & STOKER_IMAGE_TO_RGB) && (cmyk || gray);
+    const int to_rgb = (flags & PACK_IMAGE_TO_RGB) && (cmyk || gray);
     const int shrink = max_side > 0 && (info.w > (uint32_t)max_side || info.h > (uint32_t)max_side);
     if (!to_rgb && !shrink)
         return 0; /* store as is */
@@ -544,28 +621,28 @@ static int transcode_jpeg(const uint8_t *data, size_t size, uint32_t flags, int3
     return rc;
 }
 
-STOKER_API int stoker_image_transcode(const void *data, size_t size, uint32_t flags,
-                                      int32_t max_side, int32_t quality, uint64_t max_pixels,
-                                      void **out, size_t *out_size, char *msg, size_t msgcap)
+int pack_image_transcode(const void *data, size_t size, uint32_t flags, int32_t max_side,
+                         int32_t quality, uint64_t max_pixels, void **out, size_t *out_size,
+                         char *msg, size_t msgcap)
 {
-    stoker__err err = {0};
+    img_err err = {0};
     int32_t kind = 0;
     int rc = 0;
     if (out)
         *out = NULL;
     if (out_size)
         *out_size = 0;
-    STOKER_FAIL_IF(!out || !out_size || (!data && size), &err, STOKER_E_INVALID, "NULL argument");
-    STOKER_FAIL_IF(quality < 0 || quality > 100, &err, STOKER_E_INVALID,
-                   "quality %d is not in 1..100", quality);
-    STOKER_FAIL_IF(max_side < 0, &err, STOKER_E_INVALID, "max_side %d < 0", max_side);
+    FAIL_IF(!out || !out_size || (!data && size), &err, STOKER_E_INVALID, "NULL argument");
+    FAIL_IF(quality < 0 || quality > 100, &err, STOKER_E_INVALID, "quality %d is not in 1..100",
+            quality);
+    FAIL_IF(max_side < 0, &err, STOKER_E_INVALID, "max_side %d < 0", max_side);
     const int q = quality ? quality : DEFAULT_QUALITY;
-    STOKER_FORWARD(classify(data, size, &kind, &err));
-    if (kind == STOKER_IMAGE_JPEG) {
+    FORWARD(classify(data, size, &kind, &err));
+    if (kind == PACK_IMAGE_JPEG) {
         rc = transcode_jpeg(data, size, flags, max_side, q, max_pixels, out, out_size, &err);
     } else {
-        STOKER_FAIL_IF(!(flags & STOKER_IMAGE_TO_RGB), &err, STOKER_E_FORMAT,
-                       "PNG, not JPEG (converting needs STOKER_IMAGE_TO_RGB)");
+        FAIL_IF(!(flags & PACK_IMAGE_TO_RGB), &err, STOKER_E_FORMAT,
+                "PNG, not JPEG (converting needs PACK_IMAGE_TO_RGB)");
         pixels px = {0};
         rc = decode_png(data, size, max_pixels, &px, &err);
         uint32_t dw = 0, dh = 0;
