@@ -460,41 +460,6 @@ typedef void (*stoker_verify_fn)(void *user, int32_t shard, int64_t record, int3
 STOKER_API int stoker_dataset_verify(const char *path, const stoker_config *cfg,
                                      stoker_verify_fn fn, void *user, int64_t *problems);
 
-/* ------------------------------------------------------------------------------------------ */
-/* Image helpers (used by stoker-pack; usable by anyone)                                      */
-/* ------------------------------------------------------------------------------------------ */
-
-/* What stoker_image_inspect found. */
-typedef enum stoker_image_kind {
-    STOKER_IMAGE_UNKNOWN = 0,
-    STOKER_IMAGE_JPEG = 1,
-    STOKER_IMAGE_PNG = 2,
-} stoker_image_kind;
-
-/* Flags for stoker_image_inspect / stoker_image_transcode. */
-#define STOKER_IMAGE_DECODE 1u    /* fully entropy-decode (catches truncation/corruption) */
-#define STOKER_IMAGE_TO_RGB 2u    /* transcode: CMYK/YCCK/grayscale JPEG and PNG -> RGB JPEG */
-
-/* Inspects encoded image bytes: kind, width, height and colour components (any out pointer
- * may be NULL). With STOKER_IMAGE_DECODE a JPEG is decoded through libjpeg-turbo and any
- * error or warning about damaged data makes it STOKER_E_CORRUPT. Non-JPEG input returns
- * STOKER_E_FORMAT with *kind set. `msg` (capacity msgcap, may be NULL/0) receives the
- * reason on failure. STOKER_E_LIMIT when width*height exceeds max_pixels (0 = 1 << 28).
- * Thread-safe. */
-STOKER_API int stoker_image_inspect(const void *data, size_t size, uint32_t flags,
-                                    uint64_t max_pixels, int32_t *kind, int32_t *width,
-                                    int32_t *height, int32_t *components, char *msg,
-                                    size_t msgcap);
-
-/* Re-encodes an image as a baseline RGB (or, without STOKER_IMAGE_TO_RGB, grayscale-
- * preserving) JPEG when needed: when its longer side exceeds max_side (> 0; resized with
- * the aspect ratio kept), when it is PNG or CMYK/YCCK/grayscale and STOKER_IMAGE_TO_RGB is
- * set. quality 1..100 (0 = 90). On success *out is NULL when the input can be stored as is,
- * else a buffer (free with stoker_free) of *out_size bytes. Thread-safe. */
-STOKER_API int stoker_image_transcode(const void *data, size_t size, uint32_t flags,
-                                      int32_t max_side, int32_t quality, uint64_t max_pixels,
-                                      void **out, size_t *out_size, char *msg, size_t msgcap);
-
 /* Frees memory the library returned to the caller. NULL ok. */
 STOKER_API void stoker_free(void *p);
 
