@@ -1,11 +1,17 @@
 """A stoker_config owned by Python (created, filled and destroyed within one call)."""
 import ctypes
+import math
 import os
+import sys
 
 from . import _lib
 from .errors import error
 
 _L = _lib.lib
+
+# The C API takes int64_t, which ctypes fills with any Python int modulo 2**64.
+INT64_MIN = -(1 << 63)
+INT64_MAX = (1 << 63) - 1
 
 
 class Config:
@@ -37,40 +43,76 @@ class Config:
             raise error(rc, "option %s = %r is not valid" % (_lib.text(name) or opt, value))
 
     def set_int(self, opt, value):
-        self._check(_L.stoker_config_set_int(self.handle, opt, int(value)), opt, value)
+        value = int(value)
+        if not INT64_MIN <= value <= INT64_MAX:
+            name = _lib.text(_L.stoker_option_name(opt)) or str(opt)
+            raise ValueError("option %s = %d is out of the 64-bit range" % (name, value))
+        self._check(_L.stoker_config_set_int(self.handle, opt, value), opt, value)
 
     def set_float(self, opt, value):
-        self._check(_L.stoker_config_set_float(self.handle, opt, float(value)), opt, value)
+        name = _lib.text(_L.stoker_option_name(opt)) or str(opt)
+        try:
+            value = float(value)
+        except OverflowError:  # an int beyond the double range
+            raise ValueError("option %s = %r is out of range" % (name, value)) from None
+        if not math.isfinite(value):
+            raise ValueError("option %s = %r is not a finite number" % (name, value))
+        self._check(_L.stoker_config_set_float(self.handle, opt, value), opt, value)
 
     def set_string(self, opt, value):
-        raw = None if value is None else os.fsencode(value)
+        name = _lib.text(_L.stoker_option_name(opt)) or str(opt)
+        raw = None if value is None else c_string(name, os.fsencode(value))
         self._check(_L.stoker_config_set_string(self.handle, opt, raw), opt, value)
 
 
-def check_int(name, value, minimum=None, allow_none=False):
-    """`value` as an int, refusing bools, floats and strings with TypeError."""
+def is_bool(value):
+    """True for bool and for the booleans of numpy and torch (numpy.bool_, a torch.bool
+    tensor), which also convert to an int."""
+    if isinstance(value, bool):
+        return True
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(value, np.bool_):
+        return True
+    return str(getattr(value, "dtype", "")) == "torch.bool"
+
+
+def check_int(name, value, minimum=INT64_MIN, maximum=INT64_MAX, allow_none=False):
+    """`value` as an int within [minimum, maximum] (by default the int64_t range of the C
+    API; None: unbounded), refusing bools, floats and strings with TypeError and values
+    out of range with ValueError."""
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
+    if is_bool(value) or not hasattr(value, "__index__"):
         raise TypeError("%s must be an int, not %s" % (name, type(value).__name__))
     value = value.__index__()
     if minimum is not None and value < minimum:
         raise ValueError("%s must be >= %d, got %d" % (name, minimum, value))
+    if maximum is not None and value > maximum:
+        raise ValueError("%s must be <= %d, got %d" % (name, maximum, value))
     return value
 
 
 def check_bool(name, value):
-    if not isinstance(value, (bool, int)) or (hasattr(value, "__index__") and
-                                              value.__index__() not in (0, 1)):
+    if is_bool(value):
+        return bool(value)
+    if not isinstance(value, int) or value not in (0, 1):
         raise TypeError("%s must be a bool, not %r" % (name, value))
     return bool(value)
+
+
+def c_string(name, raw):
+    """`raw` (bytes), refused with ValueError if it holds a NUL byte: C would read it only
+    up to there, silently naming another file, key or class."""
+    if b"\0" in raw:
+        raise ValueError("%s must not contain a NUL byte: %r" % (name, raw))
+    return raw
 
 
 def check_path(name, value):
     if not isinstance(value, (str, bytes, os.PathLike)):
         raise TypeError("%s must be a path (str, bytes or os.PathLike), not %s"
                         % (name, type(value).__name__))
-    return os.fsencode(value)
+    return c_string(name, os.fsencode(value))
 
 
 def choice(name, value, table):

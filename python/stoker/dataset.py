@@ -6,7 +6,7 @@ import os
 import threading
 
 from . import _lib
-from ._config import Config, check_int, check_bool, check_path, choice, dtype_code
+from ._config import Config, c_string, check_int, check_bool, check_path, choice, dtype_code
 from .errors import error
 
 _L = _lib.lib
@@ -107,7 +107,7 @@ class Writer:
         if not isinstance(name, str):
             raise TypeError("class name must be a str")
         with self._live() as h:
-            rc = _L.stoker_writer_add_class(h, name.encode())
+            rc = _L.stoker_writer_add_class(h, c_string("class name", name.encode()))
             if rc != 0:
                 self._fail(rc)
 
@@ -118,6 +118,8 @@ class Writer:
             raise TypeError("key must be a str, bytes or None")
         keep, addr, size = _payload(payload)
         raw_key = key.encode() if isinstance(key, str) else key
+        if raw_key is not None:
+            c_string("key", raw_key)
         with self._live() as h:
             rc = _L.stoker_writer_add(h, addr, size, label, raw_key)
             del keep
@@ -186,7 +188,8 @@ class Writer:
         with cls(path, kind="raw", dtype=array.dtype.name, shape=array.shape[1:],
                  **kwargs) as w:
             for i in range(array.shape[0]):
-                w.add(array[i], 0 if labels is None else int(labels[i]),
+                # labels[i] as it is: add() refuses a float rather than truncate it
+                w.add(array[i], 0 if labels is None else labels[i],
                       None if keys is None else keys[i])
         return path
 
@@ -288,7 +291,7 @@ class Dataset:
                 "shape": tuple(shape[:ndim.value]) if raw else None}
 
     def _id(self, i):
-        i = check_int("record id", i)
+        i = check_int("record id", i, None, None)  # any int: out of range is IndexError
         n = len(self)
         if i < 0:
             i += n

@@ -21,7 +21,8 @@ import threading
 import weakref
 
 from . import _dlpack, _lib
-from ._config import Config, check_bool, check_int, check_path, choice, dtype_code
+from ._config import (Config, INT64_MAX, check_bool, check_int, check_path, choice,
+                      dtype_code, is_bool)
 from .errors import error, StateError
 
 try:
@@ -135,8 +136,13 @@ class _BatchRef:
         are complete when handed out), and remembers the stream so that the final release
         waits for the work queued there (stoker_batch_release_stream). A no-op for host
         batches. Stream -1 (the consumer asks for no synchronisation) skips the wait."""
-        if stream is not None and (isinstance(stream, bool) or not hasattr(stream, "__index__")):
-            raise TypeError("stream must be an int (a cudaStream_t) or None")
+        if stream is not None:
+            if is_bool(stream) or not hasattr(stream, "__index__"):
+                raise TypeError("stream must be an int (a cudaStream_t) or None")
+            stream = stream.__index__()
+            if stream < -1 or stream >= 1 << 64:
+                raise ValueError("stream must be -1, None or a cudaStream_t (0 <= stream < "
+                                 "2**64), got %d" % stream)
         if self.device < 0:
             return
         # DLPack's CUDA stream values: None or 1 = legacy default stream, 2 = per-thread
@@ -152,26 +158,44 @@ class _BatchRef:
             raise error(rc, self.core.errmsg() or "stoker_batch_wait_stream failed")
 
 
+def _device_name(device):
+    return "cpu" if device < 0 else "cuda:%d" % device
+
+
 class BatchData:
     """The batch's tensor as a DLPack producer: ``torch.from_dlpack(data)`` and (host
     batches) ``numpy.from_dlpack(data)`` wrap it without a copy. Also ``shape``, ``dtype``
-    (a name), ``device`` ("cpu" or "cuda:N"), ``nbytes`` and ``data_ptr()``."""
+    (a name), ``device`` ("cpu" or "cuda:N"), ``nbytes`` and ``data_ptr()``.
+
+    Once the batch is released (Batch.release()), every attribute and method raises
+    ValueError; repr() says "released"."""
 
     def __init__(self, ref, ptr, shape, dtype, nbytes):
         self._ref = ref
         self._drop_lock = threading.Lock()  # release() from two threads drops one hold
         self._ptr = ptr
-        self.shape = tuple(shape)
+        self._shape = tuple(shape)
         self._dtype = dtype
-        self.nbytes = nbytes
+        self._nbytes = nbytes
+
+    @property
+    def shape(self):
+        self._live()
+        return self._shape
 
     @property
     def dtype(self):
+        self._live()
         return _lib.DTYPE_NAMES.get(self._dtype, "unknown")
 
     @property
     def device(self):
-        return "cpu" if self._ref.device < 0 else "cuda:%d" % self._ref.device
+        return _device_name(self._live().device)
+
+    @property
+    def nbytes(self):
+        self._live()
+        return self._nbytes
 
     def data_ptr(self):
         self._live()
@@ -201,7 +225,7 @@ class BatchData:
         ref.acquire()
         try:
             ref.wait_stream(stream)
-            return _dlpack.export(ref, self._ptr, self.shape, self._dtype, ref.device)
+            return _dlpack.export(ref, self._ptr, self._shape, self._dtype, ref.device)
         finally:
             ref.release()
 
@@ -218,8 +242,11 @@ class BatchData:
             pass
 
     def __repr__(self):
-        return "BatchData(shape=%s, dtype=%s, device=%s)" % (self.shape, self.dtype,
-                                                             self.device)
+        ref = self._ref
+        if ref is None:
+            return "BatchData(released)"
+        return "BatchData(shape=%s, dtype=%s, device=%s)" % (
+            self._shape, _lib.DTYPE_NAMES.get(self._dtype, "unknown"), _device_name(ref.device))
 
 
 class Batch:
@@ -233,7 +260,11 @@ class Batch:
     numpy copies. ``epoch`` and ``position`` (the batch's index in its epoch).
 
     The memory stays valid while this object, its ``data`` or any array/tensor made from it
-    lives (module docstring); ``release()`` drops this object's own hold early.
+    lives (module docstring); ``release()`` drops this object's own hold early. After it,
+    ``data`` and every method that reaches the memory (``numpy()``, ``torch()``,
+    ``records()``) raise ValueError, while what was copied at hand-out (``count``,
+    ``epoch``, ``position``, ``device``, ``shape``, ``dtype``, ``labels``, ``indices``,
+    ``offsets``) stays readable.
     """
 
     def __init__(self, ref, view):
@@ -246,24 +277,19 @@ class Batch:
         self.indices = _copy_i64(view.ids, self.count)
         self.offsets = _copy_i64(view.offsets, self.count + 1) if view.offsets else None
         self.data = BatchData(ref, view.data, shape, int(view.dtype), int(view.nbytes))
+        self.shape = tuple(shape)
+        self.dtype = _lib.DTYPE_NAMES.get(int(view.dtype), "unknown")
 
     @property
     def ids(self):
         return self.indices
-
-    @property
-    def shape(self):
-        return self.data.shape
-
-    @property
-    def dtype(self):
-        return self.data.dtype
 
     def __len__(self):
         return self.count
 
     def numpy(self):
         """The data as a numpy array sharing the batch's memory (host batches only)."""
+        self.data._live()
         if _np is None:
             raise ImportError("numpy is not installed")
         if self.data._dtype == _lib.DTYPE_BFLOAT16:
@@ -278,11 +304,13 @@ class Batch:
 
     def torch(self):
         """The data as a torch tensor sharing the batch's memory."""
+        self.data._live()
         import torch
         return torch.from_dlpack(self.data)
 
     def records(self):
         """For records of varying size: a list of bytes, one per record (a copy)."""
+        self.data._live()
         if self.offsets is None:
             raise TypeError("records() is for records of varying size; use numpy()")
         raw = bytes(self.numpy())
@@ -294,9 +322,9 @@ class Batch:
         self.data._drop()
 
     def __repr__(self):
-        return ("Batch(count=%d, epoch=%d, position=%d, shape=%s, dtype=%s, device=%s)"
-                % (self.count, self.epoch, self.position, self.data.shape, self.data.dtype,
-                   self.data.device))
+        return ("Batch(count=%d, epoch=%d, position=%d, shape=%s, dtype=%s, device=%s%s)"
+                % (self.count, self.epoch, self.position, self.shape, self.dtype,
+                   _device_name(self.device), "" if self.data._ref else ", released"))
 
 
 def _copy_i64(ptr, n):
@@ -311,12 +339,10 @@ def _device_option(device):
     """STOKER_OPT_DEVICE: ordinal + 1; 0 default; -1 CPU."""
     if device is None:
         return 0
-    if isinstance(device, bool):
+    if is_bool(device):
         raise TypeError("device must be None, 'cpu', 'cuda', 'cuda:N' or an int")
     if hasattr(device, "__index__"):
-        n = device.__index__()
-        if n < -1:
-            raise ValueError("device ordinal must be >= 0 (or -1 for cpu), got %d" % n)
+        n = check_int("device", device, -1, INT64_MAX - 1)  # -1 is cpu
         return -1 if n == -1 else n + 1
     if not isinstance(device, str):
         if type(device).__name__ == "device":  # torch.device
@@ -335,9 +361,10 @@ def _device_option(device):
         except Exception:
             pass
         local = os.environ.get("LOCAL_RANK", "")
-        return (int(local) if local.isdigit() else 0) + 1
+        return (check_int("device 'cuda' = the environment's LOCAL_RANK", int(local), 0,
+                          INT64_MAX - 1) if local.isdigit() else 0) + 1
     if d.startswith("cuda:") and d[5:].isdigit():
-        return int(d[5:]) + 1
+        return check_int("device %r" % device, int(d[5:]), 0, INT64_MAX - 1) + 1
     raise ValueError("device must be None, 'cpu', 'cuda' or 'cuda:N', got %r" % device)
 
 
@@ -369,6 +396,33 @@ def parse_state(blob):
                    "drop_last": bool(flags & 2),
                    "order": "blocks" if flags & 4 else "records"}
     return out
+
+
+# The blob's fields: their largest values (uint64 or uint32 in the blob).
+_STATE_INTS = {"epoch": (1 << 64) - 1, "position": (1 << 64) - 1, "seed": (1 << 64) - 1,
+               "batch_size": (1 << 64) - 1, "rank": (1 << 32) - 1,
+               "world_size": (1 << 32) - 1}
+
+
+def _check_state_fields(state, blob):
+    """Refuses a state_dict whose readable fields disagree with its "state" bytes, the only
+    part restored: an edited field would otherwise be ignored without a word."""
+    saved = parse_state(blob)
+    for key, value in state.items():
+        if key not in saved:
+            continue
+        name = "state_dict[%r]" % key
+        if key in _STATE_INTS:
+            value = check_int(name, value, 0, _STATE_INTS[key])
+        elif key == "order":
+            if not isinstance(value, str):
+                raise TypeError("%s must be a str, not %s" % (name, type(value).__name__))
+        else:
+            value = check_bool(name, value)
+        if value != saved[key]:
+            raise ValueError("%s is %r but its 'state' holds %r: only 'state' is restored, "
+                             "so a state_dict must be loaded as it was saved"
+                             % (name, value, saved[key]))
 
 
 class _Epoch:
@@ -458,9 +512,7 @@ class Loader:
         with Config() as cfg:
             cfg.set_int(_lib.OPT_BATCH_SIZE, self.batch_size)
             cfg.set_int(_lib.OPT_SHUFFLE, check_bool("shuffle", shuffle))
-            seed = check_int("seed", seed, 0)
-            if seed >= 1 << 64:
-                raise ValueError("seed must fit in 64 bits")
+            seed = check_int("seed", seed, 0, (1 << 64) - 1)  # the C seed is 64 bits
             cfg.set_int(_lib.OPT_SEED, seed - (1 << 64) if seed >= 1 << 63 else seed)
             cfg.set_int(_lib.OPT_DROP_LAST, check_bool("drop_last", drop_last))
             cfg.set_int(_lib.OPT_DIST_ENV, 1)
@@ -503,7 +555,7 @@ class Loader:
                 cfg.set_int(_lib.OPT_TRANSFORM, choice("transform", transform,
                                                        _lib.TRANSFORMS))
             if size is not None and check_int("size", size, 1) != 224:
-                cfg.set_int(_lib.OPT_SIZE, size)
+                cfg.set_int(_lib.OPT_SIZE, check_int("size", size, 1))
             if resize is not None:
                 cfg.set_int(_lib.OPT_RESIZE, check_int("resize", resize, 1))
             if dtype is not None:
@@ -519,10 +571,10 @@ class Loader:
                 if isinstance(value, (str, bytes)) or len(value) != 3:
                     raise TypeError("%s must be three numbers (R, G, B)" % name)
                 for opt, v in zip(opts, value):
-                    if isinstance(v, bool) or not isinstance(v, (int, float)) and \
+                    if is_bool(v) or not isinstance(v, (int, float)) and \
                             not hasattr(v, "__float__"):
                         raise TypeError("%s must be three numbers (R, G, B)" % name)
-                    cfg.set_float(opt, float(v))
+                    cfg.set_float(opt, v)
             if h5_images is not None:
                 cfg.set_string(_lib.OPT_H5_IMAGES, h5_images)
             if h5_labels is not None:
@@ -729,6 +781,8 @@ class Loader:
         if not isinstance(blob, (bytes, bytearray, memoryview)):
             raise TypeError("load_state_dict takes a state_dict() or its 'state' bytes")
         blob = bytes(blob)
+        if isinstance(state, dict):
+            _check_state_fields(state, blob)
         with self._consumer() as core:
             self._call_released(core, _L.stoker_loader_state_restore, blob, len(blob))
 
@@ -784,6 +838,8 @@ class Loader:
             pass
 
     def __repr__(self):
-        if self._core is None:
+        try:
+            batches = len(self)
+        except ValueError:  # closed, also by another thread since
             return "Loader(%r, closed)" % self.path
-        return "Loader(%r, batch_size=%d, batches=%d)" % (self.path, self.batch_size, len(self))
+        return "Loader(%r, batch_size=%d, batches=%d)" % (self.path, self.batch_size, batches)
