@@ -457,7 +457,7 @@ class Loader:
     threads=None, depth=None, on_corrupt="error", backend="auto", direct_io=False, mean=None,
     std=None, epoch=0)``
 
-    Defaults (INTERFACES.md): ``transform`` None = ``"train"`` for JPEG data sets, none for
+    Defaults (docs/SEMANTICS.md): ``transform`` None = ``"train"`` for JPEG data sets, none for
     raw records (``"none"`` keeps encoded bytes; ``"eval"``, ``"resize"``); ``dtype`` None =
     float16 for images, the stored dtype for raw records; ``layout`` "NCHW"; ``device`` None
     = GPU 0 (or ``LOCAL_RANK``) when a GPU is usable, else "cpu" (also "cuda", "cuda:N", an
