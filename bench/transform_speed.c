@@ -1,6 +1,9 @@
-/* Single-thread speed of the per-sample pipeline; prints figures and always passes.
+/* Single-thread speed of the per-sample pipeline: a benchmark, not a test (it prints
+ * figures and cannot fail, so ctest does not run it). Built with the tests, whose helpers
+ * it shares (tests/testutil.h, tests/jpegutil.h):
  *
- *   test_transform_speed [JPEG...]
+ *   cmake --build BUILD --target bench_transform_speed
+ *   BUILD/bench_transform_speed [JPEG...]
  *
  * Compares, on the same files: a full decode with plain libjpeg (accurate IDCT, the
  * ceiling of a full-decode pipeline), the region decode alone (RandomResizedCrop's box,
