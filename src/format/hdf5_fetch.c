@@ -12,6 +12,8 @@
  * Each thread keeps a small cache of decoded chunks (keyed by data set serial and chunk
  * number), so neighbouring records of one chunk, or the many records of a large chunk,
  * read and inflate it once, whether the caller is a loader worker or stoker_dataset_read.
+ * A chunk is always decoded whole, so that a deflated chunk's checksum (at its end) is
+ * checked before any of its records goes out.
  * The cache lives in thread-specific data and is freed when the thread exits. */
 #include "format/hdf5_source.h"
 
@@ -31,11 +33,6 @@ typedef struct h5_entry {
     bool landing;   /* a planned read of its stored bytes has not landed yet */
     bool stored;    /* its stored bytes are in raw, not decoded yet (filtered chunks) */
     int rerr;       /* the planned read failed: the fetch reports this */
-    /* A deflate-only chunk is inflated only as far as the records asked for so far need
-     * (rows are outermost in a chunk): the stream and its stored bytes are kept so that
-     * the next record of the chunk goes on from there. */
-    z_stream zs;
-    bool zlive;
     uint8_t *raw;
     size_t raw_cap;
 } h5_entry;
@@ -54,9 +51,6 @@ static int cache_key_rc;
 
 static void entry_end(h5_entry *e)
 {
-    if (e->zlive)
-        inflateEnd(&e->zs);
-    e->zlive = false;
     e->serial = 0;
     e->valid = 0;
     e->landing = false;
@@ -166,35 +160,6 @@ static void fill_chunk(const stoker__h5 *h, uint8_t *p)
         memcpy(p + i, h->fill, h->esize);
 }
 
-#define INFLATE_STEP (UINT64_C(256) << 10) /* inflate at least this much further per call */
-
-/* Inflates the entry's stream until `need` bytes are valid (or the chunk is whole). */
-static int inflate_to(const stoker__h5 *h, h5_entry *e, uint64_t need)
-{
-    uint64_t target = e->valid + INFLATE_STEP > need ? e->valid + INFLATE_STEP : need;
-    target = target < h->chunk_bytes ? target : h->chunk_bytes;
-    e->zs.next_out = e->data + e->valid;
-    e->zs.avail_out = (uInt)(target - e->valid);
-    int z = Z_OK;
-    while (e->zs.avail_out > 0 && z == Z_OK)
-        z = inflate(&e->zs, Z_SYNC_FLUSH);
-    e->valid = e->zs.total_out;
-    if (z == Z_STREAM_END && e->valid == h->chunk_bytes) {
-        inflateEnd(&e->zs);
-        e->zlive = false;
-        return 0;
-    }
-    if (z != Z_OK && !(z == Z_BUF_ERROR && e->zs.avail_out == 0))
-        return STOKER_E_CORRUPT; /* damaged, cut short, or longer than the chunk */
-    return e->valid >= need ? 0 : STOKER_E_CORRUPT;
-}
-
-static bool streamable(const stoker__h5 *h, const stoker__h5_chunk *k)
-{
-    return h->nfilters == 1 && h->filters[0] == H5Z_FILTER_DEFLATE && !(k->mask & 1u) &&
-           k->addr != UINT64_MAX;
-}
-
 /* Where a chunk's stored bytes go: straight into data without filters, else into raw
  * (both grown first). NULL when out of memory. */
 static uint8_t *stored_dst(const stoker__h5 *h, h5_entry *e, const stoker__h5_chunk *k)
@@ -206,24 +171,14 @@ static uint8_t *stored_dst(const stoker__h5 *h, h5_entry *e, const stoker__h5_ch
     return grow(&e->raw, &e->raw_cap, k->size) < 0 ? NULL : e->raw;
 }
 
-/* Decodes an entry whose stored bytes are in place (stored_dst): a deflate-only chunk
- * starts its stream and is inflated `need` bytes far; other filters decode it whole. */
-static int entry_decode(const stoker__h5 *h, h5_cache *c, h5_entry *e, const stoker__h5_chunk *k,
-                        uint64_t need)
+/* Decodes an entry whose stored bytes are in place (stored_dst), whole: a deflated chunk's
+ * checksum covers all of it and is at its end, so no record of a chunk goes out before the
+ * whole chunk has been checked. */
+static int entry_decode(const stoker__h5 *h, h5_cache *c, h5_entry *e, const stoker__h5_chunk *k)
 {
     if (h->nfilters == 0) {
         e->valid = h->chunk_bytes;
         return 0;
-    }
-    if (streamable(h, k)) {
-        memset(&e->zs, 0, sizeof e->zs);
-        if (inflateInit(&e->zs) != Z_OK)
-            return -ENOMEM;
-        e->zs.next_in = e->raw;
-        e->zs.avail_in = (uInt)k->size;
-        e->zlive = true;
-        e->valid = 0;
-        return inflate_to(h, e, need);
     }
     if (grow(&c->tmp, &c->tmp_cap, h->chunk_bytes) < 0)
         return -ENOMEM;
@@ -233,9 +188,8 @@ static int entry_decode(const stoker__h5 *h, h5_cache *c, h5_entry *e, const sto
     return rc;
 }
 
-/* Fills a fresh entry with chunk `index`, read now with pread (or the fill value), decoded
- * at least `need` bytes far. */
-static int entry_load(const stoker__h5 *h, h5_cache *c, h5_entry *e, uint64_t index, uint64_t need)
+/* Fills a fresh entry with chunk `index`, read now with pread (or the fill value), decoded. */
+static int entry_load(const stoker__h5 *h, h5_cache *c, h5_entry *e, uint64_t index)
 {
     const stoker__h5_chunk *k = &h->chunks[index];
     if (k->addr == UINT64_MAX) {
@@ -250,7 +204,7 @@ static int entry_load(const stoker__h5 *h, h5_cache *c, h5_entry *e, uint64_t in
         return -ENOMEM;
     const uint64_t size = h->nfilters ? k->size : h->chunk_bytes;
     const int rc = stoker__pread_full(h->fd, dst, (size_t)size, k->addr);
-    return rc < 0 ? rc : entry_decode(h, c, e, k, need);
+    return rc < 0 ? rc : entry_decode(h, c, e, k);
 }
 
 /* How many entries a data set's chunks may use: about CACHE_BYTES, 2 to CACHE_MAX. */
@@ -281,10 +235,9 @@ static h5_entry *cache_victim(h5_cache *c, int n)
     return v ? v : any;
 }
 
-/* Chunk `index` decoded at least `need` bytes far, from the cache or read now (the least
- * recently used entry evicted). A planned read that failed is reported here. */
-static const uint8_t *get_chunk(const stoker__h5 *h, h5_cache *c, uint64_t index, uint64_t need,
-                                int *rc)
+/* Chunk `index` decoded, from the cache or read now (the least recently used entry
+ * evicted). A planned read that failed is reported here. */
+static const uint8_t *get_chunk(const stoker__h5 *h, h5_cache *c, uint64_t index, int *rc)
 {
     h5_entry *e = cache_find(c, cache_room(h), h->serial, index);
     const stoker__h5_chunk *k = &h->chunks[index];
@@ -293,14 +246,14 @@ static const uint8_t *get_chunk(const stoker__h5 *h, h5_cache *c, uint64_t index
     if (!e || !e->serial) {
         e = e ? e : cache_victim(c, cache_room(h));
         entry_end(e);
-        *rc = entry_load(h, c, e, index, need);
+        *rc = entry_load(h, c, e, index);
     } else if (e->rerr) {
         *rc = e->rerr;
     } else if (e->stored) {
         e->stored = false;
-        *rc = entry_decode(h, c, e, k, need);
+        *rc = entry_decode(h, c, e, k);
     } else {
-        *rc = e->valid >= need ? 0 : e->zlive ? inflate_to(h, e, need) : STOKER_E_CORRUPT;
+        *rc = e->valid == h->chunk_bytes ? 0 : STOKER_E_CORRUPT;
     }
     if (*rc < 0) {
         entry_end(e);
@@ -386,11 +339,8 @@ static int assemble(const stoker__h5 *h, h5_cache *c, uint64_t r0, uint64_t r1, 
     uint64_t lo[STOKER__H5_MAX_RANK], hi[STOKER__H5_MAX_RANK], cc[STOKER__H5_MAX_RANK];
     walk_first(h, r0, r1, lo, hi, cc);
     do {
-        /* rows are outermost in a chunk: the record needs it up to its last row there */
-        const uint64_t top = (cc[0] + 1) * h->cdims[0] < r1 ? (cc[0] + 1) * h->cdims[0] : r1;
-        const uint64_t need = (top - cc[0] * h->cdims[0]) * (h->chunk_bytes / h->cdims[0]);
         int rc = 0;
-        const uint8_t *chunk = get_chunk(h, c, walk_index(h, cc), need, &rc);
+        const uint8_t *chunk = get_chunk(h, c, walk_index(h, cc), &rc);
         if (!chunk)
             return rc;
         copy_part(h, chunk, cc, r0, r1, dst);

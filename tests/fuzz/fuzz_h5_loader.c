@@ -25,7 +25,8 @@
  * Input: byte 0 bits 0-1 file, bit 2 SKIP, bit 3 pread (else the default back-end), bits
  * 4-5 threads - 1 (1 to 3, 3 taken as 1); byte 1 bits 0-2 batch size - 1; then up to 8
  * damages of 4 bytes: region (a record's heap object or a chunk), a 2-byte offset into it
- * and a byte that is XORed in (0: the region is zeroed from the offset to its end). */
+ * and a byte that is XORed in (0: the region is zeroed from the offset to its end). The
+ * first two bytes of record 0 of the JPEG file are never damaged (see apply_damage). */
 #include "common/common.h"
 #include "jpegutil.h"
 #include "transform/transform.h"
@@ -239,12 +240,19 @@ static int expected(hid_t d, bool vlen, int64_t id, uint8_t *out)
     return rc;
 }
 
-static void apply_damage(const h5file *hf, const uint8_t *data, size_t size, uint8_t *file)
+/* Damages a copy of the file. The first two bytes of a variable-length file's record 0 are
+ * kept: they decide whether the data set holds JPEGs (docs/HDF5.md), which is not what is
+ * tested here. */
+static void apply_damage(const h5file *hf, bool vlen, const uint8_t *data, size_t size,
+                         uint8_t *file)
 {
     memcpy(file, hf->bytes, hf->size);
     for (size_t at = 2; at + 4 <= size && at < 2 + 8 * 4; at += 4) {
-        const region *r = &hf->regions[data[at] % hf->nregions];
-        const uint64_t off = (uint64_t)(data[at + 1] | data[at + 2] << 8) % r->len;
+        const int k = data[at] % hf->nregions;
+        const region *r = &hf->regions[k];
+        uint64_t off = (uint64_t)(data[at + 1] | data[at + 2] << 8) % r->len;
+        if (vlen && k == 0 && off < 2)
+            off = 2;
         if (data[at + 3] == 0)
             memset(file + r->off + off, 0, r->len - off);
         else
@@ -351,7 +359,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const bool skip = data[0] & 4, pread_backend = data[0] & 8, vlen = which == 0;
     const int batch = 1 + (data[1] & 7);
     const h5file *hf = &g_files[which];
-    apply_damage(hf, data, size, file);
+    apply_damage(hf, vlen, data, size, file);
     t_write_file(g_work, file, hf->size);
 
     bool ok[N];

@@ -270,3 +270,34 @@ def test_shard_cut_short_after_open_replaces_every_record_cut(tmp_path):
         skipped = loader.stats()["skipped"]
     assert check_skip(batches, set(range(20, n)), ref, labels, n) == 10
     assert skipped == 10
+
+
+def test_gzip_chunk_damaged_in_stored_block_is_caught(tmp_path):
+    """Random pixels do not compress: zlib stores them verbatim, so a flipped byte in a
+    chunk's first record decodes to a wrong byte without an error; only the stream's
+    checksum, at the chunk's end, shows it. Every record of the chunk must be refused
+    (ERROR) or replaced (SKIP), as libhdf5 refuses it, never delivered wrong. The chunk is
+    larger than one step of inflation, so its first record is ready before its end."""
+    n = 8
+    imgs = raw_images(n, shape=(160, 160, 3))
+    labels = np.arange(n, dtype=np.int64)
+    path = tmp_path / "stored.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("images", data=imgs, chunks=(4, 160, 160, 3), compression="gzip")
+        f.create_dataset("labels", data=labels)
+        info = f["images"].id.get_chunk_info(0)
+    raw = bytearray(open(path, "rb").read())
+    raw[info.byte_offset + 100] ^= 0x01  # inside record 0's bytes, in a stored block
+    with open(path, "wb") as fh:
+        fh.write(raw)
+    with h5py.File(path, "r") as f:
+        with pytest.raises(OSError):
+            f["images"][0]
+    bad = set(range(4))
+    opts = dict(batch_size=2, transform="none", threads=1)
+    check_error(str(path), bad, **opts)
+    with stoker.Loader(str(path), shuffle=False, device="cpu", on_corrupt="skip",
+                       **opts) as loader:
+        batches = epochs(loader, 1)
+        skipped = loader.stats()["skipped"]
+    assert check_skip(batches, bad, imgs, labels, n) == 4 == skipped
