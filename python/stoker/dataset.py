@@ -7,7 +7,7 @@ import threading
 
 from . import _lib
 from ._config import Config, c_string, check_int, check_bool, check_path, choice, dtype_code
-from .errors import error
+from .errors import error, StateError
 
 _L = _lib.lib
 
@@ -58,6 +58,10 @@ class Writer:
         self._calls = threading.RLock()
         self._life = threading.Lock()
         self._destroy = _L.stoker_writer_destroy
+        # A forked process has a copy of this object: destroying it there would delete the
+        # output the creating process is still writing.
+        self._pid = os.getpid()
+        self._getpid = os.getpid
         with Config() as cfg:
             if shard_size is not None:
                 cfg.set_int(_lib.OPT_SHARD_SIZE, check_int("shard_size", shard_size, 1))
@@ -97,6 +101,10 @@ class Writer:
     @contextlib.contextmanager
     def _live(self):
         """The handle, with the writer's call lock held; ValueError once closed."""
+        if self._getpid() != self._pid:
+            raise StateError(_lib.E_STATE, "this writer was created by process %d, and a "
+                             "forked process cannot use it: its output belongs to that "
+                             "process" % self._pid)
         with self._calls:
             if not self._handle:
                 raise ValueError("the writer is closed")
@@ -147,7 +155,10 @@ class Writer:
 
     def cancel(self):
         """Makes the next (or a running) add/finish fail with CanceledError. Any thread;
-        does not wait for the call in progress. A no-op once the writer is closed."""
+        does not wait for the call in progress. A no-op once the writer is closed, and in a
+        forked process."""
+        if self._getpid() != self._pid:
+            return
         with self._life:
             if self._handle:
                 _L.stoker_writer_cancel(self._handle)
@@ -156,6 +167,9 @@ class Writer:
         """Destroys the writer; an unfinished data set is discarded. Waits for a call in
         progress in another thread."""
         if not hasattr(self, "_calls"):  # __init__ failed before the handle existed
+            return
+        if self._getpid() != self._pid:  # forget the creating process's writer, no more
+            self._handle.value = None
             return
         with self._calls, self._life:
             if self._handle:

@@ -35,6 +35,9 @@ _L = _lib.lib
 _SIMD = {"auto": 0, "scalar": 1, "avx2": 2, "avx512": 3}
 _ORDERS = {"records": 1, "blocks": 2}  # stoker_order
 
+_FORKED = ("this %s was created by process %d, and a forked process cannot use it (its "
+           "threads and memory stay with that process): create a new %s here")
+
 _HOLD_RULE = ("the next batch's slot is still held (depth=%d): the loader's slots form a ring, "
               "so the batch handed out depth steps earlier must be released first. A batch "
               "stays in use while its Batch object or any array/tensor made from it is "
@@ -49,7 +52,12 @@ class _Core:
 
     The release path (batch_done, destroy, __del__) may run while the interpreter shuts
     down, from a DLPack deleter called after this module's globals were set to None: it
-    uses only what the core holds itself."""
+    uses only what the core holds itself.
+
+    A process forked from the one that created the loader has a copy of this object but
+    none of the loader's threads: there the core touches neither the C loader (whose
+    destruction would wait for those threads) nor its locks (a parent's thread may have
+    held one at the fork); it only forgets the handle."""
 
     def __init__(self):
         self.handle = ctypes.c_void_p()
@@ -66,11 +74,19 @@ class _Core:
         self._release_stream = (_L.stoker_batch_release_stream
                                 if _lib.has("stoker_batch_release_stream") else None)
         self._destroy = _L.stoker_loader_destroy
+        self._pid = os.getpid()
+        self._getpid = os.getpid
+
+    def forked(self):
+        """True in a process forked from the one that created the loader."""
+        return self._getpid() != self._pid
 
     def errmsg(self):
         return _lib.text(_L.stoker_loader_errmsg(self.handle)) if self.handle else ""
 
     def batch_done(self, bh, slot, stream=None):
+        if self.forked():
+            return
         with self.lock:
             if stream is not None and self._release_stream is not None:
                 # device batch: its buffer is refilled only after the work queued on the
@@ -91,6 +107,10 @@ class _Core:
 
     def close(self):
         """Destroys the loader now, or at the last batch_done while batches are out."""
+        if self.forked():
+            self.closing = True
+            self.handle.value = None
+            return
         with self.lock:
             self.closing = True
             if self.outstanding == 0:
@@ -597,13 +617,20 @@ class Loader:
 
     # ---- helpers ----
 
+    def _core_here(self):
+        """The core; ValueError once the loader is closed, StateError in a forked process."""
+        core = self._core
+        if core is None:
+            raise ValueError("the loader is closed")
+        if core.forked():
+            raise StateError(_lib.E_STATE, _FORKED % ("loader", core._pid, "Loader"))
+        return core
+
     @contextlib.contextmanager
     def _consumer(self):
         """The core, with its consumer lock held (a call from another thread waits for the
         one in progress); ValueError once the loader is closed."""
-        core = self._core
-        if core is None:
-            raise ValueError("the loader is closed")
+        core = self._core_here()
         with core.calls:
             if core.closing or not core.handle:
                 raise ValueError("the loader is closed")
@@ -613,9 +640,7 @@ class Loader:
     def _observer(self):
         """The core, for the calls the C loader allows from any thread at any time (stats):
         they wait only for a release or the destruction in progress, not for next()."""
-        core = self._core
-        if core is None:
-            raise ValueError("the loader is closed")
+        core = self._core_here()
         with core.lock:
             if core.closing or not core.handle:
                 raise ValueError("the loader is closed")
@@ -812,6 +837,9 @@ class Loader:
         loader afterwards raises ValueError. Idempotent."""
         core, self._core = self._core, None
         if core is None:
+            return
+        if core.forked():
+            core.close()
             return
         gc.collect() if core.outstanding else None
         with core.calls:  # a call in progress in another thread ends first
