@@ -79,7 +79,23 @@ PYEOF
 
 # bad arguments and a missing data set fail with a message
 if "$STOKER_BENCH" "$TMP/data" --backend nope > /dev/null 2> "$TMP/err"; then exit 1; fi
-grep -q "bad value for --backend" "$TMP/err"
+grep -q "invalid value 'nope' for --backend: expected one of auto, io_uring, pread" "$TMP/err"
+# the option parser stoker-pack shares: --name=value and unambiguous prefixes are taken;
+# usage errors name the option and say where the options are listed
+"$STOKER_BENCH" "$TMP/data" --epochs=1 --batch-si 64 --no-shuf --json > /dev/null
+usage_err() {
+    local want=$1
+    shift
+    if "$STOKER_BENCH" "$@" > /dev/null 2> "$TMP/err"; then exit 1; fi
+    grep -qF -- "stoker-bench: $want" "$TMP/err" || { cat "$TMP/err"; exit 1; }
+    grep -qF -- "(stoker-bench --help lists the options)" "$TMP/err"
+}
+usage_err "--epochs requires a value" "$TMP/data" --epochs
+usage_err "unknown option '--bogus'" "$TMP/data" --bogus
+usage_err "--json takes no value" "$TMP/data" --json=1
+usage_err "ambiguous option '--dc' (--dct, --dct-scale)" "$TMP/data" --dc fast
+usage_err "invalid value '0' for --epochs: expected an integer >= 1" "$TMP/data" --epochs 0
+usage_err "unexpected argument '$TMP/data'" "$TMP/data" "$TMP/data"
 if "$STOKER_BENCH" "$TMP/nothing" > /dev/null 2> "$TMP/err"; then exit 1; fi
 grep -q "stoker-bench:" "$TMP/err"
 if "$STOKER_BENCH" "$TMP/data" --rank 2 --world-size 2 > /dev/null 2> "$TMP/err"; then exit 1; fi

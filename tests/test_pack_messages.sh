@@ -64,7 +64,25 @@ run 2 "$P" --info --verify "$T/tree"
 has stderr "one of --verify and --info"
 run 2 "$P" --no-shuffle --seed 4 "$T/tree" "$T/o"
 has stderr "--seed"
+# the option parser stoker-bench shares: the same syntax and the same usage errors
+run 2 "$P" --align
+has stderr "stoker-pack: --align requires a value"
+has stderr "(stoker-pack --help lists the options)"
+run 2 "$P" --bogus "$T/tree" "$T/o"
+has stderr "unknown option '--bogus'"
+run 2 "$P" --rgb=1 "$T/tree" "$T/o"
+has stderr "--rgb takes no value"
+run 2 "$P" --ver
+has stderr "ambiguous option '--ver' (--verify, --version)"
+run 2 "$P" --jobs 0 "$T/tree" "$T/o"
+has stderr "invalid value '0' for --jobs: expected an integer from 1 to 1024"
+run 2 "$P" --shard-size 12Q "$T/tree" "$T/o"
+has stderr "invalid value '12Q' for --shard-size"
+run 2 "$P" "--bad$(printf '\033')[31m" "$T/tree" "$T/o"
+has stderr 'unknown option .--bad\\x1b\[31m.'
 [ ! -e "$T/o" ] || fail "an argument error wrote output"
+run 0 "$P" -h
+has stdout "usage:"
 
 # ---- --verify on what is not a data set -------------------------------------------------
 run 1 "$P" --verify "$T/x.npy"
@@ -76,7 +94,7 @@ run 1 "$P" --verify "$T/nonexistent"
 lacks stdout "problem"
 
 # ---- progress counts what the source holds ---------------------------------------------
-run 0 "$P" --no-fsync "$T/x.npy" "$T/npy_out"
+run 0 "$P" --no-fsync --shard-s=64K "$T/x.npy" "$T/npy_out"
 has stderr "3/3 rows"
 lacks stderr "files"
 

@@ -17,6 +17,7 @@ typedef struct opts {
     int shuffle, drop_last, direct, json, io, compute_sleep, gpu_normalize;
     int32_t backend, on_corrupt, transform, dct, antialias, resampler, dct_scale, dtype, layout,
         simd;
+    int32_t order;  /* STOKER_OPT_ORDER's value; 0 leaves the library's default */
     int64_t device; /* STOKER_OPT_DEVICE value; device_set 0: the library's default */
     int device_set;
     const char *dump, *plot;

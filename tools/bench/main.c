@@ -3,6 +3,7 @@
  * stage that limits it. Uses the public API (stoker.h) only. This file: options and the
  * order of things. */
 #include "bench.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -41,165 +42,190 @@ double bench_now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static int parse_int(const char *flag, const char *s, int64_t min, int64_t *out)
-{
-    char *end = NULL;
-    errno = 0;
-    const long long v = s ? strtoll(s, &end, 10) : 0;
-    if (!s || errno || !*s || *end || v < min) {
-        fprintf(stderr, "stoker-bench: %s needs an integer >= %lld\n", flag, (long long)min);
-        return -1;
+/* Options in the order of the tables below: each kind a run of values from 256 up. */
+enum {
+    OPT_BACKEND = 256, /* named values, as `choices` */
+    OPT_ON_CORRUPT,
+    OPT_TRANSFORM,
+    OPT_DCT,
+    OPT_ANTIALIAS,
+    OPT_RESAMPLER,
+    OPT_DCT_SCALE,
+    OPT_DTYPE,
+    OPT_LAYOUT,
+    OPT_SIMD,
+    OPT_ORDER,
+    OPT_EPOCHS, /* integers, as `ints` */
+    OPT_BATCH_SIZE,
+    OPT_THREADS,
+    OPT_DEPTH,
+    OPT_SEED,
+    OPT_RANK,
+    OPT_WORLD_SIZE,
+    OPT_WARMUP,
+    OPT_SIZE,
+    OPT_RESIZE,
+    OPT_NO_SHUFFLE, /* flags, as `flags` */
+    OPT_DROP_LAST,
+    OPT_DIRECT,
+    OPT_JSON,
+    OPT_IO,
+    OPT_COMPUTE_SLEEP,
+    OPT_GPU_NORMALIZE,
+    OPT_DEVICE, /* the rest */
+    OPT_COMPUTE_MS,
+    OPT_DUMP_INDICES,
+    OPT_PLOT,
+    OPT_HELP = 'h', /* -h too */
+};
+
+static const struct option long_opts[] = {
+    {"backend", required_argument, NULL, OPT_BACKEND},
+    {"on-corrupt", required_argument, NULL, OPT_ON_CORRUPT},
+    {"transform", required_argument, NULL, OPT_TRANSFORM},
+    {"dct", required_argument, NULL, OPT_DCT},
+    {"antialias", required_argument, NULL, OPT_ANTIALIAS},
+    {"resampler", required_argument, NULL, OPT_RESAMPLER},
+    {"dct-scale", required_argument, NULL, OPT_DCT_SCALE},
+    {"dtype", required_argument, NULL, OPT_DTYPE},
+    {"layout", required_argument, NULL, OPT_LAYOUT},
+    {"simd", required_argument, NULL, OPT_SIMD},
+    {"order", required_argument, NULL, OPT_ORDER},
+    {"epochs", required_argument, NULL, OPT_EPOCHS},
+    {"batch-size", required_argument, NULL, OPT_BATCH_SIZE},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"depth", required_argument, NULL, OPT_DEPTH},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"rank", required_argument, NULL, OPT_RANK},
+    {"world-size", required_argument, NULL, OPT_WORLD_SIZE},
+    {"warmup", required_argument, NULL, OPT_WARMUP},
+    {"size", required_argument, NULL, OPT_SIZE},
+    {"resize", required_argument, NULL, OPT_RESIZE},
+    {"no-shuffle", no_argument, NULL, OPT_NO_SHUFFLE},
+    {"drop-last", no_argument, NULL, OPT_DROP_LAST},
+    {"direct", no_argument, NULL, OPT_DIRECT},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"io", no_argument, NULL, OPT_IO},
+    {"compute-sleep", no_argument, NULL, OPT_COMPUTE_SLEEP},
+    {"gpu-normalize", no_argument, NULL, OPT_GPU_NORMALIZE},
+    {"device", required_argument, NULL, OPT_DEVICE},
+    {"compute-ms", required_argument, NULL, OPT_COMPUTE_MS},
+    {"dump-indices", required_argument, NULL, OPT_DUMP_INDICES},
+    {"plot", required_argument, NULL, OPT_PLOT},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+/* An option that takes a named value: the names and what each sets its field to. */
+typedef struct choice {
+    const char *const *names;
+    const int32_t *values;
+    size_t off; /* of an int32_t in opts */
+} choice;
+
+#define NAMES(...)                                                                                 \
+    (const char *const[])                                                                          \
+    {                                                                                              \
+        __VA_ARGS__, NULL                                                                          \
     }
-    *out = v;
-    return 0;
-}
-
-static int parse_ms(const char *flag, const char *s, double *out)
-{
-    char *end = NULL;
-    errno = 0;
-    const double v = s ? strtod(s, &end) : 0;
-    if (!s || errno || !*s || *end || !(v >= 0) || v > 1e6) {
-        fprintf(stderr, "stoker-bench: %s needs a number of milliseconds >= 0\n", flag);
-        return -1;
+#define VALUES(...)                                                                                \
+    (const int32_t[])                                                                              \
+    {                                                                                              \
+        __VA_ARGS__                                                                                \
     }
-    *out = v;
-    return 0;
-}
 
-static int parse_choice(const char *flag, const char *s, const char *const *names,
-                        const int32_t *values, int32_t *out)
-{
-    for (int i = 0; s && names[i]; i++)
-        if (strcmp(s, names[i]) == 0) {
-            *out = values[i];
-            return 0;
-        }
-    fprintf(stderr, "stoker-bench: bad value for %s: %s\n", flag, s ? s : "(none)");
-    return -1;
-}
+static const choice choices[] = {
+    {NAMES("auto", "io_uring", "pread"),
+     VALUES(STOKER_BACKEND_AUTO, STOKER_BACKEND_IO_URING, STOKER_BACKEND_PREAD),
+     offsetof(opts, backend)},
+    {NAMES("error", "skip"), VALUES(STOKER_ON_CORRUPT_ERROR, STOKER_ON_CORRUPT_SKIP),
+     offsetof(opts, on_corrupt)},
+    {NAMES("train", "eval", "resize", "none"),
+     VALUES(STOKER_TRANSFORM_TRAIN, STOKER_TRANSFORM_EVAL, STOKER_TRANSFORM_RESIZE,
+            STOKER_TRANSFORM_NONE),
+     offsetof(opts, transform)},
+    {NAMES("accurate", "fast"), VALUES(STOKER_DCT_ISLOW, STOKER_DCT_IFAST), offsetof(opts, dct)},
+    {NAMES("always", "over2x"), VALUES(STOKER_ANTIALIAS_ALWAYS, STOKER_ANTIALIAS_OVER_2X),
+     offsetof(opts, antialias)},
+    {NAMES("fast", "pillow"), VALUES(STOKER_RESAMPLER_FAST, STOKER_RESAMPLER_PILLOW),
+     offsetof(opts, resampler)},
+    {NAMES("never", "train", "always"),
+     VALUES(STOKER_DCT_SCALE_NEVER, STOKER_DCT_SCALE_TRAIN, STOKER_DCT_SCALE_ALWAYS),
+     offsetof(opts, dct_scale)},
+    {NAMES("float32", "float16", "bfloat16", "uint8"),
+     VALUES(STOKER_DTYPE_FLOAT32, STOKER_DTYPE_FLOAT16, STOKER_DTYPE_BFLOAT16, STOKER_DTYPE_UINT8),
+     offsetof(opts, dtype)},
+    {NAMES("NCHW", "NHWC", "nchw", "nhwc"),
+     VALUES(STOKER_LAYOUT_NCHW, STOKER_LAYOUT_NHWC, STOKER_LAYOUT_NCHW, STOKER_LAYOUT_NHWC),
+     offsetof(opts, layout)},
+    {NAMES("auto", "scalar", "avx2", "avx512"),
+     VALUES(STOKER_SIMD_AUTO, STOKER_SIMD_SCALAR, STOKER_SIMD_AVX2, STOKER_SIMD_AVX512),
+     offsetof(opts, simd)},
+    {NAMES("records", "blocks"), VALUES(STOKER_ORDER_RECORDS, STOKER_ORDER_BLOCKS),
+     offsetof(opts, order)},
+};
 
-/* cpu, cuda (GPU 0) or a CUDA ordinal N, as STOKER_OPT_DEVICE's value. */
-static int parse_device(const char *s, opts *o)
+/* An option that takes an integer: the least it may be, and its int64_t field. */
+static const struct {
+    int64_t min;
+    size_t off;
+} ints[] = {
+    {1, offsetof(opts, epochs)}, {1, offsetof(opts, batch)},        {0, offsetof(opts, threads)},
+    {0, offsetof(opts, depth)},  {INT64_MIN, offsetof(opts, seed)}, {0, offsetof(opts, rank)},
+    {1, offsetof(opts, world)},  {0, offsetof(opts, warmup)},       {1, offsetof(opts, size)},
+    {1, offsetof(opts, resize)},
+};
+
+/* A flag: its int field, set to 1 (--no-shuffle clears). */
+static const size_t flags[] = {
+    offsetof(opts, shuffle),       offsetof(opts, drop_last), offsetof(opts, direct),
+    offsetof(opts, json),          offsetof(opts, io),        offsetof(opts, compute_sleep),
+    offsetof(opts, gpu_normalize),
+};
+
+#define FIELD(o, type, off) ((type *)(void *)((char *)(o) + (off)))
+
+/* cpu, cuda (GPU 0) or a CUDA ordinal N (also cuda:N), as STOKER_OPT_DEVICE's value. */
+static int take_device(const char *name, const char *arg, opts *o)
 {
     int64_t n = 0;
-    if (s && !strcmp(s, "cpu"))
+    if (!strcmp(arg, "cpu"))
         o->device = -1;
-    else if (s && !strcmp(s, "cuda"))
+    else if (!strcmp(arg, "cuda"))
         o->device = 1;
-    else if (s && !strncmp(s, "cuda:", 5) && parse_int("--device", s + 5, 0, &n) == 0)
-        o->device = n + 1;
-    else if (parse_int("--device", s, 0, &n) == 0)
+    else if (cli_parse_int(strncmp(arg, "cuda:", 5) ? arg : arg + 5, &n) && n >= 0 && n < INT64_MAX)
         o->device = n + 1;
     else
-        return -1;
+        return cli_bad_value(name, arg, "cpu, cuda, cuda:N or N (a CUDA device number >= 0)");
     o->device_set = 1;
     return 0;
 }
 
-/* --order: STOKER_OPT_ORDER's value, set only when given (0 leaves the library's default). */
-static int32_t order_opt;
-
-/* The options that take a named value. Returns 1 when `a` is not one of them. */
-static int parse_named(const char *a, const char *v, opts *o)
+/* One option; 0, or -1 after a usage error. */
+static int take_option(int c, const char *name, const char *arg, opts *o)
 {
-    static const char *const backends[] = {"auto", "io_uring", "pread", NULL};
-    static const int32_t backend_v[] = {STOKER_BACKEND_AUTO, STOKER_BACKEND_IO_URING,
-                                        STOKER_BACKEND_PREAD};
-    static const char *const corrupt[] = {"error", "skip", NULL};
-    static const int32_t corrupt_v[] = {STOKER_ON_CORRUPT_ERROR, STOKER_ON_CORRUPT_SKIP};
-    static const char *const transforms[] = {"train", "eval", "resize", "none", NULL};
-    static const int32_t transform_v[] = {STOKER_TRANSFORM_TRAIN, STOKER_TRANSFORM_EVAL,
-                                          STOKER_TRANSFORM_RESIZE, STOKER_TRANSFORM_NONE};
-    static const char *const dcts[] = {"accurate", "fast", NULL};
-    static const int32_t dct_v[] = {STOKER_DCT_ISLOW, STOKER_DCT_IFAST};
-    static const char *const antialiases[] = {"always", "over2x", NULL};
-    static const int32_t antialias_v[] = {STOKER_ANTIALIAS_ALWAYS, STOKER_ANTIALIAS_OVER_2X};
-    static const char *const resamplers[] = {"fast", "pillow", NULL};
-    static const int32_t resampler_v[] = {STOKER_RESAMPLER_FAST, STOKER_RESAMPLER_PILLOW};
-    static const char *const dct_scales[] = {"never", "train", "always", NULL};
-    static const int32_t dct_scale_v[] = {STOKER_DCT_SCALE_NEVER, STOKER_DCT_SCALE_TRAIN,
-                                          STOKER_DCT_SCALE_ALWAYS};
-    static const char *const dtypes[] = {"float32", "float16", "bfloat16", "uint8", NULL};
-    static const int32_t dtype_v[] = {STOKER_DTYPE_FLOAT32, STOKER_DTYPE_FLOAT16,
-                                      STOKER_DTYPE_BFLOAT16, STOKER_DTYPE_UINT8};
-    static const char *const layouts[] = {"NCHW", "NHWC", "nchw", "nhwc", NULL};
-    static const int32_t layout_v[] = {STOKER_LAYOUT_NCHW, STOKER_LAYOUT_NHWC, STOKER_LAYOUT_NCHW,
-                                       STOKER_LAYOUT_NHWC};
-    static const char *const orders[] = {"records", "blocks", NULL};
-    static const int32_t order_v[] = {STOKER_ORDER_RECORDS, STOKER_ORDER_BLOCKS};
-    static const char *const simds[] = {"auto", "scalar", "avx2", "avx512", NULL};
-    static const int32_t simd_v[] = {STOKER_SIMD_AUTO, STOKER_SIMD_SCALAR, STOKER_SIMD_AVX2,
-                                     STOKER_SIMD_AVX512};
-    if (!strcmp(a, "--backend"))
-        return parse_choice(a, v, backends, backend_v, &o->backend);
-    if (!strcmp(a, "--on-corrupt"))
-        return parse_choice(a, v, corrupt, corrupt_v, &o->on_corrupt);
-    if (!strcmp(a, "--transform"))
-        return parse_choice(a, v, transforms, transform_v, &o->transform);
-    if (!strcmp(a, "--dct"))
-        return parse_choice(a, v, dcts, dct_v, &o->dct);
-    if (!strcmp(a, "--antialias"))
-        return parse_choice(a, v, antialiases, antialias_v, &o->antialias);
-    if (!strcmp(a, "--resampler"))
-        return parse_choice(a, v, resamplers, resampler_v, &o->resampler);
-    if (!strcmp(a, "--dct-scale"))
-        return parse_choice(a, v, dct_scales, dct_scale_v, &o->dct_scale);
-    if (!strcmp(a, "--dtype"))
-        return parse_choice(a, v, dtypes, dtype_v, &o->dtype);
-    if (!strcmp(a, "--layout"))
-        return parse_choice(a, v, layouts, layout_v, &o->layout);
-    if (!strcmp(a, "--simd"))
-        return parse_choice(a, v, simds, simd_v, &o->simd);
-    if (!strcmp(a, "--order"))
-        return parse_choice(a, v, orders, order_v, &order_opt);
-    if (!strcmp(a, "--device"))
-        return parse_device(v, o);
-    if (!strcmp(a, "--compute-ms"))
-        return parse_ms(a, v, &o->compute_ms);
-    if (!strcmp(a, "--dump-indices"))
-        return (o->dump = v) ? 0 : -1;
-    if (!strcmp(a, "--plot"))
-        return (o->plot = v) ? 0 : -1;
-    return 1;
+    if (c >= OPT_BACKEND && c <= OPT_ORDER) {
+        const choice *ch = &choices[c - OPT_BACKEND];
+        return cli_choice(name, arg, ch->names, ch->values, FIELD(o, int32_t, ch->off));
+    }
+    if (c >= OPT_EPOCHS && c <= OPT_RESIZE) {
+        const int64_t min = ints[c - OPT_EPOCHS].min;
+        return cli_int(name, arg, min, INT64_MAX, FIELD(o, int64_t, ints[c - OPT_EPOCHS].off));
+    }
+    if (c >= OPT_NO_SHUFFLE && c <= OPT_GPU_NORMALIZE) {
+        *FIELD(o, int, flags[c - OPT_NO_SHUFFLE]) = c != OPT_NO_SHUFFLE;
+        return 0;
+    }
+    switch (c) {
+    case OPT_DEVICE: return take_device(name, arg, o);
+    case OPT_COMPUTE_MS: return cli_double(name, arg, 0, 1e6, &o->compute_ms);
+    case OPT_DUMP_INDICES: o->dump = arg; return 0;
+    case OPT_PLOT: o->plot = arg; return 0;
+    default: return -1; /* CLI_ERROR: reported */
+    }
 }
 
-/* The options that take an integer. Returns 1 when `a` is not one of them. */
-static int parse_number(const char *a, const char *v, opts *o)
-{
-    static const struct {
-        const char *flag;
-        int64_t min;
-        size_t off;
-    } ints[] = {
-        {"--epochs", 1, offsetof(opts, epochs)},     {"--batch-size", 1, offsetof(opts, batch)},
-        {"--threads", 0, offsetof(opts, threads)},   {"--depth", 0, offsetof(opts, depth)},
-        {"--seed", INT64_MIN, offsetof(opts, seed)}, {"--rank", 0, offsetof(opts, rank)},
-        {"--world-size", 1, offsetof(opts, world)},  {"--warmup", 0, offsetof(opts, warmup)},
-        {"--size", 1, offsetof(opts, size)},         {"--resize", 1, offsetof(opts, resize)},
-    };
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        if (!strcmp(a, ints[i].flag))
-            return parse_int(a, v, ints[i].min, (int64_t *)(void *)((char *)o + ints[i].off));
-    return 1;
-}
-
-static int parse_flag(const char *a, opts *o)
-{
-    int *const flags[] = {&o->shuffle, &o->drop_last,     &o->direct,       &o->json,
-                          &o->io,      &o->compute_sleep, &o->gpu_normalize};
-    static const char *const names[] = {"--no-shuffle",   "--drop-last", "--direct",
-                                        "--json",         "--io",        "--compute-sleep",
-                                        "--gpu-normalize"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!strcmp(a, names[i])) {
-            *flags[i] = i != 0; /* --no-shuffle clears */
-            return 0;
-        }
-    return 1;
-}
-
-/* Parses argv; returns 0, 1 for --help, -1 on error. */
+/* Parses argv; returns 0, 1 for --help, -1 after a usage error. */
 static int parse(int argc, char **argv, opts *o)
 {
     *o = (opts){.epochs = 1,
@@ -209,37 +235,22 @@ static int parse(int argc, char **argv, opts *o)
                 .warmup = 1,
                 .backend = STOKER_BACKEND_AUTO,
                 .on_corrupt = STOKER_ON_CORRUPT_ERROR};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+    int c;
+    const char *name, *arg;
+    while ((c = cli_next(argc, argv, long_opts, &name, &arg)) != CLI_END) {
+        if (c == OPT_HELP)
             return 1;
-        int rc = parse_named(a, v, o);
-        if (rc == 1)
-            rc = parse_number(a, v, o);
-        if (rc < 0)
+        if (take_option(c, name, arg, o) < 0)
             return -1;
-        if (rc == 0) {
-            i++;
-            continue;
-        }
-        if (parse_flag(a, o) == 0)
-            continue;
-        if (a[0] != '-' && !o->data) {
-            o->data = a;
-            continue;
-        }
-        fprintf(stderr, "stoker-bench: unknown argument %s\n", a);
-        return -1;
     }
-    if (!o->data) {
-        fprintf(stderr, "stoker-bench: no data set given\n");
-        return -1;
-    }
-    if (o->compute_sleep && o->compute_ms <= 0) {
-        fprintf(stderr, "stoker-bench: --compute-sleep sleeps instead of spinning for "
-                        "--compute-ms X per batch: give --compute-ms with it\n");
-        return -1;
-    }
+    if (optind == argc)
+        return cli_usage("no data set given (stoker-bench DATA [options])");
+    if (optind + 1 < argc)
+        return cli_usage("unexpected argument '%s' (expected one data set)", argv[optind + 1]);
+    o->data = argv[optind];
+    if (o->compute_sleep && o->compute_ms <= 0)
+        return cli_usage("--compute-sleep sleeps instead of spinning for --compute-ms X per "
+                         "batch: give --compute-ms with it");
     return 0;
 }
 
@@ -273,7 +284,7 @@ static int make_config(const opts *o, stoker_config **out)
         {STOKER_OPT_LAYOUT, o->layout},
         {STOKER_OPT_SIMD, o->simd},
         {STOKER_OPT_DEVICE, o->device_set ? o->device : 0},
-        {STOKER_OPT_ORDER, order_opt},
+        {STOKER_OPT_ORDER, o->order},
         {STOKER_OPT_GPU_NORMALIZE, o->gpu_normalize},
     };
     for (size_t i = 0; rc == 0 && i < sizeof set / sizeof set[0]; i++) {
@@ -393,12 +404,13 @@ out:
 
 int main(int argc, char **argv)
 {
+    cli_init("stoker-bench");
     opts o;
     const int prc = parse(argc, argv, &o);
-    if (prc != 0) {
-        usage(prc > 0 ? stdout : stderr);
-        return prc > 0 ? 0 : 2;
-    }
+    if (prc > 0)
+        usage(stdout);
+    if (prc != 0)
+        return prc > 0 ? 0 : CLI_USAGE;
     if (stoker_version() != STOKER_VERSION_NUMBER)
         fprintf(stderr, "stoker-bench: warning: built against %d, running %u\n",
                 STOKER_VERSION_NUMBER, stoker_version());

@@ -52,15 +52,15 @@ int pack_h5_open(const pack_opts *o, stoker_dataset **ds)
     if (stoker_config_create(&cfg) < 0 ||
         (o->labels && stoker_config_set_string(cfg, STOKER_OPT_H5_LABELS, o->labels) < 0)) {
         stoker_config_destroy(cfg);
-        pack_err("out of memory");
+        cli_err("out of memory");
         return PACK_FAIL;
     }
     const int rc = stoker_dataset_open(ds, o->src, cfg);
     stoker_config_destroy(cfg);
     if (rc == STOKER_E_UNSUPPORTED && !stoker_capability_get(STOKER_CAP_HDF5))
-        pack_err("%s: this build of the library has no HDF5 support", o->src);
+        cli_err("%s: this build of the library has no HDF5 support", o->src);
     else if (rc < 0)
-        pack_err("%s", *ds ? stoker_dataset_errmsg(*ds) : "out of memory");
+        cli_err("%s", *ds ? stoker_dataset_errmsg(*ds) : "out of memory");
     return rc < 0 ? PACK_FAIL : 0;
 }
 
@@ -74,7 +74,7 @@ int pack_h5_field(stoker_writer *w, const stoker_dataset *ds)
                  ? stoker_writer_set_field(w, STOKER_FIELD_RAW, dtype, ndim, shape)
                  : stoker_writer_set_field(w, (stoker_field_kind)kind, 0, 0, NULL);
     if (rc < 0)
-        pack_err("%s", stoker_writer_errmsg(w));
+        cli_err("%s", stoker_writer_errmsg(w));
     return rc < 0 ? PACK_FAIL : 0;
 }
 
@@ -97,17 +97,17 @@ static int copy_record(const pack_opts *o, stoker_dataset *ds, int64_t id, stoke
     uint64_t size = 0;
     int64_t label = -1;
     if (stoker_dataset_record_info(ds, id, &size, &label, NULL) < 0) {
-        pack_err("%s: record %lld: %s", o->src, (long long)id, stoker_dataset_errmsg(ds));
+        cli_err("%s: record %lld: %s", o->src, (long long)id, stoker_dataset_errmsg(ds));
         return PACK_FAIL;
     }
     if (!room(buf, cap, size)) {
-        pack_err("%s: record %lld: out of memory for %llu bytes", o->src, (long long)id,
-                 (unsigned long long)size);
+        cli_err("%s: record %lld: out of memory for %llu bytes", o->src, (long long)id,
+                (unsigned long long)size);
         return PACK_FAIL;
     }
     size_t got = 0;
     if (stoker_dataset_read(ds, id, *buf, *cap, &got) < 0) {
-        pack_err("%s", stoker_dataset_errmsg(ds));
+        cli_err("%s", stoker_dataset_errmsg(ds));
         return PACK_FAIL;
     }
     char key[32];
@@ -116,7 +116,7 @@ static int copy_record(const pack_opts *o, stoker_dataset *ds, int64_t id, stoke
     if (r == STOKER_E_CANCELED || pack_interrupted)
         return PACK_INTERRUPTED;
     if (r < 0) {
-        pack_err("%s: record %lld: %s", o->src, (long long)id, stoker_writer_errmsg(w));
+        cli_err("%s: record %lld: %s", o->src, (long long)id, stoker_writer_errmsg(w));
         return PACK_FAIL;
     }
     res->records++;
@@ -161,7 +161,7 @@ int pack_h5_items(const pack_opts *o, stoker_dataset *ds, pack_source *src)
         src->n++;
     }
     if (src->n != (size_t)n) {
-        pack_err("out of memory for %lld records", (long long)n);
+        cli_err("out of memory for %lld records", (long long)n);
         return PACK_FAIL;
     }
     return 0;
@@ -172,7 +172,7 @@ int pack_h5_items(const pack_opts *o, stoker_dataset *ds, pack_source *src)
 /* Prints "PATH: " with the path escaped. */
 static void put_path(const char *path)
 {
-    pack_put_escaped(stdout, path);
+    cli_put_escaped(stdout, path);
     fputs(": ", stdout);
 }
 
@@ -184,7 +184,7 @@ int pack_h5_verify(const char *path, bool quiet)
     if (stoker_dataset_open(&ds, path, NULL) < 0) {
         put_path(path);
         fputs("cannot be read: ", stdout);
-        pack_put_escaped(stdout, ds ? stoker_dataset_errmsg(ds) : "out of memory");
+        cli_put_escaped(stdout, ds ? stoker_dataset_errmsg(ds) : "out of memory");
         putchar('\n');
         stoker_dataset_close(ds);
         return PACK_FAIL;
@@ -200,7 +200,7 @@ int pack_h5_verify(const char *path, bool quiet)
             stoker_dataset_record_info(ds, i, &size, NULL, NULL) == 0 && room(&buf, &cap, size);
         if (!ok || stoker_dataset_read(ds, i, buf, cap, &got) < 0) {
             printf("record %lld: ", (long long)i);
-            pack_put_escaped(stdout, buf ? stoker_dataset_errmsg(ds) : "out of memory");
+            cli_put_escaped(stdout, buf ? stoker_dataset_errmsg(ds) : "out of memory");
             putchar('\n');
             bad++;
         }

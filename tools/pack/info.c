@@ -94,7 +94,7 @@ static void print_human(const char *path, stoker_dataset *ds, int32_t kind, int3
 {
     const int64_t bytes = stoker_dataset_payload_bytes(ds);
     fputs("data set        ", stdout);
-    pack_put_escaped(stdout, path);
+    cli_put_escaped(stdout, path);
     putchar('\n');
     printf("format version  %d\n", stoker_dataset_format_version(ds));
     printf("records         %lld\n", (long long)stoker_dataset_num_records(ds));
@@ -116,7 +116,7 @@ static void print_human(const char *path, stoker_dataset *ds, int32_t kind, int3
     printf("\nclasses         %d", nc);
     for (int32_t i = 0; i < nc && i < 10; i++) {
         fputs(i ? ", " : ": ", stdout);
-        pack_put_escaped(stdout, stoker_dataset_class_name(ds, i));
+        cli_put_escaped(stdout, stoker_dataset_class_name(ds, i));
     }
     printf("%s\n", nc > 10 ? ", ..." : "");
 }
@@ -128,9 +128,9 @@ int pack_info(const char *path, bool json)
     if (rc < 0) {
         /* The library's message names the file already. */
         if (ds && *stoker_dataset_errmsg(ds))
-            pack_err("%s", stoker_dataset_errmsg(ds));
+            cli_err("%s", stoker_dataset_errmsg(ds));
         else
-            pack_err("%s: %s", path, stoker_strerror(rc));
+            cli_err("%s: %s", path, stoker_strerror(rc));
         stoker_dataset_close(ds);
         return PACK_FAIL;
     }
@@ -163,7 +163,7 @@ static void on_problem(void *user, int32_t shard, int64_t record, int32_t code, 
         printf("shard %d, record %lld: ", shard, (long long)record);
     else
         printf("shard %d: ", shard);
-    pack_put_escaped(stdout, msg);
+    cli_put_escaped(stdout, msg);
     printf(" (%s)\n", stoker_strerror(code));
 }
 
@@ -175,14 +175,14 @@ int pack_verify(const char *path, bool quiet)
     whole_problem whole = {0, ""};
     const int rc = stoker_dataset_verify(path, NULL, on_problem, &whole, &problems);
     if (rc == 0 && !quiet) {
-        pack_put_escaped(stdout, path);
+        cli_put_escaped(stdout, path);
         printf(": intact\n");
     }
     if (rc == 0)
         return PACK_OK;
     /* Not a data set at all (or not there) is no problem found in one: say what it is. */
     if (whole.msg[0] && rc != STOKER_E_CORRUPT) {
-        pack_put_escaped(stdout, whole.msg); /* names the path */
+        cli_put_escaped(stdout, whole.msg); /* names the path */
         if (rc == STOKER_E_FORMAT && !strstr(whole.msg, "not a stoker data set"))
             fputs(": not a stoker data set", stdout);
         if (rc == STOKER_E_FORMAT)
@@ -195,10 +195,10 @@ int pack_verify(const char *path, bool quiet)
         return PACK_FAIL;
     }
     if (whole.msg[0]) {
-        pack_put_escaped(stdout, whole.msg);
+        cli_put_escaped(stdout, whole.msg);
         printf(" (%s)\n", stoker_strerror(whole.code));
     }
-    pack_put_escaped(stdout, path);
+    cli_put_escaped(stdout, path);
     printf(": %lld problem%s found\n", (long long)problems, problems == 1 ? "" : "s");
     return PACK_FAIL;
 }

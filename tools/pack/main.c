@@ -1,10 +1,10 @@
 /* stoker-pack: packs an ImageFolder tree, a list file, a .npy array or an HDF5 file into a
  * stoker data set; --verify and --info inspect one. Exit codes: 0 ok, 1 failure or
  * corruption, 2 usage, 130 interrupted. */
+#include "cli.h"
 #include "pack.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,55 +71,6 @@ static void usage(FILE *f)
                "  --quiet            print errors only\n");
 }
 
-static bool parse_u64(const char *s, uint64_t *v)
-{
-    char *end;
-    errno = 0;
-    const unsigned long long x = strtoull(s, &end, 10);
-    if (errno || end == s || *end || s[0] == '-')
-        return false;
-    *v = x;
-    return true;
-}
-
-static bool parse_int(const char *s, int lo, int hi, int *v)
-{
-    uint64_t x;
-    if (!parse_u64(s, &x) || x < (uint64_t)lo || x > (uint64_t)hi)
-        return false;
-    *v = (int)x;
-    return true;
-}
-
-/* "256M", "1G", "4096", "64k": bytes (powers of 1024). */
-static bool parse_size(const char *s, int64_t *v)
-{
-    char *end;
-    errno = 0;
-    const unsigned long long x = strtoull(s, &end, 10);
-    if (errno || end == s || s[0] == '-')
-        return false;
-    unsigned shift = 0;
-    if (*end) {
-        const char *units = "KMGT";
-        const char *u = strchr(units, end[0] >= 'a' ? end[0] - 32 : end[0]);
-        if (!u || !*u)
-            return false;
-        shift = 10 * (unsigned)(u - units + 1);
-        end++;
-        if (*end == 'i' && end[1] == 'B')
-            end += 2;
-        else if (*end == 'B')
-            end++;
-        if (*end)
-            return false;
-    }
-    if (x == 0 || x > (unsigned long long)INT64_MAX >> shift)
-        return false;
-    *v = (int64_t)(x << shift);
-    return true;
-}
-
 enum {
     OPT_SHARD_SIZE = 256,
     OPT_ALIGN,
@@ -139,7 +90,7 @@ enum {
     OPT_INFO,
     OPT_JSON,
     OPT_VERSION,
-    OPT_HELP,
+    OPT_HELP = 'h', /* -h too */
 };
 
 static const struct option long_opts[] = {
@@ -165,45 +116,47 @@ static const struct option long_opts[] = {
     {NULL, 0, NULL, 0},
 };
 
-static int bad_value(const char *opt, const char *value)
+/* An int option in lo..hi; -1 to go on, else an exit code. */
+static int take_int(const char *name, const char *arg, int64_t lo, int64_t hi, int32_t *out)
 {
-    pack_err("invalid value '%s' for --%s (see --help)", value, opt);
-    return PACK_USAGE;
+    int64_t v;
+    if (cli_int(name, arg, lo, hi, &v) < 0)
+        return PACK_USAGE;
+    *out = (int32_t)v;
+    return -1;
+}
+
+static int take_align(const char *name, const char *arg, pack_opts *o)
+{
+    int64_t v;
+    if (!cli_parse_int(arg, &v) || (v != 1 && v != 512 && v != 4096)) {
+        cli_bad_value(name, arg, "1, 512 or 4096");
+        return PACK_USAGE;
+    }
+    o->align = (int32_t)v;
+    return -1;
 }
 
 /* One option; returns -1 to go on, else an exit code. */
-static int take_option(int c, const char *arg, pack_opts *o)
+static int take_option(int c, const char *name, const char *arg, pack_opts *o)
 {
-    uint64_t u;
     if (c == OPT_VERIFY || c == OPT_INFO) {
         const pack_mode m = c == OPT_VERIFY ? MODE_VERIFY : MODE_INFO;
         if (o->mode != MODE_PACK && o->mode != m) {
-            pack_err("choose one of --verify and --info");
+            cli_err("choose one of --verify and --info");
             return PACK_USAGE;
         }
     }
     switch (c) {
-    case OPT_SHARD_SIZE: return parse_size(arg, &o->shard_size) ? -1 : bad_value("shard-size", arg);
-    case OPT_ALIGN:
-        if (!parse_int(arg, 1, 4096, &o->align) ||
-            (o->align != 1 && o->align != 512 && o->align != 4096))
-            return bad_value("align", arg);
-        return -1;
-    case OPT_JOBS: return parse_int(arg, 1, 1024, &o->jobs) ? -1 : bad_value("jobs", arg);
+    case OPT_SHARD_SIZE: return cli_size(name, arg, &o->shard_size) < 0 ? PACK_USAGE : -1;
+    case OPT_ALIGN: return take_align(name, arg, o);
+    case OPT_JOBS: return take_int(name, arg, 1, 1024, &o->jobs);
     case OPT_VALIDATE: o->validate = true; return -1;
     case OPT_STRICT: o->strict = true; return -1;
-    case OPT_MAX_SIDE:
-        return parse_int(arg, 1, 65535, &o->max_side) ? -1 : bad_value("max-side", arg);
-    case OPT_QUALITY:
-        o->quality_set = true;
-        return parse_int(arg, 1, 100, &o->quality) ? -1 : bad_value("quality", arg);
+    case OPT_MAX_SIDE: return take_int(name, arg, 1, 65535, &o->max_side);
+    case OPT_QUALITY: o->quality_set = true; return take_int(name, arg, 1, 100, &o->quality);
     case OPT_RGB: o->rgb = true; return -1;
-    case OPT_SEED:
-        if (!parse_u64(arg, &u))
-            return bad_value("seed", arg);
-        o->seed = u;
-        o->seed_set = true;
-        return -1;
+    case OPT_SEED: o->seed_set = true; return cli_u64(name, arg, &o->seed) < 0 ? PACK_USAGE : -1;
     case OPT_NO_SHUFFLE: o->shuffle = false; return -1;
     case OPT_FORCE: o->force = true; return -1;
     case OPT_QUIET: o->quiet = true; return -1;
@@ -217,7 +170,7 @@ static int take_option(int c, const char *arg, pack_opts *o)
                stoker_version_string(), STOKER_FORMAT_VERSION);
         return PACK_OK;
     case OPT_HELP: usage(stdout); return PACK_OK;
-    default: usage(stderr); return PACK_USAGE;
+    default: return PACK_USAGE; /* CLI_ERROR: reported */
     }
 }
 
@@ -226,21 +179,21 @@ static int check_combination(const pack_opts *o)
 {
     const char *what = o->mode == MODE_VERIFY ? "--verify" : "--info";
     if (o->mode != MODE_PACK && (o->pack_option || (o->mode == MODE_INFO && o->quiet))) {
-        pack_err("--%s is an option of packing; %s takes none of those",
-                 o->pack_option ? o->pack_option : "quiet", what);
+        cli_err("--%s is an option of packing; %s takes none of those",
+                o->pack_option ? o->pack_option : "quiet", what);
         return PACK_USAGE;
     }
     if (o->json && o->mode != MODE_INFO) {
-        pack_err("--json is an option of --info");
+        cli_err("--json is an option of --info");
         return PACK_USAGE;
     }
     if (o->mode == MODE_PACK && o->quality_set && !o->rgb && o->max_side == 0) {
-        pack_err("--quality sets the quality of re-encoded images: give --rgb or --max-side "
-                 "with it");
+        cli_err("--quality sets the quality of re-encoded images: give --rgb or --max-side "
+                "with it");
         return PACK_USAGE;
     }
     if (o->mode == MODE_PACK && o->seed_set && !o->shuffle) {
-        pack_err("--seed chooses the shuffle, and --no-shuffle turns it off: give one of them");
+        cli_err("--seed chooses the shuffle, and --no-shuffle turns it off: give one of them");
         return PACK_USAGE;
     }
     return -1;
@@ -252,22 +205,21 @@ static int take_operands(int argc, char **argv, pack_opts *o)
     const int rest = argc - optind, want = o->mode == MODE_PACK ? 2 : 1;
     const char *what = o->mode == MODE_VERIFY ? "--verify" : "--info";
     if (rest > want) {
-        pack_err("unexpected argument '%s' (%s)", argv[optind + want],
-                 o->mode == MODE_PACK ? "expected SRC OUT" : "expected one path");
+        cli_usage("unexpected argument '%s' (%s)", argv[optind + want],
+                  o->mode == MODE_PACK ? "expected SRC OUT" : "expected one path");
     } else if (rest == 0 && o->mode == MODE_PACK) {
-        pack_err("no source and output given (stoker-pack [options] SRC OUT)");
+        cli_usage("no source and output given (stoker-pack [options] SRC OUT)");
     } else if (rest == 0) {
-        pack_err("%s needs the data set to read", what);
+        cli_usage("%s needs the data set to read", what);
     } else if (rest < want) {
-        pack_err("missing the output: where should the data set from '%s' go? "
-                 "(stoker-pack [options] SRC OUT)",
-                 argv[optind]);
+        cli_usage("missing the output: where should the data set from '%s' go? "
+                  "(stoker-pack [options] SRC OUT)",
+                  argv[optind]);
     } else {
         o->src = o->mode == MODE_PACK ? argv[optind] : NULL;
         o->out = argv[argc - 1];
         return -1;
     }
-    fprintf(stderr, "(stoker-pack --help lists the options)\n");
     return PACK_USAGE;
 }
 
@@ -281,12 +233,12 @@ static int parse_args(int argc, char **argv, pack_opts *o)
                      .quality = 90,
                      .shuffle = true,
                      .fsync = true};
-    int c, index = -1;
-    opterr = 1;
-    while ((c = getopt_long(argc, argv, "", long_opts, &index)) != -1) {
+    int c;
+    const char *name, *arg;
+    while ((c = cli_next(argc, argv, long_opts, &name, &arg)) != CLI_END) {
         if (c >= OPT_SHARD_SIZE && c <= OPT_NO_FSYNC && c != OPT_QUIET && !o->pack_option)
-            o->pack_option = long_opts[index].name;
-        const int rc = take_option(c, optarg, o);
+            o->pack_option = name;
+        const int rc = take_option(c, name, arg, o);
         if (rc >= 0)
             return rc;
     }
@@ -299,9 +251,9 @@ static void print_options(const pack_opts *o, const char *kind)
     fprintf(stderr, "stoker-pack %s (library %s, format version %d)\n", STOKER_VERSION_STRING_TOOL,
             stoker_version_string(), STOKER_FORMAT_VERSION);
     fputs("  source       ", stderr);
-    pack_put_escaped(stderr, o->src);
+    cli_put_escaped(stderr, o->src);
     fprintf(stderr, " (%s)\n  output       ", kind);
-    pack_put_escaped(stderr, o->out);
+    cli_put_escaped(stderr, o->out);
     fprintf(stderr, "\n  shard-size   %lld bytes\n  align        %d\n  jobs         %d\n",
             (long long)o->shard_size, o->align, o->jobs);
     fprintf(stderr, "  validate     %s\n  strict       %s\n  rgb          %s\n",
@@ -313,7 +265,7 @@ static void print_options(const pack_opts *o, const char *kind)
             o->force ? "yes" : "no", o->fsync ? "yes" : "no");
     if (o->labels) {
         fputs("  labels       ", stderr);
-        pack_put_escaped(stderr, o->labels);
+        cli_put_escaped(stderr, o->labels);
         fputc('\n', stderr);
     }
 }
@@ -326,10 +278,10 @@ static void print_summary(const pack_opts *o, const pack_result *r, double secs)
         shards = stoker_dataset_num_shards(ds);
     stoker_dataset_close(ds);
     const double dt = secs > 1e-6 ? secs : 1e-6;
-    pack_err("wrote %s: %lld records, %lld bytes, %d shard%s, %zu skipped, %.2f s, "
-             "%.0f records/s, %.1f MB/s",
-             o->out, (long long)r->records, (long long)r->bytes, shards, shards == 1 ? "" : "s",
-             r->skips.n, secs, (double)r->records / dt, (double)r->bytes / dt / 1e6);
+    cli_err("wrote %s: %lld records, %lld bytes, %d shard%s, %zu skipped, %.2f s, "
+            "%.0f records/s, %.1f MB/s",
+            o->out, (long long)r->records, (long long)r->bytes, shards, shards == 1 ? "" : "s",
+            r->skips.n, secs, (double)r->records / dt, (double)r->bytes / dt / 1e6);
 }
 
 static void print_skips(const pack_skips *s, const char *noun)
@@ -339,7 +291,7 @@ static void print_skips(const pack_skips *s, const char *noun)
     fprintf(stderr, "stoker-pack: %zu %s%s left out:\n", s->n, noun, s->n == 1 ? "" : "s");
     for (size_t i = 0; i < s->n && i < 20; i++) {
         fputs("  ", stderr);
-        pack_put_escaped(stderr, s->lines[i]);
+        cli_put_escaped(stderr, s->lines[i]);
         fputc('\n', stderr);
     }
     if (s->n > 20)
@@ -351,7 +303,7 @@ static stoker_writer *open_writer(const pack_opts *o, int *exit_code)
     stoker_config *cfg = NULL;
     stoker_writer *w = NULL;
     if (stoker_config_create(&cfg) < 0) {
-        pack_err("out of memory");
+        cli_err("out of memory");
         *exit_code = PACK_FAIL;
         return NULL;
     }
@@ -363,11 +315,11 @@ static stoker_writer *open_writer(const pack_opts *o, int *exit_code)
     stoker_config_destroy(cfg);
     if (rc < 0) {
         if (w && *stoker_writer_errmsg(w))
-            pack_err("%s", stoker_writer_errmsg(w)); /* names the file already */
+            cli_err("%s", stoker_writer_errmsg(w)); /* names the file already */
         else
-            pack_err("%s: %s", o->out, stoker_strerror(rc));
+            cli_err("%s: %s", o->out, stoker_strerror(rc));
         if (rc == STOKER_E_EXISTS && !o->force)
-            pack_err("%s exists; use --force to replace it", o->out);
+            cli_err("%s exists; use --force to replace it", o->out);
         stoker_writer_destroy(w);
         *exit_code = rc == STOKER_E_EXISTS || rc == STOKER_E_INVALID ? PACK_USAGE : PACK_FAIL;
         return NULL;
@@ -414,8 +366,8 @@ static int refuse_image_options(const pack_opts *o, const char *holds)
     snprintf(names, sizeof names, "%s%s%s%s", o->validate ? " --validate" : "",
              o->strict ? " --strict" : "", o->rgb ? " --rgb" : "",
              o->max_side ? " --max-side" : "");
-    pack_err("%s holds %s, not images:%s appl%s to JPEG and PNG images only", o->src, holds, names,
-             strchr(names + 1, ' ') ? "y" : "ies");
+    cli_err("%s holds %s, not images:%s appl%s to JPEG and PNG images only", o->src, holds, names,
+            strchr(names + 1, ' ') ? "y" : "ies");
     return PACK_USAGE;
 }
 
@@ -430,12 +382,12 @@ static int open_npy(const pack_opts *o, input *in)
         return PACK_FAIL;
     in->has_labels = true;
     if (in->labels.ndim != 0 || (in->labels.kind != 'i' && in->labels.kind != 'u')) {
-        pack_err("%s: labels must be a 1-d integer array", o->labels);
+        cli_err("%s: labels must be a 1-d integer array", o->labels);
         return PACK_FAIL;
     }
     if (in->labels.rows != in->data.rows) {
-        pack_err("%s: %llu labels for %llu rows of %s", o->labels,
-                 (unsigned long long)in->labels.rows, (unsigned long long)in->data.rows, o->src);
+        cli_err("%s: %llu labels for %llu rows of %s", o->labels,
+                (unsigned long long)in->labels.rows, (unsigned long long)in->data.rows, o->src);
         return PACK_FAIL;
     }
     return 0;
@@ -466,12 +418,12 @@ static int load_source(const pack_opts *o, input *in)
     if (pack_is_h5(o->src))
         return open_h5(o, in);
     if (stat(o->src, &st) != 0) {
-        pack_err("%s: %s", o->src, strerror(errno));
+        cli_err("%s: %s", o->src, strerror(errno));
         return PACK_FAIL;
     }
     in->kind = S_ISDIR(st.st_mode) ? IN_FOLDER : pack_is_npy(o->src) ? IN_NPY : IN_LIST;
     if (o->labels && in->kind != IN_NPY) {
-        pack_err("--labels is only for a .npy or HDF5 source");
+        cli_err("--labels is only for a .npy or HDF5 source");
         return PACK_USAGE;
     }
     if (in->kind == IN_NPY)
@@ -507,7 +459,7 @@ static int declare_field(stoker_writer *w, const input *in)
     for (size_t i = 0; rc == 0 && i < in->files.nclasses; i++)
         rc = stoker_writer_add_class(w, in->files.classes[i]);
     if (rc < 0)
-        pack_err("%s", stoker_writer_errmsg(w));
+        cli_err("%s", stoker_writer_errmsg(w));
     return rc < 0 ? PACK_FAIL : 0;
 }
 
@@ -540,17 +492,17 @@ static int write_all(const pack_opts *o, const input *in, const size_t *order, p
         if (rc == STOKER_E_CANCELED || (rc < 0 && pack_interrupted)) {
             code = PACK_INTERRUPTED;
         } else if (rc == STOKER_E_EMPTY) {
-            pack_err("%s: no records (every %s was left out)", o->src,
-                     in->kind == IN_H5_IMAGES ? "record" : "file");
+            cli_err("%s: no records (every %s was left out)", o->src,
+                    in->kind == IN_H5_IMAGES ? "record" : "file");
             code = PACK_FAIL;
         } else if (rc < 0) {
-            pack_err("%s", stoker_writer_errmsg(w));
+            cli_err("%s", stoker_writer_errmsg(w));
             code = PACK_FAIL;
         }
     }
     drop_writer(w);
     if (code == PACK_INTERRUPTED)
-        pack_err("interrupted; %s left as it was", o->out);
+        cli_err("interrupted; %s left as it was", o->out);
     return code;
 }
 
@@ -560,7 +512,7 @@ static int prepare(const pack_opts *o, input *in)
     struct stat st;
     int code = pack_check_paths(o);
     if (code == 0 && !o->force && lstat(o->out, &st) == 0) {
-        pack_err("%s exists; use --force to replace it", o->out);
+        cli_err("%s exists; use --force to replace it", o->out);
         code = PACK_USAGE;
     }
     if (code == 0)
@@ -570,10 +522,10 @@ static int prepare(const pack_opts *o, input *in)
     if (code == 0 && !o->quiet)
         print_options(o, kind_name(in));
     if (code == 0 && count_records(in) == 0) {
-        pack_err("%s: no records (%s)", o->src,
-                 in->kind == IN_FOLDER ? "no image files found"
-                 : in->kind == IN_LIST ? "the list names no files"
-                                       : "the source holds no records");
+        cli_err("%s: no records (%s)", o->src,
+                in->kind == IN_FOLDER ? "no image files found"
+                : in->kind == IN_LIST ? "the list names no files"
+                                      : "the source holds no records");
         code = PACK_FAIL;
     }
     if (code == 0 && !o->quiet && (in->kind == IN_FOLDER || in->kind == IN_LIST))
@@ -607,6 +559,7 @@ static int run_pack(const pack_opts *o)
 
 int main(int argc, char **argv)
 {
+    cli_init("stoker-pack");
     pack_opts o;
     const int rc = parse_args(argc, argv, &o);
     if (rc >= 0)

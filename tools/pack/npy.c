@@ -188,11 +188,11 @@ static bool parse_descr(const char *d, pack_npy *a)
 static int check_geometry(pack_npy *a, const npy_header *h, size_t data_off)
 {
     if (h->ndim < 1) {
-        pack_err("%s: a 0-d array has no rows", a->path);
+        cli_err("%s: a 0-d array has no rows", a->path);
         return -1;
     }
     if (h->fortran && h->ndim > 1) {
-        pack_err("%s: Fortran-order arrays are not supported (save with C order)", a->path);
+        cli_err("%s: Fortran-order arrays are not supported (save with C order)", a->path);
         return -1;
     }
     uint64_t row = a->itemsize, total;
@@ -200,19 +200,19 @@ static int check_geometry(pack_npy *a, const npy_header *h, size_t data_off)
     for (int i = 1; i < h->ndim; i++) {
         a->shape[i - 1] = h->shape[i];
         if (__builtin_mul_overflow(row, (uint64_t)h->shape[i], &row)) {
-            pack_err("%s: shape overflows", a->path);
+            cli_err("%s: shape overflows", a->path);
             return -1;
         }
     }
     a->rows = (uint64_t)h->shape[0];
     if (row == 0 || __builtin_mul_overflow(row, a->rows, &total) || row > SIZE_MAX) {
-        pack_err("%s: rows of %llu bytes cannot be records", a->path, (unsigned long long)row);
+        cli_err("%s: rows of %llu bytes cannot be records", a->path, (unsigned long long)row);
         return -1;
     }
     a->row_bytes = (size_t)row;
     if (a->map_size - data_off != total) {
-        pack_err("%s: holds %zu data bytes, its header says %llu (truncated or padded)", a->path,
-                 a->map_size - data_off, (unsigned long long)total);
+        cli_err("%s: holds %zu data bytes, its header says %llu (truncated or padded)", a->path,
+                a->map_size - data_off, (unsigned long long)total);
         return -1;
     }
     a->data = (const uint8_t *)a->map + data_off;
@@ -223,7 +223,7 @@ static int parse(pack_npy *a)
 {
     const uint8_t *p = a->map;
     if (a->map_size < 10 || memcmp(p, npy_magic, 6) != 0) {
-        pack_err("%s: not a .npy file", a->path);
+        cli_err("%s: not a .npy file", a->path);
         return -1;
     }
     const int major = p[6];
@@ -235,22 +235,22 @@ static int parse(pack_npy *a)
         hlen = (size_t)p[8] | (size_t)p[9] << 8 | (size_t)p[10] << 16 | (size_t)p[11] << 24;
         off = 12;
     } else {
-        pack_err("%s: .npy format version %d is not supported", a->path, major);
+        cli_err("%s: .npy format version %d is not supported", a->path, major);
         return -1;
     }
     if (hlen > a->map_size - off) {
-        pack_err("%s: header length %zu runs past the end of the file", a->path, hlen);
+        cli_err("%s: header length %zu runs past the end of the file", a->path, hlen);
         return -1;
     }
     npy_header h;
     if (!parse_header((const char *)p + off, hlen, &h)) {
-        pack_err("%s: malformed .npy header", a->path);
+        cli_err("%s: malformed .npy header", a->path);
         return -1;
     }
     if (!parse_descr(h.descr, a)) {
-        pack_err("%s: dtype '%s' is not supported (little-endian u1..u8, i1..i8, f2, f4, f8, "
-                 "b1)",
-                 a->path, h.descr);
+        cli_err("%s: dtype '%s' is not supported (little-endian u1..u8, i1..i8, f2, f4, f8, "
+                "b1)",
+                a->path, h.descr);
         return -1;
     }
     return check_geometry(a, &h, off + hlen);
@@ -263,7 +263,7 @@ int pack_npy_open(const char *path, pack_npy *a)
     const int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
-        pack_err("%s: %s", path, strerror(errno));
+        cli_err("%s: %s", path, strerror(errno));
         if (fd >= 0)
             close(fd);
         return -1;
@@ -274,7 +274,7 @@ int pack_npy_open(const char *path, pack_npy *a)
     close(fd);
     if (a->map == MAP_FAILED) {
         a->map = NULL;
-        pack_err("%s: %s", path, a->map_size ? strerror(err) : "empty file");
+        cli_err("%s: %s", path, a->map_size ? strerror(err) : "empty file");
         return -1;
     }
     if (parse(a) < 0) {

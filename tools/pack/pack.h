@@ -1,7 +1,9 @@
-/* stoker-pack: what its files share. The tool sees the public API (stoker.h) only. */
+/* stoker-pack: what its files share. The tool sees the public API (stoker.h) only; its
+ * messages go through tools/common/cli.h (cli_err, cli_put_escaped). */
 #ifndef STOKER_PACK_H
 #define STOKER_PACK_H
 
+#include "cli.h"
 #include "stoker.h"
 
 #include <signal.h>
@@ -129,11 +131,5 @@ int pack_verify(const char *path, bool quiet);
 int pack_check_paths(const pack_opts *o);
 /* Refuses an existing output that holds one of the source's files; an exit code. */
 int pack_check_items(const pack_opts *o, const pack_source *src);
-
-/* Prints "stoker-pack: " + message to stderr, control characters escaped. */
-void pack_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Writes s with control characters, DEL and backslashes escaped as in the manifest
- * (\n, \t, \xHH, \\), so that no name can move the cursor or recolour a terminal. */
-void pack_put_escaped(FILE *f, const char *s);
 
 #endif

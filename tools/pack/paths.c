@@ -63,9 +63,9 @@ static int input_inside_out(const char *what, const char *path, const char *rout
     char rin[PATH_MAX];
     if (!realpath(path, rin) || !within(rin, rout))
         return 0;
-    pack_err("%s %s lies inside the output %s, which --force would replace; choose another "
-             "output",
-             what, path, out);
+    cli_err("%s %s lies inside the output %s, which --force would replace; choose another "
+            "output",
+            what, path, out);
     return PACK_USAGE;
 }
 
@@ -74,17 +74,17 @@ int pack_check_paths(const pack_opts *o)
     char rout[PATH_MAX], rsrc[PATH_MAX];
     char *file = source_file(o->src);
     if (!file) {
-        pack_err("out of memory");
+        cli_err("out of memory");
         return PACK_FAIL;
     }
     /* a missing source is reported when it is read */
     const bool known = real_path(o->out, rout) && realpath(file, rsrc);
     int code = 0;
     if (known && strcmp(rout, rsrc) == 0) {
-        pack_err("%s is the source %s; choose another output", o->out, o->src);
+        cli_err("%s is the source %s; choose another output", o->out, o->src);
         code = PACK_USAGE;
     } else if (known && within(rout, rsrc)) {
-        pack_err("%s is inside the source %s; choose an output outside it", o->out, o->src);
+        cli_err("%s is inside the source %s; choose an output outside it", o->out, o->src);
         code = PACK_USAGE;
     } else if (known) {
         code = input_inside_out("the source", file, rout, o->out);

@@ -224,7 +224,7 @@ static int consume(const pack_opts *o, const pack_item *it, const slot *s, stoke
     if (s->skip) {
         pack_skips_add(&res->skips, it->path, s->reason);
         if (o->strict) {
-            pack_err("%s: %s (--strict: no output written)", it->path, s->reason);
+            cli_err("%s: %s (--strict: no output written)", it->path, s->reason);
             return PACK_FAIL;
         }
         return 0;
@@ -233,7 +233,7 @@ static int consume(const pack_opts *o, const pack_item *it, const slot *s, stoke
     if (rc == STOKER_E_CANCELED || pack_interrupted)
         return PACK_INTERRUPTED;
     if (rc < 0) {
-        pack_err("%s: %s", it->path, stoker_writer_errmsg(w));
+        cli_err("%s: %s", it->path, stoker_writer_errmsg(w));
         return PACK_FAIL;
     }
     res->records++;
@@ -276,13 +276,13 @@ int pack_images(const pack_opts *o, const pack_source *src, const size_t *order,
     p.slots = calloc(p.window, sizeof *p.slots);
     pthread_t *threads = calloc((size_t)o->jobs, sizeof *threads);
     if (!p.slots || !threads || init_sync(&p) < 0) {
-        pack_err("out of memory");
+        cli_err("out of memory");
         exit(PACK_FAIL);
     }
     const int nthreads = start_workers(&p, threads, o->jobs);
     int rc = nthreads > 0 ? 0 : PACK_FAIL;
     if (nthreads == 0)
-        pack_err("cannot start worker threads");
+        cli_err("cannot start worker threads");
     pack_progress prog;
     pack_progress_init(&prog, (int64_t)src->n, o->quiet, src->ds ? "records" : "files");
     for (size_t k = 0; rc == 0 && k < src->n; k++) {
@@ -339,8 +339,8 @@ int pack_rows(const pack_opts *o, const pack_npy *data, const pack_npy *labels, 
         const uint64_t id = order[k];
         int64_t label = -1;
         if (labels && !row_label(labels, id, &label)) {
-            pack_err("%s: label of row %llu does not fit int64", labels->path,
-                     (unsigned long long)id);
+            cli_err("%s: label of row %llu does not fit int64", labels->path,
+                    (unsigned long long)id);
             rc = PACK_FAIL;
             break;
         }
@@ -349,8 +349,8 @@ int pack_rows(const pack_opts *o, const pack_npy *data, const pack_npy *labels, 
         if (r == STOKER_E_CANCELED || pack_interrupted) {
             rc = PACK_INTERRUPTED;
         } else if (r < 0) {
-            pack_err("%s: row %llu: %s", data->path, (unsigned long long)id,
-                     stoker_writer_errmsg(w));
+            cli_err("%s: row %llu: %s", data->path, (unsigned long long)id,
+                    stoker_writer_errmsg(w));
             rc = PACK_FAIL;
         } else {
             res->records++;

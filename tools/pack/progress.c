@@ -2,7 +2,6 @@
  * every 2 seconds otherwise; and the list of files left out. */
 #include "pack.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,43 +13,6 @@ double pack_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-void pack_put_escaped(FILE *f, const char *s)
-{
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '\\')
-            fputs("\\\\", f);
-        else if (*p == '\n')
-            fputs("\\n", f);
-        else if (*p == '\t')
-            fputs("\\t", f);
-        else if (*p < 0x20 || *p == 0x7f)
-            fprintf(f, "\\x%02x", *p);
-        else
-            fputc(*p, f);
-    }
-}
-
-/* The whole message is escaped: every name in it may come from a file system. */
-void pack_err(const char *fmt, ...)
-{
-    char stack[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    const int n = vsnprintf(stack, sizeof stack, fmt, ap);
-    va_end(ap);
-    char *msg = n >= (int)sizeof stack ? malloc((size_t)n + 1) : stack;
-    if (msg && msg != stack) {
-        va_start(ap, fmt);
-        vsnprintf(msg, (size_t)n + 1, fmt, ap);
-        va_end(ap);
-    }
-    fputs("stoker-pack: ", stderr);
-    pack_put_escaped(stderr, msg && n >= 0 ? msg : stack);
-    fputc('\n', stderr);
-    if (msg != stack)
-        free(msg);
 }
 
 void pack_progress_init(pack_progress *p, int64_t total, bool quiet, const char *noun)
@@ -118,7 +80,7 @@ void pack_skips_add(pack_skips *s, const char *path, const char *reason)
         s->cap = s->cap ? 2 * s->cap : 64;
         char **v = realloc(s->lines, s->cap * sizeof *v);
         if (!v) {
-            pack_err("out of memory");
+            cli_err("out of memory");
             exit(PACK_FAIL);
         }
         s->lines = v;
@@ -126,7 +88,7 @@ void pack_skips_add(pack_skips *s, const char *path, const char *reason)
     const size_t n = strlen(path) + strlen(reason) + 3;
     char *line = malloc(n);
     if (!line) {
-        pack_err("out of memory");
+        cli_err("out of memory");
         exit(PACK_FAIL);
     }
     snprintf(line, n, "%s: %s", path, reason);

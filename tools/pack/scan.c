@@ -30,7 +30,7 @@ static char *xstrdup(const char *s)
 {
     char *d = strdup(s);
     if (!d) {
-        pack_err("out of memory");
+        cli_err("out of memory");
         exit(PACK_FAIL);
     }
     return d;
@@ -40,7 +40,7 @@ static void *xrealloc(void *p, size_t n)
 {
     void *q = realloc(p, n ? n : 1);
     if (!q) {
-        pack_err("out of memory");
+        cli_err("out of memory");
         exit(PACK_FAIL);
     }
     return q;
@@ -97,7 +97,7 @@ static int walk(const char *base, const char *rel, int depth, found_list *out, s
     char *dir = join(base, rel);
     DIR *d = opendir(dir);
     if (!d) {
-        pack_err("%s: %s", dir, strerror(errno));
+        cli_err("%s: %s", dir, strerror(errno));
         free(dir);
         return -1;
     }
@@ -134,7 +134,7 @@ static int list_classes(const char *root, pack_source *src)
 {
     DIR *d = opendir(root);
     if (!d) {
-        pack_err("%s: %s", root, strerror(errno));
+        cli_err("%s: %s", root, strerror(errno));
         return -1;
     }
     size_t cap = 0;
@@ -165,7 +165,7 @@ int pack_scan_folder(const char *root, bool quiet, pack_source *src)
     if (list_classes(root, src) < 0)
         return -1;
     if (src->nclasses == 0) {
-        pack_err("%s: no class folders (an ImageFolder tree has one folder per class)", root);
+        cli_err("%s: no class folders (an ImageFolder tree has one folder per class)", root);
         return -1;
     }
     for (size_t c = 0; c < src->nclasses; c++) {
@@ -174,8 +174,8 @@ int pack_scan_folder(const char *root, bool quiet, pack_source *src)
         const int rc = walk(cls, "", 0, &f, &src->ignored);
         free(cls);
         if (rc == 0 && f.n == 0 && !quiet)
-            pack_err("warning: class folder '%s' has no images (label %zu stays assigned to it)",
-                     src->classes[c], c);
+            cli_err("warning: class folder '%s' has no images (label %zu stays assigned to it)",
+                    src->classes[c], c);
         if (f.n)
             qsort(f.v, f.n, sizeof *f.v, cmp_found);
         for (size_t i = 0; i < f.n; i++) {
@@ -204,7 +204,7 @@ static int parse_line(const char *list, size_t lineno, char *line, const char *b
         return 0;
     char *tab = strrchr(line, '\t');
     if (!tab || tab == line) {
-        pack_err("%s:%zu: expected 'path<TAB>label'", list, lineno);
+        cli_err("%s:%zu: expected 'path<TAB>label'", list, lineno);
         return -1;
     }
     *tab = '\0';
@@ -212,7 +212,7 @@ static int parse_line(const char *list, size_t lineno, char *line, const char *b
     errno = 0;
     const long long label = strtoll(tab + 1, &end, 10);
     if (errno || end == tab + 1 || *end != '\0') {
-        pack_err("%s:%zu: label '%s' is not an integer", list, lineno, tab + 1);
+        cli_err("%s:%zu: label '%s' is not an integer", list, lineno, tab + 1);
         return -1;
     }
     char *path = line[0] == '/' ? xstrdup(line) : join(base, line);
@@ -224,7 +224,7 @@ int pack_scan_list(const char *list, pack_source *src)
 {
     FILE *f = fopen(list, "r");
     if (!f) {
-        pack_err("%s: %s", list, strerror(errno));
+        cli_err("%s: %s", list, strerror(errno));
         return -1;
     }
     char *base = xstrdup(list);
@@ -239,7 +239,7 @@ int pack_scan_list(const char *list, pack_source *src)
     while (rc == 0 && getline(&line, &cap, f) >= 0)
         rc = parse_line(list, ++lineno, line, base, src);
     if (rc == 0 && ferror(f)) {
-        pack_err("%s: %s", list, strerror(errno));
+        cli_err("%s: %s", list, strerror(errno));
         rc = -1;
     }
     free(line);
