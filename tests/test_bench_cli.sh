@@ -126,6 +126,32 @@ for opt in "--size 64" "--resize 80" "--layout NHWC" "--dct fast" "--antialias a
 done
 if "$STOKER_BENCH" "$TMP/data" --compute-sleep > /dev/null 2> "$TMP/err"; then exit 1; fi
 grep -q -- "--compute-sleep .*--compute-ms" "$TMP/err"
+# names from the command line and the library's messages about them are printed with
+# control characters escaped, never raw to the terminal
+ESC=$(printf '\033')
+ODD="$TMP/odd
+name$ESC[31m"
+cp -r "$TMP/data" "$ODD"
+raw_esc() { LC_ALL=C grep -q "$ESC" "$1"; }
+"$STOKER_BENCH" "$ODD" --epochs 1 --batch-size 64 > "$TMP/out" 2> "$TMP/err"
+grep -qF 'data set     '"$TMP"'/odd\nname\x1b[31m' "$TMP/out"
+! raw_esc "$TMP/out" && ! raw_esc "$TMP/err" || { echo "a raw ESC was printed"; exit 1; }
+if "$STOKER_BENCH" "$ODD-missing" > /dev/null 2> "$TMP/err"; then exit 1; fi
+grep -qF 'odd\nname\x1b[31m-missing' "$TMP/err"
+! raw_esc "$TMP/err" || { echo "a raw ESC was printed with the library's message"; exit 1; }
+if "$STOKER_BENCH" "$ODD" --size 64 > /dev/null 2> "$TMP/err"; then exit 1; fi
+grep -qF 'odd\nname\x1b[31m (its records are not JPEG)' "$TMP/err"
+for opt in --plot --dump-indices; do
+    if "$STOKER_BENCH" "$ODD" $opt "$TMP/no$ESC/x" > /dev/null 2> "$TMP/err"; then exit 1; fi
+    grep -qF -- "$opt $TMP/no\x1b/x: cannot write it" "$TMP/err"
+    ! raw_esc "$TMP/err" || { echo "$opt: a raw ESC was printed"; exit 1; }
+done
+if "$STOKER_BENCH" "$ODD" --io --epochs 1 --batch-size 64 --backend "$ESC" > /dev/null \
+    2> "$TMP/err"; then exit 1; fi
+grep -qF "invalid value '\x1b' for --backend" "$TMP/err"
+! raw_esc "$TMP/err" || { echo "a raw ESC was printed with a bad value"; exit 1; }
+rm -rf "$ODD"
+
 # a failed run leaves no partial --dump-indices file, and an older one as it was
 cp -r "$TMP/data" "$TMP/bad"
 "$PY" - "$TMP/bad" <<'PYEOF'

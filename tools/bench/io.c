@@ -2,6 +2,7 @@
  * sequentially in 1 MiB blocks with pread, first with O_DIRECT (the device itself, when the
  * file system allows it), then buffered (the page cache, once warm). */
 #include "bench.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -59,8 +60,7 @@ void bench_io(const char *data, io_result *io)
     stoker_dataset *ds = NULL;
     uint8_t *buf = aligned_alloc(DIRECT_ALIGN, BLOCK);
     if (!buf || stoker_dataset_open(&ds, data, NULL) != 0) {
-        fprintf(stderr, "stoker-bench: --io: cannot open %s: %s\n", data,
-                ds ? stoker_dataset_errmsg(ds) : "out of memory");
+        cli_err("--io: cannot open %s: %s", data, ds ? stoker_dataset_errmsg(ds) : "out of memory");
         goto out;
     }
     int err = 0;
@@ -70,7 +70,7 @@ void bench_io(const char *data, io_result *io)
         snprintf(io->direct_note, sizeof io->direct_note, "O_DIRECT refused: %s", strerror(err));
     io->buffered_mbps = read_all(ds, 0, buf, &io->bytes, &err);
     if (io->buffered_mbps < 0) {
-        fprintf(stderr, "stoker-bench: --io: read failed: %s\n", strerror(err));
+        cli_err("--io: read failed: %s", strerror(err));
         io->bytes = 0;
     }
 out:

@@ -292,8 +292,8 @@ static int make_config(const opts *o, stoker_config **out)
             continue; /* the library's default */
         rc = stoker_config_set_int(c, set[i].k, set[i].v);
         if (rc)
-            fprintf(stderr, "stoker-bench: option %s = %lld: %s\n", stoker_option_name(set[i].k),
-                    (long long)set[i].v, stoker_strerror(rc));
+            cli_err("option %s = %lld: %s", stoker_option_name(set[i].k), (long long)set[i].v,
+                    stoker_strerror(rc));
     }
     *out = c;
     return rc;
@@ -339,9 +339,7 @@ static int refuse_unused(const opts *o, int32_t kind)
     };
     for (size_t i = 0; i < sizeof image / sizeof image[0]; i++)
         if (image[i].given) {
-            fprintf(stderr,
-                    "stoker-bench: %s applies to the JPEG image pipeline, which does not run "
-                    "on %s (%s)\n",
+            cli_err("%s applies to the JPEG image pipeline, which does not run on %s (%s)",
                     image[i].flag, o->data,
                     kind == STOKER_FIELD_JPEG ? "--transform none" : "its records are not JPEG");
             return -1;
@@ -363,11 +361,11 @@ static int bench(const opts *o, stoker_config *cfg, result *r)
         bench_io(o->data, &r->io);
     int rc = stoker_loader_create(&l, o->data, cfg);
     if (rc != 0) {
-        fprintf(stderr, "stoker-bench: %s: %s\n", stoker_strerror(rc), stoker_loader_errmsg(l));
+        cli_err("%s: %s", stoker_strerror(rc), stoker_loader_errmsg(l));
         goto out;
     }
     if (o->dump && !(dump = bench_out_open(o->dump, &dump_tmp))) {
-        fprintf(stderr, "stoker-bench: %s: %s\n", o->dump, strerror(errno));
+        cli_err("%s: %s", o->dump, strerror(errno));
         goto out;
     }
     if (bench_run(l, o, dump, r) < 0)
@@ -375,7 +373,7 @@ static int bench(const opts *o, stoker_config *cfg, result *r)
     rc = bench_out_close(dump, dump_tmp, o->dump, 1);
     dump = NULL;
     if (rc < 0) {
-        fprintf(stderr, "stoker-bench: %s: %s\n", o->dump, strerror(-rc));
+        cli_err("%s: %s", o->dump, strerror(-rc));
         goto out;
     }
     if (o->json)
@@ -384,15 +382,13 @@ static int bench(const opts *o, stoker_config *cfg, result *r)
         bench_report_text(o, r);
     if (o->plot && r->ntimeline < 2) {
         /* one point or none draws no line: an empty plot would look like a broken run */
-        fprintf(stderr,
-                "stoker-bench: --plot %s: the timed run lasted %.2f s, too short for a "
-                "timeline (a point every 0.25 s, two at least); no plot written (give more "
-                "--epochs)\n",
+        cli_err("--plot %s: the timed run lasted %.2f s, too short for a timeline (a point "
+                "every 0.25 s, two at least); no plot written (give more --epochs)",
                 o->plot, r->seconds);
         goto out;
     }
     if (o->plot && (rc = bench_plot(o->plot, r)) < 0) {
-        fprintf(stderr, "stoker-bench: %s: %s\n", o->plot, strerror(-rc));
+        cli_err("%s: %s", o->plot, strerror(-rc));
         goto out;
     }
     status = r->interrupted ? 130 : 0;
@@ -412,8 +408,7 @@ int main(int argc, char **argv)
     if (prc != 0)
         return prc > 0 ? 0 : CLI_USAGE;
     if (stoker_version() != STOKER_VERSION_NUMBER)
-        fprintf(stderr, "stoker-bench: warning: built against %d, running %u\n",
-                STOKER_VERSION_NUMBER, stoker_version());
+        cli_err("warning: built against %d, running %u", STOKER_VERSION_NUMBER, stoker_version());
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;

@@ -2,6 +2,7 @@
  * so that a run of many minutes does not end in "No such file or directory", and so that
  * no output file replaces a file of the data set being measured (or the other output). */
 #include "bench.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -61,16 +62,14 @@ static int check_output(const char *flag, const char *path, const char *data)
                       : stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? "is a folder"
                                                                     : NULL;
     if (why) {
-        fprintf(stderr, "stoker-bench: %s %s: cannot write it (folder %s: %s)\n", flag, path,
-                dir ? dir : "?", why);
+        cli_err("%s %s: cannot write it (folder %s: %s)", flag, path, dir ? dir : "?", why);
         free(dir);
         return -1;
     }
     free(dir);
     char rdata[PATH_MAX], rpath[PATH_MAX];
     if (data_real_path(data, rdata) && realpath(path, rpath) && within(rpath, rdata)) {
-        fprintf(stderr, "stoker-bench: %s %s: a file of the data set %s; not overwritten\n", flag,
-                path, data);
+        cli_err("%s %s: a file of the data set %s; not overwritten", flag, path, data);
         return -1;
     }
     return 0;
@@ -86,7 +85,7 @@ int bench_check_outputs(const opts *o)
     if (o->plot && o->dump &&
         (strcmp(o->plot, o->dump) == 0 ||
          (realpath(o->plot, a) && realpath(o->dump, b) && strcmp(a, b) == 0))) {
-        fprintf(stderr, "stoker-bench: --plot and --dump-indices name the same file %s\n", o->plot);
+        cli_err("--plot and --dump-indices name the same file %s", o->plot);
         return -1;
     }
     return 0;

@@ -1,6 +1,7 @@
 /* What stoker-bench prints: the effective options, the results, the per-stage breakdown
  * and the verdict, as text or as one JSON object. */
 #include "bench.h"
+#include "cli.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -140,7 +141,9 @@ void bench_report_text(const opts *o, const result *r)
     effective e;
     effective_options(o, r, &e);
     printf("stoker-bench %s\n", stoker_version_string());
-    printf("data set     %s\n", o->data);
+    fputs("data set     ", stdout);
+    cli_put_escaped(stdout, o->data);
+    putchar('\n');
     printf("back-end     %s\nsimd         %s\ndevice       %s\n", stoker_backend_name(st->backend),
            stoker_simd_name(st->simd), e.device);
     printf("options      epochs=%" PRId64 " batch_size=%" PRId64

@@ -1,6 +1,7 @@
 /* The timed run: warm-up batches, then the epochs, with a simulated consumer, a timeline
  * sampled every quarter second, a heartbeat every 5 s and a clean stop on SIGINT. */
 #include "bench.h"
+#include "cli.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -24,7 +25,7 @@ static int take(stoker_loader *l, stoker_batch **out)
 {
     const int rc = stoker_loader_next(l, out);
     if (rc < 0)
-        fprintf(stderr, "stoker-bench: %s: %s\n", stoker_strerror(rc), stoker_loader_errmsg(l));
+        cli_err("%s: %s", stoker_strerror(rc), stoker_loader_errmsg(l));
     return rc;
 }
 
@@ -135,10 +136,8 @@ static void tick(stoker_loader *l, result *r, ticker *k)
     k->last_records = r->records;
     if (t - k->last_beat >= HEARTBEAT_EVERY) {
         k->last_beat = t;
-        fprintf(stderr,
-                "stoker-bench: %.0f s, %" PRId64 " records, %.0f records/s, "
-                "consumer wait %.0f%%\n",
-                t - k->t0, r->records, (double)r->records / (t - k->t0), 100.0 * wf);
+        cli_err("%.0f s, %" PRId64 " records, %.0f records/s, consumer wait %.0f%%", t - k->t0,
+                r->records, (double)r->records / (t - k->t0), 100.0 * wf);
     }
 }
 
