@@ -11,8 +11,10 @@
 #
 #   bench/h5_chunked.sh BUILD FILE
 #
-# FILE: datasets `images` (N, ...) and optionally `labels`; e.g. the file of
-#   make_h5.py FILE 20000 chunked   (chunks (64,224,224,3), gzip)
+# FILE: datasets `images` (N, ...) and optionally `labels`, `images` chunked and compressed,
+#   e.g. written with h5py as
+#   f.create_dataset("images", data=x, chunks=(64, 224, 224, 3), compression="gzip")
+#   (bench/make_data.py h5 writes contiguous arrays: rewrite its `images` that way)
 # Env: THREADS (stoker's worker threads; default the library's), EPOCHS (timed epochs,
 # default 3), DEVICE (stoker-bench --device: cpu, cuda, N; default the library's), PYTHON
 # (an interpreter with numpy and h5py; default the first of python3, /usr/bin/python3 that

@@ -1,7 +1,8 @@
 #!/bin/bash
 # stoker-bench smoke test: --json gives one valid JSON object with the documented keys;
 # --dump-indices lists every batch, and each epoch delivers every record exactly once
-# (and, for two ranks, disjoint and complete apart from the padding); bad arguments fail.
+# (and, for two ranks, disjoint and complete apart from the padding); bad arguments fail
+# with the option parser's messages (shared with stoker-pack); names are printed escaped.
 # On a JPEG data set: the pipeline's options and per-stage times in the JSON, --plot's SVG,
 # the consumer verdict under --compute-ms, --io's two read rates, and SIGINT (exit 130 with
 # the partial results).

@@ -318,7 +318,6 @@ static int32_t field_kind(const char *path, const stoker_config *cfg)
     return kind;
 }
 
-/* Runs the loader and reports. Returns the exit status. */
 /* The image pipeline's options do nothing where it does not run (records that are not
  * JPEG, or --transform none): refused before the run rather than ignored. */
 static int refuse_unused(const opts *o, int32_t kind)
