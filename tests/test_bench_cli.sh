@@ -152,6 +152,17 @@ if "$STOKER_BENCH" "$ODD" --io --epochs 1 --batch-size 64 --backend "$ESC" > /de
 grep -qF "invalid value '\x1b' for --backend" "$TMP/err"
 ! raw_esc "$TMP/err" || { echo "a raw ESC was printed with a bad value"; exit 1; }
 rm -rf "$ODD"
+# --json stays valid JSON whatever bytes the data set's name holds: quotes and controls
+# escaped, bytes that are not UTF-8 as U+FFFD
+ODD="$TMP/q\"b$(printf '\377\t')x"
+cp -r "$TMP/data" "$ODD"
+"$STOKER_BENCH" "$ODD" --epochs 1 --batch-size 64 --json > "$TMP/odd.json"
+"$PY" - "$TMP/odd.json" "$TMP" <<'PYEOF'
+import json, sys
+o = json.loads(open(sys.argv[1], "rb").read())
+assert o["data"] == sys.argv[2] + '/q"b\ufffd\tx', o["data"]
+PYEOF
+rm -rf "$ODD"
 
 # a failed run leaves no partial --dump-indices file, and an older one as it was
 cp -r "$TMP/data" "$TMP/bad"

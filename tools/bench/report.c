@@ -183,19 +183,6 @@ void bench_report_text(const opts *o, const result *r)
     printf("verdict      %s: %s\n", v, why);
 }
 
-static void json_string(const char *s)
-{
-    putchar('"');
-    for (const char *p = s; *p; p++)
-        if (*p == '"' || *p == '\\')
-            printf("\\%c", *p);
-        else if ((unsigned char)*p < 0x20)
-            printf("\\u%04x", *p);
-        else
-            putchar(*p);
-    putchar('"');
-}
-
 static void json_options(const opts *o, const result *r, const effective *e)
 {
     printf(",\"options\":{\"transform\":\"%s\",\"size\":%" PRId64 ",\"resize\":%" PRId64
@@ -203,7 +190,7 @@ static void json_options(const opts *o, const result *r, const effective *e)
            "\"dtype\":\"%s\",\"layout\":\"%s\",\"simd\":\"%s\",\"device\":",
            e->transform, e->size, e->resize, e->dct, e->antialias, e->resampler, e->dct_scale,
            e->dtype, e->layout, stoker_simd_name(r->stats.simd));
-    json_string(e->device);
+    cli_put_json_string(stdout, e->device);
     printf(",\"batch_size\":%" PRId64 ",\"threads\":%d,\"depth\":%d,\"seed\":%" PRId64
            ",\"shuffle\":%s,\"drop_last\":%s,\"rank\":%" PRId64 ",\"world_size\":%" PRId64
            ",\"backend\":\"%s\",\"direct\":%s,\"on_corrupt\":\"%s\",\"epochs\":%" PRId64
@@ -226,10 +213,13 @@ static void json_extras(const result *r)
         printf(",\"io\":{\"bytes\":%" PRId64 ",\"buffered_mb_per_sec\":%.1f,"
                "\"direct_mb_per_sec\":",
                r->io.bytes, r->io.buffered_mbps);
-        if (r->io.direct_mbps >= 0)
+        if (r->io.direct_mbps >= 0) {
             printf("%.1f}", r->io.direct_mbps);
-        else
-            printf("null,\"direct_note\":"), json_string(r->io.direct_note), putchar('}');
+        } else {
+            printf("null,\"direct_note\":");
+            cli_put_json_string(stdout, r->io.direct_note);
+            putchar('}');
+        }
     }
     if (r->gpu.measured)
         printf(",\"gpu_util\":{\"mean\":%.1f,\"max\":%.1f,\"samples\":%d}", r->gpu.mean, r->gpu.max,
@@ -250,10 +240,10 @@ void bench_report_json(const opts *o, const result *r)
     char why[512];
     const char *verdict = bench_verdict(r, why, sizeof why);
     printf("{\"version\":\"%s\",\"data\":", stoker_version_string());
-    json_string(o->data);
+    cli_put_json_string(stdout, o->data);
     printf(",\"backend\":\"%s\",\"simd\":\"%s\",\"device\":", stoker_backend_name(st->backend),
            stoker_simd_name(st->simd));
-    json_string(e.device);
+    cli_put_json_string(stdout, e.device);
     printf(
         ",\"threads\":%d,\"depth\":%d,\"epochs\":%" PRId64 ",\"batch_size\":%" PRId64
         ",\"transform\":\"%s\",\"warmup_batches\":%" PRId64 ",\"warmup_records\":%" PRId64
@@ -269,7 +259,7 @@ void bench_report_json(const opts *o, const result *r)
         r->wait, r->wait / s, st->skipped, st->reduced, st->records_read, st->ready_slots,
         st->reads_in_flight, r->records ? r->cpu_seconds / (double)r->records : 0.0, r->peak_rss,
         st->pinned_bytes, r->interrupted ? "true" : "false", verdict);
-    json_string(why);
+    cli_put_json_string(stdout, why);
     json_options(o, r, &e);
     json_extras(r);
     printf("}\n");

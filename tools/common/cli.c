@@ -29,6 +29,38 @@ void cli_put_escaped(FILE *f, const char *s)
     }
 }
 
+void cli_put_json_string(FILE *f, const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    fputc('"', f);
+    while (*p) {
+        const unsigned c = *p;
+        if (c == '"' || c == '\\') {
+            fprintf(f, "\\%c", c);
+            p++;
+        } else if (c < 0x20) {
+            fprintf(f, "\\u%04x", c);
+            p++;
+        } else if (c < 0x80) {
+            fputc((int)c, f);
+            p++;
+        } else {
+            const int len = c >= 0xF0 && c < 0xF5 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
+            int ok = len > 0 && !(len == 3 && c > 0xEF);
+            for (int i = 1; ok && i < len; i++)
+                ok = (p[i] & 0xC0) == 0x80;
+            if (ok) {
+                fwrite(p, 1, (size_t)len, f);
+                p += len;
+            } else {
+                fputs("\\ufffd", f);
+                p++;
+            }
+        }
+    }
+    fputc('"', f);
+}
+
 static void vreport(const char *fmt, va_list ap)
 {
     char stack[1024];

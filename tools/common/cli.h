@@ -21,6 +21,10 @@ void cli_init(const char *tool);
  * (\n, \t, \xHH, \\), so that no name can move the cursor or recolour a terminal. */
 void cli_put_escaped(FILE *f, const char *s);
 
+/* Writes s as a JSON string: quotes, backslashes and control bytes escaped; bytes that are
+ * not valid UTF-8 become U+FFFD, so that the output is always valid JSON. */
+void cli_put_json_string(FILE *f, const char *s);
+
 /* Prints "TOOL: " + message to stderr, the whole message escaped: every name in it may
  * come from the user, a file system or a data set. */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -21,40 +21,6 @@ static long manifest_align(const char *path)
     return line ? strtol(line + 7, NULL, 10) : 0;
 }
 
-/* Writes s as a JSON string: quotes, backslashes and control bytes escaped; bytes that are
- * not valid UTF-8 become U+FFFD so the output is always valid JSON. */
-static void json_string(FILE *f, const char *s)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    fputc('"', f);
-    while (*p) {
-        const unsigned c = *p;
-        if (c == '"' || c == '\\') {
-            fprintf(f, "\\%c", c);
-            p++;
-        } else if (c < 0x20) {
-            fprintf(f, "\\u%04x", c);
-            p++;
-        } else if (c < 0x80) {
-            fputc((int)c, f);
-            p++;
-        } else {
-            const int len = c >= 0xF0 && c < 0xF5 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
-            int ok = len > 0 && !(len == 3 && c > 0xEF);
-            for (int i = 1; ok && i < len; i++)
-                ok = (p[i] & 0xC0) == 0x80;
-            if (ok) {
-                fwrite(p, 1, (size_t)len, f);
-                p += len;
-            } else {
-                fputs("\\ufffd", f);
-                p++;
-            }
-        }
-    }
-    fputc('"', f);
-}
-
 static const char *field_name(int32_t kind)
 {
     switch (kind) {
@@ -69,7 +35,7 @@ static void print_json(const char *path, stoker_dataset *ds, int32_t kind, int32
                        int32_t ndim, const int64_t *shape)
 {
     printf("{\"path\": ");
-    json_string(stdout, path);
+    cli_put_json_string(stdout, path);
     printf(", \"format_version\": %d, \"records\": %lld, \"shards\": %d, \"classes\": %d, "
            "\"bytes\": %lld, \"align\": %ld, \"field\": \"%s\"",
            stoker_dataset_format_version(ds), (long long)stoker_dataset_num_records(ds),
@@ -84,7 +50,7 @@ static void print_json(const char *path, stoker_dataset *ds, int32_t kind, int32
     printf(", \"class_names\": [");
     for (int32_t i = 0; i < stoker_dataset_num_classes(ds); i++) {
         fputs(i ? ", " : "", stdout);
-        json_string(stdout, stoker_dataset_class_name(ds, i));
+        cli_put_json_string(stdout, stoker_dataset_class_name(ds, i));
     }
     printf("]}\n");
 }
