@@ -15,9 +15,12 @@ import pytest
 import conftest as h
 
 PRELUDE = """
-import os, sys
+import os, sys, warnings
 import numpy as np
 import stoker
+# Python 3.12 warns about any fork of a process with threads (the loader's are); forking is
+# the point here
+warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)
 sys.path.insert(0, TESTS)
 import conftest as h
 PATH, OUT = sys.argv[1], sys.argv[2]

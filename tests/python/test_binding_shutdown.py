@@ -160,6 +160,33 @@ TORCH_SCENARIOS = {
         """, 1),
 }
 
+# Batches in GPU memory (where a GPU is usable): the deleter then gives the batch back with
+# the consumer's stream, while CUDA itself is about to shut down.
+CUDA_SCENARIOS = {
+    "cuda_tensor_in_cycle_loader_closed": ("""
+        loader = stoker.Loader(PATH, 8, device="cuda:0")
+        b = first(loader)
+        cycle = [torch.from_dlpack(b.data)]
+        cycle.append(cycle)
+        del b
+        loader.close()
+        """, 0),
+    "cuda_tensor_and_batch_in_cycle_loader_open": ("""
+        loader = stoker.Loader(PATH, 8, device="cuda:0")
+        b = first(loader)
+        t = torch.from_dlpack(b.data)
+        cycle = [t, b, loader, t * 2]
+        cycle.append(cycle)
+        """, 0),
+    "cuda_tensor_sys_exit": ("""
+        loader = stoker.Loader(PATH, 8, device="cuda:0")
+        b = first(loader)
+        cycle = [torch.from_dlpack(b.data), b]
+        cycle.append(cycle)
+        sys.exit(0)
+        """, 0),
+}
+
 
 def run_script(tmp_path, prelude, body, ds):
     script = tmp_path / "scenario.py"
@@ -197,4 +224,14 @@ def test_numpy_exports_alive_at_exit(tmp_path, raw_ds, name):
 def test_torch_exports_alive_at_exit(tmp_path, raw_ds, name):
     pytest.importorskip("torch")
     body, status = TORCH_SCENARIOS[name]
+    check_exit(run_script(tmp_path, TORCH_PRELUDE, body, raw_ds), status)
+
+
+@pytest.mark.parametrize("name", sorted(CUDA_SCENARIOS))
+def test_cuda_exports_alive_at_exit(tmp_path, raw_ds, name):
+    torch = pytest.importorskip("torch")
+    import stoker
+    if not torch.cuda.is_available() or stoker.capabilities()["cuda_devices"] == 0:
+        pytest.skip("no usable CUDA device")
+    body, status = CUDA_SCENARIOS[name]
     check_exit(run_script(tmp_path, TORCH_PRELUDE, body, raw_ds), status)

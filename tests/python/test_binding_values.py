@@ -152,7 +152,7 @@ def test_released_batch_and_closed_objects(raw_ds, var_ds):
         for name in ("device", "shape", "dtype", "nbytes"):
             with pytest.raises(ValueError, match="released"):
                 getattr(data, name)
-        for call in (data.data_ptr, data.__dlpack__, data.__dlpack_device__, b.numpy,
+        for call in (data.data_ptr, data.__dlpack__, data.__dlpack_device__, b.numpy, b.torch,
                      b.records, partial(np.from_dlpack, data)):
             with pytest.raises(ValueError, match="released"):
                 call()
@@ -197,18 +197,6 @@ def test_released_batch_and_closed_objects(raw_ds, var_ds):
                  lambda: ds.read(0), lambda: ds.array(0), lambda: ds[0]):
         with pytest.raises(ValueError, match="closed"):
             call()
-
-
-def test_released_batch_torch(raw_ds):
-    torch = pytest.importorskip("torch")
-    with stoker.Loader(raw_ds, 8, device="cpu") as loader:
-        b = next(iter(loader))
-        b.release()
-        with pytest.raises(ValueError, match="released"):
-            b.torch()
-        with pytest.raises(ValueError, match="released"):
-            torch.from_dlpack(b.data)
-        del b
 
 
 def test_floats_out_of_range(raw_ds):
