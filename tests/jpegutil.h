@@ -48,8 +48,9 @@ static inline uint8_t *t_pattern(int w, int h, int ch, uint64_t seed)
 }
 
 /* Encodes a w x h test pattern as `kind`; *size receives the length. free() the result. */
-static inline uint8_t *t_make_jpeg(const t_jpeg_kind *kind, int w, int h, int quality,
-                                   uint64_t seed, size_t *size)
+/* t_make_jpeg with Huffman tables made for the image (optimize) or the standard ones. */
+static inline uint8_t *t_make_jpeg_huff(const t_jpeg_kind *kind, int w, int h, int quality,
+                                        uint64_t seed, int optimize, size_t *size)
 {
     struct jpeg_compress_struct c;
     t_jerr je;
@@ -77,6 +78,7 @@ static inline uint8_t *t_make_jpeg(const t_jpeg_kind *kind, int w, int h, int qu
     }
     if (kind->progressive)
         jpeg_simple_progression(&c);
+    c.optimize_coding = optimize ? TRUE : FALSE;
     jpeg_start_compress(&c, TRUE);
     uint8_t *px = t_pattern(w, h, kind->components, seed);
     while (c.next_scanline < c.image_height) {
@@ -91,6 +93,12 @@ static inline uint8_t *t_make_jpeg(const t_jpeg_kind *kind, int w, int h, int qu
     free(out);
     *size = out_size;
     return copy;
+}
+
+static inline uint8_t *t_make_jpeg(const t_jpeg_kind *kind, int w, int h, int quality,
+                                   uint64_t seed, size_t *size)
+{
+    return t_make_jpeg_huff(kind, w, h, quality, seed, 0, size);
 }
 
 /* A JPEG data set for loader tests: record id is a t_make_jpeg image (quality 80, seed

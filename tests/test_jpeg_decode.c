@@ -340,8 +340,57 @@ static void check_pipeline(stoker__jpeg_dec *d, const t_jpeg_kind *k, int32_t w,
     free(jpg);
 }
 
+/* The JPEG without its DHT segments: it relies on tables it does not define. */
+static size_t strip_dht(uint8_t *p, size_t n)
+{
+    size_t at = 2, out = 2;
+    while (at + 4 <= n && p[at] == 0xFF && p[at + 1] != 0xDA) {
+        const size_t len = 2 + ((size_t)p[at + 2] << 8 | p[at + 3]);
+        if (p[at + 1] != 0xC4)
+            memmove(p + out, p + at, len), out += len;
+        at += len;
+    }
+    memmove(p + out, p + at, n - at); /* the scan and what follows */
+    return out + n - at;
+}
+
+/* A decoder's result never depends on the images it decoded before. libjpeg keeps the tables
+ * an image defines for the next one; an image lacking its Huffman tables (damage, or a
+ * Motion-JPEG frame) must decode as it does on a fresh decoder (which uses the standard
+ * tables, as Pillow's does), not with the previous image's optimised ones. */
+static void check_no_history(void)
+{
+    const t_jpeg_kind k = {"4:2:0", 3, 2, 2, 0, 0, 0};
+    size_t na, nb;
+    uint8_t *a = t_make_jpeg_huff(&k, 96, 64, 90, 7, 1, &na); /* its own tables */
+    uint8_t *b = t_make_jpeg(&k, 96, 64, 90, 8, &nb);
+    nb = strip_dht(b, nb);
+    stoker__xform_params p = {.transform = STOKER_TRANSFORM_EVAL,
+                              .size = 32,
+                              .dtype = STOKER_DTYPE_UINT8,
+                              .mean = {0.5f, 0.5f, 0.5f},
+                              .std = {0.25f, 0.25f, 0.25f}};
+    stoker__err err = {0}, err2 = {0};
+    T_OK(stoker__xform_params_prepare(&p, STOKER_SIMD_AUTO, &err));
+    const size_t bytes = stoker__xform_sample_bytes(&p);
+    uint8_t *fresh = malloc(bytes), *after = malloc(bytes);
+    stoker__xform_scratch *s1 = NULL, *s2 = NULL;
+    T_OK(stoker__xform_scratch_create(&s1));
+    T_OK(stoker__xform_scratch_create(&s2));
+    const int rc1 = stoker__xform_jpeg(s1, &p, 0, 0, 1, b, nb, fresh, &err);
+    T_OK(stoker__xform_jpeg(s2, &p, 0, 0, 0, a, na, after, &err2));
+    const int rc2 = stoker__xform_jpeg(s2, &p, 0, 0, 1, b, nb, after, &err2);
+    if (rc1 != rc2)
+        T_FAIL("status %d fresh (%s), %d after another image (%s)", rc1, err.msg, rc2, err2.msg);
+    T_ASSERT(rc1 != 0 || memcmp(fresh, after, bytes) == 0);
+    stoker__xform_scratch_destroy(s1);
+    stoker__xform_scratch_destroy(s2);
+    free(fresh), free(after), free(a), free(b);
+}
+
 int main(void)
 {
+    check_no_history();
     stoker__jpeg_dec *d;
     T_OK(stoker__jpeg_dec_create(&d));
     static const int32_t sizes[][2] = {{333, 257}, {64, 48}, {17, 9}, {1, 1}, {130, 37}};

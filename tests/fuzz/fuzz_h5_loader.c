@@ -214,6 +214,29 @@ static void setup(void)
         BREACH("image pipeline: %s", err.msg);
 }
 
+/* A sample must not depend on what the scratch decoded before: the same JPEG through a
+ * fresh scratch gives the same status and bytes. */
+static void check_fresh(const uint8_t *jpeg, size_t size, int64_t id, int rc, const uint8_t *out)
+{
+    stoker__xform_scratch *s = NULL;
+    uint8_t again[SIZE * SIZE * 3];
+    stoker__err err = {0};
+    if (stoker__xform_scratch_create(&s) != 0)
+        BREACH("set-up");
+    const int rc2 = stoker__xform_jpeg(s, &g_xp, 0, 0, id, jpeg, size, again, &err) == 0 ? 0 : -1;
+    stoker__xform_scratch_destroy(s);
+    if (rc2 != rc || (rc == 0 && memcmp(again, out, sizeof again) != 0)) {
+        FILE *f = fopen("history-dependent.jpg", "wb");
+        if (f) {
+            fwrite(jpeg, 1, size, f);
+            fclose(f);
+        }
+        BREACH("record %lld: the image pipeline's result depends on what it decoded before "
+               "(status %d, fresh %d; JPEG in history-dependent.jpg)",
+               (long long)id, rc, rc2);
+    }
+}
+
 /* What record id must be, read independently from the damaged file: 0 and its bytes (and
  * label), or -1 when it is damaged. */
 static int expected(hid_t d, bool vlen, int64_t id, uint8_t *out)
@@ -231,6 +254,7 @@ static int expected(hid_t d, bool vlen, int64_t id, uint8_t *out)
         if (H5Dread(d, mt, ms, fs, H5P_DEFAULT, &v) >= 0) {
             stoker__err err = {0};
             rc = stoker__xform_jpeg(g_xs, &g_xp, 0, 0, id, v.p, v.len, out, &err) == 0 ? 0 : -1;
+            check_fresh(v.p, v.len, id, rc, out);
             H5Dvlen_reclaim(mt, ms, H5P_DEFAULT, &v);
         }
         H5Tclose(mt);
