@@ -42,6 +42,8 @@ class Writer:
     dimension). ``add(payload, label=0, key=None)`` appends a record (any C-contiguous
     buffer); ``finish()`` publishes the data set. Used as a context manager, a clean exit
     finishes it and an exception discards it (any previous output is left untouched).
+    ``overwrite=True`` replaces only a previous data set (or an empty folder) at ``path``:
+    anything else there is refused with ``StokerError``, and nothing of it is deleted.
 
     Any thread: calls are taken one at a time, except ``cancel()``, which does not wait.
     """
