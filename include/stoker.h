@@ -332,6 +332,38 @@ STOKER_API int stoker_config_set_log(stoker_config *cfg, stoker_log_fn fn, void 
 /* A static name of an option ("batch_size"), or NULL for an unknown one. */
 STOKER_API const char *stoker_option_name(stoker_option opt);
 
+/* ---- names of enum values ----
+ * One table per enum, used by stoker-bench and the Python binding alike, so a value is
+ * spelt the same everywhere: "float16", "nchw", "train", "islow", "io_uring", ... */
+typedef enum stoker_enum {
+    STOKER_ENUM_STATUS = 1,     /* stoker_status: "ok", "end", "invalid", "corrupt", ... */
+    STOKER_ENUM_CAPABILITY = 2, /* stoker_capability: "io_uring", "simd", ... */
+    STOKER_ENUM_SIMD = 3,       /* stoker_simd: "auto", "scalar", "avx2", "avx512" */
+    STOKER_ENUM_LOG_LEVEL = 4,  /* stoker_log_level: "error", "warn", "info", "debug" */
+    STOKER_ENUM_OPTION = 5,     /* stoker_option: "batch_size", ... (stoker_option_name) */
+    STOKER_ENUM_BACKEND = 6,    /* stoker_backend: "auto", "io_uring", "pread", "hdf5" */
+    STOKER_ENUM_ON_CORRUPT = 7, /* stoker_on_corrupt: "error", "skip" */
+    STOKER_ENUM_ORDER = 8,      /* stoker_order: "records", "blocks" */
+    STOKER_ENUM_TRANSFORM = 9,  /* stoker_transform: "none", "train", "eval", "resize" */
+    STOKER_ENUM_DCT = 10,       /* stoker_dct: "islow" (also "accurate"), "ifast" ("fast") */
+    STOKER_ENUM_ANTIALIAS = 11, /* stoker_antialias: "always", "over2x" */
+    STOKER_ENUM_RESAMPLER = 12, /* stoker_resampler: "fast", "pillow" */
+    STOKER_ENUM_DCT_SCALE = 13, /* stoker_dct_scale: "never", "train", "always" */
+    STOKER_ENUM_DTYPE = 14,     /* stoker_dtype: NumPy's spelling, "uint8" .. "bool" */
+    STOKER_ENUM_LAYOUT = 15,    /* stoker_layout: "nchw", "nhwc" */
+    STOKER_ENUM_FIELD = 16,     /* stoker_field_kind: "bytes", "jpeg", "raw" */
+} stoker_enum;
+
+/* The static name of `value` in enum `e`, or NULL when it has none (an unknown value, or a
+ * DEFAULT that only means "choose for me"). Thread-safe. */
+STOKER_API const char *stoker_enum_name(stoker_enum e, int32_t value);
+/* The value named `name` in enum `e` (case-insensitive; the aliases listed above too).
+ * 0, or STOKER_E_INVALID for an unknown name. Thread-safe. */
+STOKER_API int stoker_enum_parse(stoker_enum e, const char *name, int32_t *value);
+/* The index-th value of enum `e` (0, 1, ...), to list them: 0, or STOKER_E_INVALID past the
+ * last. Thread-safe. */
+STOKER_API int stoker_enum_at(stoker_enum e, int32_t index, int32_t *value);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Writing a data set (packed shards)                                                         */
 /* ------------------------------------------------------------------------------------------ */
@@ -473,7 +505,7 @@ STOKER_API uint32_t stoker_crc32c(uint32_t crc, const void *data, size_t size);
 /* A loader streams batches from a data set: sampler -> reader -> worker pool -> batch
  * slots (-> GPU). Its threads start at create. Unless said otherwise, loader functions
  * must be called from one thread at a time (the consumer thread); stoker_batch_release may
- * be called from any thread, and the stats functions from any thread.
+ * be called from any thread, and the stats and get functions from any thread.
  *
  * Order: each epoch is a permutation drawn from (seed, epoch), the same on every rank, cut
  * into global batches of batch_size x world_size records; rank r takes slice r of each
@@ -505,6 +537,21 @@ STOKER_API void stoker_loader_destroy(stoker_loader *l);
 /* The detailed message of the loader's last failure ("" if none): data set, shard file,
  * record id and cause. Owned by the loader, valid until its next call. */
 STOKER_API const char *stoker_loader_errmsg(const stoker_loader *l);
+
+/* The value the loader runs with for option `opt`, as it resolved it at create: defaults
+ * applied and the rules between options decided (the dtype batches come in, the depth, the
+ * threads, the device, the eval resize...), in the option's own encoding, so that setting
+ * it gives the same loader. STOKER_OPT_DEVICE is the ordinal + 1, or -1 for host batches.
+ * Returns 0; STOKER_E_UNSUPPORTED for an option with no effect on this loader (image
+ * options of raw records; mean and std when nothing is normalised); STOKER_E_INVALID for
+ * NULL arguments or an option that is not a loader's; STOKER_E_STATE when create failed.
+ * Any thread. */
+STOKER_API int stoker_loader_get_int(const stoker_loader *l, stoker_option opt, int64_t *value);
+STOKER_API int stoker_loader_get_float(const stoker_loader *l, stoker_option opt, double *value);
+/* Where the consumer is: the epoch it is in and the batches of it already handed out (what
+ * a saved state holds). Either pointer may be NULL. STOKER_E_INVALID when create failed.
+ * The consumer thread. */
+STOKER_API int stoker_loader_position(const stoker_loader *l, int64_t *epoch, int64_t *position);
 
 /* Hands out the next batch of the current epoch, blocking until it is ready. Returns 0
  * (*out set; give it back with stoker_batch_release), or STOKER_END once at the end of the

@@ -1,10 +1,8 @@
 /* Run-time capabilities of this build and host, probed once and cached. */
 #include "common/common.h"
 #include "common/crc32c.h"
+#include "cuda/cuda.h"
 #include "io/reader.h"
-#ifdef STOKER_HAVE_CUDA
-#include "cuda/device.h"
-#endif
 
 #include <pthread.h>
 #if defined(__x86_64__) || defined(__i386__)
@@ -49,9 +47,7 @@ static void probe(void)
 static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
 static void probe_cuda(void)
 {
-#ifdef STOKER_HAVE_CUDA
     cap_cuda_devices = stoker__cuda_device_count();
-#endif
 }
 
 int64_t stoker_capability_get(stoker_capability cap)
@@ -63,11 +59,7 @@ int64_t stoker_capability_get(stoker_capability cap)
     pthread_once(&once, probe);
     switch (cap) {
     case STOKER_CAP_IO_URING: return cap_uring;
-#ifdef STOKER_HAVE_CUDA
-    case STOKER_CAP_CUDA_BUILD: return 1;
-#else
-    case STOKER_CAP_CUDA_BUILD: return 0;
-#endif
+    case STOKER_CAP_CUDA_BUILD: return stoker__cuda_built();
     case STOKER_CAP_SIMD: return cap_simd;
 #ifdef STOKER_HAVE_HDF5
     case STOKER_CAP_HDF5: return 1;
@@ -76,16 +68,5 @@ int64_t stoker_capability_get(stoker_capability cap)
 #endif
     case STOKER_CAP_CRC32C_HW: return cap_crc_hw;
     default: return STOKER_E_INVALID;
-    }
-}
-
-const char *stoker_simd_name(int32_t level)
-{
-    switch (level) {
-    case STOKER_SIMD_AUTO: return "auto";
-    case STOKER_SIMD_SCALAR: return "scalar";
-    case STOKER_SIMD_AVX2: return "avx2";
-    case STOKER_SIMD_AVX512: return "avx512";
-    default: return "unknown";
     }
 }

@@ -5,6 +5,9 @@
  * damaged and oversized JPEGs follow the corrupt-record policy. */
 #include "jpegutil.h"
 
+#include "loader/plan.h"
+
+#include <math.h>
 #include "transform/transform.h"
 
 #define N_RECORDS 40
@@ -117,9 +120,14 @@ static void check_combo(const char *path, const jset *js, int32_t transform, int
 {
     stoker_config *cfg = config(transform, dtype, layout, 2);
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_EPOCH, 1));
-    stoker__xform_params p;
+    /* the loader's own parameters, as its plan resolves them */
     stoker__err err = {0};
-    T_OK(stoker__xform_params_from_config(&p, cfg, &err));
+    stoker_dataset *ds = NULL;
+    T_OK(stoker_dataset_open(&ds, path, cfg));
+    stoker__plan plan;
+    T_OK(stoker__plan_make(&plan, cfg, ds, &err));
+    const stoker__xform_params p = plan.xform;
+    stoker_dataset_close(ds);
     stoker__xform_scratch *xs = NULL;
     T_OK(stoker__xform_scratch_create(&xs));
     const size_t sb = stoker__xform_sample_bytes(&p);
@@ -284,6 +292,83 @@ static void check_options(const char *path, const char *raw)
     stoker_config_destroy(cfg);
 }
 
+static int64_t get(const stoker_loader *l, stoker_option opt)
+{
+    int64_t v = -12345;
+    T_OK(stoker_loader_get_int(l, opt, &v));
+    return v;
+}
+
+/* What the loader resolved, as it reports it: every default (a JPEG and a raw data set),
+ * the rules between options, and what does not apply. */
+static void check_resolved(const char *path, const char *raw)
+{
+    stoker_config *cfg = NULL;
+    T_OK(stoker_config_create(&cfg));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_DEVICE, -1));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_THREADS, 3));
+    stoker_loader *l = NULL;
+    T_OK(stoker_loader_create(&l, path, cfg));
+    T_EQ_INT(get(l, STOKER_OPT_TRANSFORM), STOKER_TRANSFORM_TRAIN);
+    T_EQ_INT(get(l, STOKER_OPT_SIZE), 224);
+    T_EQ_INT(get(l, STOKER_OPT_RESIZE), 256);
+    T_EQ_INT(get(l, STOKER_OPT_DTYPE), STOKER_DTYPE_FLOAT16);
+    T_EQ_INT(get(l, STOKER_OPT_LAYOUT), STOKER_LAYOUT_NCHW);
+    T_EQ_INT(get(l, STOKER_OPT_DCT), STOKER_DCT_ISLOW);
+    T_EQ_INT(get(l, STOKER_OPT_ANTIALIAS), STOKER_ANTIALIAS_OVER_2X);
+    T_EQ_INT(get(l, STOKER_OPT_RESAMPLER), STOKER_RESAMPLER_FAST);
+    T_EQ_INT(get(l, STOKER_OPT_DCT_SCALE), STOKER_DCT_SCALE_TRAIN);
+    T_EQ_INT(get(l, STOKER_OPT_BATCH_SIZE), 256);
+    T_EQ_INT(get(l, STOKER_OPT_SHUFFLE), 1);
+    T_EQ_INT(get(l, STOKER_OPT_ON_CORRUPT), STOKER_ON_CORRUPT_ERROR);
+    T_EQ_INT(get(l, STOKER_OPT_THREADS), 3);
+    T_EQ_INT(get(l, STOKER_OPT_DEPTH), 4); /* 2 + ceil(3 x 3 threads / 8 pieces), at least 4 */
+    T_EQ_INT(get(l, STOKER_OPT_DEVICE), -1);
+    T_EQ_INT(get(l, STOKER_OPT_SIMD), stoker_capability_get(STOKER_CAP_SIMD));
+    stoker_stats st = {.struct_size = sizeof st};
+    T_OK(stoker_loader_get_stats(l, &st));
+    T_EQ_INT(get(l, STOKER_OPT_BACKEND), st.backend);
+    T_EQ_INT(get(l, STOKER_OPT_DEPTH), st.depth);
+    double m = 0, sd = 0;
+    T_OK(stoker_loader_get_float(l, STOKER_OPT_MEAN_R, &m));
+    T_OK(stoker_loader_get_float(l, STOKER_OPT_STD_B, &sd));
+    T_ASSERT(fabs(m - 0.485) < 1e-6 && fabs(sd - 0.225) < 1e-6);
+    int64_t v = 0;
+    T_EQ_RC(stoker_loader_get_int(l, STOKER_OPT_SHARD_SIZE, &v), STOKER_E_INVALID);
+    T_EQ_RC(stoker_loader_get_float(l, STOKER_OPT_BATCH_SIZE, &m), STOKER_E_INVALID);
+    int64_t epoch = -1, pos = -1;
+    T_OK(stoker_loader_position(l, &epoch, &pos));
+    T_ASSERT(epoch == 0 && pos == 0);
+    stoker_batch *b = NULL;
+    T_OK(stoker_loader_next(l, &b));
+    T_OK(stoker_batch_release(b));
+    T_OK(stoker_loader_position(l, &epoch, &pos));
+    T_ASSERT(epoch == 0 && pos == 1);
+    stoker_loader_destroy(l);
+
+    /* GPU normalisation is refused without a device, so the workers keep the dtype asked */
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_DTYPE, STOKER_DTYPE_UINT8));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_BATCH_SIZE, 4));
+    T_OK(stoker_loader_create(&l, path, cfg));
+    T_EQ_INT(get(l, STOKER_OPT_DTYPE), STOKER_DTYPE_UINT8);
+    T_EQ_INT(get(l, STOKER_OPT_DEPTH), 11); /* 2 + ceil(9 / 1 piece) */
+    stoker_loader_destroy(l);
+
+    T_OK(stoker_loader_create(&l, raw, cfg)); /* uint8 records: the stored dtype */
+    T_EQ_INT(get(l, STOKER_OPT_TRANSFORM), STOKER_TRANSFORM_NONE);
+    T_EQ_INT(get(l, STOKER_OPT_DTYPE), STOKER_DTYPE_UINT8);
+    T_EQ_INT(get(l, STOKER_OPT_DEPTH), 4);
+    T_EQ_RC(stoker_loader_get_int(l, STOKER_OPT_SIZE, &v), STOKER_E_UNSUPPORTED);
+    T_EQ_RC(stoker_loader_get_float(l, STOKER_OPT_MEAN_R, &m), STOKER_E_UNSUPPORTED);
+    stoker_loader_destroy(l);
+
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_RANK, 3)); /* a create that fails */
+    T_EQ_RC(stoker_loader_create(&l, raw, cfg), STOKER_E_INVALID);
+    T_EQ_RC(stoker_loader_get_int(l, STOKER_OPT_DEPTH, &v), STOKER_E_STATE);
+    stoker_loader_destroy(l);
+    stoker_config_destroy(cfg);
+}
+
 static void make_raw(const char *path)
 {
     stoker_writer *w = NULL;
@@ -324,6 +409,7 @@ int main(void)
     check_bad(trunc, 21, "JPEG");
     check_bad(huge, 10, "STOKER_E_LIMIT");
     check_options(good, raw);
+    check_resolved(good, raw);
 
     free_set(&js), free_set(&jt), free_set(&jh);
     t_rmrf(dir);

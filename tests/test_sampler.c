@@ -1,7 +1,7 @@
 /* The sampler against a straightforward reference of docs/SEMANTICS.md's rule: permutation,
  * padding with its own first records to a multiple of the world size, global batches of
  * batch x world, rank r takes slice r of each (the short last one split evenly). */
-#include "sampler.h"
+#include "loader/sampler.h"
 #include "testutil.h"
 
 /* Reference: builds the padded (or truncated) permutation explicitly and slices it. Writes

@@ -3,7 +3,7 @@
  * drawn from (seed, epoch) alone, then padded and cut into rank slices by the same rule as
  * the record order; and the loader delivering it, state save/restore included. */
 #include "format/dataset.h"
-#include "sampler.h"
+#include "loader/sampler.h"
 #include "test_loader_util.h"
 
 /* The whole order of one epoch, checked to be a permutation with contiguous blocks. */

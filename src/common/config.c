@@ -188,6 +188,16 @@ int stoker_config_set_log(stoker_config *cfg, stoker_log_fn fn, void *user, int3
     return 0;
 }
 
+/* The index-th option of the table (names.c lists them), or STOKER_E_INVALID past the end. */
+int stoker__option_at(int32_t index, int32_t *value);
+int stoker__option_at(int32_t index, int32_t *value)
+{
+    if (index < 0 || (size_t)index >= sizeof OPTS / sizeof OPTS[0])
+        return STOKER_E_INVALID;
+    *value = (int32_t)OPTS[index].key;
+    return 0;
+}
+
 const char *stoker_option_name(stoker_option opt)
 {
     for (size_t i = 0; i < sizeof OPTS / sizeof OPTS[0]; i++)

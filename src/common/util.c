@@ -223,12 +223,3 @@ size_t stoker_dtype_size(int32_t dtype)
     static const uint8_t sizes[] = {0, 1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8, 1};
     return dtype >= 0 && dtype < (int32_t)sizeof sizes ? sizes[dtype] : 0;
 }
-
-const char *stoker_dtype_name(int32_t dtype)
-{
-    static const char *const names[] = {"unknown",  "uint8",   "int8",    "uint16", "int16",
-                                        "uint32",   "int32",   "uint64",  "int64",  "float16",
-                                        "bfloat16", "float32", "float64", "bool"};
-    return dtype > 0 && dtype < (int32_t)(sizeof names / sizeof names[0]) ? names[dtype]
-                                                                          : "unknown";
-}

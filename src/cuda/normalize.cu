@@ -3,7 +3,7 @@
 // writes are contiguous; NCHW writes are three coalesced planes. Reads of 3-byte pixels
 // by consecutive threads are coalesced by the cache; the kernel is bound by the writes
 // (2 or 4 bytes out per byte in), so wider loads would not change its speed.
-#include "cuda/normalize.h"
+#include "cuda/cuda.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -61,9 +61,14 @@ cudaError_t launch(const uint8_t *src, void *dst, long long pixels, long long pl
 
 } // namespace
 
+extern "C" bool stoker__cuda_has_kernels(void)
+{
+    return true;
+}
+
 extern "C" int stoker__cuda_normalize(const uint8_t *src, void *dst, int64_t n, int64_t h,
-                                      int64_t w, int32_t dtype, int nchw, const float scale[3],
-                                      const float bias[3], void *stream)
+                                      int64_t w, int32_t dtype, bool nchw, const float scale[3],
+                                      const float bias[3], stoker__stream stream)
 {
     Params p;
     for (int c = 0; c < 3; c++) {

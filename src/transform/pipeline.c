@@ -10,7 +10,6 @@
  * L1-sized row, unpacked and converted from there into its place in the sample. */
 #include "transform/transform.h"
 
-#include "common/config.h"
 #include "decode/color.h"
 #include "decode/jpeg.h"
 
@@ -160,27 +159,6 @@ int stoker__xform_params_prepare(stoker__xform_params *p, int32_t simd_level, st
         return rc;
     derive_patterns(p);
     return 0;
-}
-
-int stoker__xform_params_from_config(stoker__xform_params *p, const stoker_config *cfg,
-                                     stoker__err *err)
-{
-    memset(p, 0, sizeof *p);
-    p->transform = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_TRANSFORM);
-    p->size = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_SIZE);
-    p->resize = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_RESIZE);
-    p->dtype = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_DTYPE);
-    p->layout = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_LAYOUT);
-    p->dct = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_DCT);
-    p->antialias = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_ANTIALIAS);
-    p->resampler = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_RESAMPLER);
-    p->dct_scale = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_DCT_SCALE);
-    p->max_pixels = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_MAX_PIXELS);
-    for (int c = 0; c < 3; c++) {
-        p->mean[c] = (float)stoker__cfg_float(cfg, (stoker_option)(STOKER_OPT_MEAN_R + c));
-        p->std[c] = (float)stoker__cfg_float(cfg, (stoker_option)(STOKER_OPT_STD_R + c));
-    }
-    return stoker__xform_params_prepare(p, (int32_t)stoker__cfg_int(cfg, STOKER_OPT_SIMD), err);
 }
 
 size_t stoker__xform_sample_bytes(const stoker__xform_params *p)

@@ -164,8 +164,8 @@ float stoker__f16_to_f32(uint16_t h);
 
 /* ---- the pipeline -------------------------------------------------------------------------- */
 
-/* Read-only parameters shared by all workers. Fill with stoker__xform_params_from_config
- * or by hand followed by stoker__xform_params_prepare. */
+/* Read-only parameters shared by all workers: filled by the caller (the loader's plan),
+ * then stoker__xform_params_prepare. */
 typedef struct stoker__xform_params {
     int32_t transform; /* STOKER_TRANSFORM_TRAIN / EVAL / RESIZE (DEFAULT = TRAIN) */
     int32_t size;      /* output C: samples are C x C x 3 (0 = 224) */
@@ -183,9 +183,6 @@ typedef struct stoker__xform_params {
     float scale[4][STOKER__PATTERN], bias[4][STOKER__PATTERN];
 } stoker__xform_params;
 
-/* Reads the transform options of `cfg` (NULL: defaults) and prepares. */
-int stoker__xform_params_from_config(stoker__xform_params *p, const stoker_config *cfg,
-                                     stoker__err *err);
 /* Resolves defaults, validates (STOKER_E_INVALID naming the field), picks the SIMD kernels
  * of `simd_level` (STOKER_E_UNSUPPORTED when this CPU lacks it) and derives the patterns. */
 int stoker__xform_params_prepare(stoker__xform_params *p, int32_t simd_level, stoker__err *err);

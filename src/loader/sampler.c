@@ -1,5 +1,5 @@
 /* Sampler: order, padding and rank slicing (the rule is written out in sampler.h). */
-#include "sampler.h"
+#include "loader/sampler.h"
 
 #define GOLDEN UINT64_C(0x9E3779B97F4A7C15)
 

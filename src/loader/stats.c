@@ -1,38 +1,25 @@
 /* Batch views and getters, loader statistics. */
-#include "loader.h"
+#include "loader/loader.h"
 
 #include <stdio.h>
 #include <string.h>
 
 static void fill_view(const stoker_batch *b, stoker_batch_view *v)
 {
-    const stoker_loader *l = b->loader;
     memset(v, 0, sizeof *v);
     v->struct_size = sizeof *v;
-    v->dtype = l->dtype;
-    v->device = b->dbuf ? l->device : -1; /* device batch: data is device memory */
+    v->dtype = b->dtype;
+    v->device = b->device;
     v->count = b->count;
     v->data = b->data;
     v->nbytes = b->nbytes;
-    v->offsets = l->rec_size ? NULL : b->offsets;
+    v->offsets = b->fixed ? NULL : b->offsets;
     v->labels = b->labels;
     v->ids = b->ids;
     v->epoch = b->epoch;
     v->position = b->position;
-    if (l->rec_size) {
-        v->ndim = 1 + l->ndim;
-        v->shape[0] = b->count;
-        for (int32_t i = 0; i < l->ndim; i++)
-            v->shape[1 + i] = l->shape[i];
-    } else {
-        v->ndim = 1;
-        v->shape[0] = (int64_t)b->nbytes;
-    }
-    if (b->dbuf && l->rec_size) { /* GPU normalisation: the device batch's dtype and shape */
-        v->dtype = b->dtype;
-        v->ndim = b->ndim;
-        memcpy(v->shape, b->shape, sizeof v->shape);
-    }
+    v->ndim = b->ndim;
+    memcpy(v->shape, b->shape, sizeof v->shape);
 }
 
 int stoker_batch_get_view(const stoker_batch *b, stoker_batch_view *view)
@@ -65,32 +52,22 @@ uint64_t stoker_batch_nbytes(const stoker_batch *b)
 
 int32_t stoker_batch_dtype(const stoker_batch *b)
 {
-    if (!b)
-        return 0;
-    return b->dbuf ? b->dtype : b->loader->dtype; /* GPU normalisation changes it */
+    return b ? b->dtype : 0;
 }
 
 int32_t stoker_batch_ndim(const stoker_batch *b)
 {
-    if (!b)
-        return 0;
-    if (b->dbuf)
-        return b->ndim; /* a device batch carries its own (GPU normalisation) */
-    return b->loader->rec_size ? 1 + b->loader->ndim : 1;
+    return b ? b->ndim : 0;
 }
 
 const int64_t *stoker_batch_shape(const stoker_batch *b)
 {
-    if (!b)
-        return NULL;
-    /* shape[0] is kept current by the worker that lays the batch out; the rest is the
-     * record shape, copied at create time. */
-    return b->shape;
+    return b ? b->shape : NULL;
 }
 
 const int64_t *stoker_batch_offsets(const stoker_batch *b)
 {
-    return b && !b->loader->rec_size ? b->offsets : NULL;
+    return b && !b->fixed ? b->offsets : NULL;
 }
 
 const int64_t *stoker_batch_labels(const stoker_batch *b)
@@ -115,19 +92,10 @@ int64_t stoker_batch_position(const stoker_batch *b)
 
 int32_t stoker_batch_device(const stoker_batch *b)
 {
-    return b && b->dbuf ? b->loader->device : -1;
+    return b ? b->device : -1;
 }
 
-const char *stoker_backend_name(int32_t backend)
-{
-    switch (backend) {
-    case STOKER_BACKEND_AUTO: return "auto";
-    case STOKER_BACKEND_IO_URING: return "io_uring";
-    case STOKER_BACKEND_PREAD: return "pread";
-    case STOKER_BACKEND_HDF5: return "hdf5";
-    default: return "unknown";
-    }
-}
+/* ---- statistics ---- */
 
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
 
@@ -143,53 +111,35 @@ void stoker__count_delivery(stoker_loader *l, const stoker_batch *b, double wait
     atomic_fetch_add_explicit(&l->c_skipped, (uint64_t)b->replaced, memory_order_relaxed);
 }
 
-/* The workers' per-stage nanoseconds, as seconds. */
-static void stage_stats(const stoker_loader *l, stoker_stats *s)
-{
-    uint64_t ns[6] = {0};
-    for (uint32_t i = 0; l->workers && i < l->nworkers; i++) {
-        const stoker__wstats *w = &l->workers[i].stats;
-        ns[0] += LOAD(w->read_ns);
-        ns[1] += LOAD(w->crc_ns);
-        ns[2] += LOAD(w->process_ns);
-        ns[3] += LOAD(w->decode_ns);
-        ns[4] += LOAD(w->resize_ns);
-        ns[5] += LOAD(w->normalize_ns);
-    }
-    s->read_seconds = (double)ns[0] * 1e-9;
-    s->crc_seconds = (double)ns[1] * 1e-9;
-    s->process_seconds = (double)ns[2] * 1e-9;
-    s->decode_seconds = (double)ns[3] * 1e-9;
-    s->resize_seconds = (double)ns[4] * 1e-9;
-    s->normalize_seconds = (double)ns[5] * 1e-9;
-}
-
 static void fill_stats(const stoker_loader *l, stoker_stats *s)
 {
     memset(s, 0, sizeof *s);
     s->struct_size = sizeof *s;
     /* Records that libhdf5 reads never go through the workers' readers: say so (only of a
      * loader that was created: a failed create may hold a half-open data set). */
-    s->backend = l->threads_started && stoker__dataset_serialised(l->ds) ? STOKER_BACKEND_HDF5
-                                                                         : l->backend;
-    s->simd = l->simd;
-    s->threads = (int32_t)l->nthreads;
-    s->depth = (int32_t)l->depth;
-    s->device = l->gpu ? l->device : -1;
-    s->pinned_bytes = (int64_t)LOAD(l->pinned_bytes);
+    s->backend = l->running && stoker__dataset_serialised(l->ds) ? STOKER_BACKEND_HDF5
+                                                                 : l->plan.backend;
+    s->simd = l->plan.simd;
+    s->threads = (int32_t)l->plan.threads;
+    s->depth = (int32_t)l->plan.depth;
+    s->device = l->h2d ? l->plan.device : -1;
+    s->pinned_bytes = stoker__h2d_pinned_bytes(l->h2d);
     s->batches = (int64_t)LOAD(l->c_batches);
     s->records = (int64_t)LOAD(l->c_records);
     s->bytes = (int64_t)LOAD(l->c_bytes);
     s->skipped = (int64_t)LOAD(l->c_skipped);
-    uint64_t inflight = 0, samples = 0;
-    for (uint32_t i = 0; l->workers && i < l->nworkers; i++) {
-        const stoker__wstats *w = &l->workers[i].stats;
-        s->records_read += (int64_t)LOAD(w->records);
-        s->bytes_read += (int64_t)LOAD(w->bytes);
-        s->reduced += (int64_t)LOAD(w->reduced);
-        inflight += LOAD(w->inflight_sum);
-        samples += LOAD(w->inflight_n);
-    }
+    stoker__pool_stats ps;
+    stoker__pool_stats_get(&l->pool, &ps);
+    s->records_read = (int64_t)ps.records;
+    s->bytes_read = (int64_t)ps.bytes;
+    s->reduced = (int64_t)ps.reduced;
+    s->reads_in_flight = ps.reads_in_flight;
+    s->read_seconds = ps.read_s;
+    s->crc_seconds = ps.crc_s;
+    s->process_seconds = ps.process_s;
+    s->decode_seconds = ps.decode_s;
+    s->resize_seconds = ps.resize_s;
+    s->normalize_seconds = ps.normalize_s;
     s->seconds = stoker__now() - l->t_create;
     if (s->seconds > 0) {
         s->records_per_sec = (double)s->records / s->seconds;
@@ -198,8 +148,6 @@ static void fill_stats(const stoker_loader *l, stoker_stats *s)
     s->wait_seconds = LOAD(l->c_wait);
     const uint64_t calls = LOAD(l->c_next_calls);
     s->ready_slots = calls ? (double)LOAD(l->c_ready_sum) / (double)calls : 0;
-    s->reads_in_flight = samples ? (double)inflight / (double)samples : 0;
-    stage_stats(l, s);
 }
 
 int stoker_loader_get_stats(const stoker_loader *l, stoker_stats *stats)

@@ -1,0 +1,339 @@
+/* The loader's public face (loader.h): create wires the stages from the plan, next and
+ * release move batches between them and the consumer, restarts (set_epoch, state restore)
+ * pause them, reposition the order and let them go. */
+#include "loader/loader.h"
+
+#include "common/crc32c.h"
+
+#include <string.h>
+
+/* The stages, in the order each needs the ones before it. */
+static int wire(stoker_loader *l)
+{
+    const stoker__plan *p = &l->plan;
+    const char *path = stoker__dataset_path(l->ds);
+    STOKER_RETURN_IF(!stoker__sampler_init(&l->smp, p->records, p->batch, p->rank, p->world,
+                                           p->shuffle, p->drop_last, p->seed),
+                     &l->err, STOKER_E_INVALID, "invalid batch size / rank / world size");
+    if (p->order == STOKER_ORDER_BLOCKS)
+        stoker__sampler_set_blocks(&l->smp, p->block);
+    l->cons_epoch = p->epoch;
+    int rc = 0;
+    if (p->device >= 0 && (rc = stoker__h2d_create(&l->h2d, p, &l->err)) < 0)
+        return rc;
+    const stoker__ring_shape shape = {p->depth,    p->batch, p->pieces, p->rec_size,
+                                      p->max_record, p->dtype, p->ndim,   p->shape};
+    const stoker__slot_mem mem = l->h2d ? stoker__h2d_slot_mem(l->h2d) : (stoker__slot_mem){0};
+    if ((rc = stoker__ring_create(&l->ring, &shape, l->h2d ? &mem : NULL, path, &l->err)) < 0)
+        return rc;
+    for (uint32_t i = 0; i < l->ring.nslots; i++)
+        l->ring.slots[i].batch.loader = l;
+    if (l->h2d && (rc = stoker__h2d_start(l->h2d, &l->ring, l, &l->err)) < 0)
+        return rc;
+    if ((rc = stoker__pool_create(&l->pool, p, l->ds, &l->ring, &l->smp, &l->err)) < 0)
+        return rc;
+    return stoker__pool_start(&l->pool, &l->err);
+}
+
+int stoker_loader_create(stoker_loader **out, const char *path, const stoker_config *cfg)
+{
+    if (!out)
+        return STOKER_E_INVALID;
+    stoker_loader *l = stoker__calloc(1, sizeof *l);
+    *out = l;
+    if (!l)
+        return -ENOMEM;
+    l->t_create = stoker__now();
+    l->plan.device = -1;
+    STOKER_RETURN_IF(!path, &l->err, STOKER_E_INVALID, "no data set path");
+    int rc = stoker_dataset_open(&l->ds, path, cfg);
+    if (rc < 0)
+        return stoker__fail(&l->err, rc, "%s",
+                            l->ds ? stoker_dataset_errmsg(l->ds) : "out of memory");
+    if ((rc = stoker__plan_make(&l->plan, cfg, l->ds, &l->err)) < 0 || (rc = wire(l)) < 0)
+        return rc;
+    l->running = true;
+    stoker__logf(&l->plan.log, STOKER_LOG_INFO,
+                 "loader over %s: %" PRIu64 " records, %" PRIu64
+                 " batches per epoch, %u threads, depth %u, %s",
+                 path, l->smp.n, l->smp.nbatches, l->plan.threads, l->plan.depth,
+                 stoker_backend_name(l->plan.backend));
+    return 0;
+}
+
+void stoker_loader_destroy(stoker_loader *l)
+{
+    if (!l)
+        return;
+    stoker__h2d_destroy(l->h2d);  /* copies in flight end before the slots they read */
+    stoker__pool_destroy(&l->pool); /* stop + join before anything they use goes */
+    stoker__ring_destroy(&l->ring);
+    stoker_dataset_close(l->ds);
+    stoker__free(l);
+}
+
+const char *stoker_loader_errmsg(const stoker_loader *l)
+{
+    return l ? l->err.msg : "no loader";
+}
+
+int stoker_loader_get_int(const stoker_loader *l, stoker_option opt, int64_t *value)
+{
+    if (!l || !value)
+        return STOKER_E_INVALID;
+    return l->running ? stoker__plan_get_int(&l->plan, opt, value) : STOKER_E_STATE;
+}
+
+int stoker_loader_get_float(const stoker_loader *l, stoker_option opt, double *value)
+{
+    if (!l || !value)
+        return STOKER_E_INVALID;
+    return l->running ? stoker__plan_get_float(&l->plan, opt, value) : STOKER_E_STATE;
+}
+
+int stoker_loader_position(const stoker_loader *l, int64_t *epoch, int64_t *position)
+{
+    if (!l || !l->running)
+        return STOKER_E_INVALID;
+    if (epoch)
+        *epoch = (int64_t)l->cons_epoch;
+    if (position)
+        *position = (int64_t)l->cons_pos;
+    return 0;
+}
+
+/* ---- next and release ---- */
+
+/* A host batch from the ring. A failed batch is given back at once: it counts as consumed. */
+static int next_host(stoker_loader *l, stoker_batch **out)
+{
+    stoker__slot *s = NULL;
+    double waited = 0;
+    int ready = 0;
+    const int rc = stoker__ring_take(&l->ring, l->cons_seq, NULL, true, NULL, NULL, &s, &waited,
+                                     &ready);
+    if (rc == STOKER_E_STATE)
+        return stoker__fail(&l->err, STOKER_E_STATE,
+                            "the batch handed out %u batches before this one is still held: "
+                            "release it first (the %u slots form a ring)",
+                            l->plan.depth, l->plan.depth);
+    l->cons_seq++;
+    l->cons_pos++;
+    const int failed = stoker__ring_failed(s);
+    if (failed != 0) {
+        pthread_mutex_lock(&s->mu);
+        stoker__fail(&l->err, failed, "%s", s->err_msg);
+        pthread_mutex_unlock(&s->mu);
+        stoker__ring_give_back(&l->ring, s);
+        return failed;
+    }
+    atomic_fetch_add(&l->outstanding, 1);
+    stoker__count_delivery(l, &s->batch, waited, (uint64_t)ready);
+    *out = &s->batch;
+    return 0;
+}
+
+/* A device batch from the H2D stage. */
+static int next_device(stoker_loader *l, stoker_batch **out)
+{
+    double waited = 0;
+    uint64_t queued = 0;
+    const int rc = stoker__h2d_next(l->h2d, l->cons_seq, out, &waited, &queued, &l->err);
+    if (rc == STOKER_E_STATE)
+        return rc;
+    l->cons_seq++;
+    l->cons_pos++;
+    if (rc < 0)
+        return rc;
+    atomic_fetch_add(&l->outstanding, 1);
+    const uint64_t ready = (uint64_t)atomic_load_explicit(&l->ring.ready, memory_order_relaxed);
+    stoker__count_delivery(l, *out, waited, ready + queued);
+    return 0;
+}
+
+int stoker_loader_next(stoker_loader *l, stoker_batch **out)
+{
+    if (!l || !out)
+        return STOKER_E_INVALID;
+    *out = NULL;
+    STOKER_RETURN_IF(!l->running, &l->err, STOKER_E_STATE,
+                     "the loader was not created successfully");
+    if (l->cons_pos >= l->smp.nbatches) {
+        l->cons_pos = 0;
+        l->cons_epoch++;
+        return STOKER_END;
+    }
+    return l->h2d ? next_device(l, out) : next_host(l, out);
+}
+
+int stoker_batch_release(stoker_batch *b)
+{
+    if (!b)
+        return STOKER_E_INVALID;
+    const int rc = b->dbuf ? stoker__h2d_release(b, false, NULL)
+                           : stoker__ring_give_back(b->slot->ring, b->slot);
+    if (rc != STOKER_E_STATE)
+        atomic_fetch_sub(&b->loader->outstanding, 1);
+    return rc;
+}
+
+int stoker_batch_release_stream(stoker_batch *b, void *cuda_stream)
+{
+    if (!b)
+        return STOKER_E_INVALID;
+    if (!b->dbuf)
+        return stoker_batch_release(b);
+    const int rc = stoker__h2d_release(b, true, cuda_stream);
+    if (rc != STOKER_E_STATE)
+        atomic_fetch_sub(&b->loader->outstanding, 1);
+    return rc;
+}
+
+int stoker_batch_wait_stream(const stoker_batch *b, void *cuda_stream)
+{
+    if (!b)
+        return STOKER_E_INVALID;
+    return b->dbuf ? stoker__h2d_wait_stream(b, cuda_stream, &b->loader->err) : 0;
+}
+
+void *stoker_batch_cuda_event(const stoker_batch *b)
+{
+    return b && b->dbuf ? stoker__h2d_event(b) : NULL;
+}
+
+/* ---- restarts ---- */
+
+/* Stops the pipeline, repositions it at (epoch, pos) (with a new sampler unless smp is
+ * NULL) and lets it run again. */
+static void restart(stoker_loader *l, const stoker__sampler *smp, uint64_t epoch, uint64_t pos)
+{
+    if (l->h2d) /* no copy in flight nor slot-done callback while slots reset */
+        stoker__h2d_quiesce(l->h2d);
+    stoker__pool_pause(&l->pool);
+    stoker__ring_reset(&l->ring);
+    if (smp)
+        l->smp = *smp;
+    l->cons_epoch = epoch;
+    l->cons_pos = pos;
+    l->cons_seq = 0;
+    stoker__pool_resume(&l->pool, epoch, pos);
+    if (l->h2d)
+        stoker__h2d_resume(l->h2d);
+}
+
+int stoker_loader_set_epoch(stoker_loader *l, int64_t epoch)
+{
+    if (!l)
+        return STOKER_E_INVALID;
+    STOKER_RETURN_IF(epoch < 0, &l->err, STOKER_E_INVALID, "negative epoch %lld", (long long)epoch);
+    STOKER_RETURN_IF(!l->running, &l->err, STOKER_E_STATE,
+                     "the loader was not created successfully");
+    STOKER_RETURN_IF(atomic_load(&l->outstanding) != 0, &l->err, STOKER_E_STATE,
+                     "%d batch(es) not released: release every batch before set_epoch",
+                     atomic_load(&l->outstanding));
+    restart(l, NULL, (uint64_t)epoch, 0);
+    return 0;
+}
+
+int stoker_loader_num_batches(const stoker_loader *l, int64_t *n)
+{
+    if (!l || !n || !l->running)
+        return STOKER_E_INVALID;
+    *n = (int64_t)l->smp.nbatches;
+    return 0;
+}
+
+int stoker_loader_num_records(const stoker_loader *l, int64_t *n)
+{
+    if (!l || !n || !l->running)
+        return STOKER_E_INVALID;
+    *n = (int64_t)l->smp.nrecords;
+    return 0;
+}
+
+/* ---- state: 64 bytes, little-endian ----
+ *   0 magic "STKLDST1"   8 u32 version (1)   12 u32 flags (1 shuffle, 2 drop_last,
+ *                                                               4 block order)
+ *  16 u64 seed          24 u64 epoch        32 u64 position (batches consumed)
+ *  40 u32 rank          44 u32 world size   48 u64 batch size
+ *  56 u32 records (low 32 bits; the full count is checked through the CRC key below)
+ *  60 u32 CRC32C of bytes 0..60, seeded with the full record count, so a blob for another
+ *     data set size fails as a mismatch rather than passing on a truncated count. */
+#define STATE_MAGIC "STKLDST1"
+#define STATE_VERSION 1u
+
+static uint32_t state_crc(const uint8_t *p, uint64_t records)
+{
+    uint8_t key[8];
+    stoker__put_u64(key, records);
+    return stoker_crc32c(stoker_crc32c(0, key, 8), p, 60);
+}
+
+int stoker_loader_state_save(const stoker_loader *l, void *buf, size_t cap, size_t *size)
+{
+    if (!l || (!buf && cap))
+        return STOKER_E_INVALID;
+    if (size)
+        *size = STOKER_STATE_SIZE;
+    if (cap < STOKER_STATE_SIZE)
+        return STOKER_E_LIMIT;
+    uint8_t *p = buf;
+    memset(p, 0, STOKER_STATE_SIZE);
+    memcpy(p, STATE_MAGIC, 8);
+    stoker__put_u32(p + 8, STATE_VERSION);
+    stoker__put_u32(p + 12, (l->smp.shuffle ? 1u : 0u) | (l->smp.drop_last ? 2u : 0u) |
+                                (l->smp.block ? 4u : 0u));
+    stoker__put_u64(p + 16, l->smp.seed);
+    stoker__put_u64(p + 24, l->cons_epoch);
+    stoker__put_u64(p + 32, l->cons_pos);
+    stoker__put_u32(p + 40, l->smp.rank);
+    stoker__put_u32(p + 44, l->smp.world);
+    stoker__put_u64(p + 48, l->smp.batch);
+    stoker__put_u32(p + 56, (uint32_t)l->smp.n);
+    stoker__put_u32(p + 60, state_crc(p, l->smp.n));
+    return 0;
+}
+
+int stoker_loader_state_restore(stoker_loader *l, const void *buf, size_t size)
+{
+    if (!l)
+        return STOKER_E_INVALID;
+    const uint8_t *p = buf;
+    STOKER_RETURN_IF(!p || size < STOKER_STATE_SIZE || memcmp(p, STATE_MAGIC, 8) != 0, &l->err,
+                     STOKER_E_INVALID, "not a loader state (%zu bytes)", size);
+    STOKER_RETURN_IF(stoker__get_u32(p + 8) != STATE_VERSION, &l->err, STOKER_E_FORMAT,
+                     "loader state version %u is not supported", stoker__get_u32(p + 8));
+    STOKER_RETURN_IF(!l->running, &l->err, STOKER_E_STATE,
+                     "the loader was not created successfully");
+    STOKER_RETURN_IF(stoker__get_u32(p + 56) != (uint32_t)l->smp.n, &l->err, STOKER_E_STATE,
+                     "the state is for a data set of another size");
+    STOKER_RETURN_IF(stoker__get_u32(p + 60) != state_crc(p, l->smp.n), &l->err, STOKER_E_CORRUPT,
+                     "loader state checksum mismatch (corrupt, or saved "
+                     "for a data set of another size)");
+    STOKER_RETURN_IF(stoker__get_u32(p + 40) != l->smp.rank ||
+                         stoker__get_u32(p + 44) != l->smp.world ||
+                         stoker__get_u64(p + 48) != l->smp.batch,
+                     &l->err, STOKER_E_STATE,
+                     "the state is for rank %u of %u with batch size "
+                     "%" PRIu64 "; this loader is rank %u of %u with batch size %" PRIu64,
+                     stoker__get_u32(p + 40), stoker__get_u32(p + 44), stoker__get_u64(p + 48),
+                     l->smp.rank, l->smp.world, l->smp.batch);
+    STOKER_RETURN_IF(atomic_load(&l->outstanding) != 0, &l->err, STOKER_E_STATE,
+                     "release every batch before restoring a state");
+    const uint32_t flags = stoker__get_u32(p + 12);
+    const uint64_t epoch = stoker__get_u64(p + 24), pos = stoker__get_u64(p + 32);
+    stoker__sampler smp;
+    stoker__sampler_init(&smp, l->smp.n, l->smp.batch, l->smp.rank, l->smp.world, flags & 1u,
+                         (flags & 2u) != 0, stoker__get_u64(p + 16));
+    if (flags & 4u) /* the block size is the data set's, as when the state was saved */
+        stoker__sampler_set_blocks(&smp, stoker__dataset_block_records(l->ds));
+    /* Epochs count up from set_epoch's int64_t; one near 2^63 was never written by a loader
+     * and would soon come back negative in batches, so such a state is corrupt. */
+    STOKER_RETURN_IF(epoch > (UINT64_C(1) << 62), &l->err, STOKER_E_CORRUPT,
+                     "loader state epoch %" PRIu64 " is out of range", epoch);
+    STOKER_RETURN_IF(pos > smp.nbatches, &l->err, STOKER_E_CORRUPT,
+                     "loader state position %" PRIu64 " is beyond the epoch's %" PRIu64 " batches",
+                     pos, smp.nbatches);
+    restart(l, &smp, epoch, pos);
+    return 0;
+}

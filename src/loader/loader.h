@@ -1,0 +1,46 @@
+/* The loader: the stages wired together (loader.c: create, next, release, restarts, state;
+ * stats.c: batch views and statistics).
+ *
+ *   plan ─► sampler ─► pool (workers) ─► ring (slots) ─► h2d (device buffers) ─► consumer
+ *
+ * The plan is made once and never changes; the sampler changes only in a restart, while the
+ * pool is paused and the H2D stage quiesced. Without a device there is no H2D stage and the
+ * consumer takes host batches from the ring itself.
+ *
+ * Lock order: the pool's mutex before a slot's mutex; a slot's mutex and the H2D stage's
+ * mutex are leaves. The consumer thread runs next, set_epoch and state restore; release may
+ * run on any thread (a host batch's slot mutex, or the H2D stage's). */
+#ifndef STOKER_LOADER_LOADER_H
+#define STOKER_LOADER_LOADER_H
+
+#include "loader/h2d.h"
+#include "loader/plan.h"
+#include "loader/pool.h"
+#include "loader/ring.h"
+#include "loader/sampler.h"
+
+struct stoker_loader {
+    stoker__err err; /* the consumer thread's: create, next, set_epoch, restore */
+    stoker_dataset *ds;
+    stoker__plan plan;
+    stoker__sampler smp;
+    stoker__ring ring;
+    stoker__pool pool;
+    stoker__h2d *h2d; /* NULL: host batches */
+    bool running;     /* create succeeded: every stage runs */
+
+    /* the consumer thread's position */
+    uint64_t cons_seq, cons_epoch, cons_pos;
+    atomic_int outstanding; /* batches handed out and not released */
+
+    /* delivery counters: relaxed atomics, written by the consumer, read by stats anywhere */
+    atomic_uint_fast64_t c_batches, c_records, c_bytes, c_skipped, c_next_calls, c_ready_sum;
+    _Atomic double c_wait;
+    double t_create;
+};
+
+/* stats.c: counts batch b handed out by next after `waited` seconds, with `ready` batches
+ * finished and not yet taken at that moment (occupancy). Consumer thread. */
+void stoker__count_delivery(stoker_loader *l, const stoker_batch *b, double waited, uint64_t ready);
+
+#endif

@@ -1,0 +1,432 @@
+/* The plan: a loader's options resolved once (plan.h). The only reader of stoker_config in
+ * the loader; each option is read once, here, and each rule between options lives in one
+ * function below. */
+#include "loader/plan.h"
+
+#include "common/config.h"
+#include "cuda/cuda.h"
+#include "io/reader.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_READ_AHEAD 64u
+#define DEFAULT_DEVICE_BUFFERS 6u /* docs/GPU.md: why six */
+#define ROUND_BYTES (UINT64_C(1) << 20) /* docs/BENCHMARKS.md: rounds of 1 MiB */
+
+/* A non-negative decimal environment variable (at most 2^20); -1 when unset. A value that
+ * is not one is an error when `strict`, else taken as unset. */
+static int env_int(const char *name, bool strict, int64_t *v, stoker__err *err)
+{
+    const char *s = getenv(name);
+    *v = -1;
+    if (!s || !*s)
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    const long long x = strtoll(s, &end, 10);
+    const bool bad = errno || *end || x < 0 || x > (1 << 20);
+    STOKER_RETURN_IF(bad && strict, err, STOKER_E_INVALID,
+                     "environment variable %s=\"%s\" is not a valid rank or size", name, s);
+    *v = bad ? -1 : x;
+    return 0;
+}
+
+/* Rank and world size: explicit options win; with DIST_ENV, RANK / WORLD_SIZE fill what
+ * was not set. LOCAL_RANK picks the default device; with DIST_ENV a bad one is an error. */
+static int plan_ranks(stoker__plan *p, const stoker_config *cfg, int64_t *local,
+                      stoker__err *err)
+{
+    int64_t r = stoker__cfg_int(cfg, STOKER_OPT_RANK);
+    int64_t w = stoker__cfg_int(cfg, STOKER_OPT_WORLD_SIZE);
+    const bool env = p->dist_env = stoker__cfg_int(cfg, STOKER_OPT_DIST_ENV) != 0;
+    int64_t er = -1, ew = -1;
+    int rc = 0;
+    if (env && (rc = env_int("RANK", true, &er, err)) == 0)
+        rc = env_int("WORLD_SIZE", true, &ew, err);
+    if (rc == 0)
+        rc = env_int("LOCAL_RANK", env, local, err);
+    if (rc < 0)
+        return rc;
+    if (!stoker__cfg_is_set(cfg, STOKER_OPT_RANK) && er >= 0)
+        r = er;
+    if (!stoker__cfg_is_set(cfg, STOKER_OPT_WORLD_SIZE) && ew > 0)
+        w = ew;
+    if (w <= 0)
+        w = 1;
+    STOKER_RETURN_IF(r >= w, err, STOKER_E_INVALID, "rank %lld is not below the world size %lld",
+                     (long long)r, (long long)w);
+    p->rank = (uint32_t)r;
+    p->world = (uint32_t)w;
+    return 0;
+}
+
+static int plan_order(stoker__plan *p, const stoker_config *cfg, stoker_dataset *ds,
+                      stoker__err *err)
+{
+    p->records = (uint64_t)stoker_dataset_num_records(ds);
+    p->batch = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_BATCH_SIZE);
+    p->shuffle = stoker__cfg_int(cfg, STOKER_OPT_SHUFFLE) != 0;
+    p->drop_last = stoker__cfg_int(cfg, STOKER_OPT_DROP_LAST) != 0;
+    p->seed = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_SEED);
+    p->epoch = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_EPOCH);
+    p->order = stoker__cfg_int(cfg, STOKER_OPT_ORDER) == STOKER_ORDER_BLOCKS
+                   ? STOKER_ORDER_BLOCKS
+                   : STOKER_ORDER_RECORDS;
+    p->block = p->order == STOKER_ORDER_BLOCKS ? stoker__dataset_block_records(ds) : 0;
+    STOKER_RETURN_IF(p->batch < 1, err, STOKER_E_INVALID, "invalid batch size %llu",
+                     (unsigned long long)p->batch);
+    return 0;
+}
+
+/* Mean and std, read once; one rule for whoever normalises (the image pipeline's prepare
+ * applies the same when the workers do). */
+static void read_mean_std(stoker__plan *p, const stoker_config *cfg)
+{
+    for (int c = 0; c < 3; c++) {
+        p->mean[c] = (float)stoker__cfg_float(cfg, (stoker_option)(STOKER_OPT_MEAN_R + c));
+        p->std[c] = (float)stoker__cfg_float(cfg, (stoker_option)(STOKER_OPT_STD_R + c));
+    }
+}
+
+static int check_mean_std(const stoker__plan *p, stoker__err *err)
+{
+    for (int c = 0; c < 3; c++)
+        STOKER_RETURN_IF(!isfinite(p->mean[c]) || !isfinite(p->std[c]) || p->std[c] == 0.0f ||
+                             !isfinite(1.0 / (255.0 * p->std[c])),
+                         err, STOKER_E_INVALID, "mean/std of channel %d unusable (%g, %g)", c,
+                         (double)p->mean[c], (double)p->std[c]);
+    return 0;
+}
+
+/* The SIMD level: AUTO is the best this CPU has; an explicit one must be there. */
+static int plan_simd(stoker__plan *p, const stoker_config *cfg, stoker__err *err)
+{
+    const int32_t best = (int32_t)stoker_capability_get(STOKER_CAP_SIMD);
+    const int64_t simd = stoker__cfg_int(cfg, STOKER_OPT_SIMD);
+    STOKER_RETURN_IF(simd > best, err, STOKER_E_UNSUPPORTED,
+                     "SIMD level %s is not available on this CPU (best: %s)",
+                     stoker_simd_name((int32_t)simd), stoker_simd_name(best));
+    p->simd = simd == STOKER_SIMD_AUTO ? best : (int32_t)simd;
+    return 0;
+}
+
+/* The JPEG pipeline's parameters. Who normalises is decided here: with GPU normalisation
+ * the workers stop at uint8 [C, C, 3], which the GPU stage's kernel takes. */
+static int plan_image(stoker__plan *p, const stoker_config *cfg, const char *path,
+                      stoker__err *err)
+{
+    stoker__xform_params *x = &p->xform;
+    memset(x, 0, sizeof *x);
+    x->transform = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_TRANSFORM);
+    x->size = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_SIZE);
+    x->resize = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_RESIZE);
+    x->dtype = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_DTYPE);
+    x->layout = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_LAYOUT);
+    x->dct = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_DCT);
+    x->antialias = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_ANTIALIAS);
+    x->resampler = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_RESAMPLER);
+    x->dct_scale = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_DCT_SCALE);
+    x->max_pixels = p->max_pixels;
+    memcpy(x->mean, p->mean, sizeof x->mean);
+    memcpy(x->std, p->std, sizeof x->std);
+    stoker__err why = {0};
+    int rc = stoker__xform_params_prepare(x, p->simd, &why);
+    if (rc < 0)
+        return stoker__fail(err, rc, "%s: %s", path, why.msg);
+    p->transform = x->transform;
+    p->out_dtype = x->dtype;
+    p->layout = x->layout;
+    if (p->gpu_normalize) {
+        x->dtype = STOKER_DTYPE_UINT8;
+        x->layout = STOKER_LAYOUT_NHWC;
+        if ((rc = stoker__xform_params_prepare(x, p->simd, &why)) < 0)
+            return stoker__fail(err, rc, "%s: %s", path, why.msg);
+    }
+    p->image = true;
+    p->dtype = x->dtype;
+    p->ndim = 3;
+    const bool nchw = x->layout == STOKER_LAYOUT_NCHW;
+    p->shape[0] = nchw ? 3 : x->size;
+    p->shape[1] = x->size;
+    p->shape[2] = nchw ? x->size : 3;
+    p->rec_size = stoker__xform_sample_bytes(x);
+    return 0;
+}
+
+/* The data set's field: fixed-size raw records, JPEGs through the image pipeline, or bytes
+ * that vary in size; which transform and dtype each can take. */
+static int plan_field(stoker__plan *p, const stoker_config *cfg, stoker_dataset *ds,
+                      stoker__err *err)
+{
+    const char *path = stoker__dataset_path(ds);
+    int32_t stored = 0;
+    const int rc = stoker_dataset_field(ds, &p->kind, &stored, &p->ndim, p->shape);
+    if (rc < 0)
+        return stoker__fail(err, rc, "%s", stoker_dataset_errmsg(ds));
+    const int64_t transform = stoker__cfg_int(cfg, STOKER_OPT_TRANSFORM);
+    const int64_t dtype = stoker__cfg_int(cfg, STOKER_OPT_DTYPE);
+    p->max_record = stoker__dataset_max_record(ds);
+    p->layout = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_LAYOUT);
+    if (p->kind == STOKER_FIELD_JPEG && transform != STOKER_TRANSFORM_NONE)
+        return plan_image(p, cfg, path, err);
+    p->transform = STOKER_TRANSFORM_NONE;
+    if (p->kind == STOKER_FIELD_RAW) {
+        STOKER_RETURN_IF(
+            transform != STOKER_TRANSFORM_DEFAULT && transform != STOKER_TRANSFORM_NONE, err,
+            STOKER_E_UNSUPPORTED, "%s: raw records take no image transform (transform %lld)",
+            path, (long long)transform);
+        STOKER_RETURN_IF(dtype != STOKER_DTYPE_DEFAULT && dtype != stored && !p->gpu_normalize,
+                         err, STOKER_E_UNSUPPORTED,
+                         "%s: converting %s records to %s is not supported", path,
+                         stoker_dtype_name(stored), stoker_dtype_name((int32_t)dtype));
+        p->dtype = p->out_dtype = stored;
+        uint64_t size = stoker_dtype_size(stored);
+        for (int32_t i = 0; i < p->ndim; i++)
+            STOKER_RETURN_IF(stoker__mul_ovf(size, (uint64_t)p->shape[i], &size), err,
+                             STOKER_E_LIMIT, "%s: record shape overflows", path);
+        p->rec_size = size;
+        return 0;
+    }
+    STOKER_RETURN_IF(transform != STOKER_TRANSFORM_NONE &&
+                         !(p->kind == STOKER_FIELD_BYTES && transform == 0),
+                     err, STOKER_E_UNSUPPORTED,
+                     "%s: image transforms apply to JPEG data sets only; set "
+                     "STOKER_OPT_TRANSFORM to STOKER_TRANSFORM_NONE for the encoded bytes",
+                     path);
+    p->dtype = p->out_dtype = STOKER_DTYPE_UINT8;
+    p->ndim = 0;
+    return 0;
+}
+
+/* Slots by default. Decoding pieces take long and unequal times, so an image pipeline gets
+ * slots enough that no worker waits for one while a slow piece holds up the oldest batch:
+ * one for the consumer, one being finished, and three pieces of room per thread beyond
+ * them, from 4 to 16 (docs/BENCHMARKS.md). Copying raw records takes short, even pieces. */
+static uint32_t default_depth(const stoker__plan *p)
+{
+    if (!p->image)
+        return 4;
+    const uint64_t d = 2 + (3 * (uint64_t)p->threads + p->pieces - 1) / p->pieces;
+    return d < 4 ? 4 : d > 16 ? 16 : (uint32_t)d;
+}
+
+static int plan_machinery(stoker__plan *p, const stoker_config *cfg, stoker_dataset *ds,
+                          stoker__err *err)
+{
+    const int64_t threads = stoker__cfg_int(cfg, STOKER_OPT_THREADS);
+    p->threads = threads > 0 ? (uint32_t)threads : (uint32_t)(stoker__online_cpus() - 1);
+    if (p->threads < 1)
+        p->threads = 1;
+    p->pieces = (uint32_t)((p->batch + STOKER__PIECE - 1) / STOKER__PIECE);
+    const int64_t depth = stoker__cfg_int(cfg, STOKER_OPT_DEPTH);
+    p->depth = depth > 0 ? (uint32_t)depth : default_depth(p);
+    const int64_t ra = stoker__cfg_int(cfg, STOKER_OPT_READ_AHEAD);
+    p->read_ahead = ra > 0 ? (uint32_t)ra : DEFAULT_READ_AHEAD;
+    p->direct = stoker__cfg_int(cfg, STOKER_OPT_DIRECT_IO) != 0;
+    p->on_corrupt = stoker__cfg_int(cfg, STOKER_OPT_ON_CORRUPT) == STOKER_ON_CORRUPT_SKIP
+                        ? STOKER_ON_CORRUPT_SKIP
+                        : STOKER_ON_CORRUPT_ERROR;
+    STOKER_RETURN_IF(p->direct && stoker__dataset_align(ds) % 4096 != 0, err, STOKER_E_INVALID,
+                     "%s: direct I/O needs records aligned to 4096 bytes; "
+                     "this data set is aligned to %u",
+                     stoker__dataset_path(ds), stoker__dataset_align(ds));
+    p->staged = p->direct || p->image;
+    /* Buffered reads of cached data complete at submit, so rounds are kept small enough to
+     * be CRC-checked while still in L2; direct reads take whole pieces. */
+    p->round_bytes = p->direct ? UINT64_MAX : ROUND_BYTES;
+    return 0;
+}
+
+/* The read back-end: io_uring when asked or when AUTO finds a working ring, else pread. */
+static int plan_backend(stoker__plan *p, const stoker_config *cfg, stoker__err *err)
+{
+    const int64_t want = stoker__cfg_int(cfg, STOKER_OPT_BACKEND);
+    p->backend = STOKER_BACKEND_PREAD;
+    if (want == STOKER_BACKEND_PREAD)
+        return 0;
+    stoker__reader *probe = NULL;
+    const int rc = stoker__reader_open(&probe, STOKER_BACKEND_IO_URING, 1);
+    stoker__reader_close(probe);
+    if (rc == 0) {
+        p->backend = STOKER_BACKEND_IO_URING;
+        return 0;
+    }
+    STOKER_RETURN_IF(want == STOKER_BACKEND_IO_URING, err, STOKER_E_UNSUPPORTED,
+                     "io_uring is not available here: %s", stoker_strerror(rc));
+    stoker__logf(&p->log, STOKER_LOG_INFO, "io_uring unavailable (%s); using pread",
+                 stoker_strerror(rc));
+    return 0;
+}
+
+/* The device: an explicit ordinal must be usable; the default takes LOCAL_RANK (or GPU 0)
+ * when a device is usable and falls back to host batches otherwise. */
+static int plan_device(stoker__plan *p, const stoker_config *cfg, int64_t local,
+                       stoker__err *err)
+{
+    const int64_t opt = stoker__cfg_int(cfg, STOKER_OPT_DEVICE);
+    const int64_t nb = stoker__cfg_int(cfg, STOKER_OPT_DEVICE_BUFFERS);
+    p->device = -1;
+    p->device_buffers = nb <= 0 ? DEFAULT_DEVICE_BUFFERS : nb < 2 ? 2u : (uint32_t)nb;
+    if (opt < 0)
+        return 0;
+    STOKER_RETURN_IF(opt > 0 && !stoker__cuda_built(), err, STOKER_E_UNSUPPORTED,
+                     "a CUDA device was requested but this build has no CUDA support");
+    char why[160] = "";
+    const int n = stoker__cuda_device_query(why, sizeof why);
+    if (opt > 0) {
+        STOKER_RETURN_IF(n == 0, err, STOKER_E_CUDA,
+                         "CUDA device %lld was requested but no device is usable: %s",
+                         (long long)(opt - 1), why);
+        STOKER_RETURN_IF(opt - 1 >= n, err, STOKER_E_CUDA,
+                         "CUDA device %lld was requested but there are %d device(s)",
+                         (long long)(opt - 1), n);
+        p->device = (int32_t)(opt - 1);
+        return 0;
+    }
+    const int64_t want = local >= 0 ? local : 0;
+    if (n == 0) {
+        stoker__logf(&p->log, STOKER_LOG_INFO, "no usable CUDA device (%s): host batches", why);
+        return 0;
+    }
+    if (want >= n) {
+        stoker__logf(&p->log, STOKER_LOG_WARN,
+                     "LOCAL_RANK %lld but %d CUDA device(s): host batches", (long long)want, n);
+        return 0;
+    }
+    p->device = (int32_t)want;
+    return 0;
+}
+
+/* GPU normalisation: asked for, it needs a device, a build with the kernel, and uint8
+ * [H, W, 3] samples (raw records, or the image pipeline stopped at uint8 NHWC). */
+static int plan_gpu_normalize(stoker__plan *p, const stoker_config *cfg, const char *path,
+                              stoker__err *err)
+{
+    if (!p->gpu_normalize)
+        return 0;
+    STOKER_RETURN_IF(p->device < 0, err, STOKER_E_UNSUPPORTED,
+                     "GPU normalisation needs a usable CUDA device (%s)",
+                     stoker__cuda_built() ? "this loader would deliver host batches"
+                                          : "this build has no CUDA support");
+    STOKER_RETURN_IF(!stoker__cuda_has_kernels(), err, STOKER_E_UNSUPPORTED,
+                     "GPU normalisation needs a build with nvcc (this one has the CUDA "
+                     "runtime only)");
+    STOKER_RETURN_IF(!p->rec_size || p->dtype != STOKER_DTYPE_UINT8 || p->ndim != 3 ||
+                         p->shape[2] != 3,
+                     err, STOKER_E_UNSUPPORTED,
+                     "%s: GPU normalisation takes uint8 records of shape [H, W, 3] or JPEG "
+                     "images with a transform",
+                     path);
+    const int rc = check_mean_std(p, err);
+    if (rc < 0)
+        return rc;
+    const int64_t dt = stoker__cfg_int(cfg, STOKER_OPT_DTYPE);
+    stoker__norm *n = &p->norm;
+    n->dtype = dt == STOKER_DTYPE_DEFAULT ? STOKER_DTYPE_FLOAT16 : (int32_t)dt;
+    STOKER_RETURN_IF(n->dtype != STOKER_DTYPE_FLOAT16 && n->dtype != STOKER_DTYPE_FLOAT32 &&
+                         n->dtype != STOKER_DTYPE_BFLOAT16,
+                     err, STOKER_E_UNSUPPORTED,
+                     "GPU normalisation produces float16, bfloat16 or float32, not %s",
+                     stoker_dtype_name(n->dtype));
+    n->nchw = stoker__cfg_int(cfg, STOKER_OPT_LAYOUT) != STOKER_LAYOUT_NHWC;
+    n->h = p->shape[0];
+    n->w = p->shape[1];
+    for (int c = 0; c < 3; c++) {
+        n->scale[c] = (float)(1.0 / (255.0 * (double)p->std[c]));
+        n->bias[c] = (float)(-(double)p->mean[c] / (double)p->std[c]);
+    }
+    p->out_dtype = n->dtype;
+    p->layout = n->nchw ? STOKER_LAYOUT_NCHW : STOKER_LAYOUT_NHWC;
+    return 0;
+}
+
+int stoker__plan_make(stoker__plan *p, const stoker_config *cfg, stoker_dataset *ds,
+                      stoker__err *err)
+{
+    memset(p, 0, sizeof *p);
+    p->log = stoker__cfg_log(cfg);
+    p->max_pixels = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_MAX_PIXELS);
+    p->max_record_size = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_MAX_RECORD_SIZE);
+    p->max_records = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_MAX_RECORDS);
+    p->max_shards = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_MAX_SHARDS);
+    p->gpu_normalize = stoker__cfg_int(cfg, STOKER_OPT_GPU_NORMALIZE) != 0;
+    read_mean_std(p, cfg);
+    const char *path = stoker__dataset_path(ds);
+    int64_t local = -1;
+    int rc = plan_ranks(p, cfg, &local, err);
+    if (rc == 0)
+        rc = plan_order(p, cfg, ds, err);
+    if (rc == 0)
+        rc = plan_simd(p, cfg, err);
+    if (rc == 0)
+        rc = plan_device(p, cfg, local, err);
+    if (rc == 0)
+        rc = plan_field(p, cfg, ds, err);
+    if (rc == 0)
+        rc = plan_machinery(p, cfg, ds, err);
+    if (rc == 0)
+        rc = plan_backend(p, cfg, err);
+    if (rc == 0)
+        rc = plan_gpu_normalize(p, cfg, path, err);
+    return rc;
+}
+
+/* ---- what was decided ---- */
+
+int stoker__plan_get_int(const stoker__plan *p, stoker_option opt, int64_t *v)
+{
+    const bool image = p->image;
+    switch (opt) {
+    case STOKER_OPT_BATCH_SIZE: *v = (int64_t)p->batch; return 0;
+    case STOKER_OPT_SHUFFLE: *v = p->shuffle; return 0;
+    case STOKER_OPT_SEED: *v = (int64_t)p->seed; return 0;
+    case STOKER_OPT_DROP_LAST: *v = p->drop_last; return 0;
+    case STOKER_OPT_RANK: *v = p->rank; return 0;
+    case STOKER_OPT_WORLD_SIZE: *v = p->world; return 0;
+    case STOKER_OPT_DIST_ENV: *v = p->dist_env; return 0;
+    case STOKER_OPT_EPOCH: *v = (int64_t)p->epoch; return 0;
+    case STOKER_OPT_ORDER: *v = p->order; return 0;
+    case STOKER_OPT_THREADS: *v = p->threads; return 0;
+    case STOKER_OPT_DEPTH: *v = p->depth; return 0;
+    case STOKER_OPT_BACKEND: *v = p->backend; return 0;
+    case STOKER_OPT_DIRECT_IO: *v = p->direct; return 0;
+    case STOKER_OPT_READ_AHEAD: *v = p->read_ahead; return 0;
+    case STOKER_OPT_ON_CORRUPT: *v = p->on_corrupt; return 0;
+    case STOKER_OPT_SIMD: *v = p->simd; return 0;
+    case STOKER_OPT_DEVICE: *v = p->device >= 0 ? p->device + 1 : -1; return 0;
+    case STOKER_OPT_DEVICE_BUFFERS: *v = p->device_buffers; return 0;
+    case STOKER_OPT_GPU_NORMALIZE: *v = p->gpu_normalize; return 0;
+    case STOKER_OPT_TRANSFORM: *v = p->transform; return 0;
+    case STOKER_OPT_DTYPE: *v = p->out_dtype; return 0;
+    case STOKER_OPT_MAX_PIXELS: *v = (int64_t)p->max_pixels; return 0;
+    case STOKER_OPT_MAX_RECORD_SIZE: *v = (int64_t)p->max_record_size; return 0;
+    case STOKER_OPT_MAX_RECORDS: *v = (int64_t)p->max_records; return 0;
+    case STOKER_OPT_MAX_SHARDS: *v = (int64_t)p->max_shards; return 0;
+    case STOKER_OPT_LAYOUT:
+        if (!image && !p->gpu_normalize)
+            return STOKER_E_UNSUPPORTED;
+        *v = p->layout;
+        return 0;
+    case STOKER_OPT_SIZE: *v = p->xform.size; break;
+    case STOKER_OPT_RESIZE: *v = p->xform.resize; break;
+    case STOKER_OPT_DCT: *v = p->xform.dct; break;
+    case STOKER_OPT_ANTIALIAS: *v = p->xform.antialias; break;
+    case STOKER_OPT_RESAMPLER: *v = p->xform.resampler; break;
+    case STOKER_OPT_DCT_SCALE: *v = p->xform.dct_scale; break;
+    default: return STOKER_E_INVALID;
+    }
+    return image ? 0 : STOKER_E_UNSUPPORTED; /* the image options */
+}
+
+int stoker__plan_get_float(const stoker__plan *p, stoker_option opt, double *v)
+{
+    if (opt < STOKER_OPT_MEAN_R || opt > STOKER_OPT_STD_B)
+        return STOKER_E_INVALID;
+    if (!p->image && !p->gpu_normalize)
+        return STOKER_E_UNSUPPORTED; /* nothing is normalised */
+    const int c = (int)(opt - STOKER_OPT_MEAN_R);
+    *v = c < 3 ? (double)p->mean[c] : (double)p->std[c - 3];
+    return 0;
+}

@@ -1,0 +1,698 @@
+/* The worker pool (pool.h): prepare a batch's layout, read its records through the
+ * worker's own reader, verify each record's CRC32C in the thread that read it, run the
+ * per-record process step, replace corrupt records (SKIP), and publish the batch when its
+ * last piece is done. */
+#include "loader/pool.h"
+
+#include "common/crc32c.h"
+#include "loader/process.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#define DIRECT_ALIGN 4096u
+#define MAX_COALESCE (UINT64_C(64) << 20) /* bytes one coalesced read may cover */
+#define STAGING_MAX (UINT64_C(64) << 20)  /* staging beyond one largest record */
+#define CHUNK_READ UINT32_MAX /* req_first of a read a fetched record's plan asked for */
+#define REPLACE_TRIES 16u     /* SKIP: replacements tried per corrupt record */
+
+struct stoker__worker {
+    alignas(64) stoker__pool *pool;
+    uint32_t index;
+    pthread_t thread;
+    bool started;
+    stoker__reader *reader;
+    uint8_t *staging; /* aligned; direct I/O and the process step read here */
+    size_t staging_cap;
+    stoker__read_req *reqs; /* reader depth entries */
+    stoker__read_done *done;
+    uint32_t *req_first, *req_last; /* per request: records [first, last) it covers */
+    stoker__err err;                /* messages of this worker's failures */
+    stoker__process *proc;          /* the process step's state (image pipeline), or NULL */
+    int64_t epoch;                  /* of the batch being read: the process step's randomness */
+    /* Records of the round whose chunks the round reads (dataset.h's planned fetches):
+     * assembled once its reads are done. round numbers the worker's rounds. */
+    uint64_t round;
+    uint32_t nfetch;
+    uint32_t fetch_j[STOKER__PIECE];
+    stoker__wstats stats;
+};
+
+/* Adds to a per-worker counter. Single writer (the worker), so a relaxed load and store
+ * suffice and no locked instruction is spent; stats read it with relaxed loads. */
+static inline void count_add(atomic_uint_fast64_t *c, uint64_t n)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+}
+
+/* Stage clock (vDSO, ~20 ns): read per round, per completed read and per processed record,
+ * never per raw record. */
+static inline uint64_t clock_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+void stoker__pool_position(const stoker__pool *p, uint64_t seq, uint64_t *epoch, uint64_t *pos)
+{
+    const uint64_t nb = p->smp->nbatches;
+    const uint64_t abs = p->base_pos + seq;
+    *epoch = p->base_epoch + abs / nb;
+    *pos = abs % nb;
+}
+
+/* ---- preparing a batch ---- */
+
+/* Byte offsets of every record of the batch in the slot, growing the slot if needed. Only
+ * called while the caller owns the slot's contents (prepare, or the last piece's repair). */
+static int layout(stoker__pool *p, stoker__worker *w, stoker__slot *s)
+{
+    stoker_batch *b = &s->batch;
+    const uint64_t count = (uint64_t)b->count, rec_size = p->plan->rec_size;
+    uint64_t total = 0;
+    b->offsets[0] = 0;
+    for (uint64_t j = 0; j < count; j++) {
+        const uint64_t len = rec_size ? rec_size : s->locs[j].length;
+        if (stoker__add_ovf(total, len, &total) || total > INT64_MAX)
+            return stoker__fail(&w->err, STOKER_E_LIMIT,
+                                "%s: batch of %" PRIu64 " records is too large",
+                                stoker__dataset_path(p->ds), count);
+        b->offsets[j + 1] = (int64_t)total;
+    }
+    b->nbytes = total;
+    if (stoker__ring_reserve(p->ring, s, total) < 0)
+        return stoker__fail(&w->err, -ENOMEM,
+                            "%s: out of memory growing a batch slot to %" PRIu64 " bytes",
+                            stoker__dataset_path(p->ds), total);
+    b->shape[0] = rec_size ? b->count : (int64_t)total;
+    return 0;
+}
+
+static int locate(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint64_t j)
+{
+    const int rc = stoker__dataset_locate(p->ds, s->batch.ids[j], &s->locs[j]);
+    if (rc < 0)
+        return stoker__fail(&w->err, rc, "%s: record %" PRId64 ": cannot be located",
+                            stoker__dataset_path(p->ds), s->batch.ids[j]);
+    s->batch.labels[j] = s->locs[j].label;
+    return 0;
+}
+
+/* The ring's prepare step (slot mutex held; the slot is FREE, nobody else touches it):
+ * batch seq's ids, locations and layout. */
+static void prepare(void *ctx, stoker__slot *s, uint64_t seq)
+{
+    stoker__worker *w = ctx;
+    stoker__pool *p = w->pool;
+    stoker_batch *b = &s->batch;
+    uint64_t epoch, pos;
+    stoker__pool_position(p, seq, &epoch, &pos);
+    b->epoch = (int64_t)epoch;
+    b->position = (int64_t)pos;
+    b->count = (int64_t)stoker__sampler_batch_count(p->smp, pos);
+    b->replaced = 0;
+    stoker__sampler_batch(p->smp, epoch, pos, b->ids);
+    memset(s->marks, 0, (size_t)b->count);
+    int rc = 0;
+    for (int64_t j = 0; j < b->count && rc == 0; j++)
+        rc = locate(p, w, s, (uint64_t)j);
+    if (rc == 0)
+        rc = layout(p, w, s);
+    if (rc < 0) {
+        s->err_code = rc;
+        memcpy(s->err_msg, w->err.msg, sizeof s->err_msg);
+    }
+}
+
+/* ---- checking records ---- */
+
+/* A record failed its check (its message is in w->err): SKIP marks it for replacement,
+ * ERROR fails the batch. Every way a record can fail, on every fetch path, ends here, and a
+ * mark is cleared only where the record is read again (read_range). */
+static void corrupt(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint64_t j)
+{
+    if (p->plan->on_corrupt == STOKER_ON_CORRUPT_SKIP)
+        s->marks[j] |= REC_BAD;
+    else
+        stoker__ring_fail(s, &w->err);
+}
+
+/* Checks record j, whose bytes are at src (all of them read), and for staged reads runs
+ * the process step into its place in the slot. */
+static void check_record(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint32_t j,
+                         const uint8_t *src, const char *shard)
+{
+    const stoker__recloc *loc = &s->locs[j];
+    const int64_t id = s->batch.ids[j];
+    const uint32_t crc = loc->has_crc ? stoker_crc32c(0, src, loc->length) : 0;
+    if (loc->has_crc && crc != loc->crc) {
+        stoker__fail(&w->err, STOKER_E_CORRUPT,
+                     "%s: record %" PRId64 ": CRC32C mismatch (stored %08x, computed %08x)",
+                     shard, id, loc->crc, crc);
+        corrupt(p, w, s, j);
+        return;
+    }
+    if (p->plan->staged) {
+        uint8_t *dst = s->batch.data + s->batch.offsets[j];
+        const uint64_t cap = (uint64_t)(s->batch.offsets[j + 1] - s->batch.offsets[j]);
+        w->err.msg[0] = '\0';
+        const uint64_t t0 = w->proc ? clock_ns() : 0;
+        const int rc = w->proc ? stoker__process_record(w->proc, p->smp->seed, w->epoch, id, src,
+                                                        loc->length, dst, cap, &w->err)
+                               : (memcpy(dst, src, loc->length), 0);
+        if (w->proc)
+            count_add(&w->stats.process_ns, clock_ns() - t0);
+        if (rc < 0) {
+            char why[STOKER_ERRMSG_CAP]; /* the step's own message, if it left one */
+            snprintf(why, sizeof why, "%s", w->err.msg[0] ? w->err.msg : stoker_strerror(rc));
+            stoker__fail(&w->err, rc, "%s: record %" PRId64 ": %s", shard, id, why);
+            corrupt(p, w, s, j);
+            return;
+        }
+    }
+    count_add(&w->stats.records, 1);
+    count_add(&w->stats.bytes, loc->length);
+}
+
+/* Checks the records [first, last) of one completed read. */
+static void check_read(stoker__pool *p, stoker__worker *w, stoker__slot *s,
+                       const stoker__read_done *d)
+{
+    if (w->req_first[d->tag] == CHUNK_READ) { /* req_last holds the plan's cookie */
+        stoker__dataset_fetch_landed(p->ds, w->req_last[d->tag], w->reqs[d->tag].length, d->res);
+        return;
+    }
+    const uint32_t first = w->req_first[d->tag], last = w->req_last[d->tag];
+    const stoker__recloc *loc0 = &s->locs[first];
+    const char *shard = stoker__dataset_shard_path(p->ds, loc0->shard);
+    if (d->res < 0) {
+        stoker__fail(&w->err, (int)d->res,
+                     "%s: record %" PRId64 ": read of %" PRIu64 " bytes at offset %" PRIu64
+                     " failed: %s",
+                     shard, s->batch.ids[first], w->reqs[d->tag].length, loc0->offset,
+                     stoker_strerror((int)d->res));
+        stoker__ring_fail(s, &w->err);
+        return;
+    }
+    const uint8_t *src = w->reqs[d->tag].dst;
+    uint64_t at = 0;
+    /* CRC time: the whole check less the process step's share */
+    const uint64_t t0 = clock_ns();
+    const uint64_t p0 = atomic_load_explicit(&w->stats.process_ns, memory_order_relaxed);
+    for (uint32_t j = first; j < last; j++) {
+        const stoker__recloc *loc = &s->locs[j];
+        if ((uint64_t)d->res < at + loc->length) {
+            /* The file ends within this record: it and every record after it in this read
+             * are cut short. */
+            stoker__fail(&w->err, STOKER_E_CORRUPT,
+                         "%s: record %" PRId64 ": short file: %" PRIu64 " of %" PRIu64
+                         " bytes at offset %" PRIu64,
+                         shard, s->batch.ids[j], (uint64_t)d->res > at ? (uint64_t)d->res - at : 0,
+                         loc->length, loc->offset);
+            corrupt(p, w, s, j);
+        } else {
+            check_record(p, w, s, j, src + at, shard);
+        }
+        at += loc->length;
+    }
+    const uint64_t p1 = atomic_load_explicit(&w->stats.process_ns, memory_order_relaxed);
+    count_add(&w->stats.crc_ns, clock_ns() - t0 - (p1 - p0));
+}
+
+/* A record that is not one extent on disk (chunked or compressed HDF5): the source reads
+ * and assembles it here, synchronously; then the usual check and process step. */
+static void fetch_record(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint32_t j)
+{
+    const stoker__recloc *loc = &s->locs[j];
+    const char *shard = stoker__dataset_shard_path(p->ds, loc->shard);
+    uint8_t *dst = p->plan->staged ? NULL : s->batch.data + s->batch.offsets[j];
+    const uint8_t *src = NULL;
+    const int rc = stoker__dataset_fetch(p->ds, s->batch.ids[j], loc, dst, &src, &w->err);
+    if (rc < 0) {
+        corrupt(p, w, s, j);
+        return;
+    }
+    check_record(p, w, s, j, src, shard);
+}
+
+/* ---- reading a piece ---- */
+
+/* A fetched record joins the round: the reads its plan lists (its chunks missing from the
+ * worker's chunk cache) go out with the round's others, and the record is assembled once
+ * they are done (read_range). A record the source reads itself (the serialised fallback),
+ * or one too big for an empty round, is fetched at once. Returns false when the round is
+ * full. */
+static bool add_fetched(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint32_t j,
+                        uint32_t *nreq)
+{
+    if (w->nfetch == STOKER__PIECE)
+        return false;
+    stoker__fetch_read fr[STOKER__FETCH_READS];
+    const uint32_t room = w->reader->depth - *nreq;
+    const uint32_t cap = room < STOKER__FETCH_READS ? room : STOKER__FETCH_READS;
+    uint32_t n = 0;
+    const int rc =
+        stoker__dataset_fetch_plan(p->ds, s->batch.ids[j], &s->locs[j], w->round, fr, cap, &n);
+    if (rc == STOKER__PLAN_FULL && (*nreq > 0 || w->nfetch > 0))
+        return false;
+    if (rc != STOKER__PLAN_OK) {
+        fetch_record(p, w, s, j);
+        return true;
+    }
+    for (uint32_t i = 0; i < n; i++, (*nreq)++) {
+        w->reqs[*nreq] = (stoker__read_req){.fd = fr[i].fd,
+                                            .offset = fr[i].offset,
+                                            .length = fr[i].length,
+                                            .dst = fr[i].dst,
+                                            .tag = *nreq};
+        w->req_first[*nreq] = CHUNK_READ;
+        w->req_last[*nreq] = fr[i].cookie;
+    }
+    w->fetch_j[w->nfetch++] = j;
+    return true;
+}
+
+/* Adds record j to the round: extends the previous read when the record follows it on
+ * disk and in the slot (buffered reads only), else starts a new one. Returns false when
+ * the round is full (reader depth or staging space). */
+static bool add_record(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint32_t j,
+                       uint32_t *nreq, size_t *staged, uint64_t *bytes)
+{
+    const stoker__plan *pl = p->plan;
+    const stoker__recloc *loc = &s->locs[j];
+    if (loc->fetch)
+        return add_fetched(p, w, s, j, nreq);
+    uint8_t *dst = s->batch.data + s->batch.offsets[j];
+    uint64_t len = loc->length;
+    int fd = loc->fd;
+    if (*nreq > 0 && (*bytes >= pl->round_bytes || len > pl->round_bytes - *bytes))
+        return false; /* the round's bytes are checked while still in cache */
+    *bytes += len;
+    if (pl->staged) {
+        if (pl->direct)
+            len = stoker__align_up(len ? len : 1, DIRECT_ALIGN);
+        if (*nreq > 0 && *staged + len > w->staging_cap)
+            return false;
+        if (pl->direct)
+            fd = stoker__dataset_direct_fd(p->ds, loc->shard);
+        dst = w->staging + *staged;
+        *staged += stoker__align_up(len ? len : 1, DIRECT_ALIGN);
+    } else if (*nreq > 0) {
+        stoker__read_req *prev = &w->reqs[*nreq - 1];
+        const stoker__recloc *pl0 = &s->locs[j - 1];
+        if (w->req_first[*nreq - 1] != CHUNK_READ && w->req_last[*nreq - 1] == j &&
+            pl0->fd == loc->fd && pl0->offset + pl0->length == loc->offset &&
+            (uint8_t *)prev->dst + prev->length == dst && prev->length + len <= MAX_COALESCE) {
+            prev->length += len;
+            w->req_last[*nreq - 1] = j + 1;
+            return true;
+        }
+    }
+    if (*nreq == w->reader->depth)
+        return false;
+    w->reqs[*nreq] = (stoker__read_req){
+        .fd = fd, .offset = loc->offset, .length = len, .dst = dst, .tag = *nreq};
+    w->req_first[*nreq] = j;
+    w->req_last[*nreq] = j + 1;
+    (*nreq)++;
+    return true;
+}
+
+/* Submits the round's reads at once and checks each as it completes. */
+static int run_round(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint32_t nreq)
+{
+    for (uint32_t i = 0; i < nreq; i++) {
+        if (w->reqs[i].fd < 0) { /* an O_DIRECT open that was refused */
+            const stoker__recloc *loc = &s->locs[w->req_first[i]];
+            stoker__fail(&w->err, w->reqs[i].fd,
+                         "%s: record %" PRId64 ": cannot open for direct I/O: %s",
+                         stoker__dataset_shard_path(p->ds, loc->shard),
+                         s->batch.ids[w->req_first[i]], stoker_strerror(w->reqs[i].fd));
+            stoker__ring_fail(s, &w->err);
+            return w->reqs[i].fd;
+        }
+    }
+    stoker__reader *r = w->reader;
+    uint64_t t0 = clock_ns();
+    int rc = r->ops->submit(r, w->reqs, nreq);
+    if (rc < 0) {
+        stoker__fail(&w->err, rc, "%s: cannot submit reads: %s", stoker__dataset_path(p->ds),
+                     stoker_strerror(rc));
+        stoker__ring_fail(s, &w->err);
+        return rc;
+    }
+    count_add(&w->stats.inflight_sum, r->inflight);
+    count_add(&w->stats.inflight_n, 1);
+    while (r->inflight > 0) {
+        uint32_t got = 0;
+        rc = r->ops->reap(r, w->done, r->depth, &got);
+        const uint64_t t1 = clock_ns();
+        count_add(&w->stats.read_ns, t1 - t0); /* submit + reap: time in the reader */
+        if (rc < 0) {
+            /* The ring itself failed; its reads may still land in the slot, so this worker
+             * cannot go on safely: fail the batch (the loader reports it). */
+            stoker__fail(&w->err, rc, "%s: waiting for reads failed: %s",
+                         stoker__dataset_path(p->ds), stoker_strerror(rc));
+            stoker__ring_fail(s, &w->err);
+            return rc;
+        }
+        for (uint32_t i = 0; i < got; i++)
+            check_read(p, w, s, &w->done[i]);
+        t0 = clock_ns();
+    }
+    return 0;
+}
+
+/* The hot loop: reads records [j0, j1) of the slot's batch (only those marked bad when
+ * only_bad) in rounds of up to the reader's depth, each submitted with one call; then
+ * assembles the round's fetched records from the chunks it read. */
+static int read_range(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint32_t j0,
+                      uint32_t j1, bool only_bad)
+{
+    uint32_t j = j0;
+    while (j < j1) {
+        w->round++;
+        w->nfetch = 0;
+        uint32_t nreq = 0;
+        size_t staged = 0;
+        uint64_t bytes = 0;
+        while (j < j1) {
+            if (only_bad && !(s->marks[j] & REC_BAD)) {
+                j++;
+                continue;
+            }
+            /* This read decides the record afresh: its mark is cleared before add_record,
+             * which may fetch and check the record at once and mark it again. */
+            const uint8_t mark = s->marks[j];
+            s->marks[j] &= (uint8_t)~REC_BAD;
+            if (!add_record(p, w, s, j, &nreq, &staged, &bytes)) {
+                s->marks[j] = mark; /* not in this round: the next one reads it */
+                break;
+            }
+            j++;
+        }
+        if (nreq == 0 && w->nfetch == 0)
+            break;
+        const int rc = nreq > 0 ? run_round(p, w, s, nreq) : 0;
+        if (rc < 0)
+            return rc;
+        for (uint32_t i = 0; i < w->nfetch; i++)
+            fetch_record(p, w, s, w->fetch_j[i]);
+    }
+    return 0;
+}
+
+/* ---- SKIP: replacing corrupt records ---- */
+
+/* A corrupt record is replaced by a record drawn from (seed, epoch, its id, attempt), so
+ * the same batch comes out whatever thread or run reads it. */
+static int64_t replacement(const stoker__pool *p, uint64_t epoch, int64_t id, uint32_t attempt)
+{
+    uint64_t st = stoker__sample_rng(p->smp->seed ^ UINT64_C(0x5245504C41434531), epoch,
+                                     (uint64_t)id);
+    uint64_t r = 0;
+    for (uint32_t i = 0; i < attempt; i++)
+        r = stoker__rng_next(&st);
+    return (int64_t)(r % p->smp->n);
+}
+
+/* Records of the batch whose marks include `flag`. */
+static uint32_t count_marked(const stoker__slot *s, uint8_t flag)
+{
+    uint32_t n = 0;
+    for (int64_t j = 0; j < s->batch.count; j++)
+        n += (s->marks[j] & flag) != 0;
+    return n;
+}
+
+/* Replaces the batch's corrupt records until it is whole or a record ran out of tries. Run
+ * by the worker that finished the batch's last piece, which owns the slot's contents. */
+static void repair(stoker__pool *p, stoker__worker *w, stoker__slot *s)
+{
+    stoker_batch *b = &s->batch;
+    for (uint32_t attempt = 1;; attempt++) {
+        const uint32_t nbad = count_marked(s, REC_BAD);
+        if (nbad == 0 || stoker__ring_failed(s) != 0)
+            return;
+        if (attempt > REPLACE_TRIES) {
+            char last[STOKER_ERRMSG_CAP];
+            snprintf(last, sizeof last, "%s", w->err.msg);
+            stoker__fail(&w->err, STOKER_E_CORRUPT,
+                         "%s: %u corrupt record(s) without an "
+                         "intact replacement after %u tries; last: %s",
+                         stoker__dataset_path(p->ds), nbad, REPLACE_TRIES, last);
+            stoker__ring_fail(s, &w->err);
+            return;
+        }
+        s->repaired = true; /* copies of finished pieces are stale */
+        for (int64_t j = 0; j < b->count; j++) {
+            if (!(s->marks[j] & REC_BAD))
+                continue;
+            s->marks[j] |= REC_REPLACED;
+            b->ids[j] = replacement(p, (uint64_t)b->epoch, b->ids[j], attempt);
+            if (locate(p, w, s, (uint64_t)j) < 0) {
+                stoker__ring_fail(s, &w->err);
+                return;
+            }
+        }
+        if (!p->plan->rec_size) {
+            /* Sizes changed: lay the batch out again and read all of it. */
+            if (layout(p, w, s) < 0) {
+                stoker__ring_fail(s, &w->err);
+                return;
+            }
+            for (int64_t j = 0; j < b->count; j++)
+                s->marks[j] |= REC_BAD;
+        }
+        read_range(p, w, s, 0, (uint32_t)b->count, true);
+    }
+}
+
+/* Called by every piece's worker; the last one repairs and publishes the batch. */
+static void piece_done(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint32_t piece)
+{
+    if (!stoker__ring_piece_done(p->ring, s, piece))
+        return;
+    if (p->plan->on_corrupt == STOKER_ON_CORRUPT_SKIP && count_marked(s, REC_BAD)) {
+        repair(p, w, s);
+        /* Counted as skipped only if this batch is delivered. */
+        s->batch.replaced = count_marked(s, REC_REPLACED);
+    }
+    stoker__ring_publish(p->ring, s);
+}
+
+/* ---- the workers ---- */
+
+/* Parks the worker while a restart is in progress (the pause protocol), or while an epoch
+ * has no batches at all. */
+static void park(stoker__pool *p)
+{
+    pthread_mutex_lock(&p->mu);
+    p->parked++;
+    pthread_cond_broadcast(&p->cond);
+    while ((p->paused || p->smp->nbatches == 0) && !atomic_load(&p->stop)) {
+        struct timespec ts;
+        stoker__deadline(&ts);
+        pthread_cond_timedwait(&p->cond, &p->mu, &ts);
+    }
+    p->parked--;
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void *worker_main(void *arg)
+{
+    stoker__worker *w = arg;
+    stoker__pool *p = w->pool;
+    char name[16];
+    snprintf(name, sizeof name, "stoker-w%u", w->index);
+    stoker__thread_name(name);
+    while (!atomic_load_explicit(&p->stop, memory_order_acquire)) {
+        if (atomic_load_explicit(&p->halt, memory_order_acquire) || p->smp->nbatches == 0) {
+            park(p);
+            continue;
+        }
+        const uint64_t t = atomic_fetch_add_explicit(&p->ticket, 1, memory_order_relaxed);
+        const uint64_t seq = t / p->plan->pieces;
+        const uint32_t piece = (uint32_t)(t % p->plan->pieces);
+        const int rc = stoker__ring_claim(p->ring, seq, &p->halt, prepare, w);
+        if (rc < 0)
+            continue;
+        stoker__slot *s = stoker__ring_slot(p->ring, seq);
+        w->epoch = s->batch.epoch; /* written in prepare, under the slot's mutex */
+        const uint64_t j0 = (uint64_t)piece * STOKER__PIECE;
+        const uint64_t count = (uint64_t)s->batch.count;
+        if (rc == 0 && j0 < count) {
+            const uint64_t j1 = j0 + STOKER__PIECE < count ? j0 + STOKER__PIECE : count;
+            read_range(p, w, s, (uint32_t)j0, (uint32_t)j1, false);
+        }
+        piece_done(p, w, s, piece);
+    }
+    return NULL;
+}
+
+/* Per-worker resources: reader, request arrays and, for staged reads, the staging buffer
+ * (room for a piece of largest records, at least one, at most 64 MiB beyond that). */
+static int worker_init(stoker__pool *p, stoker__worker *w, uint32_t i, stoker__err *err)
+{
+    const stoker__plan *pl = p->plan;
+    w->pool = p;
+    w->index = i;
+    int rc = stoker__reader_open(&w->reader, pl->backend, pl->read_ahead);
+    if (rc < 0)
+        return stoker__fail(err, rc, "%s: cannot set up the %s reader of worker %u: %s",
+                            stoker__dataset_path(p->ds),
+                            pl->backend == STOKER_BACKEND_IO_URING ? "io_uring" : "pread", i,
+                            stoker_strerror(rc));
+    const uint32_t d = w->reader->depth;
+    w->reqs = stoker__calloc(d, sizeof *w->reqs);
+    w->done = stoker__calloc(d, sizeof *w->done);
+    w->req_first = stoker__calloc(d, sizeof *w->req_first);
+    w->req_last = stoker__calloc(d, sizeof *w->req_last);
+    if (!w->reqs || !w->done || !w->req_first || !w->req_last)
+        return stoker__fail(err, -ENOMEM, "out of memory for worker %u", i);
+    if (pl->staged) {
+        const uint64_t one = stoker__align_up(pl->max_record ? pl->max_record : 1, DIRECT_ALIGN);
+        uint64_t cap = one * STOKER__PIECE;
+        if (cap / STOKER__PIECE != one || cap > STAGING_MAX)
+            cap = one > STAGING_MAX ? one : STAGING_MAX;
+        w->staging = stoker__aligned_alloc(DIRECT_ALIGN, (size_t)cap);
+        if (!w->staging)
+            return stoker__fail(err, -ENOMEM,
+                                "out of memory for worker %u's %" PRIu64 "-byte staging buffer", i,
+                                cap);
+        w->staging_cap = (size_t)cap;
+    }
+    if (pl->image && (rc = stoker__process_create(&w->proc, pl, &w->stats)) < 0)
+        return stoker__fail(err, rc, "out of memory for worker %u's image scratch", i);
+    return 0;
+}
+
+int stoker__pool_create(stoker__pool *p, const stoker__plan *plan, stoker_dataset *ds,
+                        stoker__ring *ring, const stoker__sampler *smp, stoker__err *err)
+{
+    memset(p, 0, sizeof *p);
+    p->plan = plan;
+    p->ds = ds;
+    p->ring = ring;
+    p->smp = smp;
+    p->base_epoch = plan->epoch;
+    if (pthread_mutex_init(&p->mu, NULL) != 0)
+        return stoker__fail(err, -ENOMEM, "cannot create the worker pool's lock");
+    if (pthread_cond_init(&p->cond, NULL) != 0) {
+        pthread_mutex_destroy(&p->mu);
+        return stoker__fail(err, -ENOMEM, "cannot create the worker pool's condition");
+    }
+    p->has_locks = true;
+    p->workers = stoker__aligned_alloc(64, sizeof(stoker__worker) * plan->threads);
+    if (!p->workers)
+        return stoker__fail(err, -ENOMEM, "out of memory for %u workers", plan->threads);
+    memset(p->workers, 0, sizeof(stoker__worker) * plan->threads);
+    for (uint32_t i = 0; i < plan->threads; i++) {
+        p->nworkers = i + 1;
+        const int rc = worker_init(p, &p->workers[i], i, err);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+int stoker__pool_start(stoker__pool *p, stoker__err *err)
+{
+    for (uint32_t i = 0; i < p->nworkers; i++) {
+        stoker__worker *w = &p->workers[i];
+        const int rc = stoker__thread_start(&w->thread, worker_main, w);
+        if (rc != 0)
+            return stoker__fail(err, -rc, "cannot start worker thread %u: %s", i,
+                                stoker_strerror(-rc));
+        w->started = true;
+    }
+    return 0;
+}
+
+void stoker__pool_destroy(stoker__pool *p)
+{
+    atomic_store_explicit(&p->stop, true, memory_order_release);
+    atomic_store_explicit(&p->halt, true, memory_order_release);
+    for (uint32_t i = 0; p->workers && i < p->nworkers; i++)
+        if (p->workers[i].started)
+            pthread_join(p->workers[i].thread, NULL);
+    for (uint32_t i = 0; p->workers && i < p->nworkers; i++) {
+        stoker__worker *w = &p->workers[i];
+        stoker__reader_close(w->reader);
+        stoker__free(w->reqs);
+        stoker__free(w->done);
+        stoker__free(w->req_first);
+        stoker__free(w->req_last);
+        stoker__free(w->staging);
+        stoker__process_destroy(w->proc);
+    }
+    stoker__free(p->workers);
+    p->workers = NULL;
+    if (p->has_locks) {
+        pthread_mutex_destroy(&p->mu);
+        pthread_cond_destroy(&p->cond);
+        p->has_locks = false;
+    }
+}
+
+/* ---- control ---- */
+
+void stoker__pool_pause(stoker__pool *p)
+{
+    pthread_mutex_lock(&p->mu);
+    p->paused = true;
+    atomic_store_explicit(&p->halt, true, memory_order_release);
+    pthread_mutex_unlock(&p->mu);
+    stoker__ring_wake_all(p->ring);
+    pthread_mutex_lock(&p->mu);
+    while (p->parked < p->nworkers) {
+        struct timespec ts;
+        stoker__deadline(&ts);
+        pthread_cond_timedwait(&p->cond, &p->mu, &ts);
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+void stoker__pool_resume(stoker__pool *p, uint64_t epoch, uint64_t pos)
+{
+    pthread_mutex_lock(&p->mu);
+    atomic_store(&p->ticket, 0);
+    p->base_epoch = epoch;
+    p->base_pos = pos;
+    p->paused = false;
+    atomic_store_explicit(&p->halt, false, memory_order_release);
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->mu);
+}
+
+#define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
+
+void stoker__pool_stats_get(const stoker__pool *p, stoker__pool_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    uint64_t ns[6] = {0}, inflight = 0, samples = 0;
+    for (uint32_t i = 0; p->workers && i < p->nworkers; i++) {
+        const stoker__wstats *w = &p->workers[i].stats;
+        s->records += LOAD(w->records);
+        s->bytes += LOAD(w->bytes);
+        s->reduced += LOAD(w->reduced);
+        inflight += LOAD(w->inflight_sum);
+        samples += LOAD(w->inflight_n);
+        ns[0] += LOAD(w->read_ns);
+        ns[1] += LOAD(w->crc_ns);
+        ns[2] += LOAD(w->process_ns);
+        ns[3] += LOAD(w->decode_ns);
+        ns[4] += LOAD(w->resize_ns);
+        ns[5] += LOAD(w->normalize_ns);
+    }
+    s->reads_in_flight = samples ? (double)inflight / (double)samples : 0;
+    s->read_s = (double)ns[0] * 1e-9;
+    s->crc_s = (double)ns[1] * 1e-9;
+    s->process_s = (double)ns[2] * 1e-9;
+    s->decode_s = (double)ns[3] * 1e-9;
+    s->resize_s = (double)ns[4] * 1e-9;
+    s->normalize_s = (double)ns[5] * 1e-9;
+}

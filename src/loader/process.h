@@ -1,0 +1,25 @@
+/* The workers' per-record process step: the JPEG image pipeline. Each record's stored bytes
+ * become its finished sample, written straight into its fixed-size place in the batch, so
+ * a batch is one dense [count, 3, C, C] (NCHW) or [count, C, C, 3] (NHWC) array. Each
+ * worker owns one process state (a decoder scratch); the parameters are the plan's. */
+#ifndef STOKER_LOADER_PROCESS_H
+#define STOKER_LOADER_PROCESS_H
+
+#include "loader/pool.h"
+
+typedef struct stoker__process stoker__process;
+
+/* A worker's state for plan->xform, publishing its stage times into `stats`. -ENOMEM. */
+int stoker__process_create(stoker__process **out, const stoker__plan *plan, stoker__wstats *stats);
+void stoker__process_destroy(stoker__process *pr); /* NULL ok */
+
+/* Record `id` of `epoch` (src, n bytes) to its sample at dst (cap bytes). Randomness (train)
+ * depends on (seed, epoch, id) only (the order's seed: a restored state may bring its own), so any worker makes the same sample. An image over the
+ * pixel limit is a corrupt record like any other damage (the policy decides), its cause
+ * kept in the message. Returns 0, STOKER_E_CORRUPT, STOKER_E_LIMIT (dst too small) or
+ * -ENOMEM. */
+int stoker__process_record(stoker__process *pr, uint64_t seed, int64_t epoch, int64_t id,
+                           const uint8_t *src, uint64_t n, uint8_t *dst, uint64_t cap,
+                           stoker__err *err);
+
+#endif
