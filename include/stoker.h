@@ -419,7 +419,8 @@ STOKER_API int stoker_writer_finish(stoker_writer *w);
  * Async-signal-safe and callable from any thread. */
 STOKER_API void stoker_writer_cancel(stoker_writer *w);
 
-/* Destroys a writer; if it was not finished, its temporary output is removed. NULL ok. */
+/* Destroys a writer; if it was not finished, its temporary output is removed (not in a child
+ * process forked from the creator, whose copy of the writer does not own it). NULL ok. */
 STOKER_API void stoker_writer_destroy(stoker_writer *w);
 
 /* The detailed message of the writer's last failure ("" if none). Owned by the writer. */
@@ -504,8 +505,11 @@ STOKER_API uint32_t stoker_crc32c(uint32_t crc, const void *data, size_t size);
 
 /* A loader streams batches from a data set: sampler -> reader -> worker pool -> batch
  * slots (-> GPU). Its threads start at create. Unless said otherwise, loader functions
- * must be called from one thread at a time (the consumer thread); stoker_batch_release may
- * be called from any thread, and the stats and get functions from any thread.
+ * must be called from one thread at a time (the consumer thread): next, set_epoch and
+ * state_restore called while another thread is in one of them return STOKER_E_STATE at once
+ * (no message is set). stoker_batch_release may be called from any thread, and the stats
+ * and get functions from any thread. In a child process forked from the creator the loader
+ * is unusable (its threads are the parent's); there, destroy frees nothing and returns.
  *
  * Order: each epoch is a permutation drawn from (seed, epoch), the same on every rank, cut
  * into global batches of batch_size x world_size records; rank r takes slice r of each
@@ -572,8 +576,8 @@ STOKER_API int stoker_loader_next(stoker_loader *l, stoker_batch **out);
  * 0, STOKER_E_INVALID (NULL) or STOKER_E_STATE (already released). */
 STOKER_API int stoker_batch_release(stoker_batch *b);
 
-/* Restarts at the beginning of `epoch` (>= 0), discarding what was read ahead. Every
- * batch must have been released first (else STOKER_E_STATE). */
+/* Restarts at the beginning of `epoch` (0 .. 2^40, as STOKER_OPT_EPOCH), discarding what
+ * was read ahead. Every batch must have been released first (else STOKER_E_STATE). */
 STOKER_API int stoker_loader_set_epoch(stoker_loader *l, int64_t epoch);
 
 /* Batches, and records (padding included, replacements not counted apart), per epoch on

@@ -8,6 +8,8 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
 
 #define N 200
 #define RS 300
@@ -394,6 +396,63 @@ static void test_dataset_errmsg_per_thread(void)
     stoker_dataset_close(ds);
 }
 
+/* Consumer calls from two threads at once: the second is refused with STOKER_E_STATE, so
+ * neither waits on the other's restart; no call hangs (the alarm fails the test if one
+ * does). */
+typedef struct restarter {
+    stoker_loader *l;
+    atomic_bool stop;
+    int calls, refused;
+} restarter;
+
+static void *restart_main(void *arg)
+{
+    restarter *r = arg;
+    uint8_t state[STOKER_STATE_SIZE];
+    T_OK(stoker_loader_state_save(r->l, state, sizeof state, NULL));
+    while (!atomic_load(&r->stop)) {
+        const int rc = r->calls % 2 ? stoker_loader_set_epoch(r->l, 1)
+                                    : stoker_loader_state_restore(r->l, state, sizeof state);
+        if (rc != 0 && rc != STOKER_E_STATE)
+            T_FAIL("restart from another thread: %d", rc);
+        r->refused += rc == STOKER_E_STATE;
+        r->calls++;
+        usleep(50);
+    }
+    return NULL;
+}
+
+static void test_consumer_calls_from_two_threads(void)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/raw", g_tmp);
+    stoker_config *cfg = tl_cfg(8, 2);
+    stoker_loader *l = tl_open(path, cfg);
+    restarter r = {.l = l};
+    pthread_t t;
+    alarm(60);
+    T_ASSERT(pthread_create(&t, NULL, restart_main, &r) == 0);
+    const double t0 = stoker__now();
+    int delivered = 0;
+    while (stoker__now() - t0 < 1.0) {
+        stoker_batch *b = NULL;
+        const int rc = stoker_loader_next(l, &b);
+        if (rc == 0) {
+            tl_check_batch(b, RS);
+            T_OK(stoker_batch_release(b));
+            delivered++;
+        } else if (rc != STOKER_END && rc != STOKER_E_STATE) {
+            T_FAIL("next: %d %s", rc, stoker_loader_errmsg(l));
+        }
+    }
+    atomic_store(&r.stop, true);
+    pthread_join(t, NULL);
+    alarm(0);
+    T_ASSERT(delivered > 0 && r.calls > 0);
+    stoker_loader_destroy(l);
+    stoker_config_destroy(cfg);
+}
+
 int main(void)
 {
     char *tmp = t_mkdtemp("loader-faults");
@@ -417,6 +476,7 @@ int main(void)
     test_destroy_anytime();
     test_release_elsewhere();
     test_dataset_errmsg_per_thread();
+    test_consumer_calls_from_two_threads();
     t_rmrf(tmp);
     free(tmp);
     printf("loader faults ok\n");

@@ -30,6 +30,7 @@ struct stoker_writer {
     char *parent; /* its directory */
     char *tmp;    /* hidden temporary directory beside it; NULL once published */
     int tmpfd;
+    pid_t pid; /* the creator: a forked child's destroy leaves its output alone */
     uint64_t shard_size;
     uint32_t align;
     bool overwrite, do_fsync;
@@ -419,6 +420,7 @@ int stoker_writer_create(stoker_writer **out, const char *path, const stoker_con
     int rc = 0;
     char *tmpl = NULL;
     w->fd = w->tmpfd = -1;
+    w->pid = getpid();
     w->kind = STOKER_FIELD_BYTES;
     atomic_init(&w->canceled, 0);
     STOKER_FAIL_IF(!path || !*path, &w->err, STOKER_E_INVALID, "no output path given");
@@ -742,8 +744,8 @@ void stoker_writer_destroy(stoker_writer *w)
         close(w->fd);
     if (w->tmpfd >= 0)
         close(w->tmpfd);
-    if (w->tmp && w->state != W_FINISHED)
-        rmtree(w->tmp);
+    if (w->tmp && w->state != W_FINISHED && w->pid == getpid())
+        rmtree(w->tmp); /* a forked child's copy of the writer does not own the output */
     stoker__free(w->path);
     stoker__free(w->parent);
     stoker__free(w->tmp);

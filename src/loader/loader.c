@@ -6,6 +6,24 @@
 #include "common/crc32c.h"
 
 #include <string.h>
+#include <unistd.h>
+
+/* The largest epoch: that of STOKER_OPT_EPOCH, and of set_epoch and a restored state. */
+#define MAX_EPOCH (UINT64_C(1) << 40)
+
+/* Consumer calls are one at a time: a second thread's is refused at once (no message: the
+ * loader's message belongs to the call in progress), never queued behind the first's waits,
+ * which a restart from another thread could leave waiting forever. */
+static bool consumer_enter(stoker_loader *l)
+{
+    return !atomic_exchange_explicit(&l->busy, true, memory_order_acquire);
+}
+
+static int consumer_leave(stoker_loader *l, int rc)
+{
+    atomic_store_explicit(&l->busy, false, memory_order_release);
+    return rc;
+}
 
 /* The stages, in the order each needs the ones before it. */
 static int wire(stoker_loader *l)
@@ -44,6 +62,7 @@ int stoker_loader_create(stoker_loader **out, const char *path, const stoker_con
     if (!l)
         return -ENOMEM;
     l->t_create = stoker__now();
+    l->pid = getpid();
     l->plan.device = -1;
     STOKER_RETURN_IF(!path, &l->err, STOKER_E_INVALID, "no data set path");
     int rc = stoker_dataset_open(&l->ds, path, cfg);
@@ -63,8 +82,8 @@ int stoker_loader_create(stoker_loader **out, const char *path, const stoker_con
 
 void stoker_loader_destroy(stoker_loader *l)
 {
-    if (!l)
-        return;
+    if (!l || l->pid != getpid())
+        return; /* a forked child: the threads to stop are the parent's */
     stoker__h2d_destroy(l->h2d);  /* copies in flight end before the slots they read */
     stoker__pool_destroy(&l->pool); /* stop + join before anything they use goes */
     stoker__ring_destroy(&l->ring);
@@ -151,11 +170,8 @@ static int next_device(stoker_loader *l, stoker_batch **out)
     return 0;
 }
 
-int stoker_loader_next(stoker_loader *l, stoker_batch **out)
+static int next(stoker_loader *l, stoker_batch **out)
 {
-    if (!l || !out)
-        return STOKER_E_INVALID;
-    *out = NULL;
     STOKER_RETURN_IF(!l->running, &l->err, STOKER_E_STATE,
                      "the loader was not created successfully");
     if (l->cons_pos >= l->smp.nbatches) {
@@ -164,6 +180,16 @@ int stoker_loader_next(stoker_loader *l, stoker_batch **out)
         return STOKER_END;
     }
     return l->h2d ? next_device(l, out) : next_host(l, out);
+}
+
+int stoker_loader_next(stoker_loader *l, stoker_batch **out)
+{
+    if (!l || !out)
+        return STOKER_E_INVALID;
+    *out = NULL;
+    if (!consumer_enter(l))
+        return STOKER_E_STATE;
+    return consumer_leave(l, next(l, out));
 }
 
 int stoker_batch_release(stoker_batch *b)
@@ -221,11 +247,10 @@ static void restart(stoker_loader *l, const stoker__sampler *smp, uint64_t epoch
         stoker__h2d_resume(l->h2d);
 }
 
-int stoker_loader_set_epoch(stoker_loader *l, int64_t epoch)
+static int set_epoch(stoker_loader *l, int64_t epoch)
 {
-    if (!l)
-        return STOKER_E_INVALID;
-    STOKER_RETURN_IF(epoch < 0, &l->err, STOKER_E_INVALID, "negative epoch %lld", (long long)epoch);
+    STOKER_RETURN_IF(epoch < 0 || (uint64_t)epoch > MAX_EPOCH, &l->err, STOKER_E_INVALID,
+                     "epoch %lld outside 0 .. 2^40", (long long)epoch);
     STOKER_RETURN_IF(!l->running, &l->err, STOKER_E_STATE,
                      "the loader was not created successfully");
     STOKER_RETURN_IF(atomic_load(&l->outstanding) != 0, &l->err, STOKER_E_STATE,
@@ -233,6 +258,15 @@ int stoker_loader_set_epoch(stoker_loader *l, int64_t epoch)
                      atomic_load(&l->outstanding));
     restart(l, NULL, (uint64_t)epoch, 0);
     return 0;
+}
+
+int stoker_loader_set_epoch(stoker_loader *l, int64_t epoch)
+{
+    if (!l)
+        return STOKER_E_INVALID;
+    if (!consumer_enter(l))
+        return STOKER_E_STATE;
+    return consumer_leave(l, set_epoch(l, epoch));
 }
 
 int stoker_loader_num_batches(const stoker_loader *l, int64_t *n)
@@ -294,10 +328,8 @@ int stoker_loader_state_save(const stoker_loader *l, void *buf, size_t cap, size
     return 0;
 }
 
-int stoker_loader_state_restore(stoker_loader *l, const void *buf, size_t size)
+static int state_restore(stoker_loader *l, const void *buf, size_t size)
 {
-    if (!l)
-        return STOKER_E_INVALID;
     const uint8_t *p = buf;
     STOKER_RETURN_IF(!p || size < STOKER_STATE_SIZE || memcmp(p, STATE_MAGIC, 8) != 0, &l->err,
                      STOKER_E_INVALID, "not a loader state (%zu bytes)", size);
@@ -327,13 +359,22 @@ int stoker_loader_state_restore(stoker_loader *l, const void *buf, size_t size)
                          (flags & 2u) != 0, stoker__get_u64(p + 16));
     if (flags & 4u) /* the block size is the data set's, as when the state was saved */
         stoker__sampler_set_blocks(&smp, stoker__dataset_block_records(l->ds));
-    /* Epochs count up from set_epoch's int64_t; one near 2^63 was never written by a loader
-     * and would soon come back negative in batches, so such a state is corrupt. */
-    STOKER_RETURN_IF(epoch > (UINT64_C(1) << 62), &l->err, STOKER_E_CORRUPT,
+    /* No loader reaches an epoch beyond 2^40 (a new epoch a microsecond would take 35 years
+     * to), so such a state is corrupt. */
+    STOKER_RETURN_IF(epoch > MAX_EPOCH, &l->err, STOKER_E_CORRUPT,
                      "loader state epoch %" PRIu64 " is out of range", epoch);
     STOKER_RETURN_IF(pos > smp.nbatches, &l->err, STOKER_E_CORRUPT,
                      "loader state position %" PRIu64 " is beyond the epoch's %" PRIu64 " batches",
                      pos, smp.nbatches);
     restart(l, &smp, epoch, pos);
     return 0;
+}
+
+int stoker_loader_state_restore(stoker_loader *l, const void *buf, size_t size)
+{
+    if (!l)
+        return STOKER_E_INVALID;
+    if (!consumer_enter(l))
+        return STOKER_E_STATE;
+    return consumer_leave(l, state_restore(l, buf, size));
 }

@@ -19,6 +19,8 @@
 #include "loader/ring.h"
 #include "loader/sampler.h"
 
+#include <sys/types.h>
+
 struct stoker_loader {
     stoker__err err; /* the consumer thread's: create, next, set_epoch, restore */
     stoker_dataset *ds;
@@ -28,6 +30,8 @@ struct stoker_loader {
     stoker__pool pool;
     stoker__h2d *h2d; /* NULL: host batches */
     bool running;     /* create succeeded: every stage runs */
+    pid_t pid;        /* the creator: a forked child has none of the threads */
+    atomic_bool busy; /* a consumer call runs: another thread's is refused */
 
     /* the consumer thread's position */
     uint64_t cons_seq, cons_epoch, cons_pos;
