@@ -176,6 +176,10 @@ typedef enum stoker_option {
     STOKER_OPT_GPU_NORMALIZE = 69,  /* boolean: raw uint8 [H, W, 3] records cross PCIe as
                                        uint8 and are normalised on the GPU to DTYPE/LAYOUT
                                        with MEAN/STD (needs a device); default 0 */
+    STOKER_OPT_MAX_CACHE = 70,      /* bytes of page cache the data set may fill; 0 = default:
+                                       half the memory available at create. A larger data
+                                       set is read dropping its pages behind the reader, so
+                                       the cache holds what is still to come */
 
     /* ---- loader: transforms (images) ---- */
     STOKER_OPT_TRANSFORM = 80,   /* a stoker_transform value; default by data set kind */
@@ -689,6 +693,8 @@ typedef struct stoker_stats {
     double resize_seconds;    /* cropping and resampling, part of process_seconds */
     double normalize_seconds; /* normalising and converting to the dtype, likewise */
     int64_t reduced;          /* images decoded at 1/2, 1/4 or 1/8 (STOKER_OPT_DCT_SCALE) */
+    int64_t dropped_bytes;    /* read bytes whose pages were dropped from the page cache
+                                 (a data set larger than STOKER_OPT_MAX_CACHE) */
 } stoker_stats;
 
 /* Fills `stats` (struct_size set by the caller). Any thread. 0 or STOKER_E_INVALID. */

@@ -8,8 +8,10 @@
 #include "io/reader.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define DEFAULT_READ_AHEAD 64u
 #define DEFAULT_DEVICE_BUFFERS 6u /* docs/GPU.md: why six */
@@ -239,6 +241,35 @@ static int plan_machinery(stoker__plan *p, const stoker_config *cfg, stoker_data
     return 0;
 }
 
+/* Memory the kernel could give the page cache now without swapping (MemAvailable), else
+ * the machine's memory. */
+static uint64_t memory_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "re");
+    unsigned long long kib = 0;
+    char line[128];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    if (kib)
+        return (uint64_t)kib << 10;
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
+}
+
+/* A data set larger than the page cache it may fill is read dropping its pages behind the
+ * reader (buffered reads only: direct I/O bypasses the cache), so that the cache holds
+ * what is still to come and never pushes the training job's memory out. The default bound
+ * is half the memory available at create. */
+static void plan_cache(stoker__plan *p, const stoker_config *cfg, stoker_dataset *ds)
+{
+    const int64_t max = stoker__cfg_int(cfg, STOKER_OPT_MAX_CACHE);
+    p->max_cache = max > 0 ? (uint64_t)max : memory_available() / 2;
+    p->drop_behind = !p->direct && (uint64_t)stoker_dataset_payload_bytes(ds) > p->max_cache;
+}
+
 /* The read back-end: io_uring when asked or when AUTO finds a working ring, else pread. */
 static int plan_backend(stoker__plan *p, const stoker_config *cfg, stoker__err *err)
 {
@@ -369,6 +400,8 @@ int stoker__plan_make(stoker__plan *p, const stoker_config *cfg, stoker_dataset 
     if (rc == 0)
         rc = plan_backend(p, cfg, err);
     if (rc == 0)
+        plan_cache(p, cfg, ds);
+    if (rc == 0)
         rc = plan_gpu_normalize(p, cfg, path, err);
     return rc;
 }
@@ -404,6 +437,7 @@ int stoker__plan_get_int(const stoker__plan *p, stoker_option opt, int64_t *v)
     case STOKER_OPT_MAX_RECORD_SIZE: *v = (int64_t)p->max_record_size; return 0;
     case STOKER_OPT_MAX_RECORDS: *v = (int64_t)p->max_records; return 0;
     case STOKER_OPT_MAX_SHARDS: *v = (int64_t)p->max_shards; return 0;
+    case STOKER_OPT_MAX_CACHE: *v = (int64_t)p->max_cache; return 0;
     case STOKER_OPT_LAYOUT:
         if (!image && !p->gpu_normalize)
             return STOKER_E_UNSUPPORTED;

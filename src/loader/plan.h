@@ -43,6 +43,8 @@ typedef struct stoker__plan {
     bool staged;            /* reads land in worker staging, then are copied or processed */
     uint64_t round_bytes;   /* most bytes one round of reads covers */
     int32_t on_corrupt;     /* ERROR or SKIP */
+    uint64_t max_cache;     /* page cache the data set may fill (bytes) */
+    bool drop_behind;       /* the data set is larger: buffered reads drop their pages */
     int32_t simd;           /* the level in use */
 
     /* ---- records in, samples out ---- */

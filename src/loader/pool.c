@@ -7,6 +7,7 @@
 #include "common/crc32c.h"
 #include "loader/process.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -177,10 +178,23 @@ static void check_record(stoker__pool *p, stoker__worker *w, stoker__slot *s, ui
     count_add(&w->stats.bytes, loc->length);
 }
 
+/* A data set larger than the page cache it may fill (the plan's drop_behind): the pages a
+ * buffered read brought in are dropped once its bytes are in the worker's hands, so the
+ * cache keeps what is still to come. Whole pages inside the range go; a page shared with a
+ * neighbouring record stays until the neighbour's read drops it. */
+static void drop_behind(const stoker__pool *p, stoker__worker *w, const stoker__read_req *r)
+{
+    if (!p->plan->drop_behind || r->length == 0)
+        return;
+    if (posix_fadvise(r->fd, (off_t)r->offset, (off_t)r->length, POSIX_FADV_DONTNEED) == 0)
+        count_add(&w->stats.dropped, r->length);
+}
+
 /* Checks the records [first, last) of one completed read. */
 static void check_read(stoker__pool *p, stoker__worker *w, stoker__slot *s,
                        const stoker__read_done *d)
 {
+    drop_behind(p, w, &w->reqs[d->tag]);
     if (w->req_first[d->tag] == CHUNK_READ) { /* req_last holds the plan's cookie */
         stoker__dataset_fetch_landed(p->ds, w->req_last[d->tag], w->reqs[d->tag].length, d->res);
         return;
@@ -679,6 +693,7 @@ void stoker__pool_stats_get(const stoker__pool *p, stoker__pool_stats *s)
         s->records += LOAD(w->records);
         s->bytes += LOAD(w->bytes);
         s->reduced += LOAD(w->reduced);
+        s->dropped += LOAD(w->dropped);
         inflight += LOAD(w->inflight_sum);
         samples += LOAD(w->inflight_n);
         ns[0] += LOAD(w->read_ns);

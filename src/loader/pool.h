@@ -28,11 +28,12 @@ typedef struct stoker__wstats {
      * the image pipeline's decode / resize / normalise */
     atomic_uint_fast64_t read_ns, crc_ns, process_ns, decode_ns, resize_ns, normalize_ns;
     atomic_uint_fast64_t reduced; /* images decoded at a DCT reduction */
+    atomic_uint_fast64_t dropped; /* bytes dropped from the page cache behind the reads */
 } stoker__wstats;
 
 /* The workers' counters, summed. */
 typedef struct stoker__pool_stats {
-    uint64_t records, bytes, reduced;
+    uint64_t records, bytes, reduced, dropped;
     double reads_in_flight; /* mean per submit */
     double read_s, crc_s, process_s, decode_s, resize_s, normalize_s;
 } stoker__pool_stats;

@@ -133,6 +133,7 @@ static void fill_stats(const stoker_loader *l, stoker_stats *s)
     s->records_read = (int64_t)ps.records;
     s->bytes_read = (int64_t)ps.bytes;
     s->reduced = (int64_t)ps.reduced;
+    s->dropped_bytes = (int64_t)ps.dropped;
     s->reads_in_flight = ps.reads_in_flight;
     s->read_seconds = ps.read_s;
     s->crc_seconds = ps.crc_s;
@@ -177,12 +178,14 @@ int stoker_loader_stats_json(const stoker_loader *l, char *buf, size_t cap, size
                  "\"bytes_per_sec\":%.3f,\"wait_seconds\":%.6f,\"ready_slots\":%.3f,"
                  "\"reads_in_flight\":%.3f,\"read_seconds\":%.6f,\"crc_seconds\":%.6f,"
                  "\"process_seconds\":%.6f,\"decode_seconds\":%.6f,\"resize_seconds\":%.6f,"
-                 "\"normalize_seconds\":%.6f,\"reduced\":%" PRId64 "}",
+                 "\"normalize_seconds\":%.6f,\"reduced\":%" PRId64 ",\"dropped_bytes\":%" PRId64
+                 "}",
                  stoker_backend_name(s.backend), stoker_simd_name(s.simd), s.threads, s.depth,
                  s.device, s.batches, s.records, s.bytes, s.skipped, s.records_read, s.bytes_read,
                  s.pinned_bytes, s.seconds, s.records_per_sec, s.bytes_per_sec, s.wait_seconds,
                  s.ready_slots, s.reads_in_flight, s.read_seconds, s.crc_seconds, s.process_seconds,
-                 s.decode_seconds, s.resize_seconds, s.normalize_seconds, s.reduced);
+                 s.decode_seconds, s.resize_seconds, s.normalize_seconds, s.reduced,
+                 s.dropped_bytes);
     if (n < 0)
         return STOKER_E_INVALID;
     if (needed)
