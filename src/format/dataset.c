@@ -647,17 +647,6 @@ int stoker__dataset_direct_fd(stoker_dataset *ds, int32_t shard)
     return ds->ops->direct_fd(ds, shard);
 }
 
-#ifndef STOKER_HAVE_HDF5
-/* The HDF5 map's fuzz entry (hdf5_map.c); without HDF5 there is nothing to drive. */
-int stoker__h5_fuzz_map(const uint8_t *data, size_t size);
-int stoker__h5_fuzz_map(const uint8_t *data, size_t size)
-{
-    (void)data;
-    (void)size;
-    return 0;
-}
-#endif
-
 int stoker__dataset_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, uint8_t *dst,
                           const uint8_t **out, stoker__err *err)
 {
