@@ -3,7 +3,7 @@
  * with SSE4.2 but no PCLMULQDQ take the single chain.
  *
  * One crc32 instruction has a latency of 3 cycles and a throughput of 1 per cycle, so a
- * single dependency chain runs at a third of the unit's rate (about 9.5 GB/s). Large
+ * single dependency chain runs at a third of the unit's rate (docs/BENCHMARKS.md). Large
  * buffers are cut into chunks of 3 blocks of B bytes whose CRCs run as three independent
  * chains in one loop; the three are then joined by shifting the first two over the bytes
  * that follow them: crc(A B C) = shift(crc(A), 2B) ^ shift(crc(B), B) ^ crc(C), with

@@ -186,10 +186,11 @@ int stoker__jpeg_decode(stoker__jpeg_dec *d, const uint8_t *data, size_t size, i
         jpeg_abort_decompress(&d->c);
         return stoker__fail(err, STOKER_E_CORRUPT, "JPEG: %s", d->je.msg);
     }
-    /* A fresh decompressor for every image (0.2 us): libjpeg keeps the Huffman and
-     * quantization tables an image defines for the next one (abbreviated streams), so a
-     * damaged image lacking a table would decode with another image's, and its result would
-     * depend on what this decoder saw before. Fresh, it decodes as Pillow's would. */
+    /* A fresh decompressor for every image, which costs little (docs/BENCHMARKS.md):
+     * libjpeg keeps the Huffman and quantization tables an image defines for the next one
+     * (abbreviated streams), so a damaged image lacking a table would decode with another
+     * image's, and its result would depend on what this decoder saw before. Fresh, it
+     * decodes as Pillow's would. */
     jpeg_destroy_decompress(&d->c);
     jpeg_create_decompress(&d->c);
     const int rc = decode_body(d, data, size, dct, max_pixels, sink, err);

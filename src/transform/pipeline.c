@@ -22,8 +22,8 @@
 /* Decoded rows may start before the region (iMCU alignment, at most 32 pixels, plus the
  * decoder's edge margin): staged rows have this much room beyond the region's width. */
 #define STAGE_SLACK 64
-/* Reading the clock costs ~30 ns: stages inside a sample are timed one time in this many
- * and scaled, so that the shares stay right while the clock costs little. */
+/* Reading the clock is not free (docs/BENCHMARKS.md): stages inside a sample are timed one
+ * time in this many and scaled, so that the shares stay right while the clock costs little. */
 #define SAMPLE_EVERY 8
 
 struct stoker__xform_scratch {

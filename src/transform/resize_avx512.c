@@ -47,9 +47,8 @@ static inline __m128i finish16(__m512i acc)
     return _mm512_cvtusepi32_epi8(_mm512_max_epi32(v, _mm512_setzero_si512()));
 }
 
-/* One output pixel of four rows: K taps, one weight per tap for 16 values. (A pmaddwd
- * version, exact through 11-bit halves of the weights, measured no faster on either AMD or
- * Intel: the multiplies are not the bottleneck.) */
+/* One output pixel of four rows: K taps, one weight per tap for 16 values. (Not pmaddwd on
+ * 11-bit halves of the weights: the multiplies are not the bottleneck; docs/BENCHMARKS.md.) */
 static inline __attribute__((always_inline)) __m128i pixel16(const uint8_t *q, const int32_t *k,
                                                              int32_t K)
 {
