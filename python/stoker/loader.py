@@ -405,7 +405,7 @@ def _dist_defaults(rank, world_size):
 
 
 def parse_state(blob):
-    """The readable fields of a loader state blob (layout: src/loader.c, version 1)."""
+    """The readable fields of a loader state blob (layout: src/loader/loader.c, version 1)."""
     out = {}
     if len(blob) >= _lib.STATE_SIZE and blob[:8] == b"STKLDST1":
         (version, flags, seed, epoch, position, rank, world, batch) = struct.unpack_from(
