@@ -555,6 +555,13 @@ int stoker_dataset_field(const stoker_dataset *ds, int32_t *kind, int32_t *dtype
     return 0;
 }
 
+void stoker__dataset_advise(const stoker_dataset *ds, int advice)
+{
+    for (int32_t i = 0; ds && ds->ready && i < ds->nshards; i++)
+        if (ds->shards[i].fd >= 0)
+            posix_fadvise(ds->shards[i].fd, 0, 0, advice);
+}
+
 int stoker__dataset_locate(const stoker_dataset *ds, int64_t id, stoker__recloc *loc)
 {
     if (!ds || !ds->ready || !loc)

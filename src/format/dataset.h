@@ -22,7 +22,7 @@ typedef struct stoker__recloc {
 } stoker__recloc;
 
 /* Locates record `id` (0 <= id < records). O(log shards), no allocation, no I/O (the index
- * is memory-mapped and was validated at open). Returns 0 or STOKER_E_INVALID. */
+ * was read and validated at open). Returns 0 or STOKER_E_INVALID. */
 int stoker__dataset_locate(const stoker_dataset *ds, int64_t id, stoker__recloc *loc);
 
 /* The data set's path as given to open, its payload alignment (1, 512 or 4096), and the
@@ -30,6 +30,9 @@ int stoker__dataset_locate(const stoker_dataset *ds, int64_t id, stoker__recloc 
 const char *stoker__dataset_path(const stoker_dataset *ds);
 uint32_t stoker__dataset_align(const stoker_dataset *ds);
 const char *stoker__dataset_shard_path(const stoker_dataset *ds, int32_t shard);
+
+/* Gives the kernel `advice` (POSIX_FADV_*) for every file of the data set, whole. */
+void stoker__dataset_advise(const stoker_dataset *ds, int advice);
 
 /* A descriptor of shard `shard` opened with O_DIRECT (opened on first use, kept until
  * close; thread-safe), or a negative errno when the file system refuses O_DIRECT. */

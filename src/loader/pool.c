@@ -593,6 +593,9 @@ int stoker__pool_create(stoker__pool *p, const stoker__plan *plan, stoker_datase
     p->ring = ring;
     p->smp = smp;
     p->base_epoch = plan->epoch;
+    if (plan->drop_behind) /* the reads' own read-ahead follows the order; the kernel's
+                              would bring in pages no read asks for, never dropped */
+        stoker__dataset_advise(ds, POSIX_FADV_RANDOM);
     if (pthread_mutex_init(&p->mu, NULL) != 0)
         return stoker__fail(err, -ENOMEM, "cannot create the worker pool's lock");
     if (pthread_cond_init(&p->cond, NULL) != 0) {
