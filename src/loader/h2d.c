@@ -1,8 +1,8 @@
 /* The H2D stage (h2d.h): a ring of device buffers filled by a copy thread on the stage's
- * own stream. Issuing a copy costs the caller time that grows with its size (about 1 us per
- * MB on an H200 host), so it is kept off the consumer; pieces are copied while the batch is
- * still being made, which also lets the DMA read bytes just written, possibly still in the
- * CPU's last-level cache (docs/BENCHMARKS.md). Host functions run on a second stream that
+ * own stream. Issuing a copy costs the caller time that grows with its size, so it is kept
+ * off the consumer; pieces are copied while the batch is still being made, which also lets
+ * the DMA read bytes just written, possibly still in the CPU's last-level cache (both
+ * measured in docs/BENCHMARKS.md, "Why the defaults are what they are"). Host functions run on a second stream that
  * waits on each copy's event: on the copy stream, waking CUDA's callback thread after every
  * copy would hold back the copy queued behind it. Ids, labels and offsets are copied into
  * the device batch's own host arrays, since the slot is refilled once its copy is done. */
