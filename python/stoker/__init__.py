@@ -33,14 +33,14 @@ def version():
 def capabilities():
     """What this build and host can do: io_uring, CUDA (build, devices), SIMD, HDF5."""
     get = _lib.lib.stoker_capability_get
-    simd = int(get(_lib.CAP_SIMD))
+    cap = _lib.CAPABILITY
     return {
-        "io_uring": bool(get(_lib.CAP_IO_URING)),
-        "cuda_build": bool(get(_lib.CAP_CUDA_BUILD)),
-        "cuda_devices": int(get(_lib.CAP_CUDA_DEVICES)),
-        "simd": _lib.text(_lib.lib.stoker_simd_name(simd)),
-        "hdf5": bool(get(_lib.CAP_HDF5)),
-        "crc32c_hw": bool(get(_lib.CAP_CRC32C_HW)),
+        "io_uring": bool(get(cap["io_uring"])),
+        "cuda_build": bool(get(cap["cuda_build"])),
+        "cuda_devices": int(get(cap["cuda_devices"])),
+        "simd": _lib.SIMD.name(int(get(cap["simd"])), "unknown"),
+        "hdf5": bool(get(cap["hdf5"])),
+        "crc32c_hw": bool(get(cap["crc32c_hw"])),
     }
 
 

@@ -115,14 +115,40 @@ def check_path(name, value):
     return c_string(name, os.fsencode(value))
 
 
-def choice(name, value, table):
+_TAKEN = {}  # (enum kind, option) -> {name: value} the option takes
+
+
+def taken(table, option=None):
+    """The names of `table` (an _lib.Enum) and their values; with `option`, only the values
+    a config takes for it (the library's tables also name values that are only reported,
+    such as the "hdf5" back-end)."""
+    key = (table.kind, option)
+    if key not in _TAKEN:
+        names = dict(table.values)
+        if option is not None:
+            with Config() as cfg:
+                names = {n: v for n, v in names.items()
+                         if _L.stoker_config_set_int(cfg.handle, option, v) == 0}
+        _TAKEN[key] = names
+    return _TAKEN[key]
+
+
+def choice(name, value, table, option=None):
+    """The value named `value` (in any case, or one of its aliases) in the library's enum
+    `table`, among those `option` takes."""
+    names = taken(table, option)
     if not isinstance(value, str):
         raise TypeError("%s must be a str (one of %s), not %s"
-                        % (name, ", ".join(sorted(table)), type(value).__name__))
-    key = value.lower()
-    if key not in table:
-        raise ValueError("%s must be one of %s, got %r" % (name, ", ".join(sorted(table)), value))
-    return table[key]
+                        % (name, ", ".join(sorted(names)), type(value).__name__))
+    code = table.parse(value)
+    if code is None or code not in names.values():
+        raise ValueError("%s must be one of %s, got %r" % (name, ", ".join(sorted(names)), value))
+    return code
+
+
+# NumPy's and PyTorch's other spellings of a dtype, as the library names it.
+_DTYPE_SPELLINGS = {"bool_": "bool", "f2": "float16", "f4": "float32", "f8": "float64",
+                    "u1": "uint8", "i1": "int8"}
 
 
 def dtype_code(value):
@@ -140,9 +166,7 @@ def dtype_code(value):
     name = name.lower()
     if name.startswith("torch."):
         name = name[len("torch."):]
-    name = {"half": "float16", "float": "float32", "double": "float64",
-            "bool_": "bool", "f2": "float16", "f4": "float32", "f8": "float64",
-            "u1": "uint8", "i1": "int8"}.get(name, name)
-    if name not in _lib.DTYPES:
-        raise ValueError("unknown dtype %r (one of %s)" % (value, ", ".join(_lib.DTYPES)))
-    return _lib.DTYPES[name]
+    code = _lib.DTYPE.parse(_DTYPE_SPELLINGS.get(name, name))
+    if code is None:
+        raise ValueError("unknown dtype %r (one of %s)" % (value, ", ".join(_lib.DTYPE)))
+    return code

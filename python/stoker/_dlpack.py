@@ -13,6 +13,8 @@ memory to every CPU consumer; device batches as ``kDLCUDA`` with their device or
 """
 import ctypes
 
+from . import _lib
+
 kDLCPU = 1
 kDLCUDA = 2
 kDLCUDAHost = 3
@@ -52,13 +54,14 @@ class DLManagedTensor(ctypes.Structure):
     ]
 
 
+# DLPack's type code of each of the library's dtypes, by its name; bits from the library.
+_CODES = {"uint8": kDLUInt, "int8": kDLInt, "uint16": kDLUInt, "int16": kDLInt,
+          "uint32": kDLUInt, "int32": kDLInt, "uint64": kDLUInt, "int64": kDLInt,
+          "float16": kDLFloat, "bfloat16": kDLBfloat, "float32": kDLFloat, "float64": kDLFloat,
+          "bool": kDLBool}
 # stoker_dtype -> (DLPack type code, bits)
-DTYPES = {
-    1: (kDLUInt, 8), 2: (kDLInt, 8), 3: (kDLUInt, 16), 4: (kDLInt, 16),
-    5: (kDLUInt, 32), 6: (kDLInt, 32), 7: (kDLUInt, 64), 8: (kDLInt, 64),
-    9: (kDLFloat, 16), 10: (kDLBfloat, 16), 11: (kDLFloat, 32), 12: (kDLFloat, 64),
-    13: (kDLBool, 8),
-}
+DTYPES = {_lib.DTYPE[name]: (code, 8 * _lib.lib.stoker_dtype_size(_lib.DTYPE[name]))
+          for name, code in _CODES.items()}
 
 _CAPSULE_NAME = b"dltensor"  # module-level: the capsule keeps a pointer to these bytes
 

@@ -15,106 +15,26 @@ import os
 # The C API major version this binding speaks (STOKER_VERSION_MAJOR).
 EXPECTED_MAJOR = 0
 
-# ---- constants mirrored from include/stoker.h ----
-STOKER_OK = 0
-STOKER_END = 1
-E_INVALID = -10001
-E_FORMAT = -10002
-E_CORRUPT = -10003
-E_LIMIT = -10004
-E_CUDA = -10005
-E_UNSUPPORTED = -10006
-E_STATE = -10007
-E_EXISTS = -10008
-E_CANCELED = -10009
-E_EMPTY = -10010
-
-CODE_NAMES = {
-    E_INVALID: "STOKER_E_INVALID",
-    E_FORMAT: "STOKER_E_FORMAT",
-    E_CORRUPT: "STOKER_E_CORRUPT",
-    E_LIMIT: "STOKER_E_LIMIT",
-    E_CUDA: "STOKER_E_CUDA",
-    E_UNSUPPORTED: "STOKER_E_UNSUPPORTED",
-    E_STATE: "STOKER_E_STATE",
-    E_EXISTS: "STOKER_E_EXISTS",
-    E_CANCELED: "STOKER_E_CANCELED",
-    E_EMPTY: "STOKER_E_EMPTY",
-}
-
-CAP_IO_URING = 1
-CAP_CUDA_BUILD = 2
-CAP_CUDA_DEVICES = 3
-CAP_SIMD = 4
-CAP_HDF5 = 5
-CAP_CRC32C_HW = 6
-
-OPT_SHARD_SIZE = 1
-OPT_ALIGN = 2
-OPT_OVERWRITE = 3
-OPT_FSYNC = 4
-OPT_MAX_RECORD_SIZE = 20
-OPT_MAX_RECORDS = 21
-OPT_MAX_PIXELS = 22
-OPT_MAX_SHARDS = 23
-OPT_BATCH_SIZE = 40
-OPT_SHUFFLE = 41
-OPT_SEED = 42
-OPT_DROP_LAST = 43
-OPT_RANK = 44
-OPT_WORLD_SIZE = 45
-OPT_DIST_ENV = 46
-OPT_EPOCH = 47
-OPT_ORDER = 48
-OPT_THREADS = 60
-OPT_DEPTH = 61
-OPT_BACKEND = 62
-OPT_DIRECT_IO = 63
-OPT_READ_AHEAD = 64
-OPT_ON_CORRUPT = 65
-OPT_SIMD = 66
-OPT_DEVICE = 67
-OPT_DEVICE_BUFFERS = 68
-OPT_GPU_NORMALIZE = 69
-OPT_TRANSFORM = 80
-OPT_SIZE = 81
-OPT_RESIZE = 82
-OPT_DTYPE = 83
-OPT_LAYOUT = 84
-OPT_DCT = 85
-OPT_ANTIALIAS = 86
-OPT_RESAMPLER = 87
-OPT_DCT_SCALE = 88
-OPT_MEAN_R = 90
-OPT_MEAN_G = 91
-OPT_MEAN_B = 92
-OPT_STD_R = 93
-OPT_STD_G = 94
-OPT_STD_B = 95
-OPT_H5_IMAGES = 120
-OPT_H5_LABELS = 121
-
-BACKENDS = {"auto": 0, "io_uring": 1, "pread": 2}
-ON_CORRUPT = {"error": 1, "skip": 2}
-TRANSFORMS = {"none": 1, "train": 2, "eval": 3, "resize": 4}
-DCTS = {"islow": 1, "ifast": 2}
-ANTIALIAS = {"always": 1, "over2x": 2}
-RESAMPLERS = {"fast": 1, "pillow": 2}
-DCT_SCALES = {"never": 1, "train": 2, "always": 3}
-LAYOUTS = {"nchw": 1, "nhwc": 2}
-FIELD_KINDS = {"bytes": 1, "jpeg": 2, "raw": 3}
-FIELD_KIND_NAMES = {v: k for k, v in FIELD_KINDS.items()}
-
-DTYPES = {
-    "uint8": 1, "int8": 2, "uint16": 3, "int16": 4, "uint32": 5, "int32": 6,
-    "uint64": 7, "int64": 8, "float16": 9, "bfloat16": 10, "float32": 11, "float64": 12,
-    "bool": 13,
-}
-DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
-DTYPE_BFLOAT16 = 10
+# ---- what cannot be read from the library: the enum kinds of stoker_enum_name and its
+# siblings (STOKER_ENUM_* in include/stoker.h), array bounds and struct layouts ----
+ENUM_STATUS = 1
+ENUM_CAPABILITY = 2
+ENUM_SIMD = 3
+ENUM_LOG_LEVEL = 4
+ENUM_OPTION = 5
+ENUM_BACKEND = 6
+ENUM_ON_CORRUPT = 7
+ENUM_ORDER = 8
+ENUM_TRANSFORM = 9
+ENUM_DCT = 10
+ENUM_ANTIALIAS = 11
+ENUM_RESAMPLER = 12
+ENUM_DCT_SCALE = 13
+ENUM_DTYPE = 14
+ENUM_LAYOUT = 15
+ENUM_FIELD = 16
 
 MAX_DIMS = 8
-STATE_SIZE = 64
 
 c_int64_p = ctypes.POINTER(ctypes.c_int64)
 
@@ -167,6 +87,7 @@ class Stats(ctypes.Structure):
         ("resize_seconds", ctypes.c_double),
         ("normalize_seconds", ctypes.c_double),
         ("reduced", ctypes.c_int64),
+        ("dropped_bytes", ctypes.c_int64),
     ]
 
 
@@ -201,6 +122,9 @@ _SIGNATURES = {
     "stoker_config_get_float": (_int, [_vp, _int, ctypes.POINTER(ctypes.c_double)]),
     "stoker_config_set_string": (_int, [_vp, _int, _str]),
     "stoker_option_name": (_str, [_int]),
+    "stoker_enum_name": (_str, [_int, _i32]),
+    "stoker_enum_parse": (_int, [_int, _str, ctypes.POINTER(_i32)]),
+    "stoker_enum_at": (_int, [_int, _i32, ctypes.POINTER(_i32)]),
     # writer
     "stoker_writer_create": (_int, [_pp, _str, _vp]),
     "stoker_writer_set_field": (_int, [_vp, _int, _i32, _i32, c_int64_p]),
@@ -238,6 +162,9 @@ _SIGNATURES = {
     "stoker_loader_set_epoch": (_int, [_vp, _i64]),
     "stoker_loader_num_batches": (_int, [_vp, c_int64_p]),
     "stoker_loader_num_records": (_int, [_vp, c_int64_p]),
+    "stoker_loader_get_int": (_int, [_vp, _int, c_int64_p]),
+    "stoker_loader_get_float": (_int, [_vp, _int, ctypes.POINTER(ctypes.c_double)]),
+    "stoker_loader_position": (_int, [_vp, c_int64_p, c_int64_p]),
     "stoker_batch_get_view": (_int, [_vp, ctypes.POINTER(BatchView)]),
     "stoker_batch_data": (_vp, [_vp]),
     "stoker_batch_nbytes": (_u64, [_vp]),
@@ -327,3 +254,66 @@ def strerror(code):
 
 def text(b):
     return b.decode(errors="replace") if b else ""
+
+
+class Enum:
+    """One of the library's enums, read from its table of names (stoker_enum_at,
+    stoker_enum_name, stoker_enum_parse): ``table["batch_size"]`` is a value,
+    ``table.name(value)`` its name (None for a value without one), ``table.parse(text)``
+    the value of a name or an alias, in any case (None for an unknown name)."""
+
+    def __init__(self, kind):
+        self.kind = kind
+        self.values = {}
+        v = ctypes.c_int32()
+        i = 0
+        while lib.stoker_enum_at(kind, i, ctypes.byref(v)) == 0:
+            self.values[text(lib.stoker_enum_name(kind, v.value))] = v.value
+            i += 1
+        if not self.values:
+            raise ImportError("stoker: %s names no value of enum %d" % (path, kind))
+        self.names = {value: name for name, value in self.values.items()}
+
+    def __getitem__(self, name):
+        try:
+            return self.values[name]
+        except KeyError:
+            raise KeyError("stoker: %s has no %r in enum %d: it does not match this binding"
+                           % (path, name, self.kind)) from None
+
+    def __iter__(self):
+        return iter(self.values)
+
+    def name(self, value, default=None):
+        return self.names.get(value, default)
+
+    def parse(self, name):
+        raw = name.encode(errors="surrogateescape")
+        if b"\0" in raw:  # C would read a shorter name
+            return None
+        v = ctypes.c_int32()
+        return v.value if lib.stoker_enum_parse(self.kind, raw, ctypes.byref(v)) == 0 else None
+
+
+STATUS = Enum(ENUM_STATUS)
+CAPABILITY = Enum(ENUM_CAPABILITY)
+SIMD = Enum(ENUM_SIMD)
+OPTION = Enum(ENUM_OPTION)
+BACKEND = Enum(ENUM_BACKEND)
+ON_CORRUPT = Enum(ENUM_ON_CORRUPT)
+ORDER = Enum(ENUM_ORDER)
+TRANSFORM = Enum(ENUM_TRANSFORM)
+DCT = Enum(ENUM_DCT)
+ANTIALIAS = Enum(ENUM_ANTIALIAS)
+RESAMPLER = Enum(ENUM_RESAMPLER)
+DCT_SCALE = Enum(ENUM_DCT_SCALE)
+DTYPE = Enum(ENUM_DTYPE)
+LAYOUT = Enum(ENUM_LAYOUT)
+FIELD = Enum(ENUM_FIELD)
+
+# The statuses the binding tests for by value.
+END = STATUS["end"]
+E_INVALID = STATUS["invalid"]
+E_LIMIT = STATUS["limit"]
+E_UNSUPPORTED = STATUS["unsupported"]
+E_STATE = STATUS["state"]

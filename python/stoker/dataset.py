@@ -52,7 +52,7 @@ class Writer:
                  align=None, overwrite=False, fsync=True, classes=None):
         raw_path = check_path("path", path)
         self.path = os.fsdecode(raw_path)
-        kind_code = choice("kind", kind, _lib.FIELD_KINDS)
+        kind_code = choice("kind", kind, _lib.FIELD)
         self._handle = ctypes.c_void_p()
         self._finished = False
         # `_calls`: the C writer takes one call at a time. `_life`: cancel() (allowed while
@@ -66,16 +66,16 @@ class Writer:
         self._getpid = os.getpid
         with Config() as cfg:
             if shard_size is not None:
-                cfg.set_int(_lib.OPT_SHARD_SIZE, check_int("shard_size", shard_size, 1))
+                cfg.set_int(_lib.OPTION["shard_size"], check_int("shard_size", shard_size, 1))
             if align is not None:
-                cfg.set_int(_lib.OPT_ALIGN, check_int("align", align, 1))
-            cfg.set_int(_lib.OPT_OVERWRITE, check_bool("overwrite", overwrite))
-            cfg.set_int(_lib.OPT_FSYNC, check_bool("fsync", fsync))
+                cfg.set_int(_lib.OPTION["align"], check_int("align", align, 1))
+            cfg.set_int(_lib.OPTION["overwrite"], check_bool("overwrite", overwrite))
+            cfg.set_int(_lib.OPTION["fsync"], check_bool("fsync", fsync))
             rc = _L.stoker_writer_create(ctypes.byref(self._handle), raw_path, cfg.handle)
         if rc != 0:
             self._fail(rc)
         try:
-            if kind_code == _lib.FIELD_KINDS["raw"]:
+            if kind_code == _lib.FIELD["raw"]:
                 if dtype is None or shape is None:
                     raise TypeError("kind='raw' needs dtype and shape")
                 dims = [check_int("shape[%d]" % i, s, 0) for i, s in enumerate(tuple(shape))]
@@ -226,7 +226,7 @@ class Dataset:
         self._close = _L.stoker_dataset_close
         with Config() as cfg:
             if max_record_size is not None:
-                cfg.set_int(_lib.OPT_MAX_RECORD_SIZE, check_int("max_record_size",
+                cfg.set_int(_lib.OPTION["max_record_size"], check_int("max_record_size",
                                                                 max_record_size, 1))
             rc = _L.stoker_dataset_open(ctypes.byref(self._handle), raw_path, cfg.handle)
         if rc != 0:
@@ -301,9 +301,9 @@ class Dataset:
                                          ctypes.byref(ndim), shape)
             if rc != 0:
                 self._fail(rc)
-        raw = kind.value == _lib.FIELD_KINDS["raw"]
-        return {"kind": _lib.FIELD_KIND_NAMES.get(kind.value, str(kind.value)),
-                "dtype": _lib.DTYPE_NAMES.get(dtype.value) if raw else None,
+        raw = kind.value == _lib.FIELD["raw"]
+        return {"kind": _lib.FIELD.name(kind.value, str(kind.value)),
+                "dtype": _lib.DTYPE.name(dtype.value) if raw else None,
                 "shape": tuple(shape[:ndim.value]) if raw else None}
 
     def _id(self, i):

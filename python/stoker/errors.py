@@ -16,8 +16,8 @@ class StokerError(Exception):
     def __init__(self, code, message=""):
         self.code = int(code)
         self.message = message or ""
-        if self.code in _lib.CODE_NAMES:
-            self.codename = _lib.CODE_NAMES[self.code]
+        if self.code < 0 and _lib.STATUS.name(self.code):
+            self.codename = "STOKER_E_" + _lib.STATUS.name(self.code).upper()
         elif -self.code in _errno.errorcode:
             self.codename = _errno.errorcode[-self.code]
         else:
@@ -68,18 +68,12 @@ class EmptyError(StokerError):
     """STOKER_E_EMPTY: the input holds no records."""
 
 
-_CLASSES = {
-    _lib.E_INVALID: InvalidError,
-    _lib.E_FORMAT: FormatError,
-    _lib.E_CORRUPT: CorruptError,
-    _lib.E_LIMIT: LimitError,
-    _lib.E_CUDA: CudaError,
-    _lib.E_UNSUPPORTED: UnsupportedError,
-    _lib.E_STATE: StateError,
-    _lib.E_EXISTS: ExistsError,
-    _lib.E_CANCELED: CanceledError,
-    _lib.E_EMPTY: EmptyError,
-}
+# The class of each of the library's error statuses, by its name in the library's table.
+_CLASSES = {_lib.STATUS[name]: cls for name, cls in (
+    ("invalid", InvalidError), ("format", FormatError), ("corrupt", CorruptError),
+    ("limit", LimitError), ("cuda", CudaError), ("unsupported", UnsupportedError),
+    ("state", StateError), ("exists", ExistsError), ("canceled", CanceledError),
+    ("empty", EmptyError))}
 
 
 def error(code, message=""):

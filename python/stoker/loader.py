@@ -15,7 +15,6 @@ import ctypes
 import gc
 import json
 import os
-import struct
 import sys
 import threading
 import weakref
@@ -31,9 +30,6 @@ except ImportError:  # labels and ids then come as lists
     _np = None
 
 _L = _lib.lib
-
-_SIMD = {"auto": 0, "scalar": 1, "avx2": 2, "avx512": 3}
-_ORDERS = {"records": 1, "blocks": 2}  # stoker_order
 
 _FORKED = ("this %s was created by process %d, and a forked process cannot use it (its "
            "threads and memory stay with that process): create a new %s here")
@@ -68,7 +64,6 @@ class _Core:
         self.calls = threading.RLock()
         self.lock = threading.RLock()
         self.outstanding = 0
-        self.held_slots = set()  # ring positions (seq % depth) of batches not yet released
         self.closing = False
         self._release = _L.stoker_batch_release
         self._release_stream = (_L.stoker_batch_release_stream
@@ -84,7 +79,7 @@ class _Core:
     def errmsg(self):
         return _lib.text(_L.stoker_loader_errmsg(self.handle)) if self.handle else ""
 
-    def batch_done(self, bh, slot, stream=None):
+    def batch_done(self, bh, stream=None):
         if self.forked():
             return
         with self.lock:
@@ -95,7 +90,6 @@ class _Core:
             else:
                 self._release(bh)
             self.outstanding -= 1
-            self.held_slots.discard(slot)
             if self.closing and self.outstanding == 0:
                 self.destroy()
 
@@ -128,10 +122,9 @@ class _Core:
 class _BatchRef:
     """Counts the holders of one C batch: its BatchData plus every live DLPack export."""
 
-    def __init__(self, core, bh, device, slot):
+    def __init__(self, core, bh, device):
         self.core = core
         self.bh = bh
-        self.slot = slot
         self.device = device
         self.count = 1
         self.lock = threading.RLock()  # a collection inside may release this very ref
@@ -148,7 +141,7 @@ class _BatchRef:
             self.count -= 1
             last = self.count == 0
         if last:
-            self.core.batch_done(self.bh, self.slot, self.stream)
+            self.core.batch_done(self.bh, self.stream)
 
     def wait_stream(self, stream):
         """For device batches: makes the consumer's CUDA `stream` wait on the batch's ready
@@ -206,7 +199,7 @@ class BatchData:
     @property
     def dtype(self):
         self._live()
-        return _lib.DTYPE_NAMES.get(self._dtype, "unknown")
+        return _lib.DTYPE.name(self._dtype, "unknown")
 
     @property
     def device(self):
@@ -266,7 +259,7 @@ class BatchData:
         if ref is None:
             return "BatchData(released)"
         return "BatchData(shape=%s, dtype=%s, device=%s)" % (
-            self._shape, _lib.DTYPE_NAMES.get(self._dtype, "unknown"), _device_name(ref.device))
+            self._shape, _lib.DTYPE.name(self._dtype, "unknown"), _device_name(ref.device))
 
 
 class Batch:
@@ -298,7 +291,7 @@ class Batch:
         self.offsets = _copy_i64(view.offsets, self.count + 1) if view.offsets else None
         self.data = BatchData(ref, view.data, shape, int(view.dtype), int(view.nbytes))
         self.shape = tuple(shape)
-        self.dtype = _lib.DTYPE_NAMES.get(int(view.dtype), "unknown")
+        self.dtype = _lib.DTYPE.name(int(view.dtype), "unknown")
 
     @property
     def ids(self):
@@ -312,7 +305,7 @@ class Batch:
         self.data._live()
         if _np is None:
             raise ImportError("numpy is not installed")
-        if self.data._dtype == _lib.DTYPE_BFLOAT16:
+        if self.data._dtype == _lib.DTYPE["bfloat16"]:
             raise TypeError("this batch is bfloat16, which numpy cannot represent: use "
                             "torch.from_dlpack(batch.data), or create the loader with "
                             "dtype='float16' or 'float32'")
@@ -356,9 +349,9 @@ def _copy_i64(ptr, n):
 
 
 def _device_option(device):
-    """STOKER_OPT_DEVICE: ordinal + 1; 0 default; -1 CPU."""
+    """STOKER_OPT_DEVICE: ordinal + 1; -1 CPU; None leaves the library's default."""
     if device is None:
-        return 0
+        return None
     if is_bool(device):
         raise TypeError("device must be None, 'cpu', 'cuda', 'cuda:N' or an int")
     if hasattr(device, "__index__"):
@@ -388,6 +381,37 @@ def _device_option(device):
     raise ValueError("device must be None, 'cpu', 'cuda' or 'cuda:N', got %r" % device)
 
 
+def _seed(value):
+    return value & ((1 << 64) - 1)  # an int64_t holding the 64 bits of the seed
+
+
+def _enum_name(table):
+    return lambda value: table.name(value, str(value))
+
+
+# How a value of stoker_loader_get_int reads in Python, by option (else an int).
+_OPTION_VALUE = {
+    "seed": _seed, "shuffle": bool, "drop_last": bool, "direct_io": bool,
+    "gpu_normalize": bool, "order": _enum_name(_lib.ORDER),
+    "backend": _enum_name(_lib.BACKEND), "simd": _enum_name(_lib.SIMD),
+    "on_corrupt": _enum_name(_lib.ON_CORRUPT), "transform": _enum_name(_lib.TRANSFORM),
+    "dtype": _enum_name(_lib.DTYPE), "layout": _enum_name(_lib.LAYOUT),
+    "dct": _enum_name(_lib.DCT), "antialias": _enum_name(_lib.ANTIALIAS),
+    "resampler": _enum_name(_lib.RESAMPLER), "dct_scale": _enum_name(_lib.DCT_SCALE),
+    "device": lambda value: "cpu" if value < 0 else _device_name(value - 1),
+}
+
+
+def _three_floats(name, value):
+    """`value` as three numbers (R, G, B), else TypeError."""
+    if isinstance(value, (str, bytes)) or len(value) != 3:
+        raise TypeError("%s must be three numbers (R, G, B)" % name)
+    for v in value:
+        if is_bool(v) or not isinstance(v, (int, float)) and not hasattr(v, "__float__"):
+            raise TypeError("%s must be three numbers (R, G, B)" % name)
+    return list(value)
+
+
 def _dist_defaults(rank, world_size):
     """Fills rank/world_size from torch.distributed when it is imported and initialised."""
     if rank is not None and world_size is not None:
@@ -404,45 +428,38 @@ def _dist_defaults(rank, world_size):
     return rank, world_size
 
 
-def parse_state(blob):
-    """The readable fields of a loader state blob (layout: src/loader/loader.c, version 1)."""
+# The readable fields of a state_dict beside its "state" bytes, and the largest value of
+# each integer (the C API's int64_t; a seed is 64 bits).
+_STATE_INTS = {"epoch": INT64_MAX, "position": INT64_MAX, "seed": (1 << 64) - 1,
+               "batch_size": INT64_MAX, "rank": INT64_MAX, "world_size": INT64_MAX}
+_STATE_BOOLS = ("shuffle", "drop_last")
+
+
+def _check_state_types(state):
+    """The readable fields of a state_dict, type- and range-checked (TypeError, ValueError
+    naming the field)."""
     out = {}
-    if len(blob) >= _lib.STATE_SIZE and blob[:8] == b"STKLDST1":
-        (version, flags, seed, epoch, position, rank, world, batch) = struct.unpack_from(
-            "<IIQQQIIQ", blob, 8)
-        if version == 1:
-            out = {"epoch": epoch, "position": position, "seed": seed, "rank": rank,
-                   "world_size": world, "batch_size": batch, "shuffle": bool(flags & 1),
-                   "drop_last": bool(flags & 2),
-                   "order": "blocks" if flags & 4 else "records"}
-    return out
-
-
-# The blob's fields: their largest values (uint64 or uint32 in the blob).
-_STATE_INTS = {"epoch": (1 << 64) - 1, "position": (1 << 64) - 1, "seed": (1 << 64) - 1,
-               "batch_size": (1 << 64) - 1, "rank": (1 << 32) - 1,
-               "world_size": (1 << 32) - 1}
-
-
-def _check_state_fields(state, blob):
-    """Refuses a state_dict whose readable fields disagree with its "state" bytes, the only
-    part restored: an edited field would otherwise be ignored without a word."""
-    saved = parse_state(blob)
     for key, value in state.items():
-        if key not in saved:
-            continue
         name = "state_dict[%r]" % key
         if key in _STATE_INTS:
-            value = check_int(name, value, 0, _STATE_INTS[key])
+            out[key] = check_int(name, value, 0, _STATE_INTS[key])
+        elif key in _STATE_BOOLS:
+            out[key] = check_bool(name, value)
         elif key == "order":
             if not isinstance(value, str):
                 raise TypeError("%s must be a str, not %s" % (name, type(value).__name__))
-        else:
-            value = check_bool(name, value)
-        if value != saved[key]:
-            raise ValueError("%s is %r but its 'state' holds %r: only 'state' is restored, "
-                             "so a state_dict must be loaded as it was saved"
-                             % (name, value, saved[key]))
+            out[key] = value
+    return out
+
+
+def _restored_order(blob):
+    """What a state the library restored sets besides the position: its seed, shuffle,
+    drop_last and order. stoker_loader_get_int reports the options the loader was created
+    with, not these, so they are read from the state's documented fields (stoker.h,
+    stoker_loader_state_save) for as long as the library does not report them."""
+    flags = int.from_bytes(blob[12:16], "little")
+    return {"seed": int.from_bytes(blob[16:24], "little"), "shuffle": bool(flags & 1),
+            "drop_last": bool(flags & 2), "order": "blocks" if flags & 4 else "records"}
 
 
 class _Epoch:
@@ -472,14 +489,16 @@ class _Epoch:
 class Loader:
     """Streams batches of a stoker data set.
 
-    ``Loader(path, batch_size, shuffle=True, seed=0, transform=None, size=224, resize=None,
+    ``Loader(path, batch_size, shuffle=True, seed=0, transform=None, size=None, resize=None,
     dtype=None, layout=None, device=None, rank=None, world_size=None, drop_last=False,
     threads=None, depth=None, on_corrupt="error", backend="auto", direct_io=False, mean=None,
     std=None, epoch=0)``
 
-    Defaults (docs/SEMANTICS.md): ``transform`` None = ``"train"`` for JPEG data sets, none for
-    raw records (``"none"`` keeps encoded bytes; ``"eval"``, ``"resize"``); ``dtype`` None =
-    float16 for images, the stored dtype for raw records; ``layout`` "NCHW"; ``device`` None
+    Defaults (docs/SEMANTICS.md; the loader's properties below say what they resolved to):
+    ``size`` None = 224, ``resize`` None = round(size * 256 / 224); ``transform`` None =
+    ``"train"`` for JPEG data sets, none for raw records (``"none"`` keeps encoded bytes;
+    ``"eval"``, ``"resize"``); ``dtype`` None = float16 for images, the stored dtype for raw
+    records; ``layout`` "NCHW"; ``device`` None
     = GPU 0 (or ``LOCAL_RANK``) when a GPU is usable, else "cpu" (also "cuda", "cuda:N", an
     int); ``rank``/``world_size`` None = torch.distributed's when it is initialised, else
     the ``RANK``/``WORLD_SIZE`` environment variables, else 0/1; ``batch_size`` is per rank;
@@ -508,12 +527,20 @@ class Loader:
     ``state_dict()``/``load_state_dict()`` save and resume mid-epoch; ``stats()``;
     ``close()`` (or ``with``). Batches and their lifetime: see Batch and the module doc.
 
+    What the loader runs with, defaults resolved (read-only, from the library): ``depth``,
+    ``threads``, ``batch_size``, ``seed``, ``shuffle``, ``drop_last``, ``order``, ``rank``,
+    ``world_size``, ``backend`` (the one in use), ``simd``, ``on_corrupt``, ``device``
+    ("cpu" or "cuda:N") and, where the image pipeline runs (else None), ``transform``,
+    ``size``, ``resize``, ``dtype``, ``layout``, ``dct``, ``antialias``, ``resampler``,
+    ``dct_scale``, ``mean`` and ``std``. ``dtype`` is that of the batches: also for raw
+    records, and ``transform`` is "none" where no image transform runs.
+
     Any thread may call any method: the loader takes them one at a time, a call waiting
     for the one in progress (``set_epoch`` from a second thread applies between two of the
     consumer's batches); ``stats()`` never waits for a ``next``.
     """
 
-    def __init__(self, path, batch_size, shuffle=True, seed=0, transform=None, size=224,
+    def __init__(self, path, batch_size, shuffle=True, seed=0, transform=None, size=None,
                  resize=None, dtype=None, layout=None, device=None, rank=None,
                  world_size=None, drop_last=False, threads=None, depth=None, on_corrupt="error",
                  backend="auto", direct_io=False, mean=None, std=None, epoch=0,
@@ -523,82 +550,57 @@ class Loader:
                  dct_scale=None):
         self._core = None
         self._active = None
-        self._seq = 0  # mirrors the C loader's consumer sequence (ring position)
+        self._restored = {}  # what the last restored state set (_restored_order)
         raw_path = check_path("path", path)
         self.path = os.fsdecode(raw_path)
-        self.batch_size = check_int("batch_size", batch_size, 1)
-        self.depth = None if depth is None else check_int("depth", depth, 1)
         rank, world_size = _dist_defaults(rank, world_size)
+        opt = _lib.OPTION
+        ints = [  # (option, value or None to leave the library's default)
+            ("batch_size", check_int("batch_size", batch_size, 1)),
+            ("shuffle", check_bool("shuffle", shuffle)),
+            ("seed", check_int("seed", seed, 0, (1 << 64) - 1)),  # the C seed is 64 bits
+            ("drop_last", check_bool("drop_last", drop_last)),
+            ("dist_env", 1),
+            ("rank", check_int("rank", rank, 0, allow_none=True)),
+            ("world_size", check_int("world_size", world_size, 1, allow_none=True)),
+            ("epoch", check_int("epoch", epoch, 0)),
+            ("gpu_normalize", check_bool("gpu_normalize", gpu_normalize)),
+            ("threads", check_int("threads", threads, 1, allow_none=True)),
+            ("depth", check_int("depth", depth, 1, allow_none=True)),
+            ("direct_io", check_bool("direct_io", direct_io)),
+            ("device", _device_option(device)),
+            ("device_buffers", check_int("device_buffers", device_buffers, 2,
+                                         allow_none=True)),
+            ("read_ahead", check_int("read_ahead", read_ahead, 1, allow_none=True)),
+            ("max_record_size", check_int("max_record_size", max_record_size, 1,
+                                          allow_none=True)),
+            ("max_pixels", check_int("max_pixels", max_pixels, 1, allow_none=True)),
+            ("size", check_int("size", size, 1, allow_none=True)),
+            ("resize", check_int("resize", resize, 1, allow_none=True)),
+            ("dtype", None if dtype is None else dtype_code(dtype)),
+        ]
+        named = (("order", order, _lib.ORDER), ("backend", backend, _lib.BACKEND),
+                 ("on_corrupt", on_corrupt, _lib.ON_CORRUPT))  # a name, never None
+        optional = (("simd", simd, _lib.SIMD), ("dct", dct, _lib.DCT),
+                    ("antialias", antialias, _lib.ANTIALIAS),
+                    ("resampler", resampler, _lib.RESAMPLER),
+                    ("dct_scale", dct_scale, _lib.DCT_SCALE),
+                    ("transform", transform, _lib.TRANSFORM), ("layout", layout, _lib.LAYOUT))
+        ints += [(name, choice(name, value, table, opt[name]))
+                 for name, value, table in named + tuple(o for o in optional if o[1] is not None)]
         with Config() as cfg:
-            cfg.set_int(_lib.OPT_BATCH_SIZE, self.batch_size)
-            cfg.set_int(_lib.OPT_SHUFFLE, check_bool("shuffle", shuffle))
-            seed = check_int("seed", seed, 0, (1 << 64) - 1)  # the C seed is 64 bits
-            cfg.set_int(_lib.OPT_SEED, seed - (1 << 64) if seed >= 1 << 63 else seed)
-            cfg.set_int(_lib.OPT_DROP_LAST, check_bool("drop_last", drop_last))
-            cfg.set_int(_lib.OPT_DIST_ENV, 1)
-            if rank is not None:
-                cfg.set_int(_lib.OPT_RANK, check_int("rank", rank, 0))
-            if world_size is not None:
-                cfg.set_int(_lib.OPT_WORLD_SIZE, check_int("world_size", world_size, 1))
-            cfg.set_int(_lib.OPT_EPOCH, check_int("epoch", epoch, 0))
-            cfg.set_int(_lib.OPT_ORDER, choice("order", order, _ORDERS))
-            cfg.set_int(_lib.OPT_GPU_NORMALIZE, check_bool("gpu_normalize", gpu_normalize))
-            if threads is not None:
-                cfg.set_int(_lib.OPT_THREADS, check_int("threads", threads, 1))
-            if self.depth is not None:
-                cfg.set_int(_lib.OPT_DEPTH, self.depth)
-            cfg.set_int(_lib.OPT_BACKEND, choice("backend", backend, _lib.BACKENDS))
-            cfg.set_int(_lib.OPT_DIRECT_IO, check_bool("direct_io", direct_io))
-            cfg.set_int(_lib.OPT_ON_CORRUPT, choice("on_corrupt", on_corrupt, _lib.ON_CORRUPT))
-            cfg.set_int(_lib.OPT_DEVICE, _device_option(device))
-            if device_buffers is not None:
-                cfg.set_int(_lib.OPT_DEVICE_BUFFERS, check_int("device_buffers", device_buffers,
-                                                               2))
-            if read_ahead is not None:
-                cfg.set_int(_lib.OPT_READ_AHEAD, check_int("read_ahead", read_ahead, 1))
-            if simd is not None:
-                cfg.set_int(_lib.OPT_SIMD, choice("simd", simd, _SIMD))
-            if dct is not None:
-                cfg.set_int(_lib.OPT_DCT, choice("dct", dct, _lib.DCTS))
-            if antialias is not None:
-                cfg.set_int(_lib.OPT_ANTIALIAS, choice("antialias", antialias, _lib.ANTIALIAS))
-            if resampler is not None:
-                cfg.set_int(_lib.OPT_RESAMPLER, choice("resampler", resampler, _lib.RESAMPLERS))
-            if dct_scale is not None:
-                cfg.set_int(_lib.OPT_DCT_SCALE, choice("dct_scale", dct_scale, _lib.DCT_SCALES))
-            if max_record_size is not None:
-                cfg.set_int(_lib.OPT_MAX_RECORD_SIZE,
-                            check_int("max_record_size", max_record_size, 1))
-            if max_pixels is not None:
-                cfg.set_int(_lib.OPT_MAX_PIXELS, check_int("max_pixels", max_pixels, 1))
-            if transform is not None:
-                cfg.set_int(_lib.OPT_TRANSFORM, choice("transform", transform,
-                                                       _lib.TRANSFORMS))
-            if size is not None and check_int("size", size, 1) != 224:
-                cfg.set_int(_lib.OPT_SIZE, check_int("size", size, 1))
-            if resize is not None:
-                cfg.set_int(_lib.OPT_RESIZE, check_int("resize", resize, 1))
-            if dtype is not None:
-                cfg.set_int(_lib.OPT_DTYPE, dtype_code(dtype))
-            if layout is not None:
-                cfg.set_int(_lib.OPT_LAYOUT, choice("layout", layout, _lib.LAYOUTS))
-            for name, value, opts in (("mean", mean, (_lib.OPT_MEAN_R, _lib.OPT_MEAN_G,
-                                                      _lib.OPT_MEAN_B)),
-                                      ("std", std, (_lib.OPT_STD_R, _lib.OPT_STD_G,
-                                                    _lib.OPT_STD_B))):
-                if value is None:
-                    continue
-                if isinstance(value, (str, bytes)) or len(value) != 3:
-                    raise TypeError("%s must be three numbers (R, G, B)" % name)
-                for opt, v in zip(opts, value):
-                    if is_bool(v) or not isinstance(v, (int, float)) and \
-                            not hasattr(v, "__float__"):
-                        raise TypeError("%s must be three numbers (R, G, B)" % name)
-                    cfg.set_float(opt, v)
+            for name, value in ints:
+                if value is not None:
+                    # a seed from 2**63 up is the same 64 bits as a negative int64_t
+                    cfg.set_int(opt[name], value - (1 << 64) if value >= 1 << 63 else value)
+            for name, value in (("mean", mean), ("std", std)):
+                if value is not None:
+                    for channel, v in zip("rgb", _three_floats(name, value)):
+                        cfg.set_float(opt["%s_%s" % (name, channel)], v)
             if h5_images is not None:
-                cfg.set_string(_lib.OPT_H5_IMAGES, h5_images)
+                cfg.set_string(opt["h5_images"], h5_images)
             if h5_labels is not None:
-                cfg.set_string(_lib.OPT_H5_LABELS, h5_labels)
+                cfg.set_string(opt["h5_labels"], h5_labels)
             core = _Core()
             rc = _L.stoker_loader_create(ctypes.byref(core.handle), raw_path, cfg.handle)
         if rc != 0:
@@ -608,12 +610,9 @@ class Loader:
                 msg = "%s: %s" % (self.path, msg) if msg else self.path
             raise error(rc, msg)
         self._core = core
-        if self.depth is None:  # the library's default: its stats say which
-            st = _lib.Stats(struct_size=ctypes.sizeof(_lib.Stats))
-            rc = _L.stoker_loader_get_stats(core.handle, ctypes.byref(st))
-            if rc != 0:
-                raise error(rc, core.errmsg())
-            self.depth = st.depth
+        # readable after close too
+        self._batch_size = self._option(core, "batch_size")
+        self._depth = self._option(core, "depth")
 
     # ---- helpers ----
 
@@ -662,7 +661,6 @@ class Loader:
                              "batch: del it)" % (core.errmsg(), core.outstanding))
         if rc != 0:
             self._fail(rc, core)
-        self._seq = 0  # the C loader restarted its ring
 
     # ---- iteration ----
 
@@ -683,42 +681,26 @@ class Loader:
             raise StopIteration
         return b
 
-    def _next_slot_held(self, core):
-        """True when the slot the next batch comes from is still held. The loader's slots
-        form a ring, so stoker_loader_next would wait for that batch's release forever."""
-        with core.lock:
-            if self._seq % self.depth not in core.held_slots:
-                return False
-        gc.collect()  # batches only held by unreachable cycles come back
-        with core.lock:
-            if self._seq % self.depth not in core.held_slots:
-                return False
-        st = parse_state(self._state_blob())
-        return st.get("position", 0) < len(self)  # at the epoch's end next only says END
-
     def _next(self):
         with self._consumer() as core:
             return self._next_locked(core)
 
     def _next_locked(self, core):
-        if self._next_slot_held(core):
-            raise StateError(_lib.E_STATE, _HOLD_RULE % self.depth)
         out = ctypes.c_void_p()
         rc = _L.stoker_loader_next(core.handle, ctypes.byref(out))
-        if rc == _lib.STOKER_END:
+        if rc == _lib.E_STATE and core.outstanding:
+            # the next batch's slot is held (the ring rule); by unreachable objects alone?
+            gc.collect()
+            rc = _L.stoker_loader_next(core.handle, ctypes.byref(out))
+            if rc == _lib.E_STATE and core.outstanding:
+                raise StateError(rc, _HOLD_RULE % self.depth)
+        if rc == _lib.END:
             return None
         if rc != 0:
-            if rc not in (_lib.E_STATE, _lib.E_INVALID):
-                self._seq += 1  # a failed batch counts as consumed
-            if rc == _lib.E_STATE and core.outstanding >= self.depth:
-                raise StateError(rc, _HOLD_RULE % self.depth)
             self._fail(rc, core)
-        slot = self._seq % self.depth
-        self._seq += 1
         with core.lock:
             core.outstanding += 1
-            core.held_slots.add(slot)
-        ref = _BatchRef(core, out.value, -1, slot)
+        ref = _BatchRef(core, out.value, -1)
         view = _lib.BatchView()
         view.struct_size = ctypes.sizeof(view)
         rc = _L.stoker_batch_get_view(out, ctypes.byref(view))
@@ -748,36 +730,37 @@ class Loader:
                 self._fail(rc, core)
         return n.value
 
-    def _state_blob(self):
-        with self._consumer() as core:
-            buf = ctypes.create_string_buffer(_lib.STATE_SIZE)
-            size = ctypes.c_size_t()
+    def _state_blob(self, core):
+        """The loader's saved state (stoker_loader_state_save). The caller holds
+        core.calls."""
+        size = ctypes.c_size_t()
+        rc = _L.stoker_loader_state_save(core.handle, None, 0, ctypes.byref(size))
+        buf = ctypes.create_string_buffer(size.value)
+        if rc in (0, _lib.E_LIMIT):
             rc = _L.stoker_loader_state_save(core.handle, buf, len(buf), ctypes.byref(size))
-            if rc == _lib.E_LIMIT:
-                buf = ctypes.create_string_buffer(size.value)
-                rc = _L.stoker_loader_state_save(core.handle, buf, len(buf),
-                                                 ctypes.byref(size))
-            if rc != 0:
-                self._fail(rc, core)
-            return buf.raw[:size.value]
+        if rc != 0:
+            self._fail(rc, core)
+        return buf.raw[:size.value]
+
+    def _position(self, core):
+        """(epoch, batches of it handed out), from the consumer's side (core.calls held)."""
+        epoch, position = ctypes.c_int64(), ctypes.c_int64()
+        rc = _L.stoker_loader_position(core.handle, ctypes.byref(epoch), ctypes.byref(position))
+        if rc != 0:
+            self._fail(rc, core)
+        return epoch.value, position.value
 
     @property
     def epoch(self):
         """The epoch the next batch comes from."""
-        return parse_state(self._state_blob()).get("epoch")
+        with self._consumer() as core:
+            return self._position(core)[0]
 
     @property
     def position(self):
         """Batches consumed in the current epoch."""
-        return parse_state(self._state_blob()).get("position")
-
-    @property
-    def rank(self):
-        return parse_state(self._state_blob()).get("rank")
-
-    @property
-    def world_size(self):
-        return parse_state(self._state_blob()).get("world_size")
+        with self._consumer() as core:
+            return self._position(core)[1]
 
     def set_epoch(self, epoch):
         """Restarts at the beginning of `epoch`. Every batch must have been released. A
@@ -785,31 +768,133 @@ class Loader:
         epoch's end), which keeps its read-ahead."""
         epoch = check_int("epoch", epoch, 0)
         with self._consumer() as core:
-            st = parse_state(self._state_blob())
-            if st.get("epoch") == epoch and st.get("position") == 0:
+            if self._position(core) == (epoch, 0):
                 return
             self._call_released(core, _L.stoker_loader_set_epoch, epoch)
 
+    def _state_fields(self, core):
+        """The readable fields of a state_dict: where the loader stands and the options a
+        saved state carries."""
+        epoch, position = self._position(core)
+        d = {"epoch": epoch, "position": position}
+        for name in ("seed", "rank", "world_size", "batch_size", "shuffle", "drop_last",
+                     "order"):
+            d[name] = self._option(core, name)
+        d.update(self._restored)
+        return d
+
     def state_dict(self):
         """Where the loader stands: ``{"state": bytes, "epoch", "position", "seed", "rank",
-        "world_size", "batch_size", "shuffle", "drop_last"}``; only "state" is used to
-        resume."""
-        blob = self._state_blob()
-        d = {"state": blob}
-        d.update(parse_state(blob))
-        return d
+        "world_size", "batch_size", "shuffle", "drop_last", "order"}``; only "state" is used
+        to resume."""
+        with self._consumer() as core:
+            d = {"state": self._state_blob(core)}
+            d.update(self._state_fields(core))
+            return d
 
     def load_state_dict(self, state):
         """Continues from a state_dict() (or its "state" bytes): the following batches are
-        those an uninterrupted loader would have delivered. Every batch must be released."""
+        those an uninterrupted loader would have delivered. Every batch must be released.
+        The library checks the state; a state_dict whose other fields disagree with it
+        (edited: they are not restored) is refused with ValueError, the loader unchanged."""
         blob = state.get("state") if isinstance(state, dict) else state
         if not isinstance(blob, (bytes, bytearray, memoryview)):
             raise TypeError("load_state_dict takes a state_dict() or its 'state' bytes")
         blob = bytes(blob)
-        if isinstance(state, dict):
-            _check_state_fields(state, blob)
+        fields = _check_state_types(state) if isinstance(state, dict) else {}
         with self._consumer() as core:
-            self._call_released(core, _L.stoker_loader_state_restore, blob, len(blob))
+            before = (self._state_blob(core), self._restored) if fields else None
+            self._restore(core, blob)
+            now = self._state_fields(core) if fields else {}
+            wrong = [key for key in fields if key in now and fields[key] != now[key]]
+            if wrong:
+                self._restore(core, before[0])
+                self._restored = before[1]
+                key = wrong[0]
+                raise ValueError("state_dict[%r] is %r but its 'state' holds %r: only 'state' "
+                                 "is restored, so a state_dict must be loaded as it was saved"
+                                 % (key, fields[key], now[key]))
+
+    def _restore(self, core, blob):
+        self._call_released(core, _L.stoker_loader_state_restore, blob, len(blob))
+        self._restored = _restored_order(blob)
+
+    # ---- what the loader runs with ----
+
+    def _option(self, core, name):
+        """Option `name` as the loader resolved it (stoker_loader_get_int), in Python's
+        terms: a name for enums, a bool for flags, "cpu"/"cuda:N" for the device; None where
+        it does not apply (image options of records that are not transformed)."""
+        v = ctypes.c_int64()
+        rc = _L.stoker_loader_get_int(core.handle, _lib.OPTION[name], ctypes.byref(v))
+        if rc == _lib.E_UNSUPPORTED:
+            return None
+        if rc != 0:
+            self._fail(rc, core)
+        return _OPTION_VALUE.get(name, int)(v.value)
+
+    def _get(self, name):
+        with self._observer() as core:
+            return self._option(core, name)
+
+    def _floats(self, prefix):
+        out = []
+        with self._observer() as core:
+            for channel in "rgb":
+                v = ctypes.c_double()
+                rc = _L.stoker_loader_get_float(core.handle, _lib.OPTION[prefix + channel],
+                                                ctypes.byref(v))
+                if rc == _lib.E_UNSUPPORTED:
+                    return None
+                if rc != 0:
+                    self._fail(rc, core)
+                out.append(v.value)
+        return tuple(out)
+
+    @property
+    def batch_size(self):
+        """Records per batch on this rank (readable after close too)."""
+        return self._batch_size
+
+    @property
+    def depth(self):
+        """Batch slots, the ring of the lifetime rule (readable after close too)."""
+        return self._depth
+
+    @property
+    def seed(self):
+        return self._restored.get("seed", self._get("seed"))
+
+    @property
+    def shuffle(self):
+        return self._restored.get("shuffle", self._get("shuffle"))
+
+    @property
+    def drop_last(self):
+        return self._restored.get("drop_last", self._get("drop_last"))
+
+    @property
+    def order(self):
+        return self._restored.get("order", self._get("order"))
+
+    rank = property(lambda self: self._get("rank"))
+    world_size = property(lambda self: self._get("world_size"))
+    threads = property(lambda self: self._get("threads"))
+    backend = property(lambda self: self._get("backend"), doc="The back-end in use.")
+    simd = property(lambda self: self._get("simd"))
+    on_corrupt = property(lambda self: self._get("on_corrupt"))
+    device = property(lambda self: self._get("device"), doc='"cpu" or "cuda:N".')
+    transform = property(lambda self: self._get("transform"))
+    size = property(lambda self: self._get("size"))
+    resize = property(lambda self: self._get("resize"))
+    dtype = property(lambda self: self._get("dtype"), doc="The dtype of the batches.")
+    layout = property(lambda self: self._get("layout"))
+    dct = property(lambda self: self._get("dct"))
+    antialias = property(lambda self: self._get("antialias"))
+    resampler = property(lambda self: self._get("resampler"))
+    dct_scale = property(lambda self: self._get("dct_scale"))
+    mean = property(lambda self: self._floats("mean_"), doc="(R, G, B), or None.")
+    std = property(lambda self: self._floats("std_"), doc="(R, G, B), or None.")
 
     # ---- stats ----
 

@@ -1,0 +1,92 @@
+"""What a Loader runs with, as the library resolved it (stoker_loader_get_int): its
+properties agree with the batches it delivers and with its statistics, also after a state
+with other options was restored; the names its options take are the library's, in any
+case and with the library's aliases."""
+import pytest
+
+import stoker
+from test_loader import write_patterns
+
+
+def test_resolved_options_of_an_image_loader(tmp_path):
+    path = write_patterns(tmp_path)
+    with stoker.Loader(path, 2, device="cpu", threads=2, transform="eval", size=48,
+                       mean=(0.5, 0.25, 0.125), std=(2.0, 1.0, 0.5)) as loader:
+        b = next(iter(loader))
+        st = loader.stats()
+        assert (loader.threads, loader.depth, loader.backend, loader.simd) == \
+            (st["threads"], st["depth"], st["backend"], st["simd"])
+        assert loader.device == "cpu" == b.data.device
+        assert (loader.transform, loader.size, loader.layout) == ("eval", 48, "nchw")
+        assert b.shape == (2, 3, 48, 48) and loader.dtype == b.dtype
+        assert loader.resize == round(48 * 256 / 224)  # the documented default
+        assert (loader.mean, loader.std) == ((0.5, 0.25, 0.125), (2.0, 1.0, 0.5))
+        assert (loader.batch_size, loader.seed, loader.shuffle, loader.drop_last) == \
+            (2, 0, True, False)
+        assert (loader.order, loader.on_corrupt, loader.rank, loader.world_size) == \
+            ("records", "error", 0, 1)
+        for name in ("dct", "antialias", "resampler", "dct_scale"):
+            assert isinstance(getattr(loader, name), str), name
+        del b
+    with stoker.Loader(path, 2, device="cpu", size=40, resize=50, layout="NHWC",
+                       dtype="float32") as loader:
+        b = next(iter(loader))
+        assert (loader.transform, loader.size, loader.resize, loader.layout) == \
+            ("train", 40, 50, "nhwc")
+        assert b.shape == (2, 40, 40, 3) and loader.dtype == b.dtype == "float32"
+        del b
+
+
+def test_resolved_options_of_raw_records(raw_ds):
+    with stoker.Loader(raw_ds, 8, device="cpu", seed=2 ** 64 - 1, shuffle=False,
+                       drop_last=True, order="blocks", on_corrupt="skip") as loader:
+        b = next(iter(loader))
+        assert loader.transform == "none" and loader.dtype == b.dtype == "uint8"
+        for name in ("size", "resize", "layout", "dct", "antialias", "resampler", "dct_scale",
+                     "mean", "std"):
+            assert getattr(loader, name) is None, name  # no image pipeline runs
+        assert (loader.seed, loader.shuffle, loader.drop_last, loader.order) == \
+            (2 ** 64 - 1, False, True, "blocks")
+        assert loader.on_corrupt == "skip"
+        del b
+    loader.close()
+    for name in ("seed", "size", "dtype", "device", "threads"):
+        with pytest.raises(ValueError, match="closed"):
+            getattr(loader, name)
+    assert loader.batch_size == 8 and loader.depth >= 1  # kept from create
+
+
+def test_option_names_are_the_librarys(tmp_path, raw_ds):
+    path = write_patterns(tmp_path)
+    for given, name in (("islow", "islow"), ("ISLOW", "islow"), ("accurate", "islow"),
+                        ("fast", "ifast"), ("IFast", "ifast")):
+        with stoker.Loader(path, 2, device="cpu", dct=given) as loader:
+            assert loader.dct == name, given
+    for given, name in (("NCHW", "nchw"), ("nhwc", "nhwc")):
+        with stoker.Loader(path, 2, device="cpu", layout=given) as loader:
+            assert loader.layout == name
+    with stoker.Loader(path, 2, device="cpu", dtype="half") as loader:
+        assert loader.dtype == "float16"
+    with stoker.Loader(raw_ds, 8, device="cpu", backend="PREAD") as loader:
+        assert loader.backend == loader.stats()["backend"] == "pread"
+    # "hdf5" names a back-end that is only ever reported: not one to ask for
+    with pytest.raises(ValueError, match="backend must be one of auto, io_uring, pread"):
+        stoker.Loader(raw_ds, 8, device="cpu", backend="hdf5")
+    with pytest.raises(ValueError, match="dct must be one of ifast, islow, got 'slow'"):
+        stoker.Loader(path, 2, device="cpu", dct="slow")
+
+
+def test_state_dict_after_restore_reports_the_restored_state(raw_ds):
+    with stoker.Loader(raw_ds, 8, device="cpu", seed=11, shuffle=False,
+                       drop_last=True) as a:
+        next(iter(a))
+        saved = a.state_dict()
+    with stoker.Loader(raw_ds, 8, device="cpu", seed=999) as b:
+        b.load_state_dict(saved)  # adopts the state's seed, shuffle and drop_last
+        again = b.state_dict()
+        assert again == saved
+        assert (b.seed, b.shuffle, b.drop_last) == (11, False, True)
+        b.load_state_dict(again)
+        with pytest.raises(ValueError, match="seed"):
+            b.load_state_dict(dict(again, seed=999))
+        assert b.state_dict() == saved  # a refused state_dict leaves the loader as it was
