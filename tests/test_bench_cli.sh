@@ -48,6 +48,12 @@ assert o["device"] == "cpu" and o["threads"] == 2 and o["epochs"] == 3 and o["sk
 assert 0 <= o["wait_fraction"] <= 1.0001, o["wait_fraction"]
 assert o["records_per_sec"] > 0 and o["bytes_per_sec"] > 0
 assert o["simd"] in ("scalar", "avx2", "avx512"), o["simd"]
+# the options as the loader runs with them: the back-end it chose, no image pipeline
+op = o["options"]
+assert (op["backend"], op["simd"], op["batch_size"], op["threads"]) == \
+    (o["backend"], o["simd"], 16, 2), op
+assert (op["transform"], op["dtype"], op["size"], op["layout"], op["dct"]) == \
+    ("none", "uint8", 0, "n/a", "n/a"), op
 
 # 203 records, batch 16: 13 batches per epoch, the last of 11; warm-up batch included
 lines = [l.split() for l in open(tmp + "/idx.txt").read().splitlines()]
@@ -96,6 +102,11 @@ usage_err "unknown option '--bogus'" "$TMP/data" --bogus
 usage_err "--json takes no value" "$TMP/data" --json=1
 usage_err "ambiguous option '--dc' (--dct, --dct-scale)" "$TMP/data" --dc fast
 usage_err "invalid value '0' for --epochs: expected an integer >= 1" "$TMP/data" --epochs 0
+# enum values are named as the library's tables name them; "hdf5" is a back-end that is only
+# ever reported
+usage_err "invalid value 'hdf5' for --backend: expected one of auto, io_uring, pread" \
+    "$TMP/data" --backend hdf5
+usage_err "invalid value 'slow' for --dct: expected one of islow, ifast" "$TMP/data" --dct slow
 usage_err "unexpected argument '$TMP/data'" "$TMP/data" "$TMP/data"
 if "$STOKER_BENCH" "$TMP/nothing" > /dev/null 2> "$TMP/err"; then exit 1; fi
 grep -q "stoker-bench:" "$TMP/err"
@@ -220,8 +231,8 @@ PYEOF
     --device cpu > "$TMP/io.txt"
 RATES="buffered [0-9]+ MB/s, O_DIRECT ([0-9]+ MB/s|not measured \(O_DIRECT refused)"
 grep -Eq "^raw read .* $RATES" "$TMP/io.txt"
-grep -q "^pipeline     transform=train size=32 resize=37 dct=accurate antialias=over2x \
-resampler=fast dct_scale=train dtype=float16 layout=NCHW" "$TMP/io.txt"
+grep -q "^pipeline     transform=train size=32 resize=37 dct=islow antialias=over2x \
+resampler=fast dct_scale=train dtype=float16 layout=nchw" "$TMP/io.txt"
 grep -Eq "^stats .* reduced=[1-9][0-9]*$" "$TMP/io.txt" # 80..300-pixel images, 32 out
 grep -q "^verdict      [a-z]" "$TMP/io.txt"
 
@@ -256,7 +267,7 @@ for k in ("read", "crc", "decode", "resize", "normalize", "h2d", "wait"):
 assert st["decode"] > 0 and st["resize"] > 0 and st["read"] > 0, st
 op = o["options"]
 assert (op["transform"], op["size"], op["dtype"], op["layout"], op["dct"], op["antialias"],
-        op["resampler"], op["dct_scale"]) == ("train", 64, "float16", "NCHW", "accurate",
+        op["resampler"], op["dct_scale"]) == ("train", 64, "float16", "nchw", "islow",
                                              "over2x", "fast", "train"), op
 assert 0 < o["reduced"] < o["records_read"], o  # crops of 128+ pixels both ways, only
 assert o["device"] == "cpu" and op["device"] == "cpu"
@@ -280,7 +291,7 @@ assert c["wait_fraction"] < 0.05 and c["verdict"] == "consumer", (c["wait_fracti
 co = c["options"]
 assert (co["transform"], co["size"], co["dtype"], co["layout"], co["dct"], co["antialias"],
         co["resampler"], co["dct_scale"], co["simd"], co["compute_ms"], co["compute"]) == \
-    ("eval", 32, "uint8", "NHWC", "fast", "always", "pillow", "never", "scalar", 150,
+    ("eval", 32, "uint8", "nhwc", "ifast", "always", "pillow", "never", "scalar", 150,
      "sleep"), co
 assert c["reduced"] == 0, c
 assert c["bytes"] == c["records"] * 32 * 32 * 3

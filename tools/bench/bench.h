@@ -9,6 +9,8 @@
 #include <signal.h>
 #include <stdio.h>
 
+/* The command line. An option of the library's is passed on only when given (its bit in
+ * `given`, by the option's order in main.c); the loader resolves the others. */
 typedef struct opts {
     const char *data;
     int64_t epochs, batch, threads, depth, rank, world, seed, warmup;
@@ -16,12 +18,20 @@ typedef struct opts {
     double compute_ms;
     int shuffle, drop_last, direct, json, io, compute_sleep, gpu_normalize;
     int32_t backend, on_corrupt, transform, dct, antialias, resampler, dct_scale, dtype, layout,
-        simd;
-    int32_t order;  /* STOKER_OPT_ORDER's value; 0 leaves the library's default */
-    int64_t device; /* STOKER_OPT_DEVICE value; device_set 0: the library's default */
-    int device_set;
+        simd, order;
+    int64_t device; /* STOKER_OPT_DEVICE's value */
+    uint64_t given;
     const char *dump, *plot;
 } opts;
+
+/* What the loader runs with, read back from it (stoker_loader_get_int) for each integer
+ * option below BENCH_OPTIONS; has[opt] is 0 where the option does not apply to it (image
+ * options of records the image pipeline does not transform). */
+enum { BENCH_OPTIONS = 128 };
+typedef struct resolved {
+    int64_t v[BENCH_OPTIONS];
+    unsigned char has[BENCH_OPTIONS];
+} resolved;
 
 /* One point of the timeline: seconds into the timed part, throughput and consumer wait
  * over the interval that ends there. */
@@ -54,8 +64,8 @@ typedef struct result {
     double seconds, wait, cpu_seconds;
     int64_t peak_rss;
     int interrupted;
-    int32_t kind, dtype, ndim;
-    int64_t shape[STOKER_MAX_DIMS + 1];
+    int32_t kind; /* the data set's field */
+    resolved eff;
     stages st;
     sample *timeline;
     size_t ntimeline, cap_timeline;

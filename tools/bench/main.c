@@ -11,29 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: stoker-bench DATA [--epochs N] [--batch-size B] [--threads T] [--depth D]\n"
-            "                   [--seed S] [--no-shuffle] [--drop-last] [--rank R --world-size W]\n"
-            "                   [--transform train|eval|resize|none] [--size N] [--resize S]\n"
-            "                   [--dct accurate|fast] [--antialias always|over2x]\n"
-            "                   [--resampler fast|pillow] [--dct-scale never|train|always]\n"
-            "                   [--dtype float32|float16|bfloat16|uint8]\n"
-            "                   [--layout NCHW|NHWC] [--simd auto|scalar|avx2|avx512]\n"
-            "                   [--device cpu|cuda|N] [--backend auto|io_uring|pread] [--direct]\n"
-            "                   [--on-corrupt error|skip] [--warmup N] [--compute-ms X]\n"
-            "                   [--compute-sleep] [--io] [--json] [--plot FILE.svg]\n"
-            "                   [--dump-indices FILE] [--order records|blocks]\n"
-            "                   [--gpu-normalize]\n"
-            "Defaults come from the library: a JPEG data set is read with transform train,\n"
-            "size 224, float16, NCHW. --warmup batches (default 1) are taken untimed first;\n"
-            "they are part of the delivered order. --compute-ms simulates a consumer that\n"
-            "works X ms per batch (spinning; --compute-sleep sleeps instead). --io first\n"
-            "measures the shards' raw sequential read bandwidth. --gpu-normalize moves\n"
-            "(x/255 - mean)/std to the GPU (--device cuda): only uint8 crosses PCIe. SIGINT\n"
-            "stops at the next batch and reports what was measured (exit status 130).\n");
-}
+/* usage() is below the option tables, which it lists. */
 
 double bench_now(void)
 {
@@ -116,74 +94,100 @@ static const struct option long_opts[] = {
     {NULL, 0, NULL, 0},
 };
 
-/* An option that takes a named value: the names and what each sets its field to. */
+/* An option that takes a value of one of the library's enums, named as the library's table
+ * names it (any case, or an alias), and the library option it sets. */
 typedef struct choice {
-    const char *const *names;
-    const int32_t *values;
+    stoker_enum e;
+    stoker_option opt;
     size_t off; /* of an int32_t in opts */
 } choice;
 
-#define NAMES(...)                                                                                 \
-    (const char *const[])                                                                          \
-    {                                                                                              \
-        __VA_ARGS__, NULL                                                                          \
-    }
-#define VALUES(...)                                                                                \
-    (const int32_t[])                                                                              \
-    {                                                                                              \
-        __VA_ARGS__                                                                                \
-    }
-
 static const choice choices[] = {
-    {NAMES("auto", "io_uring", "pread"),
-     VALUES(STOKER_BACKEND_AUTO, STOKER_BACKEND_IO_URING, STOKER_BACKEND_PREAD),
-     offsetof(opts, backend)},
-    {NAMES("error", "skip"), VALUES(STOKER_ON_CORRUPT_ERROR, STOKER_ON_CORRUPT_SKIP),
-     offsetof(opts, on_corrupt)},
-    {NAMES("train", "eval", "resize", "none"),
-     VALUES(STOKER_TRANSFORM_TRAIN, STOKER_TRANSFORM_EVAL, STOKER_TRANSFORM_RESIZE,
-            STOKER_TRANSFORM_NONE),
-     offsetof(opts, transform)},
-    {NAMES("accurate", "fast"), VALUES(STOKER_DCT_ISLOW, STOKER_DCT_IFAST), offsetof(opts, dct)},
-    {NAMES("always", "over2x"), VALUES(STOKER_ANTIALIAS_ALWAYS, STOKER_ANTIALIAS_OVER_2X),
-     offsetof(opts, antialias)},
-    {NAMES("fast", "pillow"), VALUES(STOKER_RESAMPLER_FAST, STOKER_RESAMPLER_PILLOW),
-     offsetof(opts, resampler)},
-    {NAMES("never", "train", "always"),
-     VALUES(STOKER_DCT_SCALE_NEVER, STOKER_DCT_SCALE_TRAIN, STOKER_DCT_SCALE_ALWAYS),
-     offsetof(opts, dct_scale)},
-    {NAMES("float32", "float16", "bfloat16", "uint8"),
-     VALUES(STOKER_DTYPE_FLOAT32, STOKER_DTYPE_FLOAT16, STOKER_DTYPE_BFLOAT16, STOKER_DTYPE_UINT8),
-     offsetof(opts, dtype)},
-    {NAMES("NCHW", "NHWC", "nchw", "nhwc"),
-     VALUES(STOKER_LAYOUT_NCHW, STOKER_LAYOUT_NHWC, STOKER_LAYOUT_NCHW, STOKER_LAYOUT_NHWC),
-     offsetof(opts, layout)},
-    {NAMES("auto", "scalar", "avx2", "avx512"),
-     VALUES(STOKER_SIMD_AUTO, STOKER_SIMD_SCALAR, STOKER_SIMD_AVX2, STOKER_SIMD_AVX512),
-     offsetof(opts, simd)},
-    {NAMES("records", "blocks"), VALUES(STOKER_ORDER_RECORDS, STOKER_ORDER_BLOCKS),
-     offsetof(opts, order)},
+    {STOKER_ENUM_BACKEND, STOKER_OPT_BACKEND, offsetof(opts, backend)},
+    {STOKER_ENUM_ON_CORRUPT, STOKER_OPT_ON_CORRUPT, offsetof(opts, on_corrupt)},
+    {STOKER_ENUM_TRANSFORM, STOKER_OPT_TRANSFORM, offsetof(opts, transform)},
+    {STOKER_ENUM_DCT, STOKER_OPT_DCT, offsetof(opts, dct)},
+    {STOKER_ENUM_ANTIALIAS, STOKER_OPT_ANTIALIAS, offsetof(opts, antialias)},
+    {STOKER_ENUM_RESAMPLER, STOKER_OPT_RESAMPLER, offsetof(opts, resampler)},
+    {STOKER_ENUM_DCT_SCALE, STOKER_OPT_DCT_SCALE, offsetof(opts, dct_scale)},
+    {STOKER_ENUM_DTYPE, STOKER_OPT_DTYPE, offsetof(opts, dtype)},
+    {STOKER_ENUM_LAYOUT, STOKER_OPT_LAYOUT, offsetof(opts, layout)},
+    {STOKER_ENUM_SIMD, STOKER_OPT_SIMD, offsetof(opts, simd)},
+    {STOKER_ENUM_ORDER, STOKER_OPT_ORDER, offsetof(opts, order)},
 };
 
-/* An option that takes an integer: the least it may be, and its int64_t field. */
+#define NO_OPTION ((stoker_option)0) /* the tool's own, not the library's */
+
+/* An option that takes an integer: the least it may be, the library option it sets and
+ * its int64_t field. */
 static const struct {
     int64_t min;
+    stoker_option opt;
     size_t off;
 } ints[] = {
-    {1, offsetof(opts, epochs)}, {1, offsetof(opts, batch)},        {0, offsetof(opts, threads)},
-    {0, offsetof(opts, depth)},  {INT64_MIN, offsetof(opts, seed)}, {0, offsetof(opts, rank)},
-    {1, offsetof(opts, world)},  {0, offsetof(opts, warmup)},       {1, offsetof(opts, size)},
-    {1, offsetof(opts, resize)},
+    {1, NO_OPTION, offsetof(opts, epochs)},
+    {1, STOKER_OPT_BATCH_SIZE, offsetof(opts, batch)},
+    {0, STOKER_OPT_THREADS, offsetof(opts, threads)},
+    {0, STOKER_OPT_DEPTH, offsetof(opts, depth)},
+    {INT64_MIN, STOKER_OPT_SEED, offsetof(opts, seed)},
+    {0, STOKER_OPT_RANK, offsetof(opts, rank)},
+    {1, STOKER_OPT_WORLD_SIZE, offsetof(opts, world)},
+    {0, NO_OPTION, offsetof(opts, warmup)},
+    {1, STOKER_OPT_SIZE, offsetof(opts, size)},
+    {1, STOKER_OPT_RESIZE, offsetof(opts, resize)},
 };
 
-/* A flag: its int field, set to 1 (--no-shuffle clears). */
-static const size_t flags[] = {
-    offsetof(opts, shuffle),       offsetof(opts, drop_last), offsetof(opts, direct),
-    offsetof(opts, json),          offsetof(opts, io),        offsetof(opts, compute_sleep),
-    offsetof(opts, gpu_normalize),
+/* A flag: the library option it sets and its int field, set to 1 (--no-shuffle clears). */
+static const struct {
+    stoker_option opt;
+    size_t off;
+} flags[] = {
+    {STOKER_OPT_SHUFFLE, offsetof(opts, shuffle)},
+    {STOKER_OPT_DROP_LAST, offsetof(opts, drop_last)},
+    {STOKER_OPT_DIRECT_IO, offsetof(opts, direct)},
+    {NO_OPTION, offsetof(opts, json)},
+    {NO_OPTION, offsetof(opts, io)},
+    {NO_OPTION, offsetof(opts, compute_sleep)},
+    {STOKER_OPT_GPU_NORMALIZE, offsetof(opts, gpu_normalize)},
 };
 
 #define FIELD(o, type, off) ((type *)(void *)((char *)(o) + (off)))
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+#define GIVEN(o, c) (((o)->given >> ((c)-OPT_BACKEND)) & 1u)
+
+/* Whether `opt` takes `value`: the tables also name values that are only ever reported
+ * (the "hdf5" back-end), which a config refuses. */
+static bool option_takes(stoker_option opt, int32_t value)
+{
+    stoker_config *cfg = NULL;
+    const bool ok = stoker_config_create(&cfg) == 0 && stoker_config_set_int(cfg, opt, value) == 0;
+    stoker_config_destroy(cfg);
+    return ok;
+}
+
+/* The names `ch` takes, joined by `sep`, into buf. */
+static void choice_names(const choice *ch, const char *sep, char *buf, size_t cap)
+{
+    size_t used = 0;
+    int32_t v = 0;
+    buf[0] = '\0';
+    for (int32_t i = 0, n = 0; stoker_enum_at(ch->e, i, &v) == 0 && used < cap; i++)
+        if (option_takes(ch->opt, v))
+            used += (size_t)snprintf(buf + used, cap - used, "%s%s", n++ ? sep : "",
+                                     stoker_enum_name(ch->e, v));
+}
+
+static int take_choice(const char *name, const char *arg, const choice *ch, int32_t *v)
+{
+    int32_t x = 0;
+    if (stoker_enum_parse(ch->e, arg, &x) == 0 && option_takes(ch->opt, x)) {
+        *v = x;
+        return 0;
+    }
+    char expected[256] = "one of ";
+    choice_names(ch, ", ", expected + strlen(expected), sizeof expected - strlen(expected));
+    return cli_bad_value(name, arg, expected);
+}
 
 /* cpu, cuda (GPU 0) or a CUDA ordinal N (also cuda:N), as STOKER_OPT_DEVICE's value. */
 static int take_device(const char *name, const char *arg, opts *o)
@@ -197,23 +201,24 @@ static int take_device(const char *name, const char *arg, opts *o)
         o->device = n + 1;
     else
         return cli_bad_value(name, arg, "cpu, cuda, cuda:N or N (a CUDA device number >= 0)");
-    o->device_set = 1;
     return 0;
 }
 
 /* One option; 0, or -1 after a usage error. */
 static int take_option(int c, const char *name, const char *arg, opts *o)
 {
+    if (c >= OPT_BACKEND && c <= OPT_DEVICE)
+        o->given |= UINT64_C(1) << (c - OPT_BACKEND);
     if (c >= OPT_BACKEND && c <= OPT_ORDER) {
         const choice *ch = &choices[c - OPT_BACKEND];
-        return cli_choice(name, arg, ch->names, ch->values, FIELD(o, int32_t, ch->off));
+        return take_choice(name, arg, ch, FIELD(o, int32_t, ch->off));
     }
     if (c >= OPT_EPOCHS && c <= OPT_RESIZE) {
         const int64_t min = ints[c - OPT_EPOCHS].min;
         return cli_int(name, arg, min, INT64_MAX, FIELD(o, int64_t, ints[c - OPT_EPOCHS].off));
     }
     if (c >= OPT_NO_SHUFFLE && c <= OPT_GPU_NORMALIZE) {
-        *FIELD(o, int, flags[c - OPT_NO_SHUFFLE]) = c != OPT_NO_SHUFFLE;
+        *FIELD(o, int, flags[c - OPT_NO_SHUFFLE].off) = c != OPT_NO_SHUFFLE;
         return 0;
     }
     switch (c) {
@@ -225,16 +230,54 @@ static int take_option(int c, const char *name, const char *arg, opts *o)
     }
 }
 
+/* The library option that command-line option `c` sets. */
+static stoker_option library_option(int c)
+{
+    return c >= OPT_BACKEND && c <= OPT_ORDER   ? choices[c - OPT_BACKEND].opt
+           : c >= OPT_EPOCHS && c <= OPT_RESIZE ? ints[c - OPT_EPOCHS].opt
+                                                : NO_OPTION;
+}
+
+static const char *long_name(int c)
+{
+    for (const struct option *p = long_opts; p->name; p++)
+        if (p->val == c)
+            return p->name;
+    return "?";
+}
+
+static void usage(FILE *f)
+{
+    fputs("usage: stoker-bench DATA [--epochs N] [--batch-size B] [--threads T] [--depth D]\n"
+          "                   [--seed S] [--no-shuffle] [--drop-last] [--rank R --world-size W]\n"
+          "                   [--size N] [--resize S] [--device cpu|cuda|N] [--direct]\n"
+          "                   [--warmup N] [--compute-ms X] [--compute-sleep] [--io] [--json]\n"
+          "                   [--plot FILE.svg] [--dump-indices FILE] [--gpu-normalize]\n",
+          f);
+    int col = 0;
+    for (size_t i = 0; i < COUNT(choices); i++) { /* the names the library's tables give */
+        char names[256];
+        choice_names(&choices[i], "|", names, sizeof names);
+        const int len = (int)(strlen(long_name(OPT_BACKEND + (int)i)) + strlen(names)) + 6;
+        if (col == 0 || col + len > 88)
+            col = fprintf(f, "%s                  ", col ? "\n" : "") - (col ? 1 : 0);
+        col += fprintf(f, " [--%s %s]", long_name(OPT_BACKEND + (int)i), names);
+    }
+    fputc('\n', f);
+    fputs("Options not given take the library's defaults; the report prints the values the\n"
+          "loader runs with (names in any case). --warmup batches (default 1) are taken\n"
+          "untimed first; they are part of the delivered order. --compute-ms simulates a\n"
+          "consumer that works X ms per batch (spinning; --compute-sleep sleeps instead).\n"
+          "--io first measures the shards' raw sequential read bandwidth. --gpu-normalize\n"
+          "moves (x/255 - mean)/std to the GPU (--device cuda): only uint8 crosses PCIe.\n"
+          "SIGINT stops at the next batch and reports what was measured (exit status 130).\n",
+          f);
+}
+
 /* Parses argv; returns 0, 1 for --help, -1 after a usage error. */
 static int parse(int argc, char **argv, opts *o)
 {
-    *o = (opts){.epochs = 1,
-                .batch = 256,
-                .shuffle = 1,
-                .world = 1,
-                .warmup = 1,
-                .backend = STOKER_BACKEND_AUTO,
-                .on_corrupt = STOKER_ON_CORRUPT_ERROR};
+    *o = (opts){.epochs = 1, .warmup = 1};
     int c;
     const char *name, *arg;
     while ((c = cli_next(argc, argv, long_opts, &name, &arg)) != CLI_END) {
@@ -254,47 +297,30 @@ static int parse(int argc, char **argv, opts *o)
     return 0;
 }
 
+/* One option given on the command line, into the config. */
+static int set_option(stoker_config *c, stoker_option opt, int64_t v)
+{
+    const int rc = stoker_config_set_int(c, opt, v);
+    if (rc)
+        cli_err("option %s = %lld: %s", stoker_option_name(opt), (long long)v, stoker_strerror(rc));
+    return rc;
+}
+
 static int make_config(const opts *o, stoker_config **out)
 {
     stoker_config *c = NULL;
     int rc = stoker_config_create(&c);
-    const struct {
-        stoker_option k;
-        int64_t v;
-    } set[] = {
-        {STOKER_OPT_BATCH_SIZE, o->batch},
-        {STOKER_OPT_THREADS, o->threads},
-        {STOKER_OPT_DEPTH, o->depth},
-        {STOKER_OPT_SEED, o->seed},
-        {STOKER_OPT_SHUFFLE, o->shuffle},
-        {STOKER_OPT_DROP_LAST, o->drop_last},
-        {STOKER_OPT_RANK, o->rank},
-        {STOKER_OPT_WORLD_SIZE, o->world},
-        {STOKER_OPT_BACKEND, o->backend},
-        {STOKER_OPT_DIRECT_IO, o->direct},
-        {STOKER_OPT_ON_CORRUPT, o->on_corrupt},
-        {STOKER_OPT_TRANSFORM, o->transform},
-        {STOKER_OPT_SIZE, o->size},
-        {STOKER_OPT_RESIZE, o->resize},
-        {STOKER_OPT_DCT, o->dct},
-        {STOKER_OPT_ANTIALIAS, o->antialias},
-        {STOKER_OPT_RESAMPLER, o->resampler},
-        {STOKER_OPT_DCT_SCALE, o->dct_scale},
-        {STOKER_OPT_DTYPE, o->dtype},
-        {STOKER_OPT_LAYOUT, o->layout},
-        {STOKER_OPT_SIMD, o->simd},
-        {STOKER_OPT_DEVICE, o->device_set ? o->device : 0},
-        {STOKER_OPT_ORDER, o->order},
-        {STOKER_OPT_GPU_NORMALIZE, o->gpu_normalize},
-    };
-    for (size_t i = 0; rc == 0 && i < sizeof set / sizeof set[0]; i++) {
-        if (set[i].k == STOKER_OPT_DEVICE && !o->device_set)
-            continue; /* the library's default */
-        rc = stoker_config_set_int(c, set[i].k, set[i].v);
-        if (rc)
-            cli_err("option %s = %lld: %s", stoker_option_name(set[i].k), (long long)set[i].v,
-                    stoker_strerror(rc));
-    }
+    for (size_t i = 0; rc == 0 && i < COUNT(choices); i++)
+        if (GIVEN(o, OPT_BACKEND + (int)i))
+            rc = set_option(c, choices[i].opt, *FIELD(o, const int32_t, choices[i].off));
+    for (size_t i = 0; rc == 0 && i < COUNT(ints); i++)
+        if (ints[i].opt != NO_OPTION && GIVEN(o, OPT_EPOCHS + (int)i))
+            rc = set_option(c, ints[i].opt, *FIELD(o, const int64_t, ints[i].off));
+    for (size_t i = 0; rc == 0 && i < COUNT(flags); i++)
+        if (flags[i].opt != NO_OPTION && GIVEN(o, OPT_NO_SHUFFLE + (int)i))
+            rc = set_option(c, flags[i].opt, *FIELD(o, const int, flags[i].off));
+    if (rc == 0 && GIVEN(o, OPT_DEVICE))
+        rc = set_option(c, STOKER_OPT_DEVICE, o->device);
     *out = c;
     return rc;
 }
@@ -318,32 +344,42 @@ static int32_t field_kind(const char *path, const stoker_config *cfg)
     return kind;
 }
 
+/* What the loader runs with, for the report. */
+static void resolve(stoker_loader *l, resolved *eff)
+{
+    int32_t opt = 0;
+    for (int32_t i = 0; stoker_enum_at(STOKER_ENUM_OPTION, i, &opt) == 0; i++)
+        if (opt >= 0 && opt < BENCH_OPTIONS)
+            eff->has[opt] = stoker_loader_get_int(l, (stoker_option)opt, &eff->v[opt]) == 0;
+}
+
 /* The image pipeline's options do nothing where it does not run (records that are not
  * JPEG, or --transform none): refused before the run rather than ignored. */
-static int refuse_unused(const opts *o, int32_t kind)
+static int refuse_unused(const opts *o, const result *r)
 {
-    const int32_t t = o->transform                ? o->transform
-                      : kind == STOKER_FIELD_JPEG ? STOKER_TRANSFORM_TRAIN
-                                                  : STOKER_TRANSFORM_NONE;
-    if (kind == 0 || (kind == STOKER_FIELD_JPEG && t != STOKER_TRANSFORM_NONE))
-        return 0; /* an unreadable data set is reported by the loader */
-    const struct {
-        const char *flag;
-        int given;
-    } image[] = {
-        {"--size", o->size != 0},           {"--resize", o->resize != 0},
-        {"--layout", o->layout != 0},       {"--dct", o->dct != 0},
-        {"--antialias", o->antialias != 0}, {"--resampler", o->resampler != 0},
-        {"--dct-scale", o->dct_scale != 0},
-    };
-    for (size_t i = 0; i < sizeof image / sizeof image[0]; i++)
-        if (image[i].given) {
-            cli_err("%s applies to the JPEG image pipeline, which does not run on %s (%s)",
-                    image[i].flag, o->data,
-                    kind == STOKER_FIELD_JPEG ? "--transform none" : "its records are not JPEG");
+    static const int image[] = {OPT_SIZE,      OPT_RESIZE,    OPT_LAYOUT,   OPT_DCT,
+                                OPT_ANTIALIAS, OPT_RESAMPLER, OPT_DCT_SCALE};
+    for (size_t i = 0; i < COUNT(image); i++)
+        if (GIVEN(o, image[i]) && !r->eff.has[library_option(image[i])]) {
+            cli_err("--%s applies to the JPEG image pipeline, which does not run on %s (%s)",
+                    long_name(image[i]), o->data,
+                    r->kind == STOKER_FIELD_JPEG ? "--transform none" : "its records are not JPEG");
             return -1;
         }
     return 0;
+}
+
+/* Creates the loader and reads back what it runs with. 0, 1 (reported) or 2 (an option
+ * that does nothing, reported). */
+static int open_loader(const opts *o, const stoker_config *cfg, stoker_loader **l, result *r)
+{
+    const int rc = stoker_loader_create(l, o->data, cfg);
+    if (rc != 0) {
+        cli_err("%s: %s", stoker_strerror(rc), stoker_loader_errmsg(*l));
+        return 1;
+    }
+    resolve(*l, &r->eff);
+    return refuse_unused(o, r) < 0 ? 2 : 0;
 }
 
 /* Runs the loader and reports. Returns the exit status. */
@@ -352,24 +388,24 @@ static int bench(const opts *o, stoker_config *cfg, result *r)
     stoker_loader *l = NULL;
     FILE *dump = NULL;
     char *dump_tmp = NULL;
-    int status = 1;
     r->kind = field_kind(o->data, cfg);
-    if (refuse_unused(o, r->kind) < 0)
-        return 2;
-    if (o->io)
+    int status = open_loader(o, cfg, &l, r);
+    if (status == 0 && o->io) { /* measured while no loader reads */
+        stoker_loader_destroy(l);
+        l = NULL;
         bench_io(o->data, &r->io);
-    int rc = stoker_loader_create(&l, o->data, cfg);
-    if (rc != 0) {
-        cli_err("%s: %s", stoker_strerror(rc), stoker_loader_errmsg(l));
-        goto out;
+        status = open_loader(o, cfg, &l, r);
     }
+    if (status != 0)
+        goto out;
+    status = 1;
     if (o->dump && !(dump = bench_out_open(o->dump, &dump_tmp))) {
         cli_err("%s: %s", o->dump, strerror(errno));
         goto out;
     }
     if (bench_run(l, o, dump, r) < 0)
         goto out;
-    rc = bench_out_close(dump, dump_tmp, o->dump, 1);
+    int rc = bench_out_close(dump, dump_tmp, o->dump, 1);
     dump = NULL;
     if (rc < 0) {
         cli_err("%s: %s", o->dump, strerror(-rc));

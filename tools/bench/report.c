@@ -4,58 +4,47 @@
 #include "cli.h"
 
 #include <inttypes.h>
-#include <math.h>
 #include <string.h>
 
 #define RULE_OF_THUMB_MBPS 500.0 /* sequential read a data set should sustain */
 #define CONSUMER_BOUND 0.05      /* below this wait fraction the loader is ahead */
 
-static const char *transform_name(int32_t t)
+static const char *name_of(stoker_enum e, int32_t value)
 {
-    switch (t) {
-    case STOKER_TRANSFORM_TRAIN: return "train";
-    case STOKER_TRANSFORM_EVAL: return "eval";
-    case STOKER_TRANSFORM_RESIZE: return "resize";
-    default: return "none";
-    }
+    const char *n = stoker_enum_name(e, value);
+    return n ? n : "unknown";
 }
 
-/* The effective transform: the library's default is train for JPEG, none otherwise. */
-static int32_t eff_transform(const opts *o, const result *r)
+/* Option `opt` as the loader runs with it: its name in enum `e`, "n/a" where it does not
+ * apply. */
+static const char *eff_name(const result *r, stoker_enum e, stoker_option opt)
 {
-    if (o->transform != STOKER_TRANSFORM_DEFAULT)
-        return o->transform;
-    return r->kind == STOKER_FIELD_JPEG ? STOKER_TRANSFORM_TRAIN : STOKER_TRANSFORM_NONE;
+    return r->eff.has[opt] ? name_of(e, (int32_t)r->eff.v[opt]) : "n/a";
 }
 
-static int is_image(const opts *o, const result *r)
+/* Its number; 0 where it does not apply. */
+static int64_t eff_int(const result *r, stoker_option opt)
 {
-    return r->kind == STOKER_FIELD_JPEG && eff_transform(o, r) != STOKER_TRANSFORM_NONE;
+    return r->eff.has[opt] ? r->eff.v[opt] : 0;
 }
 
 typedef struct effective {
     const char *transform, *dtype, *layout, *dct, *antialias, *resampler, *dct_scale, *device;
-    int64_t size, resize;
+    const char *backend, *on_corrupt, *simd;
 } effective;
 
-static void effective_options(const opts *o, const result *r, effective *e)
+static void effective_options(const result *r, effective *e)
 {
-    const int img = is_image(o, r);
-    e->transform = transform_name(eff_transform(o, r));
-    e->size = img ? (o->size ? o->size : 224) : 0;
-    e->resize = img ? (o->resize ? o->resize : (int64_t)floor(e->size * 256.0 / 224.0 + 0.5)) : 0;
-    const int32_t dt = r->ndim ? r->dtype
-                       : img   ? (o->dtype ? o->dtype : STOKER_DTYPE_FLOAT16)
-                               : STOKER_DTYPE_UINT8;
-    e->dtype = stoker_dtype_name(dt);
-    e->layout = !img ? "n/a" : o->layout == STOKER_LAYOUT_NHWC ? "NHWC" : "NCHW";
-    e->dct = !img ? "n/a" : o->dct == STOKER_DCT_IFAST ? "fast" : "accurate";
-    e->antialias = !img ? "n/a" : o->antialias == STOKER_ANTIALIAS_ALWAYS ? "always" : "over2x";
-    e->resampler = !img ? "n/a" : o->resampler == STOKER_RESAMPLER_PILLOW ? "pillow" : "fast";
-    e->dct_scale = !img                                      ? "n/a"
-                   : o->dct_scale == STOKER_DCT_SCALE_NEVER  ? "never"
-                   : o->dct_scale == STOKER_DCT_SCALE_ALWAYS ? "always"
-                                                             : "train";
+    e->transform = eff_name(r, STOKER_ENUM_TRANSFORM, STOKER_OPT_TRANSFORM);
+    e->dtype = eff_name(r, STOKER_ENUM_DTYPE, STOKER_OPT_DTYPE);
+    e->layout = eff_name(r, STOKER_ENUM_LAYOUT, STOKER_OPT_LAYOUT);
+    e->dct = eff_name(r, STOKER_ENUM_DCT, STOKER_OPT_DCT);
+    e->antialias = eff_name(r, STOKER_ENUM_ANTIALIAS, STOKER_OPT_ANTIALIAS);
+    e->resampler = eff_name(r, STOKER_ENUM_RESAMPLER, STOKER_OPT_RESAMPLER);
+    e->dct_scale = eff_name(r, STOKER_ENUM_DCT_SCALE, STOKER_OPT_DCT_SCALE);
+    e->backend = eff_name(r, STOKER_ENUM_BACKEND, STOKER_OPT_BACKEND);
+    e->on_corrupt = eff_name(r, STOKER_ENUM_ON_CORRUPT, STOKER_OPT_ON_CORRUPT);
+    e->simd = eff_name(r, STOKER_ENUM_SIMD, STOKER_OPT_SIMD);
     e->device = r->stats.device >= 0 ? r->gpu.name : "cpu";
 }
 
@@ -139,25 +128,28 @@ void bench_report_text(const opts *o, const result *r)
     const double s = r->seconds > 0 ? r->seconds : 1e-9;
     const stoker_stats *st = &r->stats;
     effective e;
-    effective_options(o, r, &e);
+    effective_options(r, &e);
     printf("stoker-bench %s\n", stoker_version_string());
     fputs("data set     ", stdout);
     cli_put_escaped(stdout, o->data);
     putchar('\n');
-    printf("back-end     %s\nsimd         %s\ndevice       %s\n", stoker_backend_name(st->backend),
-           stoker_simd_name(st->simd), e.device);
-    printf("options      epochs=%" PRId64 " batch_size=%" PRId64
-           " threads=%d depth=%d seed=%" PRId64 " shuffle=%d drop_last=%d rank=%" PRId64
-           " world_size=%" PRId64 " backend=%s direct=%d on_corrupt=%s warmup=%" PRId64
-           " compute_ms=%g (%s)\n",
-           o->epochs, o->batch, st->threads, st->depth, o->seed, o->shuffle, o->drop_last, o->rank,
-           o->world, stoker_backend_name(o->backend), o->direct,
-           o->on_corrupt == STOKER_ON_CORRUPT_SKIP ? "skip" : "error", o->warmup, o->compute_ms,
+    printf("back-end     %s\nsimd         %s\ndevice       %s\n",
+           name_of(STOKER_ENUM_BACKEND, st->backend), e.simd, e.device);
+    printf("options      epochs=%" PRId64 " batch_size=%" PRId64 " threads=%" PRId64
+           " depth=%" PRId64 " seed=%" PRId64 " shuffle=%" PRId64 " drop_last=%" PRId64
+           " rank=%" PRId64 " world_size=%" PRId64 " backend=%s direct=%" PRId64
+           " on_corrupt=%s warmup=%" PRId64 " compute_ms=%g (%s)\n",
+           o->epochs, eff_int(r, STOKER_OPT_BATCH_SIZE), eff_int(r, STOKER_OPT_THREADS),
+           eff_int(r, STOKER_OPT_DEPTH), eff_int(r, STOKER_OPT_SEED),
+           eff_int(r, STOKER_OPT_SHUFFLE), eff_int(r, STOKER_OPT_DROP_LAST),
+           eff_int(r, STOKER_OPT_RANK), eff_int(r, STOKER_OPT_WORLD_SIZE), e.backend,
+           eff_int(r, STOKER_OPT_DIRECT_IO), e.on_corrupt, o->warmup, o->compute_ms,
            o->compute_sleep ? "sleep" : "spin");
     printf("pipeline     transform=%s size=%" PRId64 " resize=%" PRId64 " dct=%s antialias=%s "
-           "resampler=%s dct_scale=%s dtype=%s layout=%s gpu_normalize=%d\n",
-           e.transform, e.size, e.resize, e.dct, e.antialias, e.resampler, e.dct_scale, e.dtype,
-           e.layout, o->gpu_normalize);
+           "resampler=%s dct_scale=%s dtype=%s layout=%s gpu_normalize=%" PRId64 "\n",
+           e.transform, eff_int(r, STOKER_OPT_SIZE), eff_int(r, STOKER_OPT_RESIZE), e.dct,
+           e.antialias, e.resampler, e.dct_scale, e.dtype, e.layout,
+           eff_int(r, STOKER_OPT_GPU_NORMALIZE));
     io_text(&r->io);
     printf("warm-up      %" PRId64 " batches, %" PRId64 " records (not timed)\n", r->warm_batches,
            r->warm_records);
@@ -183,24 +175,31 @@ void bench_report_text(const opts *o, const result *r)
     printf("verdict      %s: %s\n", v, why);
 }
 
+static const char *json_bool(int64_t v)
+{
+    return v ? "true" : "false";
+}
+
 static void json_options(const opts *o, const result *r, const effective *e)
 {
     printf(",\"options\":{\"transform\":\"%s\",\"size\":%" PRId64 ",\"resize\":%" PRId64
            ",\"dct\":\"%s\",\"antialias\":\"%s\",\"resampler\":\"%s\",\"dct_scale\":\"%s\","
            "\"dtype\":\"%s\",\"layout\":\"%s\",\"simd\":\"%s\",\"device\":",
-           e->transform, e->size, e->resize, e->dct, e->antialias, e->resampler, e->dct_scale,
-           e->dtype, e->layout, stoker_simd_name(r->stats.simd));
+           e->transform, eff_int(r, STOKER_OPT_SIZE), eff_int(r, STOKER_OPT_RESIZE), e->dct,
+           e->antialias, e->resampler, e->dct_scale, e->dtype, e->layout, e->simd);
     cli_put_json_string(stdout, e->device);
-    printf(",\"batch_size\":%" PRId64 ",\"threads\":%d,\"depth\":%d,\"seed\":%" PRId64
-           ",\"shuffle\":%s,\"drop_last\":%s,\"rank\":%" PRId64 ",\"world_size\":%" PRId64
-           ",\"backend\":\"%s\",\"direct\":%s,\"on_corrupt\":\"%s\",\"epochs\":%" PRId64
-           ",\"warmup\":%" PRId64 ",\"compute_ms\":%g,\"compute\":\"%s\",\"io\":%s,"
-           "\"gpu_normalize\":%s}",
-           o->batch, r->stats.threads, r->stats.depth, o->seed, o->shuffle ? "true" : "false",
-           o->drop_last ? "true" : "false", o->rank, o->world, stoker_backend_name(o->backend),
-           o->direct ? "true" : "false", o->on_corrupt == STOKER_ON_CORRUPT_SKIP ? "skip" : "error",
-           o->epochs, o->warmup, o->compute_ms, o->compute_sleep ? "sleep" : "spin",
-           o->io ? "true" : "false", o->gpu_normalize ? "true" : "false");
+    printf(",\"batch_size\":%" PRId64 ",\"threads\":%" PRId64 ",\"depth\":%" PRId64
+           ",\"seed\":%" PRId64 ",\"shuffle\":%s,\"drop_last\":%s,\"rank\":%" PRId64
+           ",\"world_size\":%" PRId64 ",\"backend\":\"%s\",\"direct\":%s,\"on_corrupt\":\"%s\","
+           "\"epochs\":%" PRId64 ",\"warmup\":%" PRId64 ",\"compute_ms\":%g,\"compute\":\"%s\","
+           "\"io\":%s,\"gpu_normalize\":%s}",
+           eff_int(r, STOKER_OPT_BATCH_SIZE), eff_int(r, STOKER_OPT_THREADS),
+           eff_int(r, STOKER_OPT_DEPTH), eff_int(r, STOKER_OPT_SEED),
+           json_bool(eff_int(r, STOKER_OPT_SHUFFLE)), json_bool(eff_int(r, STOKER_OPT_DROP_LAST)),
+           eff_int(r, STOKER_OPT_RANK), eff_int(r, STOKER_OPT_WORLD_SIZE), e->backend,
+           json_bool(eff_int(r, STOKER_OPT_DIRECT_IO)), e->on_corrupt, o->epochs, o->warmup,
+           o->compute_ms, o->compute_sleep ? "sleep" : "spin", json_bool(o->io),
+           json_bool(eff_int(r, STOKER_OPT_GPU_NORMALIZE)));
 }
 
 static void json_extras(const result *r)
@@ -236,29 +235,30 @@ void bench_report_json(const opts *o, const result *r)
     const double s = r->seconds > 0 ? r->seconds : 1e-9;
     const stoker_stats *st = &r->stats;
     effective e;
-    effective_options(o, r, &e);
+    effective_options(r, &e);
     char why[512];
     const char *verdict = bench_verdict(r, why, sizeof why);
     printf("{\"version\":\"%s\",\"data\":", stoker_version_string());
     cli_put_json_string(stdout, o->data);
-    printf(",\"backend\":\"%s\",\"simd\":\"%s\",\"device\":", stoker_backend_name(st->backend),
-           stoker_simd_name(st->simd));
+    printf(",\"backend\":\"%s\",\"simd\":\"%s\",\"device\":",
+           name_of(STOKER_ENUM_BACKEND, st->backend), e.simd);
     cli_put_json_string(stdout, e.device);
-    printf(
-        ",\"threads\":%d,\"depth\":%d,\"epochs\":%" PRId64 ",\"batch_size\":%" PRId64
-        ",\"transform\":\"%s\",\"warmup_batches\":%" PRId64 ",\"warmup_records\":%" PRId64
-        ",\"batches\":%" PRId64 ",\"records\":%" PRId64 ",\"bytes\":%" PRId64
-        ",\"seconds\":%.6f,\"records_per_sec\":%.3f,\"bytes_per_sec\":%.3f,"
-        "\"wait_seconds\":%.6f,\"wait_fraction\":%.6f,\"skipped\":%" PRId64 ",\"reduced\":%" PRId64
-        ",\"records_read\":%" PRId64 ",\"ready_slots\":%.3f,\"reads_in_flight\":%.3f,"
-        "\"cpu_seconds_per_record\":%.9f,\"peak_rss_bytes\":%" PRId64 ",\"pinned_bytes\":%" PRId64
-        ",\"interrupted\":%s,\"verdict\":\"%s\","
-        "\"verdict_reason\":",
-        st->threads, st->depth, o->epochs, o->batch, e.transform, r->warm_batches, r->warm_records,
-        r->batches, r->records, r->bytes, r->seconds, (double)r->records / s, (double)r->bytes / s,
-        r->wait, r->wait / s, st->skipped, st->reduced, st->records_read, st->ready_slots,
-        st->reads_in_flight, r->records ? r->cpu_seconds / (double)r->records : 0.0, r->peak_rss,
-        st->pinned_bytes, r->interrupted ? "true" : "false", verdict);
+    printf(",\"threads\":%d,\"depth\":%d,\"epochs\":%" PRId64 ",\"batch_size\":%" PRId64
+           ",\"transform\":\"%s\",\"warmup_batches\":%" PRId64 ",\"warmup_records\":%" PRId64
+           ",\"batches\":%" PRId64 ",\"records\":%" PRId64 ",\"bytes\":%" PRId64
+           ",\"seconds\":%.6f,\"records_per_sec\":%.3f,\"bytes_per_sec\":%.3f,"
+           "\"wait_seconds\":%.6f,\"wait_fraction\":%.6f,\"skipped\":%" PRId64
+           ",\"reduced\":%" PRId64 ",\"records_read\":%" PRId64
+           ",\"ready_slots\":%.3f,\"reads_in_flight\":%.3f,"
+           "\"cpu_seconds_per_record\":%.9f,\"peak_rss_bytes\":%" PRId64
+           ",\"pinned_bytes\":%" PRId64 ",\"interrupted\":%s,\"verdict\":\"%s\","
+           "\"verdict_reason\":",
+           st->threads, st->depth, o->epochs, eff_int(r, STOKER_OPT_BATCH_SIZE), e.transform,
+           r->warm_batches, r->warm_records, r->batches, r->records, r->bytes, r->seconds,
+           (double)r->records / s, (double)r->bytes / s, r->wait, r->wait / s, st->skipped,
+           st->reduced, st->records_read, st->ready_slots, st->reads_in_flight,
+           r->records ? r->cpu_seconds / (double)r->records : 0.0, r->peak_rss, st->pinned_bytes,
+           r->interrupted ? "true" : "false", verdict);
     cli_put_json_string(stdout, why);
     json_options(o, r, &e);
     json_extras(r);

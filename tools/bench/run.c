@@ -162,14 +162,6 @@ static int warm_up(stoker_loader *l, const opts *o, FILE *dump, result *r, int64
     return 0;
 }
 
-/* The batch's dtype and shape, for the report. */
-static void note_shape(result *r, const stoker_batch *b)
-{
-    r->dtype = stoker_batch_dtype(b);
-    r->ndim = stoker_batch_ndim(b);
-    memcpy(r->shape, stoker_batch_shape(b), (size_t)r->ndim * sizeof(int64_t));
-}
-
 static int timed(stoker_loader *l, const opts *o, FILE *dump, result *r, int64_t ends)
 {
     ticker k = {0};
@@ -186,8 +178,6 @@ static int timed(stoker_loader *l, const opts *o, FILE *dump, result *r, int64_t
             ends++;
             continue;
         }
-        if (r->ndim == 0)
-            note_shape(r, b);
         r->batches++;
         r->records += stoker_batch_count(b);
         r->bytes += (int64_t)stoker_batch_nbytes(b);

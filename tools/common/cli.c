@@ -245,20 +245,3 @@ int cli_double(const char *name, const char *arg, double lo, double hi, double *
     snprintf(expected, sizeof expected, "a number from %.15g to %.15g", lo, hi);
     return cli_bad_value(name, arg, expected);
 }
-
-int cli_choice(const char *name, const char *arg, const char *const *names, const int32_t *values,
-               int32_t *v)
-{
-    char expected[256] = "one of ";
-    size_t used = strlen(expected);
-    for (int i = 0; names[i]; i++) {
-        if (strcmp(arg, names[i]) == 0) {
-            *v = values[i];
-            return 0;
-        }
-        if (used < sizeof expected)
-            used += (size_t)snprintf(expected + used, sizeof expected - used, "%s%s", i ? ", " : "",
-                                     names[i]);
-    }
-    return cli_bad_value(name, arg, expected);
-}

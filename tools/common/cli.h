@@ -52,9 +52,6 @@ int cli_u64(const char *name, const char *arg, uint64_t *v);
 /* Bytes > 0, with K, M, G or T (powers of 1024), optionally followed by B or iB. */
 int cli_size(const char *name, const char *arg, int64_t *v);
 int cli_double(const char *name, const char *arg, double lo, double hi, double *v);
-/* One of names[] (NULL-terminated), as values[] at the same index. */
-int cli_choice(const char *name, const char *arg, const char *const *names, const int32_t *values,
-               int32_t *v);
 /* The usage error the parsers give; `expected` completes "expected ...". Returns -1. */
 int cli_bad_value(const char *name, const char *arg, const char *expected);
 
