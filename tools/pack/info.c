@@ -23,12 +23,8 @@ static long manifest_align(const char *path)
 
 static const char *field_name(int32_t kind)
 {
-    switch (kind) {
-    case STOKER_FIELD_BYTES: return "bytes";
-    case STOKER_FIELD_JPEG: return "jpeg";
-    case STOKER_FIELD_RAW: return "raw";
-    default: return "unknown";
-    }
+    const char *name = stoker_enum_name(STOKER_ENUM_FIELD, kind);
+    return name ? name : "unknown";
 }
 
 static void print_json(const char *path, stoker_dataset *ds, int32_t kind, int32_t dtype,
