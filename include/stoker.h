@@ -550,6 +550,8 @@ STOKER_API const char *stoker_loader_errmsg(const stoker_loader *l);
  * applied and the rules between options decided (the dtype batches come in, the depth, the
  * threads, the device, the eval resize...), in the option's own encoding, so that setting
  * it gives the same loader. STOKER_OPT_DEVICE is the ordinal + 1, or -1 for host batches.
+ * SEED, SHUFFLE, DROP_LAST and ORDER are the order in force: after
+ * stoker_loader_state_restore, the restored state's.
  * Returns 0; STOKER_E_UNSUPPORTED for an option with no effect on this loader (image
  * options of raw records; mean and std when nothing is normalised); STOKER_E_INVALID for
  * NULL arguments or an option that is not a loader's; STOKER_E_STATE when create failed.

@@ -362,6 +362,24 @@ static void check_resolved(const char *path, const char *raw)
     T_EQ_RC(stoker_loader_get_float(l, STOKER_OPT_MEAN_R, &m), STOKER_E_UNSUPPORTED);
     stoker_loader_destroy(l);
 
+    /* after a restore, the order's options are the state's */
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_SEED, 5));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_SHUFFLE, 0));
+    T_OK(stoker_loader_create(&l, raw, cfg));
+    uint8_t state[STOKER_STATE_SIZE];
+    T_OK(stoker_loader_state_save(l, state, sizeof state, NULL));
+    stoker_loader_destroy(l);
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_SEED, 9));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_SHUFFLE, 1));
+    T_OK(stoker_loader_create(&l, raw, cfg));
+    T_EQ_INT(get(l, STOKER_OPT_SEED), 9);
+    T_EQ_INT(get(l, STOKER_OPT_SHUFFLE), 1);
+    T_OK(stoker_loader_state_restore(l, state, sizeof state));
+    T_EQ_INT(get(l, STOKER_OPT_SEED), 5);
+    T_EQ_INT(get(l, STOKER_OPT_SHUFFLE), 0);
+    T_EQ_INT(get(l, STOKER_OPT_ORDER), STOKER_ORDER_RECORDS);
+    stoker_loader_destroy(l);
+
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_RANK, 3)); /* a create that fails */
     T_EQ_RC(stoker_loader_create(&l, raw, cfg), STOKER_E_INVALID);
     T_EQ_RC(stoker_loader_get_int(l, STOKER_OPT_DEPTH, &v), STOKER_E_STATE);

@@ -452,16 +452,6 @@ def _check_state_types(state):
     return out
 
 
-def _restored_order(blob):
-    """What a state the library restored sets besides the position: its seed, shuffle,
-    drop_last and order. stoker_loader_get_int reports the options the loader was created
-    with, not these, so they are read from the state's documented fields (stoker.h,
-    stoker_loader_state_save) for as long as the library does not report them."""
-    flags = int.from_bytes(blob[12:16], "little")
-    return {"seed": int.from_bytes(blob[16:24], "little"), "shuffle": bool(flags & 1),
-            "drop_last": bool(flags & 2), "order": "blocks" if flags & 4 else "records"}
-
-
 class _Epoch:
     """Iterator over the rest of the loader's current epoch."""
 
@@ -550,7 +540,6 @@ class Loader:
                  dct_scale=None):
         self._core = None
         self._active = None
-        self._restored = {}  # what the last restored state set (_restored_order)
         raw_path = check_path("path", path)
         self.path = os.fsdecode(raw_path)
         rank, world_size = _dist_defaults(rank, world_size)
@@ -780,7 +769,6 @@ class Loader:
         for name in ("seed", "rank", "world_size", "batch_size", "shuffle", "drop_last",
                      "order"):
             d[name] = self._option(core, name)
-        d.update(self._restored)
         return d
 
     def state_dict(self):
@@ -803,13 +791,12 @@ class Loader:
         blob = bytes(blob)
         fields = _check_state_types(state) if isinstance(state, dict) else {}
         with self._consumer() as core:
-            before = (self._state_blob(core), self._restored) if fields else None
+            before = self._state_blob(core) if fields else None
             self._restore(core, blob)
             now = self._state_fields(core) if fields else {}
             wrong = [key for key in fields if key in now and fields[key] != now[key]]
             if wrong:
-                self._restore(core, before[0])
-                self._restored = before[1]
+                self._restore(core, before)
                 key = wrong[0]
                 raise ValueError("state_dict[%r] is %r but its 'state' holds %r: only 'state' "
                                  "is restored, so a state_dict must be loaded as it was saved"
@@ -817,7 +804,6 @@ class Loader:
 
     def _restore(self, core, blob):
         self._call_released(core, _L.stoker_loader_state_restore, blob, len(blob))
-        self._restored = _restored_order(blob)
 
     # ---- what the loader runs with ----
 
@@ -863,19 +849,19 @@ class Loader:
 
     @property
     def seed(self):
-        return self._restored.get("seed", self._get("seed"))
+        return self._get("seed")
 
     @property
     def shuffle(self):
-        return self._restored.get("shuffle", self._get("shuffle"))
+        return self._get("shuffle")
 
     @property
     def drop_last(self):
-        return self._restored.get("drop_last", self._get("drop_last"))
+        return self._get("drop_last")
 
     @property
     def order(self):
-        return self._restored.get("order", self._get("order"))
+        return self._get("order")
 
     rank = property(lambda self: self._get("rank"))
     world_size = property(lambda self: self._get("world_size"))

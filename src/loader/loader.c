@@ -25,6 +25,14 @@ static int consumer_leave(stoker_loader *l, int rc)
     return rc;
 }
 
+/* Publishes the order's options in force, for get_int on any thread. */
+static void publish_order(stoker_loader *l)
+{
+    atomic_store(&l->order_seed, l->smp.seed);
+    atomic_store(&l->order_flags, (l->smp.shuffle ? 1u : 0u) | (l->smp.drop_last ? 2u : 0u) |
+                                      (l->smp.block ? 4u : 0u));
+}
+
 /* The stages, in the order each needs the ones before it. */
 static int wire(stoker_loader *l)
 {
@@ -35,6 +43,7 @@ static int wire(stoker_loader *l)
                      &l->err, STOKER_E_INVALID, "invalid batch size / rank / world size");
     if (p->order == STOKER_ORDER_BLOCKS)
         stoker__sampler_set_blocks(&l->smp, p->block);
+    publish_order(l);
     l->cons_epoch = p->epoch;
     int rc = 0;
     if (p->device >= 0 && (rc = stoker__h2d_create(&l->h2d, p, &l->err)) < 0)
@@ -100,7 +109,18 @@ int stoker_loader_get_int(const stoker_loader *l, stoker_option opt, int64_t *va
 {
     if (!l || !value)
         return STOKER_E_INVALID;
-    return l->running ? stoker__plan_get_int(&l->plan, opt, value) : STOKER_E_STATE;
+    if (!l->running)
+        return STOKER_E_STATE;
+    const unsigned flags = atomic_load(&l->order_flags);
+    switch (opt) { /* the order in force: a restored state's own */
+    case STOKER_OPT_SEED: *value = (int64_t)atomic_load(&l->order_seed); return 0;
+    case STOKER_OPT_SHUFFLE: *value = (flags & 1u) != 0; return 0;
+    case STOKER_OPT_DROP_LAST: *value = (flags & 2u) != 0; return 0;
+    case STOKER_OPT_ORDER:
+        *value = flags & 4u ? STOKER_ORDER_BLOCKS : STOKER_ORDER_RECORDS;
+        return 0;
+    default: return stoker__plan_get_int(&l->plan, opt, value);
+    }
 }
 
 int stoker_loader_get_float(const stoker_loader *l, stoker_option opt, double *value)
@@ -237,8 +257,10 @@ static void restart(stoker_loader *l, const stoker__sampler *smp, uint64_t epoch
         stoker__h2d_quiesce(l->h2d);
     stoker__pool_pause(&l->pool);
     stoker__ring_reset(&l->ring);
-    if (smp)
+    if (smp) {
         l->smp = *smp;
+        publish_order(l);
+    }
     l->cons_epoch = epoch;
     l->cons_pos = pos;
     l->cons_seq = 0;

@@ -33,6 +33,11 @@ struct stoker_loader {
     pid_t pid;        /* the creator: a forked child has none of the threads */
     atomic_bool busy; /* a consumer call runs: another thread's is refused */
 
+    /* The order's options as in force (a restored state brings its own seed, shuffle,
+     * drop_last and order): written by the consumer thread, read by get_int anywhere. */
+    _Atomic uint64_t order_seed;
+    atomic_uint order_flags; /* 1 shuffle, 2 drop_last, 4 block order */
+
     /* the consumer thread's position */
     uint64_t cons_seq, cons_epoch, cons_pos;
     atomic_int outstanding; /* batches handed out and not released */
