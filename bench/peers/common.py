@@ -41,6 +41,9 @@ def parse_args(doc, data_help):
     ap.add_argument("--max-seconds", type=float, default=120.0,
                     help="stop timing after this long and report what was measured")
     ap.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
+    ap.add_argument("--cold", action="store_true",
+                    help="time one epoch from the first request, without warm-up: for a "
+                         "page cache dropped just before (the workers' start is timed too)")
     return ap.parse_args()
 
 
@@ -89,21 +92,23 @@ def _worker_pids(loader):
         return []
 
 
-def timed(torch, loader, device, epochs, max_seconds, consume):
+def timed(torch, loader, device, epochs, max_seconds, consume, cold=False):
     """One warm-up epoch (cut short after a third of max_seconds), then up to `epochs` timed
-    epochs, cut short after max_seconds. Returns the figures of the timed part."""
+    epochs, cut short after max_seconds. Cold: no warm-up, which would fill the page cache,
+    and one timed epoch. Returns the figures of the timed part."""
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     t_start = time.perf_counter()
-    for x, _ in loader:
-        consume(x)
-        if time.perf_counter() - t_start > max_seconds / 3:
-            break
-    sync()
-    pids = _worker_pids(loader)
+    if not cold:
+        for x, _ in loader:
+            consume(x)
+            if time.perf_counter() - t_start > max_seconds / 3:
+                break
+        sync()
+    pids = _worker_pids(loader)  # none yet when cold: the workers start in the timed epoch
     cpu0 = _self_cpu() + sum(_proc_cpu(p) for p in pids)
     n, done, t0 = 0, 0, time.perf_counter()
     cut = False
-    for _ in range(epochs):
+    for _ in range(1 if cold else epochs):
         for x, _ in loader:
             consume(x)
             n += x.shape[0]
@@ -115,11 +120,14 @@ def timed(torch, loader, device, epochs, max_seconds, consume):
         done += 1
     sync()
     seconds = time.perf_counter() - t0
+    pids = pids or _worker_pids(loader)  # persistent workers: alive until the loader goes
     cpu = _self_cpu() + sum(_proc_cpu(p) for p in pids) - cpu0
     out = {"images": n, "seconds": round(seconds, 4), "epochs_timed": done,
            "figure": n / seconds if seconds > 0 else 0.0}
     if n and (pids or loader.num_workers == 0):
         out["cpu_seconds_per_image"] = cpu / n
+    if cold:
+        out["cold"] = True
     if cut:
         out["note"] = f"timing cut at {max_seconds:.0f} s after {done} full epochs"
     return out

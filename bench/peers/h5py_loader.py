@@ -3,7 +3,7 @@
 one sorted fancy-index read (h5py needs increasing indices), onto the GPU when there is one.
 
     h5py_loader.py FILE.h5 [--workers W] [--batch-size 256] [--epochs 2] [--max-seconds S]
-                           [--device auto|cuda|cpu] [--dataset images]
+                           [--device auto|cuda|cpu] [--dataset images] [--cold]
 
 Each worker opens the file itself (an h5py handle does not survive fork). Prints one JSON
 line: records/s, with bytes/s beside it.
@@ -53,7 +53,7 @@ def main():
                         pin_memory=dev.type == "cuda", persistent_workers=w > 0,
                         prefetch_factor=4 if w > 0 else None)
         out = common.timed(torch, dl, dev, a.epochs, a.max_seconds,
-                           lambda x: x.to(dev, non_blocking=True))
+                           lambda x: x.to(dev, non_blocking=True), cold=a.cold)
         out["records"] = out.pop("images")
         if "cpu_seconds_per_image" in out:
             out["cpu_seconds_per_record"] = out.pop("cpu_seconds_per_image")

@@ -3,7 +3,7 @@
 Normalize in float32 on the CPU, then onto the GPU (when there is one).
 
     torch_classic.py ROOT [--workers W] [--batch-size 256] [--epochs 2] [--max-seconds S]
-                          [--device auto|cuda|cpu]
+                          [--device auto|cuda|cpu] [--cold]
 
 ROOT is an ImageFolder tree (ROOT/<class>/<image>.jpg). Prints one JSON line: images/s.
 """
@@ -29,7 +29,7 @@ def main():
                         T.Normalize(common.MEAN, common.STD)])
         dl = common.image_loader(torch, ImageFolder(a.data, tf), a, dev)
         out = common.timed(torch, dl, dev, a.epochs, a.max_seconds,
-                           lambda x: x.to(dev, non_blocking=True))
+                           lambda x: x.to(dev, non_blocking=True), cold=a.cold)
         return common.image_result(torch, torchvision, out, a, dev)
 
     common.run(row, body)

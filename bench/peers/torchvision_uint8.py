@@ -4,7 +4,7 @@ RandomResizedCrop(224) and flip on uint8 in the workers; normalise on the GPU (o
 when there is none).
 
     torchvision_uint8.py ROOT [--workers W] [--batch-size 256] [--epochs 2] [--max-seconds S]
-                              [--device auto|cuda|cpu]
+                              [--device auto|cuda|cpu] [--cold]
 
 ROOT is an ImageFolder tree. Before torchvision 0.15 (no transforms.v2) the v1 transforms
 do the same on uint8 tensors. A JPEG that decode_jpeg refuses (CMYK on older torchvision) is
@@ -61,7 +61,7 @@ def main():
         def consume(x):
             return (x.to(dev, non_blocking=True).float() - mean) / std
 
-        out = common.timed(torch, dl, dev, a.epochs, a.max_seconds, consume)
+        out = common.timed(torch, dl, dev, a.epochs, a.max_seconds, consume, cold=a.cold)
         return common.image_result(torch, torchvision, out, a, dev)
 
     common.run(row, body)
