@@ -84,6 +84,56 @@ assert json.load(open(tmp + "/r0.json"))["backend"] == "pread"
 print("bench cli ok")
 PYEOF
 
+# The length of the run. Left out, --epochs runs whole epochs until at least 10 have passed
+# and --min-seconds (3 by default) of timed delivery; an explicit --epochs N runs exactly N.
+# A figure from a run shorter than --min-seconds says so (0 disables the rule and the note).
+"$STOKER_BENCH" "$TMP/data" --batch-size 16 --json --dump-indices "$TMP/long_idx.txt" \
+    > "$TMP/long.json"
+"$STOKER_BENCH" "$TMP/data" --batch-size 16 --min-seconds 0.2 --json > "$TMP/min.json"
+"$STOKER_BENCH" "$TMP/data" --batch-size 16 --epochs 1 --json > "$TMP/one.json"
+"$STOKER_BENCH" "$TMP/data" --batch-size 16 --epochs 1 > "$TMP/one.txt"
+grep -Eq "^warning      run too short for a stable figure: [0-9.]+ s < 3 s; .*--epochs" \
+    "$TMP/one.txt"
+"$STOKER_BENCH" "$TMP/data" --batch-size 16 --epochs 1 --min-seconds 0 > "$TMP/one0.txt"
+! grep -q "too short" "$TMP/one0.txt" || { echo "--min-seconds 0 still warns"; exit 1; }
+# epochs of no batch (a global batch larger than the data set, dropped): nothing to time, so
+# the run ends instead of spinning through empty epochs for --min-seconds
+"$STOKER_BENCH" "$TMP/data" --batch-size 300 --drop-last --json > "$TMP/empty.json"
+# --max-cache: the page cache the data set may fill; a larger one is read dropping its pages
+"$STOKER_BENCH" "$TMP/data" --epochs 2 --batch-size 16 --max-cache 4K --json > "$TMP/mc.json"
+"$STOKER_BENCH" "$TMP/data" --epochs 2 --batch-size 16 --max-cache 4K > "$TMP/mc.txt"
+grep -Eq "^options .* max_cache=4096( |$)" "$TMP/mc.txt"
+grep -Eq "^stats .* dropped_bytes=[1-9][0-9]*( |$)" "$TMP/mc.txt"
+"$STOKER_BENCH" "$TMP/data" --epochs 1 --max-cache 1G --json > "$TMP/mc1g.json"
+"$PY" - "$TMP" <<'PYEOF'
+import json, sys
+tmp = sys.argv[1]
+load = lambda name: json.load(open("%s/%s.json" % (tmp, name)))
+# 203 records, batch 16: 13 batches an epoch, the first one taken by the warm-up
+for name, least in (("long", 3.0), ("min", 0.2)):
+    o = load(name)
+    assert o["epochs"] >= 10 and o["seconds"] >= least, (name, o["epochs"], o["seconds"])
+    assert o["min_seconds"] == least and o["too_short"] is False, (name, o)
+    assert o["options"]["epochs"] is None and o["options"]["min_seconds"] == least, o["options"]
+    assert o["batches"] == 13 * o["epochs"] - 1, (name, o["batches"], o["epochs"])
+    assert o["records"] == 203 * o["epochs"] - 16, (name, o["records"], o["epochs"])
+assert load("min")["seconds"] < 3, "--min-seconds 0.2 ran for the default 3 s"
+lines = open(tmp + "/long_idx.txt").read().splitlines()
+assert len(lines) == 13 * load("long")["epochs"], len(lines)  # whole epochs only
+one = load("one")
+assert (one["epochs"], one["options"]["epochs"], one["batches"]) == (1, 1, 12), one
+assert one["too_short"] is True and one["seconds"] < one["min_seconds"] == 3, one
+empty = load("empty")
+assert empty["records"] == 0 and empty["epochs"] <= 2 and empty["too_short"] is True, empty
+mc = load("mc")
+assert mc["options"]["max_cache"] == 4096 and mc["dropped_bytes"] > 0, mc
+assert load("mc1g")["options"]["max_cache"] == 1 << 30
+# the library's default: half the memory available, more than this data set's 21 KB
+big = load("long")
+assert big["options"]["max_cache"] > 203 * 105 and big["dropped_bytes"] == 0, big
+print("bench length ok")
+PYEOF
+
 # bad arguments and a missing data set fail with a message
 if "$STOKER_BENCH" "$TMP/data" --backend nope > /dev/null 2> "$TMP/err"; then exit 1; fi
 grep -q "invalid value 'nope' for --backend: expected one of auto, io_uring, pread" "$TMP/err"
@@ -108,6 +158,11 @@ usage_err "invalid value 'hdf5' for --backend: expected one of auto, io_uring, p
     "$TMP/data" --backend hdf5
 usage_err "invalid value 'slow' for --dct: expected one of islow, ifast" "$TMP/data" --dct slow
 usage_err "unexpected argument '$TMP/data'" "$TMP/data" "$TMP/data"
+usage_err "invalid value '-1' for --min-seconds: expected a number from 0" "$TMP/data" \
+    --min-seconds -1
+usage_err "invalid value '0' for --max-cache: expected a size in bytes > 0" "$TMP/data" \
+    --max-cache 0
+usage_err "invalid value '2X' for --max-cache" "$TMP/data" --max-cache 2X
 if "$STOKER_BENCH" "$TMP/nothing" > /dev/null 2> "$TMP/err"; then exit 1; fi
 grep -q "stoker-bench:" "$TMP/err"
 if "$STOKER_BENCH" "$TMP/data" --rank 2 --world-size 2 > /dev/null 2> "$TMP/err"; then exit 1; fi
@@ -233,7 +288,7 @@ RATES="buffered [0-9]+ MB/s, O_DIRECT ([0-9]+ MB/s|not measured \(O_DIRECT refus
 grep -Eq "^raw read .* $RATES" "$TMP/io.txt"
 grep -q "^pipeline     transform=train size=32 resize=37 dct=islow antialias=over2x \
 resampler=fast dct_scale=train dtype=float16 layout=nchw" "$TMP/io.txt"
-grep -Eq "^stats .* reduced=[1-9][0-9]*$" "$TMP/io.txt" # 80..300-pixel images, 32 out
+grep -Eq "^stats .* reduced=[1-9][0-9]*( |$)" "$TMP/io.txt" # 80..300-pixel images, 32 out
 grep -q "^verdict      [a-z]" "$TMP/io.txt"
 
 # SIGINT: stops at the next batch, reports what it measured, exit status 130
@@ -298,6 +353,7 @@ assert c["bytes"] == c["records"] * 32 * 32 * 3
 
 i = json.load(open(tmp + "/int.json"))
 assert i["interrupted"] is True and i["records"] > 0, i
+assert i["too_short"] is (i["seconds"] < 3), i  # stopped after about 2 s
 print("bench jpeg ok")
 PYEOF
 echo "ok"

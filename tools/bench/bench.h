@@ -9,12 +9,20 @@
 #include <signal.h>
 #include <stdio.h>
 
+/* Left out, --epochs runs whole epochs until at least BENCH_MIN_EPOCHS have passed and
+ * --min-seconds of timed delivery: the figure of a run of a second or so changes from one
+ * run to the next by more than the differences it is meant to show. */
+#define BENCH_MIN_EPOCHS 10
+#define BENCH_MIN_SECONDS 3.0
+
 /* The command line. An option of the library's is passed on only when given (its bit in
  * `given`, by the option's order in main.c); the loader resolves the others. */
 typedef struct opts {
     const char *data;
     int64_t epochs, batch, threads, depth, rank, world, seed, warmup;
-    int64_t size, resize;
+    int64_t size, resize, max_cache;
+    int epochs_exact;   /* --epochs given: exactly that many, whatever the time */
+    double min_seconds; /* 0: no time rule, and no run is too short */
     double compute_ms;
     int shuffle, drop_last, direct, json, io, compute_sleep, gpu_normalize;
     int32_t backend, on_corrupt, transform, dct, antialias, resampler, dct_scale, dtype, layout,
@@ -60,6 +68,7 @@ typedef struct gpu_util {
 } gpu_util;
 
 typedef struct result {
+    int64_t epochs; /* epoch ends passed, the warm-up's included */
     int64_t batches, records, bytes, warm_batches, warm_records;
     double seconds, wait, cpu_seconds;
     int64_t peak_rss;

@@ -50,8 +50,10 @@ enum {
     OPT_IO,
     OPT_COMPUTE_SLEEP,
     OPT_GPU_NORMALIZE,
-    OPT_DEVICE, /* the rest */
+    OPT_DEVICE, /* the rest: the library's first, with their bit in `given` */
+    OPT_MAX_CACHE,
     OPT_COMPUTE_MS,
+    OPT_MIN_SECONDS,
     OPT_DUMP_INDICES,
     OPT_PLOT,
     OPT_HELP = 'h', /* -h too */
@@ -87,7 +89,9 @@ static const struct option long_opts[] = {
     {"compute-sleep", no_argument, NULL, OPT_COMPUTE_SLEEP},
     {"gpu-normalize", no_argument, NULL, OPT_GPU_NORMALIZE},
     {"device", required_argument, NULL, OPT_DEVICE},
+    {"max-cache", required_argument, NULL, OPT_MAX_CACHE},
     {"compute-ms", required_argument, NULL, OPT_COMPUTE_MS},
+    {"min-seconds", required_argument, NULL, OPT_MIN_SECONDS},
     {"dump-indices", required_argument, NULL, OPT_DUMP_INDICES},
     {"plot", required_argument, NULL, OPT_PLOT},
     {"help", no_argument, NULL, OPT_HELP},
@@ -207,7 +211,7 @@ static int take_device(const char *name, const char *arg, opts *o)
 /* One option; 0, or -1 after a usage error. */
 static int take_option(int c, const char *name, const char *arg, opts *o)
 {
-    if (c >= OPT_BACKEND && c <= OPT_DEVICE)
+    if (c >= OPT_BACKEND && c <= OPT_MAX_CACHE)
         o->given |= UINT64_C(1) << (c - OPT_BACKEND);
     if (c >= OPT_BACKEND && c <= OPT_ORDER) {
         const choice *ch = &choices[c - OPT_BACKEND];
@@ -223,7 +227,9 @@ static int take_option(int c, const char *name, const char *arg, opts *o)
     }
     switch (c) {
     case OPT_DEVICE: return take_device(name, arg, o);
+    case OPT_MAX_CACHE: return cli_size(name, arg, &o->max_cache);
     case OPT_COMPUTE_MS: return cli_double(name, arg, 0, 1e6, &o->compute_ms);
+    case OPT_MIN_SECONDS: return cli_double(name, arg, 0, 1e6, &o->min_seconds);
     case OPT_DUMP_INDICES: o->dump = arg; return 0;
     case OPT_PLOT: o->plot = arg; return 0;
     default: return -1; /* CLI_ERROR: reported */
@@ -248,10 +254,11 @@ static const char *long_name(int c)
 
 static void usage(FILE *f)
 {
-    fputs("usage: stoker-bench DATA [--epochs N] [--batch-size B] [--threads T] [--depth D]\n"
-          "                   [--seed S] [--no-shuffle] [--drop-last] [--rank R --world-size W]\n"
-          "                   [--size N] [--resize S] [--device cpu|cuda|N] [--direct]\n"
-          "                   [--warmup N] [--compute-ms X] [--compute-sleep] [--io] [--json]\n"
+    fputs("usage: stoker-bench DATA [--epochs N] [--min-seconds SEC] [--batch-size B]\n"
+          "                   [--threads T] [--depth D] [--seed S] [--no-shuffle] [--drop-last]\n"
+          "                   [--rank R --world-size W] [--size N] [--resize S]\n"
+          "                   [--device cpu|cuda|N] [--direct] [--max-cache SIZE] [--warmup N]\n"
+          "                   [--compute-ms X] [--compute-sleep] [--io] [--json]\n"
           "                   [--plot FILE.svg] [--dump-indices FILE] [--gpu-normalize]\n",
           f);
     int col = 0;
@@ -264,9 +271,18 @@ static void usage(FILE *f)
         col += fprintf(f, " [--%s %s]", long_name(OPT_BACKEND + (int)i), names);
     }
     fputc('\n', f);
-    fputs("Options not given take the library's defaults; the report prints the values the\n"
-          "loader runs with (names in any case). --warmup batches (default 1) are taken\n"
-          "untimed first; they are part of the delivered order. --compute-ms simulates a\n"
+    fprintf(f,
+            "Options not given take the library's defaults; the report prints the values the\n"
+            "loader runs with (names in any case). Without --epochs the run goes on, epoch by\n"
+            "epoch, until at least %d epochs and --min-seconds SEC (default %g; 0 drops the\n"
+            "rule) of timed delivery have passed; --epochs N runs exactly N epochs, however\n"
+            "long they take (give it for a data set whose epoch lasts minutes). A figure from\n"
+            "a run shorter than SEC is marked too short.\n",
+            BENCH_MIN_EPOCHS, BENCH_MIN_SECONDS);
+    fputs("--warmup batches (default 1) are taken untimed first; they are part of the\n"
+          "delivered order and of the epochs counted. --max-cache SIZE (K, M, G suffixes):\n"
+          "page cache the data set may fill (default half the memory available); a larger\n"
+          "one is read dropping its pages behind the reader. --compute-ms simulates a\n"
           "consumer that works X ms per batch (spinning; --compute-sleep sleeps instead).\n"
           "--io first measures the shards' raw sequential read bandwidth. --gpu-normalize\n"
           "moves (x/255 - mean)/std to the GPU (--device cuda): only uint8 crosses PCIe.\n"
@@ -277,7 +293,7 @@ static void usage(FILE *f)
 /* Parses argv; returns 0, 1 for --help, -1 after a usage error. */
 static int parse(int argc, char **argv, opts *o)
 {
-    *o = (opts){.epochs = 1, .warmup = 1};
+    *o = (opts){.epochs = BENCH_MIN_EPOCHS, .warmup = 1, .min_seconds = BENCH_MIN_SECONDS};
     int c;
     const char *name, *arg;
     while ((c = cli_next(argc, argv, long_opts, &name, &arg)) != CLI_END) {
@@ -291,6 +307,7 @@ static int parse(int argc, char **argv, opts *o)
     if (optind + 1 < argc)
         return cli_usage("unexpected argument '%s' (expected one data set)", argv[optind + 1]);
     o->data = argv[optind];
+    o->epochs_exact = GIVEN(o, OPT_EPOCHS);
     if (o->compute_sleep && o->compute_ms <= 0)
         return cli_usage("--compute-sleep sleeps instead of spinning for --compute-ms X per "
                          "batch: give --compute-ms with it");
@@ -321,6 +338,8 @@ static int make_config(const opts *o, stoker_config **out)
             rc = set_option(c, flags[i].opt, *FIELD(o, const int, flags[i].off));
     if (rc == 0 && GIVEN(o, OPT_DEVICE))
         rc = set_option(c, STOKER_OPT_DEVICE, o->device);
+    if (rc == 0 && GIVEN(o, OPT_MAX_CACHE))
+        rc = set_option(c, STOKER_OPT_MAX_CACHE, o->max_cache);
     *out = c;
     return rc;
 }

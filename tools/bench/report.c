@@ -99,6 +99,34 @@ const char *bench_verdict(const result *r, char *why, size_t cap)
     return best == 1 ? "crc" : st[best].name;
 }
 
+/* Whether the figure comes from a run shorter than --min-seconds (0: none is). */
+static bool too_short(const opts *o, const result *r)
+{
+    return o->min_seconds > 0 && r->seconds < o->min_seconds;
+}
+
+static void too_short_text(const opts *o, const result *r)
+{
+    if (!too_short(o, r))
+        return;
+    const char *hint = r->interrupted    ? "the run was interrupted"
+                       : o->epochs_exact ? "use more --epochs, or leave --epochs out to run "
+                                           "for --min-seconds"
+                       : r->records == 0 ? "its epochs deliver no batch to time"
+                                         : "use --min-seconds or more --epochs";
+    printf("warning      run too short for a stable figure: %.2f s < %g s; %s\n", r->seconds,
+           o->min_seconds, hint);
+}
+
+/* --epochs as given, or the rule that replaces it. */
+static void epochs_text(const opts *o, char *buf, size_t cap)
+{
+    if (o->epochs_exact)
+        snprintf(buf, cap, "%" PRId64, o->epochs);
+    else
+        snprintf(buf, cap, "at-least-%" PRId64, o->epochs);
+}
+
 static void io_text(const io_result *io)
 {
     if (io->bytes <= 0)
@@ -129,22 +157,25 @@ void bench_report_text(const opts *o, const result *r)
     const stoker_stats *st = &r->stats;
     effective e;
     effective_options(r, &e);
+    char epochs[32];
+    epochs_text(o, epochs, sizeof epochs);
     printf("stoker-bench %s\n", stoker_version_string());
     fputs("data set     ", stdout);
     cli_put_escaped(stdout, o->data);
     putchar('\n');
     printf("back-end     %s\nsimd         %s\ndevice       %s\n",
            name_of(STOKER_ENUM_BACKEND, st->backend), e.simd, e.device);
-    printf("options      epochs=%" PRId64 " batch_size=%" PRId64 " threads=%" PRId64
+    printf("options      epochs=%s min_seconds=%g batch_size=%" PRId64 " threads=%" PRId64
            " depth=%" PRId64 " seed=%" PRId64 " shuffle=%" PRId64 " drop_last=%" PRId64
            " rank=%" PRId64 " world_size=%" PRId64 " backend=%s direct=%" PRId64
-           " on_corrupt=%s warmup=%" PRId64 " compute_ms=%g (%s)\n",
-           o->epochs, eff_int(r, STOKER_OPT_BATCH_SIZE), eff_int(r, STOKER_OPT_THREADS),
-           eff_int(r, STOKER_OPT_DEPTH), eff_int(r, STOKER_OPT_SEED),
-           eff_int(r, STOKER_OPT_SHUFFLE), eff_int(r, STOKER_OPT_DROP_LAST),
-           eff_int(r, STOKER_OPT_RANK), eff_int(r, STOKER_OPT_WORLD_SIZE), e.backend,
-           eff_int(r, STOKER_OPT_DIRECT_IO), e.on_corrupt, o->warmup, o->compute_ms,
-           o->compute_sleep ? "sleep" : "spin");
+           " on_corrupt=%s warmup=%" PRId64 " compute_ms=%g (%s) max_cache=%" PRId64 "\n",
+           epochs, o->min_seconds, eff_int(r, STOKER_OPT_BATCH_SIZE),
+           eff_int(r, STOKER_OPT_THREADS), eff_int(r, STOKER_OPT_DEPTH),
+           eff_int(r, STOKER_OPT_SEED), eff_int(r, STOKER_OPT_SHUFFLE),
+           eff_int(r, STOKER_OPT_DROP_LAST), eff_int(r, STOKER_OPT_RANK),
+           eff_int(r, STOKER_OPT_WORLD_SIZE), e.backend, eff_int(r, STOKER_OPT_DIRECT_IO),
+           e.on_corrupt, o->warmup, o->compute_ms, o->compute_sleep ? "sleep" : "spin",
+           eff_int(r, STOKER_OPT_MAX_CACHE));
     printf("pipeline     transform=%s size=%" PRId64 " resize=%" PRId64 " dct=%s antialias=%s "
            "resampler=%s dct_scale=%s dtype=%s layout=%s gpu_normalize=%" PRId64 "\n",
            e.transform, eff_int(r, STOKER_OPT_SIZE), eff_int(r, STOKER_OPT_RESIZE), e.dct,
@@ -153,11 +184,13 @@ void bench_report_text(const opts *o, const result *r)
     io_text(&r->io);
     printf("warm-up      %" PRId64 " batches, %" PRId64 " records (not timed)\n", r->warm_batches,
            r->warm_records);
-    printf("result       %" PRId64 " batches, %" PRId64 " records, %.1f MB in %.3f s%s\n",
-           r->batches, r->records, (double)r->bytes / 1e6, r->seconds,
-           r->interrupted ? " (interrupted)" : "");
+    printf("result       %" PRId64 " batches, %" PRId64 " records, %.1f MB in %.3f s, %" PRId64
+           " epoch%s%s\n",
+           r->batches, r->records, (double)r->bytes / 1e6, r->seconds, r->epochs,
+           r->epochs == 1 ? "" : "s", r->interrupted ? " (interrupted)" : "");
     printf("throughput   %.0f records/s, %.1f MB/s\n", (double)r->records / s,
            (double)r->bytes / s / 1e6);
+    too_short_text(o, r);
     printf("consumer     waited %.3f s (%.1f%% of the run)\n", r->wait, 100.0 * r->wait / s);
     stages_text(r);
     printf("cpu          %.1f us of CPU per record (%.2f s user+sys), peak RSS %.1f MB, "
@@ -168,8 +201,9 @@ void bench_report_text(const opts *o, const result *r)
         printf("gpu          utilisation mean %.0f%%, max %.0f%% (%d samples)\n", r->gpu.mean,
                r->gpu.max, r->gpu.samples);
     printf("stats        skipped=%" PRId64 " records_read=%" PRId64 " ready_slots=%.2f "
-           "reads_in_flight=%.2f reduced=%" PRId64 "\n",
-           st->skipped, st->records_read, st->ready_slots, st->reads_in_flight, st->reduced);
+           "reads_in_flight=%.2f reduced=%" PRId64 " dropped_bytes=%" PRId64 "\n",
+           st->skipped, st->records_read, st->ready_slots, st->reads_in_flight, st->reduced,
+           st->dropped_bytes);
     char why[512];
     const char *v = bench_verdict(r, why, sizeof why);
     printf("verdict      %s: %s\n", v, why);
@@ -191,15 +225,21 @@ static void json_options(const opts *o, const result *r, const effective *e)
     printf(",\"batch_size\":%" PRId64 ",\"threads\":%" PRId64 ",\"depth\":%" PRId64
            ",\"seed\":%" PRId64 ",\"shuffle\":%s,\"drop_last\":%s,\"rank\":%" PRId64
            ",\"world_size\":%" PRId64 ",\"backend\":\"%s\",\"direct\":%s,\"on_corrupt\":\"%s\","
-           "\"epochs\":%" PRId64 ",\"warmup\":%" PRId64 ",\"compute_ms\":%g,\"compute\":\"%s\","
-           "\"io\":%s,\"gpu_normalize\":%s}",
+           "\"warmup\":%" PRId64 ",\"compute_ms\":%g,\"compute\":\"%s\","
+           "\"io\":%s,\"gpu_normalize\":%s,\"max_cache\":%" PRId64 ",\"min_seconds\":%g,"
+           "\"epochs\":",
            eff_int(r, STOKER_OPT_BATCH_SIZE), eff_int(r, STOKER_OPT_THREADS),
            eff_int(r, STOKER_OPT_DEPTH), eff_int(r, STOKER_OPT_SEED),
            json_bool(eff_int(r, STOKER_OPT_SHUFFLE)), json_bool(eff_int(r, STOKER_OPT_DROP_LAST)),
            eff_int(r, STOKER_OPT_RANK), eff_int(r, STOKER_OPT_WORLD_SIZE), e->backend,
-           json_bool(eff_int(r, STOKER_OPT_DIRECT_IO)), e->on_corrupt, o->epochs, o->warmup,
-           o->compute_ms, o->compute_sleep ? "sleep" : "spin", json_bool(o->io),
-           json_bool(eff_int(r, STOKER_OPT_GPU_NORMALIZE)));
+           json_bool(eff_int(r, STOKER_OPT_DIRECT_IO)), e->on_corrupt, o->warmup, o->compute_ms,
+           o->compute_sleep ? "sleep" : "spin", json_bool(o->io),
+           json_bool(eff_int(r, STOKER_OPT_GPU_NORMALIZE)), eff_int(r, STOKER_OPT_MAX_CACHE),
+           o->min_seconds);
+    if (o->epochs_exact) /* null: the run's length follows the time rule */
+        printf("%" PRId64 "}", o->epochs);
+    else
+        printf("null}");
 }
 
 static void json_extras(const result *r)
@@ -251,14 +291,15 @@ void bench_report_json(const opts *o, const result *r)
            ",\"reduced\":%" PRId64 ",\"records_read\":%" PRId64
            ",\"ready_slots\":%.3f,\"reads_in_flight\":%.3f,"
            "\"cpu_seconds_per_record\":%.9f,\"peak_rss_bytes\":%" PRId64
-           ",\"pinned_bytes\":%" PRId64 ",\"interrupted\":%s,\"verdict\":\"%s\","
-           "\"verdict_reason\":",
-           st->threads, st->depth, o->epochs, eff_int(r, STOKER_OPT_BATCH_SIZE), e.transform,
+           ",\"pinned_bytes\":%" PRId64 ",\"dropped_bytes\":%" PRId64 ",\"interrupted\":%s,"
+           "\"min_seconds\":%g,\"too_short\":%s,\"verdict\":\"%s\",\"verdict_reason\":",
+           st->threads, st->depth, r->epochs, eff_int(r, STOKER_OPT_BATCH_SIZE), e.transform,
            r->warm_batches, r->warm_records, r->batches, r->records, r->bytes, r->seconds,
            (double)r->records / s, (double)r->bytes / s, r->wait, r->wait / s, st->skipped,
            st->reduced, st->records_read, st->ready_slots, st->reads_in_flight,
            r->records ? r->cpu_seconds / (double)r->records : 0.0, r->peak_rss, st->pinned_bytes,
-           r->interrupted ? "true" : "false", verdict);
+           st->dropped_bytes, json_bool(r->interrupted), o->min_seconds, json_bool(too_short(o, r)),
+           verdict);
     cli_put_json_string(stdout, why);
     json_options(o, r, &e);
     json_extras(r);

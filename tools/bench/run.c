@@ -141,8 +141,25 @@ static void tick(stoker_loader *l, result *r, ticker *k)
     }
 }
 
+/* Where the run stands: epoch ends passed (the warm-up's too) and batches taken of the
+ * epoch under way. */
+typedef struct progress {
+    int64_t ends, in_epoch;
+} progress;
+
+/* Whether the run is over at an epoch's end, `secs` into its timed part: --epochs N runs
+ * exactly N epochs (the time rule never cuts a long one short); otherwise at least
+ * o->epochs and o->min_seconds, except after an epoch of no batch, which leaves nothing to
+ * time however long it goes on. */
+static bool over(const opts *o, const progress *p, bool empty, double secs)
+{
+    if (o->epochs_exact)
+        return p->ends >= o->epochs;
+    return empty || (p->ends >= o->epochs && secs >= o->min_seconds);
+}
+
 /* Untimed warm-up batches (a STOKER_END among them counts as an epoch's end). */
-static int warm_up(stoker_loader *l, const opts *o, FILE *dump, result *r, int64_t *ends)
+static int warm_up(stoker_loader *l, const opts *o, FILE *dump, result *r, progress *p)
 {
     for (int64_t i = 0; i < o->warmup && !bench_interrupted; i++) {
         stoker_batch *b = NULL;
@@ -150,9 +167,11 @@ static int warm_up(stoker_loader *l, const opts *o, FILE *dump, result *r, int64
         if (rc < 0)
             return rc;
         if (rc == STOKER_END) {
-            (*ends)++;
+            p->ends++;
+            p->in_epoch = 0;
             continue;
         }
+        p->in_epoch++;
         r->warm_batches++;
         r->warm_records += stoker_batch_count(b);
         if (dump)
@@ -162,22 +181,26 @@ static int warm_up(stoker_loader *l, const opts *o, FILE *dump, result *r, int64
     return 0;
 }
 
-static int timed(stoker_loader *l, const opts *o, FILE *dump, result *r, int64_t ends)
+static int timed(stoker_loader *l, const opts *o, FILE *dump, result *r, progress *p)
 {
     ticker k = {0};
     k.t0 = k.last_t = k.last_beat = bench_now();
     stoker_stats st = {.struct_size = sizeof st};
     stoker_loader_get_stats(l, &st);
     k.last_wait = st.wait_seconds;
-    while (ends < o->epochs && !bench_interrupted) {
+    bool done = o->epochs_exact && p->ends >= o->epochs; /* the warm-up ran them all */
+    while (!done && !bench_interrupted) {
         stoker_batch *b = NULL;
         const int rc = take(l, &b);
         if (rc < 0)
             return rc;
         if (rc == STOKER_END) {
-            ends++;
+            p->ends++;
+            done = over(o, p, p->in_epoch == 0, bench_now() - k.t0);
+            p->in_epoch = 0;
             continue;
         }
+        p->in_epoch++;
         r->batches++;
         r->records += stoker_batch_count(b);
         r->bytes += (int64_t)stoker_batch_nbytes(b);
@@ -192,8 +215,8 @@ static int timed(stoker_loader *l, const opts *o, FILE *dump, result *r, int64_t
 
 int bench_run(stoker_loader *l, const opts *o, FILE *dump, result *r)
 {
-    int64_t ends = 0;
-    int rc = warm_up(l, o, dump, r, &ends);
+    progress p = {0, 0};
+    int rc = warm_up(l, o, dump, r, &p);
     if (rc < 0)
         return rc;
     stoker_stats st0, st1;
@@ -202,8 +225,9 @@ int bench_run(stoker_loader *l, const opts *o, FILE *dump, result *r)
     int64_t rss = 0;
     const double cpu0 = cpu_seconds(&rss), t0 = bench_now();
     gpu_sampler *g = st0.device >= 0 ? bench_gpu_start(st0.device) : NULL;
-    rc = timed(l, o, dump, r, ends);
+    rc = timed(l, o, dump, r, &p);
     r->seconds = bench_now() - t0;
+    r->epochs = p.ends;
     r->cpu_seconds = cpu_seconds(&r->peak_rss) - cpu0;
     bench_gpu_stop(g, &r->gpu);
     if (rc < 0)
