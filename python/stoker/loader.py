@@ -509,7 +509,10 @@ class Loader:
     None = "train" (a crop at least 2x, 4x or 8x the output along both axes is decoded
     at 1/2, 1/4 or 1/8 in libjpeg's IDCT, as Pillow's draft mode does, in the train
     transform only), "always" (eval and resize too) or "never"; ``stats()["reduced"]``
-    counts such images.
+    counts such images. ``max_cache`` None = half the memory available: bytes of page
+    cache the data set may fill; a larger data set is read dropping its pages behind the
+    reader (buffered reads), so the cache keeps what is still to come and never pushes the
+    training job's memory out; ``stats()["dropped_bytes"]`` counts the bytes dropped.
 
     ``for batch in loader`` runs to the end of the current epoch (a loop broken off early
     is continued by the next one); the next loop runs the next epoch. ``len(loader)`` is
@@ -520,10 +523,11 @@ class Loader:
     What the loader runs with, defaults resolved (read-only, from the library): ``depth``,
     ``threads``, ``batch_size``, ``seed``, ``shuffle``, ``drop_last``, ``order``, ``rank``,
     ``world_size``, ``backend`` (the one in use), ``simd``, ``on_corrupt``, ``device``
-    ("cpu" or "cuda:N") and, where the image pipeline runs (else None), ``transform``,
-    ``size``, ``resize``, ``dtype``, ``layout``, ``dct``, ``antialias``, ``resampler``,
-    ``dct_scale``, ``mean`` and ``std``. ``dtype`` is that of the batches: also for raw
-    records, and ``transform`` is "none" where no image transform runs.
+    ("cpu" or "cuda:N"), ``max_cache`` (bytes) and, where the image pipeline runs (else
+    None), ``transform``, ``size``, ``resize``, ``dtype``, ``layout``, ``dct``,
+    ``antialias``, ``resampler``, ``dct_scale``, ``mean`` and ``std``. ``dtype`` is that of
+    the batches: also for raw records, and ``transform`` is "none" where no image transform
+    runs.
 
     Any thread may call any method: the loader takes them one at a time, a call waiting
     for the one in progress (``set_epoch`` from a second thread applies between two of the
@@ -537,7 +541,7 @@ class Loader:
                  read_ahead=None, simd=None, dct=None, max_record_size=None,
                  max_pixels=None, h5_images=None, h5_labels=None, device_buffers=None,
                  order="records", gpu_normalize=False, antialias=None, resampler=None,
-                 dct_scale=None):
+                 dct_scale=None, max_cache=None):
         self._core = None
         self._active = None
         raw_path = check_path("path", path)
@@ -564,6 +568,7 @@ class Loader:
             ("max_record_size", check_int("max_record_size", max_record_size, 1,
                                           allow_none=True)),
             ("max_pixels", check_int("max_pixels", max_pixels, 1, allow_none=True)),
+            ("max_cache", check_int("max_cache", max_cache, 1, allow_none=True)),
             ("size", check_int("size", size, 1, allow_none=True)),
             ("resize", check_int("resize", resize, 1, allow_none=True)),
             ("dtype", None if dtype is None else dtype_code(dtype)),
@@ -870,6 +875,8 @@ class Loader:
     simd = property(lambda self: self._get("simd"))
     on_corrupt = property(lambda self: self._get("on_corrupt"))
     device = property(lambda self: self._get("device"), doc='"cpu" or "cuda:N".')
+    max_cache = property(lambda self: self._get("max_cache"),
+                         doc="Bytes of page cache the data set may fill.")
     transform = property(lambda self: self._get("transform"))
     size = property(lambda self: self._get("size"))
     resize = property(lambda self: self._get("resize"))

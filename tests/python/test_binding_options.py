@@ -90,3 +90,21 @@ def test_state_dict_after_restore_reports_the_restored_state(raw_ds):
         with pytest.raises(ValueError, match="seed"):
             b.load_state_dict(dict(again, seed=999))
         assert b.state_dict() == saved  # a refused state_dict leaves the loader as it was
+
+
+def test_max_cache_bounds_the_page_cache_and_reads_back(raw_ds):
+    # 103 records of 192 bytes: a bound of 4 KiB makes the data set "larger than the cache",
+    # read dropping its pages behind the reader
+    with stoker.Loader(raw_ds, 8, device="cpu", max_cache=4096) as loader:
+        assert loader.max_cache == 4096
+        assert sum(len(b) for b in loader) == 103  # one epoch
+        assert loader.stats()["dropped_bytes"] > 0
+    # the default: half the memory available, far more than this data set
+    with stoker.Loader(raw_ds, 8, device="cpu") as loader:
+        assert loader.max_cache > 103 * 192
+        assert sum(len(b) for b in loader) == 103
+        assert loader.stats()["dropped_bytes"] == 0
+    with pytest.raises(ValueError, match="max_cache must be >= 1"):
+        stoker.Loader(raw_ds, 8, device="cpu", max_cache=0)
+    with pytest.raises(TypeError, match="max_cache must be an int"):
+        stoker.Loader(raw_ds, 8, device="cpu", max_cache=True)
