@@ -26,9 +26,10 @@
 #
 # BUILD_DIR      stoker's build folder: stoker-bench, stoker-pack, libstoker.so (and
 #                bench_disk_probe, else disk_probe.c is compiled with cc and liburing)
-# --images X     how many JPEGs to make (default 20000; 500 with --quick), or a JPEG tree to
-#                use (an ImageFolder, or a folder holding train/)
-# --raw N        raw records to make (default 20000, 3 GB; 2000 with --quick)
+# --images X     how many JPEGs to make (default 40000, about 3 GB; 500 with --quick), or a
+#                JPEG tree to use (an ImageFolder, or a folder holding train/)
+# --raw N        raw records to make (default 40000, 6 GB, and as much again in the HDF5
+#                file; 2000 with --quick); a cold epoch should last seconds, not one
 # --out DIR      results, logs and made data (default: BUILD_DIR/cold); data is reused by the
 #                next run with the same counts
 # --threads T    stoker threads and DataLoader workers (default: cores)
@@ -82,7 +83,7 @@ is_count "$threads" || die "--threads needs a positive integer"
 if [ "$quick" = 1 ]; then
     images=${images:-500} raw=${raw:-2000} budget=${budget:-240} rounds=${rounds:-1}
 else
-    images=${images:-20000} raw=${raw:-20000} budget=${budget:-560} rounds=${rounds:-2}
+    images=${images:-40000} raw=${raw:-40000} budget=${budget:-560} rounds=${rounds:-2}
 fi
 is_count "$raw" || die "--raw needs a positive integer"
 is_count "$rounds" || die "--rounds needs a positive integer"
