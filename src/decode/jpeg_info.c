@@ -262,12 +262,13 @@ static const char *hw_obstacle(const stoker__jpeg_info *in)
         return "YCCK";
     if (in->components != 1 && in->components != 3)
         return in->components == 2 ? "2 components" : "4 components";
-    if (in->color == STOKER__JPEG_RGB)
+    if (in->color == STOKER__JPEG_RGB) /* nvJPEG 13 takes it, but converts it as YCbCr */
         return "RGB colour space";
     if (in->scan_components != in->components)
         return "non-interleaved scans";
-    if (in->components == 1)
-        return NULL;
+    if (in->components == 1) /* nvJPEG 13's hardware decodes these wrong (seen on an H200) */
+        return in->comp[0].h != 1 || in->comp[0].v != 1 ? "grayscale sampling factors above 1"
+                                                        : NULL;
     const char *ss = stoker__jpeg_subsampling(in);
     if (!ss)
         return "unusual subsampling";
