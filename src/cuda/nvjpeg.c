@@ -1,0 +1,469 @@
+/* nvJPEG over dlopen (nvjpeg.h). The few types and constants used are declared here, with
+ * their values from the nvJPEG documentation (docs.nvidia.com/cuda/nvjpeg, "nvJPEG Type
+ * Declarations" and "nvJPEG API Reference"), which match nvjpeg.h of CUDA 11 to 13:
+ * handles are opaque pointers, enums are passed as int (their C type), and a status of 0
+ * is NVJPEG_STATUS_SUCCESS. */
+#include "cuda/nvjpeg.h"
+
+#include <dlfcn.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* nvjpegBackend_t: NVJPEG_BACKEND_HARDWARE ("nvJPEG Backend") */
+#define BACKEND_HARDWARE 3
+/* nvjpegOutputFormat_t: NVJPEG_OUTPUT_RGBI, interleaved RGB in channel[0] */
+#define OUTPUT_RGBI 5
+/* nvJPEG flags ("nvJPEG Flags"): NVJPEG_FLAGS_BITSTREAM_STRICT, an error rather than a
+ * best-effort decode for a bitstream that breaks the JPEG specification (a damaged record
+ * must not pass); NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION, chroma upsampled by
+ * interpolation as libjpeg's fancy upsampling (the CPU decoder's) does, not by replication.
+ * Libraries older than the second flag refuse it: the first set the library takes is used. */
+#define FLAGS_BITSTREAM_STRICT 4
+#define FLAGS_UPSAMPLING_WITH_INTERPOLATION 32
+static const unsigned FLAG_SETS[] = {FLAGS_BITSTREAM_STRICT | FLAGS_UPSAMPLING_WITH_INTERPOLATION,
+                                     FLAGS_BITSTREAM_STRICT};
+/* nvjpegStatus_t ("nvJPEG API Return Codes") */
+#define STATUS_SUCCESS 0
+#define STATUS_ALLOCATOR_FAILURE 5
+/* libraryPropertyType (library_types.h): MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL */
+#define PROPERTY_MAJOR 0
+#define PROPERTY_MINOR 1
+#define PROPERTY_PATCH 2
+/* NVJPEG_MAX_COMPONENT */
+#define MAX_COMPONENT 4
+
+typedef void *nj_handle; /* nvjpegHandle_t, nvjpegJpegState_t, nvjpegJpegStream_t, ... */
+
+/* nvjpegImage_t */
+typedef struct nj_image {
+    unsigned char *channel[MAX_COMPONENT];
+    size_t pitch[MAX_COMPONENT];
+} nj_image;
+
+/* The entry points, with the signatures of the nvJPEG API reference. */
+typedef struct nj_api {
+    int (*create_ex)(int backend, void *dev_allocator, void *pinned_allocator, unsigned flags,
+                     nj_handle *handle);
+    int (*destroy)(nj_handle handle);
+    int (*state_create)(nj_handle handle, nj_handle *state);
+    int (*state_destroy)(nj_handle state);
+    int (*params_create)(nj_handle handle, nj_handle *params);
+    int (*params_destroy)(nj_handle params);
+    int (*params_set_output_format)(nj_handle params, int format);
+    int (*params_set_roi)(nj_handle params, int x, int y, int w, int h);
+    int (*stream_create)(nj_handle handle, nj_handle *stream);
+    int (*stream_destroy)(nj_handle stream);
+    int (*stream_parse_header)(nj_handle handle, const unsigned char *data, size_t length,
+                               nj_handle stream);
+    int (*batched_supported_ex)(nj_handle handle, nj_handle stream, nj_handle params,
+                                int *is_supported);
+    int (*batched_initialize)(nj_handle handle, nj_handle state, int batch_size,
+                              int max_cpu_threads, int format);
+    int (*batched_ex)(nj_handle handle, nj_handle state, const unsigned char *const *data,
+                      const size_t *lengths, nj_image *destinations, nj_handle *params,
+                      void *cuda_stream);
+    int (*get_image_info)(nj_handle handle, const unsigned char *data, size_t length,
+                          int *components, int *subsampling, int *widths, int *heights);
+    /* optional: absent from older libraries */
+    int (*get_property)(int type, int *value);
+    int (*hardware_decoder_info)(nj_handle handle, unsigned *engines, unsigned *cores);
+} nj_api;
+
+static const struct {
+    const char *name;
+    size_t offset;
+    bool required;
+} SYMBOLS[] = {
+    {"nvjpegCreateEx", offsetof(nj_api, create_ex), true},
+    {"nvjpegDestroy", offsetof(nj_api, destroy), true},
+    {"nvjpegJpegStateCreate", offsetof(nj_api, state_create), true},
+    {"nvjpegJpegStateDestroy", offsetof(nj_api, state_destroy), true},
+    {"nvjpegDecodeParamsCreate", offsetof(nj_api, params_create), true},
+    {"nvjpegDecodeParamsDestroy", offsetof(nj_api, params_destroy), true},
+    {"nvjpegDecodeParamsSetOutputFormat", offsetof(nj_api, params_set_output_format), true},
+    {"nvjpegDecodeParamsSetROI", offsetof(nj_api, params_set_roi), true},
+    {"nvjpegJpegStreamCreate", offsetof(nj_api, stream_create), true},
+    {"nvjpegJpegStreamDestroy", offsetof(nj_api, stream_destroy), true},
+    {"nvjpegJpegStreamParseHeader", offsetof(nj_api, stream_parse_header), true},
+    {"nvjpegDecodeBatchedSupportedEx", offsetof(nj_api, batched_supported_ex), true},
+    {"nvjpegDecodeBatchedInitialize", offsetof(nj_api, batched_initialize), true},
+    {"nvjpegDecodeBatchedEx", offsetof(nj_api, batched_ex), true},
+    {"nvjpegGetImageInfo", offsetof(nj_api, get_image_info), true},
+    {"nvjpegGetProperty", offsetof(nj_api, get_property), false},
+    {"nvjpegGetHardwareDecoderInfo", offsetof(nj_api, hardware_decoder_info), false},
+};
+#define NSYMBOLS (sizeof SYMBOLS / sizeof SYMBOLS[0])
+
+struct stoker__nvjpeg {
+    void *lib;
+    bool called; /* an nvJPEG function ran: the library stays loaded (see close) */
+    nj_api api;
+    int device;
+    unsigned flags;                         /* nvjpegCreateEx's */
+    nj_handle handle, state, stream, check; /* check: the decode parameters of supported() */
+    /* per image of a batch, grown on demand; params[i] is created once and reused */
+    nj_handle *params, *batch_params;
+    const unsigned char **data;
+    size_t *lengths;
+    nj_image *images;
+    int32_t cap, params_made;
+    int32_t initialized; /* the batch size nvjpegDecodeBatchedInitialize was given; 0: none */
+    char describe[160];
+};
+
+static const char *status_name(int s)
+{
+    static const char *const names[] = {"NVJPEG_STATUS_SUCCESS",
+                                        "NVJPEG_STATUS_NOT_INITIALIZED",
+                                        "NVJPEG_STATUS_INVALID_PARAMETER",
+                                        "NVJPEG_STATUS_BAD_JPEG",
+                                        "NVJPEG_STATUS_JPEG_NOT_SUPPORTED",
+                                        "NVJPEG_STATUS_ALLOCATOR_FAILURE",
+                                        "NVJPEG_STATUS_EXECUTION_FAILED",
+                                        "NVJPEG_STATUS_ARCH_MISMATCH",
+                                        "NVJPEG_STATUS_INTERNAL_ERROR",
+                                        "NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED",
+                                        "NVJPEG_STATUS_INCOMPLETE_BITSTREAM"};
+    return s >= 0 && (size_t)s < sizeof names / sizeof names[0] ? names[s] : "unknown status";
+}
+
+/* ---- loading ------------------------------------------------------------------------------- */
+
+/* dlopen of the first name that loads; the loader's messages otherwise. */
+static void *load(const char **name, char *why, size_t cap)
+{
+    const char *env = getenv("STOKER_NVJPEG_LIBRARY");
+    const char *names[2] = {"libnvjpeg.so.13", "libnvjpeg.so"};
+    const size_t n = env && *env ? 1 : 2;
+    if (n == 1)
+        names[0] = env;
+    size_t used = 0;
+    for (size_t i = 0; i < n; i++) {
+        void *lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+        if (lib) {
+            *name = names[i];
+            return lib;
+        }
+        const char *e = dlerror();
+        if (why && used < cap)
+            used += (size_t)snprintf(why + used, cap - used, "%s%s",
+                                     i ? "; " : "nvJPEG not found: ", e ? e : names[i]);
+    }
+    return NULL;
+}
+
+/* Resolves every symbol; the missing required ones are named in why. */
+static bool resolve(void *lib, const char *name, nj_api *api, char *why, size_t cap)
+{
+    char list[STOKER_ERRMSG_CAP] = "";
+    size_t used = 0, missing = 0;
+    for (size_t i = 0; i < NSYMBOLS; i++) {
+        void *sym = dlsym(lib, SYMBOLS[i].name);
+        memcpy((char *)api + SYMBOLS[i].offset, &sym, sizeof sym); /* POSIX: same size */
+        if (sym || !SYMBOLS[i].required)
+            continue;
+        if (used < sizeof list)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", missing ? ", " : "",
+                                     SYMBOLS[i].name);
+        missing++;
+    }
+    if (missing && why && cap)
+        snprintf(why, cap, "%s lacks %zu nvJPEG function%s: %s", name, missing,
+                 missing > 1 ? "s" : "", list);
+    return missing == 0;
+}
+
+static void describe(stoker__nvjpeg *nj, const char *name)
+{
+    int v[3] = {0, 0, 0};
+    const int props[3] = {PROPERTY_MAJOR, PROPERTY_MINOR, PROPERTY_PATCH};
+    for (int i = 0; i < 3 && nj->api.get_property; i++)
+        if (nj->api.get_property(props[i], &v[i]) != STATUS_SUCCESS)
+            v[i] = -1;
+    unsigned engines = 0, cores = 0;
+    if (nj->api.hardware_decoder_info)
+        nj->api.hardware_decoder_info(nj->handle, &engines, &cores);
+    snprintf(nj->describe, sizeof nj->describe,
+             "%s %d.%d.%d, device %d, %u engines x %u cores, chroma %s", name, v[0], v[1], v[2],
+             nj->device, engines, cores,
+             nj->flags & FLAGS_UPSAMPLING_WITH_INTERPOLATION ? "interpolated" : "replicated");
+}
+
+/* The decoder's handle, state, parsed stream and checking parameters on the current device. */
+static int create_handles(stoker__nvjpeg *nj, char *why, size_t cap)
+{
+    const nj_api *a = &nj->api;
+    nj->called = true;
+    int s = -1;
+    for (size_t i = 0; i < sizeof FLAG_SETS / sizeof FLAG_SETS[0] && s != STATUS_SUCCESS; i++) {
+        nj->flags = FLAG_SETS[i];
+        s = a->create_ex(BACKEND_HARDWARE, NULL, NULL, nj->flags, &nj->handle);
+    }
+    if (s != STATUS_SUCCESS) {
+        nj->handle = NULL;
+        if (why && cap)
+            snprintf(why, cap,
+                     "nvjpegCreateEx with the hardware back-end on device %d: %s (%d); no JPEG "
+                     "decoder engine on this GPU, or its driver does not offer it",
+                     nj->device, status_name(s), s);
+        return STOKER_E_UNSUPPORTED;
+    }
+    const char *step = "nvjpegJpegStateCreate";
+    s = a->state_create(nj->handle, &nj->state);
+    if (s == STATUS_SUCCESS && (step = "nvjpegJpegStreamCreate"))
+        s = a->stream_create(nj->handle, &nj->stream);
+    if (s == STATUS_SUCCESS && (step = "nvjpegDecodeParamsCreate"))
+        s = a->params_create(nj->handle, &nj->check);
+    if (s == STATUS_SUCCESS && (step = "nvjpegDecodeParamsSetOutputFormat"))
+        s = a->params_set_output_format(nj->check, OUTPUT_RGBI);
+    if (s != STATUS_SUCCESS) {
+        if (why && cap)
+            snprintf(why, cap, "%s on device %d: %s (%d)", step, nj->device, status_name(s), s);
+        return s == STATUS_ALLOCATOR_FAILURE ? -ENOMEM : STOKER_E_UNSUPPORTED;
+    }
+    unsigned engines = 1, cores = 1;
+    if (a->hardware_decoder_info &&
+        a->hardware_decoder_info(nj->handle, &engines, &cores) == STATUS_SUCCESS &&
+        (engines == 0 || cores == 0)) {
+        if (why && cap)
+            snprintf(why, cap, "device %d has no JPEG decoder engine (nvJPEG counts %u x %u)",
+                     nj->device, engines, cores);
+        return STOKER_E_UNSUPPORTED;
+    }
+    return 0;
+}
+
+/* The device must exist before nvJPEG is asked for it. */
+static int check_device(int device, char *why, size_t cap)
+{
+    char msg[STOKER_ERRMSG_CAP] = "";
+    const int n = stoker__cuda_device_query(msg, sizeof msg);
+    if (n == 0) {
+        if (why && cap)
+            snprintf(why, cap, "no CUDA device for nvJPEG: %s", msg);
+        return STOKER_E_UNSUPPORTED;
+    }
+    if (device < 0 || device >= n) {
+        if (why && cap)
+            snprintf(why, cap, "CUDA device %d does not exist (%d found)", device, n);
+        return STOKER_E_UNSUPPORTED;
+    }
+    return 0;
+}
+
+int stoker__nvjpeg_open(stoker__nvjpeg **out, int device, char *why, size_t cap)
+{
+    *out = NULL;
+    if (why && cap)
+        why[0] = '\0';
+    stoker__nvjpeg *nj = stoker__calloc(1, sizeof *nj);
+    if (!nj) {
+        if (why && cap)
+            snprintf(why, cap, "no memory for the nvJPEG decoder");
+        return -ENOMEM;
+    }
+    nj->device = device;
+    const char *name = NULL;
+    int rc = STOKER_E_UNSUPPORTED;
+    nj->lib = load(&name, why, cap);
+    if (!nj->lib || !resolve(nj->lib, name, &nj->api, why, cap))
+        goto fail;
+    rc = check_device(device, why, cap);
+    if (rc < 0)
+        goto fail;
+    const int prev = stoker__cuda_use_device(device);
+    rc = create_handles(nj, why, cap);
+    if (rc == 0)
+        describe(nj, name);
+    stoker__cuda_restore_device(device, prev);
+    if (rc < 0)
+        goto fail;
+    *out = nj;
+    return 0;
+fail:
+    stoker__nvjpeg_close(nj);
+    return rc;
+}
+
+void stoker__nvjpeg_close(stoker__nvjpeg *nj)
+{
+    if (!nj)
+        return;
+    const nj_api *a = &nj->api;
+    if (nj->handle) {
+        const int prev = stoker__cuda_use_device(nj->device);
+        for (int32_t i = 0; i < nj->params_made; i++)
+            a->params_destroy(nj->params[i]);
+        if (nj->check)
+            a->params_destroy(nj->check);
+        if (nj->stream)
+            a->stream_destroy(nj->stream);
+        if (nj->state)
+            a->state_destroy(nj->state);
+        a->destroy(nj->handle);
+        stoker__cuda_restore_device(nj->device, prev);
+    }
+    /* once used, the library stays loaded: nvJPEG and the CUDA runtime keep process-wide
+     * state (registered kernels, the runtime's context) that an unload would leave dangling */
+    if (nj->lib && !nj->called)
+        dlclose(nj->lib);
+    stoker__free(nj->params);
+    stoker__free(nj->batch_params);
+    stoker__free(nj->data);
+    stoker__free(nj->lengths);
+    stoker__free(nj->images);
+    stoker__free(nj);
+}
+
+const char *stoker__nvjpeg_describe(const stoker__nvjpeg *nj)
+{
+    return nj->describe;
+}
+
+/* ---- checking and decoding ------------------------------------------------------------------ */
+
+static int nj_fail(stoker__err *err, const char *call, int s)
+{
+    return stoker__fail(err, STOKER_E_CUDA, "%s: %s (%d)", call, status_name(s), s);
+}
+
+/* Whether the decoder takes `data` with `roi` under `params` (which get the region). *ok
+ * false when the header does not parse or the region leaves the image. */
+static int check_one(stoker__nvjpeg *nj, nj_handle params, const uint8_t *data, size_t size,
+                     const stoker__nvjpeg_roi *roi, bool *ok, stoker__err *err)
+{
+    const nj_api *a = &nj->api;
+    *ok = false;
+    int comps = 0, subsampling = 0, w[MAX_COMPONENT] = {0}, h[MAX_COMPONENT] = {0};
+    if (!data || size == 0 ||
+        a->get_image_info(nj->handle, data, size, &comps, &subsampling, w, h) != STATUS_SUCCESS)
+        return 0;
+    const bool whole = !roi || roi->w <= 0 || roi->h <= 0;
+    if (!whole && (roi->x < 0 || roi->y < 0 || roi->x > w[0] - roi->w || roi->y > h[0] - roi->h))
+        return 0;
+    int s = whole ? a->params_set_roi(params, 0, 0, -1, -1) /* -1, -1: no region */
+                  : a->params_set_roi(params, roi->x, roi->y, roi->w, roi->h);
+    if (s != STATUS_SUCCESS)
+        return 0; /* a region the parameters refuse */
+    if (a->stream_parse_header(nj->handle, data, size, nj->stream) != STATUS_SUCCESS)
+        return 0;
+    int unsupported = 1;
+    s = a->batched_supported_ex(nj->handle, nj->stream, params, &unsupported);
+    if (s != STATUS_SUCCESS)
+        return nj_fail(err, "nvjpegDecodeBatchedSupportedEx", s);
+    *ok = unsupported == 0; /* 0 means supported */
+    return 0;
+}
+
+int stoker__nvjpeg_supported(stoker__nvjpeg *nj, const uint8_t *data, size_t size,
+                             const stoker__nvjpeg_roi *roi, bool *ok, stoker__err *err)
+{
+    const int prev = stoker__cuda_use_device(nj->device);
+    const int rc = check_one(nj, nj->check, data, size, roi, ok, err);
+    stoker__cuda_restore_device(nj->device, prev);
+    return rc;
+}
+
+/* *p (of *cap elements) holding n elements of `size` bytes; false without memory. */
+static bool grow_array(void *p, size_t n, size_t size)
+{
+    void **a = p, *q = stoker__realloc(*a, n * size);
+    if (q)
+        *a = q;
+    return q != NULL;
+}
+
+/* Room for n images, with decode parameters for each (output RGBI). */
+static int grow(stoker__nvjpeg *nj, int32_t n, stoker__err *err)
+{
+    if (n > nj->cap) {
+        const size_t c = (size_t)n;
+        const bool ok = grow_array(&nj->params, c, sizeof *nj->params) &&
+                        grow_array(&nj->batch_params, c, sizeof *nj->batch_params) &&
+                        grow_array(&nj->data, c, sizeof *nj->data) &&
+                        grow_array(&nj->lengths, c, sizeof *nj->lengths) &&
+                        grow_array(&nj->images, c, sizeof *nj->images);
+        STOKER_RETURN_IF(!ok, err, -ENOMEM, "no memory for a batch of %d JPEGs", (int)n);
+        nj->cap = n;
+    }
+    while (nj->params_made < n) {
+        nj_handle *p = &nj->params[nj->params_made];
+        int s = nj->api.params_create(nj->handle, p);
+        if (s != STATUS_SUCCESS)
+            return nj_fail(err, "nvjpegDecodeParamsCreate", s);
+        nj->params_made++;
+        s = nj->api.params_set_output_format(*p, OUTPUT_RGBI);
+        if (s != STATUS_SUCCESS)
+            return nj_fail(err, "nvjpegDecodeParamsSetOutputFormat", s);
+    }
+    return 0;
+}
+
+/* Checks every image; gathers those taken into the batch arrays. Returns how many. */
+static int gather(stoker__nvjpeg *nj, int32_t n, const uint8_t *const data[], const size_t sizes[],
+                  const stoker__nvjpeg_roi *rois, uint8_t *const dst[], const size_t pitch[],
+                  uint8_t *taken, stoker__err *err)
+{
+    int32_t m = 0;
+    for (int32_t i = 0; i < n; i++) {
+        bool ok = false;
+        const int rc =
+            check_one(nj, nj->params[i], data[i], sizes[i], rois ? &rois[i] : NULL, &ok, err);
+        if (rc < 0)
+            return rc;
+        taken[i] = ok && dst[i] != NULL;
+        if (!taken[i])
+            continue;
+        nj->data[m] = data[i];
+        nj->lengths[m] = sizes[i];
+        nj->batch_params[m] = nj->params[i];
+        nj->images[m] = (nj_image){{dst[i]}, {pitch[i]}};
+        m++;
+    }
+    return m;
+}
+
+static int decode(stoker__nvjpeg *nj, int32_t m, stoker__stream stream, stoker__err *err)
+{
+    const nj_api *a = &nj->api;
+    int s;
+    /* the documented rule: initialise again when the batch size changes or a batch failed */
+    if (nj->initialized != m) {
+        nj->initialized = 0;
+        s = a->batched_initialize(nj->handle, nj->state, m, 1, OUTPUT_RGBI);
+        if (s != STATUS_SUCCESS)
+            return nj_fail(err, "nvjpegDecodeBatchedInitialize", s);
+        nj->initialized = m;
+    }
+    s = a->batched_ex(nj->handle, nj->state, nj->data, nj->lengths, nj->images, nj->batch_params,
+                      stream);
+    if (s != STATUS_SUCCESS) {
+        nj->initialized = 0;
+        return stoker__fail(err, STOKER_E_CUDA, "nvjpegDecodeBatchedEx of %d JPEGs: %s (%d)",
+                            (int)m, status_name(s), s);
+    }
+    return 0;
+}
+
+int stoker__nvjpeg_decode_batch(stoker__nvjpeg *nj, int32_t n, const uint8_t *const data[],
+                                const size_t sizes[], const stoker__nvjpeg_roi *rois,
+                                uint8_t *const dst[], const size_t pitch[], stoker__stream stream,
+                                uint8_t *taken, stoker__err *err)
+{
+    STOKER_RETURN_IF(n < 0, err, STOKER_E_INVALID, "a batch of %d JPEGs", (int)n);
+    if (n == 0)
+        return 0;
+    memset(taken, 0, (size_t)n);
+    const int prev = stoker__cuda_use_device(nj->device);
+    int rc = grow(nj, n, err);
+    if (rc == 0)
+        rc = gather(nj, n, data, sizes, rois, dst, pitch, taken, err);
+    if (rc < 0)
+        memset(taken, 0, (size_t)n); /* nothing was queued */
+    if (rc > 0)
+        rc = decode(nj, rc, stream, err);
+    stoker__cuda_restore_device(nj->device, prev);
+    return rc < 0 ? rc : 0;
+}
