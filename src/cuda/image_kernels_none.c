@@ -1,0 +1,16 @@
+/* The image transform of image_kernels.h for a build without nvcc: none. */
+#include "cuda/image_kernels.h"
+
+#ifdef STOKER_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#define NOT_BUILT ((int)cudaErrorNotSupported)
+#else
+#define NOT_BUILT 1 /* the one code of none.c: "this build has no CUDA support" */
+#endif
+
+int stoker__gpu_images(const stoker__gpu_image *desc, int32_t n, const stoker__gpu_output *out,
+                       stoker__stream s)
+{
+    (void)desc, (void)n, (void)out, (void)s;
+    return NOT_BUILT;
+}
