@@ -17,19 +17,7 @@ T=$(mktemp -d "$STOKER_TEST_TMP/pack-cli-XXXXXX")
 trap 'chmod -R u+rwX "$T" 2>/dev/null; rm -rf "$T"' EXIT
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-# run WANT_RC CMD...: runs CMD, stdout in $T/stdout, stderr in $T/stderr, checks the code.
-run() {
-    local want=$1
-    shift
-    "$@" >"$T/stdout" 2>"$T/stderr"
-    local rc=$?
-    if [ "$rc" -ne "$want" ]; then
-        cat "$T/stdout" "$T/stderr" >&2
-        fail "'$*' exited $rc, want $want"
-    fi
-}
-has() { grep -q -- "$2" "$T/$1" || { cat "$T/$1" >&2; fail "$1 lacks '$2'"; }; }
+. "$(dirname "${BASH_SOURCE[0]}")/cli_lib.sh"
 # A sanitizer build's library needs its runtime preloaded into Python (which leaks by
 # design, so leak checks are off there; the tool itself keeps them).
 PYENV=()

@@ -26,18 +26,7 @@ trap 'rm -rf "$T"' EXIT
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 P=$STOKER_PACK
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-run() {
-    local want=$1
-    shift
-    "$@" >"$T/stdout" 2>"$T/stderr"
-    local rc=$?
-    if [ "$rc" -ne "$want" ]; then
-        cat "$T/stdout" "$T/stderr" >&2
-        fail "'$*' exited $rc, want $want"
-    fi
-}
-has() { grep -q -- "$2" "$T/$1" || { cat "$T/$1" >&2; fail "$1 lacks '$2'"; }; }
+. "$(dirname "${BASH_SOURCE[0]}")/cli_lib.sh"
 lacks() { ! grep -q -- "$2" "$T/$1" || { cat "$T/$1" >&2; fail "$1 has '$2'"; }; }
 PYENV=()
 asan=$(ldd "$STOKER_LIBRARY" 2>/dev/null | awk '/libasan/ {print $3}')

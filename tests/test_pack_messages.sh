@@ -15,18 +15,7 @@ T=$(mktemp -d "$STOKER_TEST_TMP/pack-msg-XXXXXX")
 trap 'rm -rf "$T"' EXIT
 P=$STOKER_PACK
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-run() {
-    local want=$1
-    shift
-    "$@" >"$T/stdout" 2>"$T/stderr"
-    local rc=$?
-    if [ "$rc" -ne "$want" ]; then
-        cat "$T/stdout" "$T/stderr" >&2
-        fail "'$*' exited $rc, want $want"
-    fi
-}
-has() { grep -q -- "$2" "$T/$1" || { cat "$T/$1" >&2; fail "$1 lacks '$2'"; }; }
+. "$(dirname "${BASH_SOURCE[0]}")/cli_lib.sh"
 lacks() { ! grep -q -- "$2" "$T/$1" || { cat "$T/$1" >&2; fail "$1 has '$2'"; }; }
 
 "$PY" - "$T" <<'PYEOF' || fail "making test data"

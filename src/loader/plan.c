@@ -7,7 +7,6 @@
 #include "cuda/cuda.h"
 #include "io/reader.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,24 +81,13 @@ static int plan_order(stoker__plan *p, const stoker_config *cfg, stoker_dataset 
     return 0;
 }
 
-/* Mean and std, read once; one rule for whoever normalises (the image pipeline's prepare
- * applies the same when the workers do). */
+/* Mean and std, read once; checked by whoever normalises (stoker__xform_check_mean_std). */
 static void read_mean_std(stoker__plan *p, const stoker_config *cfg)
 {
     for (int c = 0; c < 3; c++) {
         p->mean[c] = (float)stoker__cfg_float(cfg, (stoker_option)(STOKER_OPT_MEAN_R + c));
         p->std[c] = (float)stoker__cfg_float(cfg, (stoker_option)(STOKER_OPT_STD_R + c));
     }
-}
-
-static int check_mean_std(const stoker__plan *p, stoker__err *err)
-{
-    for (int c = 0; c < 3; c++)
-        STOKER_RETURN_IF(!isfinite(p->mean[c]) || !isfinite(p->std[c]) || p->std[c] == 0.0f ||
-                             !isfinite(1.0 / (255.0 * p->std[c])),
-                         err, STOKER_E_INVALID, "mean/std of channel %d unusable (%g, %g)", c,
-                         (double)p->mean[c], (double)p->std[c]);
-    return 0;
 }
 
 /* The SIMD level: AUTO is the best this CPU has; an explicit one must be there. */
@@ -350,7 +338,7 @@ static int plan_gpu_normalize(stoker__plan *p, const stoker_config *cfg, const c
                      "%s: GPU normalisation takes uint8 records of shape [H, W, 3] or JPEG "
                      "images with a transform",
                      path);
-    const int rc = check_mean_std(p, err);
+    const int rc = stoker__xform_check_mean_std(p->mean, p->std, err);
     if (rc < 0)
         return rc;
     const int64_t dt = stoker__cfg_int(cfg, STOKER_OPT_DTYPE);

@@ -100,6 +100,16 @@ static void resolve_defaults(stoker__xform_params *p)
         p->max_pixels = UINT64_C(1) << 28;
 }
 
+int stoker__xform_check_mean_std(const float mean[3], const float std[3], stoker__err *err)
+{
+    for (int c = 0; c < 3; c++)
+        STOKER_RETURN_IF(!isfinite(mean[c]) || !isfinite(std[c]) || std[c] == 0.0f ||
+                             !isfinite(1.0 / (255.0 * std[c])),
+                         err, STOKER_E_INVALID, "mean/std of channel %d unusable (%g, %g)", c,
+                         (double)mean[c], (double)std[c]);
+    return 0;
+}
+
 static int validate(const stoker__xform_params *p, stoker__err *err)
 {
     const int32_t t = p->transform, d = p->dtype;
@@ -128,12 +138,7 @@ static int validate(const stoker__xform_params *p, stoker__err *err)
                          p->dct_scale != STOKER_DCT_SCALE_TRAIN &&
                          p->dct_scale != STOKER_DCT_SCALE_ALWAYS,
                      err, STOKER_E_INVALID, "dct_scale %d unknown", (int)p->dct_scale);
-    for (int c = 0; c < 3; c++)
-        STOKER_RETURN_IF(!isfinite(p->mean[c]) || !isfinite(p->std[c]) || p->std[c] == 0.0f ||
-                             !isfinite(1.0 / (255.0 * p->std[c])),
-                         err, STOKER_E_INVALID, "mean/std of channel %d unusable (%g, %g)", c,
-                         (double)p->mean[c], (double)p->std[c]);
-    return 0;
+    return stoker__xform_check_mean_std(p->mean, p->std, err);
 }
 
 /* (v/255 - mean)/std = v * scale + bias, per element position of a 48-element period. */

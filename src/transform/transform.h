@@ -186,6 +186,10 @@ typedef struct stoker__xform_params {
 /* Resolves defaults, validates (STOKER_E_INVALID naming the field), picks the SIMD kernels
  * of `simd_level` (STOKER_E_UNSUPPORTED when this CPU lacks it) and derives the patterns. */
 int stoker__xform_params_prepare(stoker__xform_params *p, int32_t simd_level, stoker__err *err);
+/* Whether (x/255 - mean)/std is usable for every channel: finite, std not 0. The one rule,
+ * whoever normalises (the workers here, or the GPU stage). STOKER_E_INVALID naming the
+ * channel. */
+int stoker__xform_check_mean_std(const float mean[3], const float std[3], stoker__err *err);
 /* Bytes of one finished sample: C * C * 3 * element size. */
 size_t stoker__xform_sample_bytes(const stoker__xform_params *p);
 
