@@ -401,6 +401,7 @@ static void test_dataset_errmsg_per_thread(void)
  * does). */
 typedef struct restarter {
     stoker_loader *l;
+    uint8_t state[STOKER_STATE_SIZE]; /* saved before the thread starts */
     atomic_bool stop;
     int calls, refused;
 } restarter;
@@ -408,11 +409,9 @@ typedef struct restarter {
 static void *restart_main(void *arg)
 {
     restarter *r = arg;
-    uint8_t state[STOKER_STATE_SIZE];
-    T_OK(stoker_loader_state_save(r->l, state, sizeof state, NULL));
     while (!atomic_load(&r->stop)) {
         const int rc = r->calls % 2 ? stoker_loader_set_epoch(r->l, 1)
-                                    : stoker_loader_state_restore(r->l, state, sizeof state);
+                                    : stoker_loader_state_restore(r->l, r->state, sizeof r->state);
         if (rc != 0 && rc != STOKER_E_STATE)
             T_FAIL("restart from another thread: %d", rc);
         r->refused += rc == STOKER_E_STATE;
@@ -429,6 +428,7 @@ static void test_consumer_calls_from_two_threads(void)
     stoker_config *cfg = tl_cfg(8, 2);
     stoker_loader *l = tl_open(path, cfg);
     restarter r = {.l = l};
+    T_OK(stoker_loader_state_save(l, r.state, sizeof r.state, NULL));
     pthread_t t;
     alarm(60);
     T_ASSERT(pthread_create(&t, NULL, restart_main, &r) == 0);
