@@ -38,11 +38,11 @@ build/stoker-pack --verify "$data/packed"
 step "summary"
 build/stoker-pack --info "$data/packed"
 
-step "load it: the training transform (decode the crop, RandomResizedCrop 224, flip, float16)"
-build/stoker-bench "$data/packed" --epochs 2 --batch-size 64
+step "load it: the training transform (decode the crop, RandomResizedCrop 224, flip, float16), 3 s or more"
+build/stoker-bench "$data/packed" --batch-size 64 --min-seconds 3
 
 step "load it: the packed JPEG bytes only (no decode), as for decoding elsewhere"
-build/stoker-bench "$data/packed" --epochs 2 --batch-size 64 --transform none
+build/stoker-bench "$data/packed" --batch-size 64 --transform none --min-seconds 3
 
 step "from Python: one batch as a NumPy array through DLPack"
 STOKER_LIBRARY="$(pwd)/build/libstoker.so" PYTHONPATH=python /usr/bin/python3 - "$data/packed" <<'PY'
