@@ -107,46 +107,10 @@ runs=$out/runs.tsv
 start=$(date +%s)
 deadline=$((start + budget))
 reserve=10 # for the report
-limit() {
-    local left=$((deadline - reserve - $(date +%s)))
-    if [ "$left" -lt 5 ]; then echo 0; elif [ "$left" -lt "$1" ]; then echo "$left"; else
-        echo "$1"; fi
-}
-why() {
-    grep -E -m 1 '^(stoker-|disk_probe:|cold.sh:)|[A-Za-z]*Error|error:' "$1" 2>/dev/null ||
-        tail -n 1 "$1"
-}
-# step NAME CAP CMD...: CMD with a time limit, output in OUT/logs/NAME.*; CMD's status, 124
-# when it ran out of time, 125 when no time was left. stoker-bench reports on SIGINT.
-stop_signal=TERM
-step() {
-    local name=$1 cap=$2 t rc=0 t0
-    shift 2
-    t=$(limit "$cap")
-    if [ "$t" = 0 ]; then
-        echo "  $name: skipped, time budget spent"
-        return 125
-    fi
-    t0=$(date +%s)
-    timeout -s "$stop_signal" -k 5 "$t" "$@" > "$out/logs/$name.out" \
-        2> "$out/logs/$name.err" || rc=$?
-    case "$rc" in
-        0) echo "  $name: $(($(date +%s) - t0)) s" ;;
-        124|137) echo "  $name: stopped after $t s (time limit)"; rc=124 ;;
-        *) echo "  $name: failed ($rc): $(why "$out/logs/$name.err")" ;;
-    esac
-    return "$rc"
-}
+# limit, why, step and probe_py: the time-limited steps (bench/steps.sh)
+. "$here/steps.sh"
 
 # ---- Python ----
-probe_py() {
-    local py
-    for py in python3 /usr/bin/python3; do
-        command -v "$py" > /dev/null 2>&1 || continue
-        if timeout 60 "$py" -c "import $1" > /dev/null 2>&1; then echo "$py"; return 0; fi
-    done
-    return 1
-}
 if [ -n "${PYTHON:-}" ]; then py=$PYTHON; else
     py=$(probe_py "numpy, torch") || py=$(probe_py numpy) || py=""
 fi

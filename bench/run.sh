@@ -75,58 +75,15 @@ is_count "$budget" || die "--budget needs seconds"
 deadline=$((start + budget))
 reserve=8 # for the report
 
-# limit CAP: seconds a step may take, at most CAP and what is left; 0 when nothing is
-limit() {
-    local left=$((deadline - reserve - $(date +%s)))
-    if [ "$left" -lt 5 ]; then echo 0; elif [ "$left" -lt "$1" ]; then echo "$left"; else
-        echo "$1"; fi
-}
+# limit, why, step and probe_py: the time-limited steps (bench/steps.sh)
+. "$here/steps.sh"
 
-# why LOG: the line of a log that says what went wrong
-why() {
-    grep -E -m 1 '^(stoker-|decode_ceiling:|run.sh:)|[A-Za-z]*Error|error:' "$1" 2>/dev/null ||
-        tail -n 1 "$1"
-}
-
-# step NAME CAP CMD...: runs CMD with a time limit, stdout and stderr to OUT/logs/NAME.*;
-# returns CMD's status, 124 when it ran out of time, 125 when no time was left. At the limit
-# CMD gets $stop_signal (stoker-bench reports what it measured on SIGINT), then KILL.
-stop_signal=TERM
-step() {
-    local name=$1 cap=$2 t rc=0
-    shift 2
-    t=$(limit "$cap")
-    if [ "$t" = 0 ]; then
-        echo "  $name: skipped, time budget spent"
-        return 125
-    fi
-    local t0
-    t0=$(date +%s)
-    timeout -s "$stop_signal" -k 5 "$t" "$@" > "$out/logs/$name.out" \
-        2> "$out/logs/$name.err" || rc=$?
-    case "$rc" in
-        0) echo "  $name: $(($(date +%s) - t0)) s" ;;
-        124|137) echo "  $name: stopped after $t s (time limit)"; rc=124 ;;
-        *) echo "  $name: failed ($rc): $(why "$out/logs/$name.err")" ;;
-    esac
-    return "$rc"
-}
-
-# ---- Python: the first of python3, /usr/bin/python3 that imports numpy, preferring torch ----
-probe() {
-    local py
-    for py in python3 /usr/bin/python3; do
-        command -v "$py" > /dev/null 2>&1 || continue
-        if timeout 60 "$py" -c "import $1" > /dev/null 2>&1; then echo "$py"; return 0; fi
-    done
-    return 1
-}
 if [ -n "${PYTHON:-}" ]; then
     py=$PYTHON
 else
-    py=$(probe "numpy, torch") || py=$(probe numpy) || py=""
+    py=$(probe_py "numpy, torch") || py=$(probe_py numpy) || py=""
 fi
-py_data=$(probe "numpy, PIL, h5py") || py_data=$(probe "numpy, PIL") || py_data=""
+py_data=$(probe_py "numpy, PIL, h5py") || py_data=$(probe_py "numpy, PIL") || py_data=""
 py_report=${py:-python3}
 command -v "$py_report" > /dev/null 2>&1 || die "no python3 found"
 
