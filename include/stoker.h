@@ -180,6 +180,8 @@ typedef enum stoker_option {
                                        half the memory available at create. A larger data
                                        set is read dropping its pages behind the reader, so
                                        the cache holds what is still to come */
+    STOKER_OPT_DECODER = 71,        /* a stoker_decoder value: who decodes JPEGs; default
+                                       AUTO */
 
     /* ---- loader: transforms (images) ---- */
     STOKER_OPT_TRANSFORM = 80,   /* a stoker_transform value; default by data set kind */
@@ -302,6 +304,18 @@ typedef enum stoker_dtype {
     STOKER_DTYPE_BOOL = 13,
 } stoker_dtype;
 
+/* Who decodes JPEG records (STOKER_OPT_DECODER). The GPU side is the hardware JPEG decoder
+ * of the batches' device (nvJPEG's hardware back-end, loaded at run time): it takes the
+ * records that decoder can decode (baseline or extended Huffman, 8-bit, grey or YCbCr with
+ * 4:4:4, 4:2:2, 4:2:0 or 4:4:0 sampling) and the CPU workers the rest. Either side gives
+ * the same samples within the decoders' rounding (docs/SEMANTICS.md). */
+typedef enum stoker_decoder {
+    STOKER_DECODER_AUTO = 0, /* both, the split adapting so that neither waits, when batches
+                                go to a GPU with the hardware decoder; else the CPU */
+    STOKER_DECODER_CPU = 1,  /* the workers decode everything */
+    STOKER_DECODER_GPU = 2,  /* every record the hardware decoder takes goes to the GPU */
+} stoker_decoder;
+
 typedef enum stoker_layout {
     STOKER_LAYOUT_DEFAULT = 0, /* = NCHW */
     STOKER_LAYOUT_NCHW = 1,
@@ -356,6 +370,7 @@ typedef enum stoker_enum {
     STOKER_ENUM_DTYPE = 14,     /* stoker_dtype: NumPy's spelling, "uint8" .. "bool" */
     STOKER_ENUM_LAYOUT = 15,    /* stoker_layout: "nchw", "nhwc" */
     STOKER_ENUM_FIELD = 16,     /* stoker_field_kind: "bytes", "jpeg", "raw" */
+    STOKER_ENUM_DECODER = 17,   /* stoker_decoder: "auto", "cpu", "gpu" */
 } stoker_enum;
 
 /* The static name of `value` in enum `e`, or NULL when it has none (an unknown value, or a
@@ -697,6 +712,17 @@ typedef struct stoker_stats {
     int64_t reduced;          /* images decoded at 1/2, 1/4 or 1/8 (STOKER_OPT_DCT_SCALE) */
     int64_t dropped_bytes;    /* read bytes whose pages were dropped from the page cache
                                  (a data set larger than STOKER_OPT_MAX_CACHE) */
+    /* JPEG decoding (STOKER_OPT_DECODER), read-ahead included: */
+    int32_t decoder;          /* the stoker_decoder in effect: CPU when the GPU decodes none */
+    int32_t reserved0;
+    int64_t cpu_decoded;      /* images the workers decoded */
+    int64_t gpu_decoded;      /* images the GPU decoded */
+    int64_t gpu_retried;      /* images the GPU refused or failed, then decoded by the CPU */
+    int64_t gpu_fallbacks;    /* times the CPU took everything after GPU failures */
+    double gpu_share;         /* share of the eligible images the GPU takes now (0..1) */
+    double cpu_busy;          /* fraction of the workers' time spent on records */
+    double gpu_busy;          /* fraction of the time the GPU decode stage was busy */
+    char decoder_note[160];   /* why the GPU decodes nothing (empty when it decodes) */
 } stoker_stats;
 
 /* Fills `stats` (struct_size set by the caller). Any thread. 0 or STOKER_E_INVALID. */

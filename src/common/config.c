@@ -47,6 +47,7 @@ static const opt_desc OPTS[] = {
     {STOKER_OPT_DEVICE_BUFFERS, "device_buffers", OPT_INT, 0, 0, 64, 0},
     {STOKER_OPT_GPU_NORMALIZE, "gpu_normalize", OPT_INT, 0, 0, 1, 0},
     {STOKER_OPT_MAX_CACHE, "max_cache", OPT_INT, 0, 0, INT64_MAX, 0},
+    {STOKER_OPT_DECODER, "decoder", OPT_INT, STOKER_DECODER_AUTO, 0, 2, 0},
     {STOKER_OPT_TRANSFORM, "transform", OPT_INT, STOKER_TRANSFORM_DEFAULT, 0, 4, 0},
     {STOKER_OPT_SIZE, "size", OPT_INT, 224, 0, 65535, 0},
     {STOKER_OPT_RESIZE, "resize", OPT_INT, 0, 0, 65535, 0},

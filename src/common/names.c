@@ -65,6 +65,8 @@ static const name_table TABLES[] = {
           {STOKER_LAYOUT_NHWC, "nhwc", NULL}),
     ENTRY(STOKER_ENUM_FIELD, {STOKER_FIELD_BYTES, "bytes", NULL},
           {STOKER_FIELD_JPEG, "jpeg", NULL}, {STOKER_FIELD_RAW, "raw", NULL}),
+    ENTRY(STOKER_ENUM_DECODER, {STOKER_DECODER_AUTO, "auto", NULL},
+          {STOKER_DECODER_CPU, "cpu", NULL}, {STOKER_DECODER_GPU, "gpu", NULL}),
 };
 
 #define NTABLES (int)(sizeof TABLES / sizeof TABLES[0])
