@@ -95,7 +95,42 @@ cudaError_t launch(const stoker__gpu_image *desc, int32_t n, const stoker__gpu_o
     return cudaSuccess;
 }
 
+// One block column per sample (blockIdx.y), 16-byte words when every address allows them.
+template <typename W>
+__global__ void scatter(const uint8_t *src, uint8_t *dst, const int32_t *pos, size_t words)
+{
+    const W *from = reinterpret_cast<const W *>(src) + (size_t)blockIdx.y * words;
+    W *to = reinterpret_cast<W *>(dst) + (size_t)pos[blockIdx.y] * words;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < words;
+         i += (size_t)gridDim.x * blockDim.x)
+        to[i] = from[i];
+}
+
 } // namespace
+
+extern "C" int stoker__gpu_scatter(const uint8_t *src, uint8_t *dst, const int32_t *pos,
+                                   int32_t n, size_t bytes, stoker__stream stream)
+{
+    if (n < 0)
+        return (int)cudaErrorInvalidValue;
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    const bool wide = bytes % 16 == 0 && (uintptr_t)src % 16 == 0 && (uintptr_t)dst % 16 == 0;
+    const size_t words = wide ? bytes / 16 : bytes;
+    const size_t want = (words + THREADS - 1) / THREADS;
+    const unsigned blocks = want > 1024 ? 1024u : want < 1 ? 1u : (unsigned)want;
+    for (int32_t at = 0; at < n; at += (int32_t)MAX_GRID_Y) {
+        const unsigned m = (unsigned)(n - at) < MAX_GRID_Y ? (unsigned)(n - at) : MAX_GRID_Y;
+        const uint8_t *from = src + (size_t)at * bytes;
+        if (wide)
+            scatter<uint4><<<dim3(blocks, m), THREADS, 0, s>>>(from, dst, pos + at, words);
+        else
+            scatter<uint8_t><<<dim3(blocks, m), THREADS, 0, s>>>(from, dst, pos + at, words);
+        const cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess)
+            return (int)e;
+    }
+    return 0;
+}
 
 extern "C" int stoker__gpu_images(const stoker__gpu_image *desc, int32_t n,
                                   const stoker__gpu_output *out, stoker__stream stream)

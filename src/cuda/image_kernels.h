@@ -72,6 +72,13 @@ typedef struct stoker__gpu_output {
 int stoker__gpu_images(const stoker__gpu_image *desc, int32_t n, const stoker__gpu_output *out,
                        stoker__stream s);
 
+/* Queues dst + pos[k] * bytes = src + k * bytes for k < n (`bytes` each, device memory;
+ * pos: n positions in device memory, valid until the work is done) on stream s: the GPU
+ * share's samples, made side by side, moved to their places in a batch. Returns 0 or a CUDA
+ * error code as stoker__gpu_images. */
+int stoker__gpu_scatter(const uint8_t *src, uint8_t *dst, const int32_t *pos, int32_t n,
+                        size_t bytes, stoker__stream s);
+
 /* ---- the filter, on both sides ------------------------------------------------------------ */
 
 /* The filter of one output coordinate: taps [xmin, xmin + n) from the axis' lo, weighing

@@ -14,3 +14,10 @@ int stoker__gpu_images(const stoker__gpu_image *desc, int32_t n, const stoker__g
     (void)desc, (void)n, (void)out, (void)s;
     return NOT_BUILT;
 }
+
+int stoker__gpu_scatter(const uint8_t *src, uint8_t *dst, const int32_t *pos, int32_t n,
+                        size_t bytes, stoker__stream s)
+{
+    (void)src, (void)dst, (void)pos, (void)n, (void)bytes, (void)s;
+    return NOT_BUILT;
+}

@@ -33,6 +33,7 @@ typedef struct stoker__dbuf {
 struct stoker__h2d {
     const stoker__plan *plan;
     stoker__ring *ring;
+    stoker__gdec *gd; /* the GPU decode stage, or NULL */
     stoker_loader *owner;
     int device;
     pthread_mutex_t mu; /* buffer states and the copy thread's progress; a leaf lock */
@@ -200,9 +201,11 @@ static int start_on_device(stoker__h2d *g, stoker__err *err)
     return 0;
 }
 
-int stoker__h2d_start(stoker__h2d *g, stoker__ring *ring, stoker_loader *owner, stoker__err *err)
+int stoker__h2d_start(stoker__h2d *g, stoker__ring *ring, stoker__gdec *gd, stoker_loader *owner,
+                      stoker__err *err)
 {
     g->ring = ring;
+    g->gd = gd;
     g->owner = owner;
     /* Plain copies of fixed-size records stream piece by piece (set before any worker or the
      * copy thread starts); normalised batches go through the staging buffer whole. */
@@ -391,6 +394,8 @@ static void issue_copy(stoker__h2d *g, stoker__slot *s, copy_job *job)
     }
     if (rc == 0 && e == 0)
         e = queue_data(g, d, hb, from);
+    if (rc == 0 && e == 0 && g->gd) /* the GPU's samples over their places */
+        e = stoker__gdec_gather(g->gd, s, d->dev, g->stream);
     if (rc == 0 && e == 0)
         e = stoker__cuda_event_record(d->ready, g->stream);
     if (rc == 0 && e == 0)

@@ -24,6 +24,7 @@
 #ifndef STOKER_LOADER_H2D_H
 #define STOKER_LOADER_H2D_H
 
+#include "loader/gpu_decode.h"
 #include "loader/plan.h"
 #include "loader/ring.h"
 
@@ -34,8 +35,10 @@ int stoker__h2d_create(stoker__h2d **out, const stoker__plan *plan, stoker__err 
 /* Slot memory for the ring: pinned (cudaHostAlloc), pageable when pinning fails. */
 stoker__slot_mem stoker__h2d_slot_mem(stoker__h2d *g);
 /* Streams, events, device buffers and the copy thread, over the ring's slots. Device
- * batches name `owner` as their loader. */
-int stoker__h2d_start(stoker__h2d *g, stoker__ring *ring, stoker_loader *owner, stoker__err *err);
+ * batches name `owner` as their loader. With the GPU decode stage gd (may be NULL), each
+ * batch's GPU samples are moved into its device batch after the host slot's copy. */
+int stoker__h2d_start(stoker__h2d *g, stoker__ring *ring, stoker__gdec *gd, stoker_loader *owner,
+                      stoker__err *err);
 /* Waits for every copy in flight, stops the copy thread and frees the stage (before the
  * ring's slots go). NULL ok. */
 void stoker__h2d_destroy(stoker__h2d *g);

@@ -5,6 +5,7 @@
 
 #include "common/crc32c.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -33,6 +34,25 @@ static void publish_order(stoker_loader *l)
                                       (l->smp.block ? 4u : 0u));
 }
 
+/* The GPU decode stage, when nvJPEG's hardware decoder opens on the device; else the CPU
+ * decodes everything and the plan says why (stats' decoder_note): never a failure. */
+static int open_gpu_decoder(stoker_loader *l)
+{
+    stoker__plan *p = &l->plan;
+    char why[sizeof p->decoder_note];
+    const int rc = stoker__gdec_create(&l->gdec, p, why, sizeof why, &l->err);
+    if (rc == STOKER_E_UNSUPPORTED) {
+        p->gpu_decode = false;
+        snprintf(p->decoder_note, sizeof p->decoder_note, "%s", why);
+        stoker__logf(&p->log, STOKER_LOG_INFO, "JPEG decoding on the CPU: %s", why);
+        return 0;
+    }
+    if (rc == 0)
+        stoker__logf(&p->log, STOKER_LOG_INFO, "JPEG decoding on the CPU and on device %d: %s",
+                     p->device, stoker__gdec_describe(l->gdec));
+    return rc;
+}
+
 /* The stages, in the order each needs the ones before it. */
 static int wire(stoker_loader *l)
 {
@@ -48,6 +68,8 @@ static int wire(stoker_loader *l)
     int rc = 0;
     if (p->device >= 0 && (rc = stoker__h2d_create(&l->h2d, p, &l->err)) < 0)
         return rc;
+    if (p->gpu_decode && (rc = open_gpu_decoder(l)) < 0)
+        return rc;
     const stoker__ring_shape shape = {p->depth,    p->batch, p->pieces, p->rec_size,
                                       p->max_record, p->dtype, p->ndim,   p->shape};
     const stoker__slot_mem mem = l->h2d ? stoker__h2d_slot_mem(l->h2d) : (stoker__slot_mem){0};
@@ -55,9 +77,11 @@ static int wire(stoker_loader *l)
         return rc;
     for (uint32_t i = 0; i < l->ring.nslots; i++)
         l->ring.slots[i].batch.loader = l;
-    if (l->h2d && (rc = stoker__h2d_start(l->h2d, &l->ring, l, &l->err)) < 0)
+    if (l->gdec && (rc = stoker__gdec_start(l->gdec, &l->ring, &l->err)) < 0)
         return rc;
-    if ((rc = stoker__pool_create(&l->pool, p, l->ds, &l->ring, &l->smp, &l->err)) < 0)
+    if (l->h2d && (rc = stoker__h2d_start(l->h2d, &l->ring, l->gdec, l, &l->err)) < 0)
+        return rc;
+    if ((rc = stoker__pool_create(&l->pool, p, l->ds, &l->ring, &l->smp, l->gdec, &l->err)) < 0)
         return rc;
     return stoker__pool_start(&l->pool, &l->err);
 }
@@ -95,6 +119,7 @@ void stoker_loader_destroy(stoker_loader *l)
         return; /* a forked child: the threads to stop are the parent's */
     stoker__h2d_destroy(l->h2d);  /* copies in flight end before the slots they read */
     stoker__pool_destroy(&l->pool); /* stop + join before anything they use goes */
+    stoker__gdec_destroy(l->gdec);  /* after the GPU worker and the copies that read it */
     stoker__ring_destroy(&l->ring);
     stoker_dataset_close(l->ds);
     stoker__free(l);

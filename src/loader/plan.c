@@ -6,6 +6,7 @@
 #include "common/config.h"
 #include "cuda/cuda.h"
 #include "io/reader.h"
+#include "loader/gpu_decode.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -255,7 +256,9 @@ static void plan_cache(stoker__plan *p, const stoker_config *cfg, stoker_dataset
 {
     const int64_t max = stoker__cfg_int(cfg, STOKER_OPT_MAX_CACHE);
     p->max_cache = max > 0 ? (uint64_t)max : memory_available() / 2;
-    p->drop_behind = !p->direct && (uint64_t)stoker_dataset_payload_bytes(ds) > p->max_cache;
+    const uint64_t payload = (uint64_t)stoker_dataset_payload_bytes(ds);
+    p->drop_behind = !p->direct && payload > p->max_cache;
+    p->mean_record = p->records ? payload / p->records : 0;
 }
 
 /* The read back-end: io_uring when asked or when AUTO finds a working ring, else pread. */
@@ -361,6 +364,33 @@ static int plan_gpu_normalize(stoker__plan *p, const stoker_config *cfg, const c
     return 0;
 }
 
+/* Who decodes JPEGs: the GPU decode stage runs where it is asked for (AUTO or GPU), the
+ * records are JPEG images with a transform, and their batches go to a device this build has
+ * kernels for; whether that device has a hardware decoder is found at create, when nvJPEG is
+ * loaded. A GPU asked for where there is none means CPU decoding and a note, never a
+ * failure, so that one configuration runs on every machine. */
+static int plan_decoder(stoker__plan *p, const stoker_config *cfg, const char *path,
+                        stoker__err *err)
+{
+    p->decoder = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_DECODER);
+    p->decoder_note[0] = '\0';
+    STOKER_RETURN_IF(!p->image && p->decoder == STOKER_DECODER_GPU, err, STOKER_E_UNSUPPORTED,
+                     "%s: the GPU decodes JPEG images with a transform only; these records "
+                     "are not decoded",
+                     path);
+    const char *why = !p->image                          ? "the records are not decoded"
+                      : p->decoder == STOKER_DECODER_CPU ? "STOKER_OPT_DECODER is cpu"
+                      : p->device < 0                    ? "batches stay in host memory"
+                      : !stoker__cuda_has_kernels()      ? "this build has no GPU kernels (nvcc)"
+                                                         : NULL;
+    p->gpu_decode = why == NULL;
+    if (p->image && p->decoder != STOKER_DECODER_CPU && stoker__gdec_emulated())
+        p->gpu_decode = true, why = NULL; /* the test hook's stage needs no device */
+    if (why)
+        snprintf(p->decoder_note, sizeof p->decoder_note, "%s", why);
+    return 0;
+}
+
 int stoker__plan_make(stoker__plan *p, const stoker_config *cfg, stoker_dataset *ds,
                       stoker__err *err)
 {
@@ -391,6 +421,8 @@ int stoker__plan_make(stoker__plan *p, const stoker_config *cfg, stoker_dataset 
         plan_cache(p, cfg, ds);
     if (rc == 0)
         rc = plan_gpu_normalize(p, cfg, path, err);
+    if (rc == 0)
+        rc = plan_decoder(p, cfg, path, err);
     return rc;
 }
 
@@ -419,6 +451,11 @@ int stoker__plan_get_int(const stoker__plan *p, stoker_option opt, int64_t *v)
     case STOKER_OPT_DEVICE: *v = p->device >= 0 ? p->device + 1 : -1; return 0;
     case STOKER_OPT_DEVICE_BUFFERS: *v = p->device_buffers; return 0;
     case STOKER_OPT_GPU_NORMALIZE: *v = p->gpu_normalize; return 0;
+    case STOKER_OPT_DECODER:
+        if (!image)
+            return STOKER_E_UNSUPPORTED;
+        *v = p->gpu_decode ? p->decoder : STOKER_DECODER_CPU;
+        return 0;
     case STOKER_OPT_TRANSFORM: *v = p->transform; return 0;
     case STOKER_OPT_DTYPE: *v = p->out_dtype; return 0;
     case STOKER_OPT_MAX_PIXELS: *v = (int64_t)p->max_pixels; return 0;

@@ -56,6 +56,7 @@ typedef struct stoker__plan {
     int64_t shape[STOKER_MAX_DIMS];
     uint64_t rec_size;      /* bytes per sample; 0: records vary in size */
     uint64_t max_record;    /* the data set's largest stored record */
+    uint64_t mean_record;   /* the data set's stored bytes per record */
     int32_t layout;         /* of the delivered images (the option's value otherwise) */
     float mean[3], std[3];
 
@@ -65,6 +66,12 @@ typedef struct stoker__plan {
     bool gpu_normalize;       /* the H2D stage normalises with `norm` */
     stoker__norm norm;
     int32_t out_dtype;        /* of the delivered batches */
+
+    /* ---- JPEG decoding ---- */
+    int32_t decoder;         /* STOKER_OPT_DECODER as asked */
+    bool gpu_decode;         /* the GPU decode stage runs beside the workers (the loader
+                                clears it when nvJPEG cannot be loaded) */
+    char decoder_note[160];  /* why the GPU decodes nothing, when it does not */
 
     /* ---- limits and diagnostics ---- */
     uint64_t max_pixels, max_record_size, max_records, max_shards;

@@ -32,6 +32,8 @@ struct stoker__worker {
     stoker__err err;                /* messages of this worker's failures */
     stoker__process *proc;          /* the process step's state (image pipeline), or NULL */
     int64_t epoch;                  /* of the batch being read: the process step's randomness */
+    bool gpu;                       /* the GPU worker: runs the GPU decode stage's batches */
+    uint32_t *retry;                /* the GPU worker's: records the GPU left for the CPU */
     /* Records of the round whose chunks the round reads (dataset.h's planned fetches):
      * assembled once its reads are done. round numbers the worker's rounds. */
     uint64_t round;
@@ -117,6 +119,8 @@ static void prepare(void *ctx, stoker__slot *s, uint64_t seq)
     b->replaced = 0;
     stoker__sampler_batch(p->smp, epoch, pos, b->ids);
     memset(s->marks, 0, (size_t)b->count);
+    if (p->gd)
+        stoker__gdec_prepare(p->gd, s);
     int rc = 0;
     for (int64_t j = 0; j < b->count && rc == 0; j++)
         rc = locate(p, w, s, (uint64_t)j);
@@ -141,8 +145,40 @@ static void corrupt(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint64_
         stoker__ring_fail(s, &w->err);
 }
 
+/* Record j's n bytes at src into its place in the slot: the process step (a staged copy
+ * without one). Returns false when it failed (marked corrupt, message in w->err). */
+static bool process_into(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint32_t j,
+                         const uint8_t *src, uint64_t n, const char *shard)
+{
+    const int64_t id = s->batch.ids[j];
+    uint8_t *dst = s->batch.data + s->batch.offsets[j];
+    const uint64_t cap = (uint64_t)(s->batch.offsets[j + 1] - s->batch.offsets[j]);
+    if (!w->proc) {
+        memcpy(dst, src, n);
+        return true;
+    }
+    w->err.msg[0] = '\0';
+    const uint64_t t0 = clock_ns();
+    const int rc =
+        stoker__process_record(w->proc, p->smp->seed, w->epoch, id, src, n, dst, cap, &w->err);
+    const uint64_t ns = clock_ns() - t0;
+    count_add(&w->stats.process_ns, ns);
+    if (p->gd)
+        stoker__gdec_cpu_time(p->gd, s, ns);
+    if (rc < 0) {
+        char why[STOKER_ERRMSG_CAP]; /* the step's own message, if it left one */
+        snprintf(why, sizeof why, "%s", w->err.msg[0] ? w->err.msg : stoker_strerror(rc));
+        stoker__fail(&w->err, rc, "%s: record %" PRId64 ": %s", shard, id, why);
+        corrupt(p, w, s, j);
+        return false;
+    }
+    count_add(&w->stats.decoded, 1);
+    return true;
+}
+
 /* Checks record j, whose bytes are at src (all of them read), and for staged reads runs
- * the process step into its place in the slot. */
+ * the process step into its place in the slot, or routes the record to the GPU decode
+ * stage, which then owns its decoding. */
 static void check_record(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint32_t j,
                          const uint8_t *src, const char *shard)
 {
@@ -156,24 +192,10 @@ static void check_record(stoker__pool *p, stoker__worker *w, stoker__slot *s, ui
         corrupt(p, w, s, j);
         return;
     }
-    if (p->plan->staged) {
-        uint8_t *dst = s->batch.data + s->batch.offsets[j];
-        const uint64_t cap = (uint64_t)(s->batch.offsets[j + 1] - s->batch.offsets[j]);
-        w->err.msg[0] = '\0';
-        const uint64_t t0 = w->proc ? clock_ns() : 0;
-        const int rc = w->proc ? stoker__process_record(w->proc, p->smp->seed, w->epoch, id, src,
-                                                        loc->length, dst, cap, &w->err)
-                               : (memcpy(dst, src, loc->length), 0);
-        if (w->proc)
-            count_add(&w->stats.process_ns, clock_ns() - t0);
-        if (rc < 0) {
-            char why[STOKER_ERRMSG_CAP]; /* the step's own message, if it left one */
-            snprintf(why, sizeof why, "%s", w->err.msg[0] ? w->err.msg : stoker_strerror(rc));
-            stoker__fail(&w->err, rc, "%s: record %" PRId64 ": %s", shard, id, why);
-            corrupt(p, w, s, j);
-            return;
-        }
-    }
+    const bool routed = p->gd && w->proc &&
+                        stoker__gdec_route(p->gd, s, j, p->smp->seed, w->epoch, src, loc->length);
+    if (p->plan->staged && !routed && !process_into(p, w, s, j, src, loc->length, shard))
+        return;
     count_add(&w->stats.records, 1);
     count_add(&w->stats.bytes, loc->length);
 }
@@ -485,17 +507,55 @@ static void repair(stoker__pool *p, stoker__worker *w, stoker__slot *s)
     }
 }
 
-/* Called by every piece's worker; the last one repairs and publishes the batch. */
-static void piece_done(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint32_t piece)
+/* The batch's records are all decided (the GPU's share included): replaces the corrupt
+ * ones, tells the split what the batch measured and publishes it. By the worker that owns
+ * the slot's contents. */
+static void finish(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint64_t gpu_ns,
+                   bool gpu_failed)
 {
-    if (!stoker__ring_piece_done(p->ring, s, piece))
-        return;
+    if (p->gd)
+        stoker__gdec_close(p->gd, s); /* replacements are decoded here, on the CPU */
     if (p->plan->on_corrupt == STOKER_ON_CORRUPT_SKIP && count_marked(s, REC_BAD)) {
         repair(p, w, s);
         /* Counted as skipped only if this batch is delivered. */
         s->batch.replaced = count_marked(s, REC_REPLACED);
     }
+    if (p->gd)
+        stoker__gdec_batch_done(p->gd, s, gpu_ns, gpu_failed);
     stoker__ring_publish(p->ring, s);
+}
+
+/* Called by every piece's worker; the last one finishes the batch, or hands it to the GPU
+ * worker when records of it were routed to the GPU. */
+static void piece_done(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint32_t piece)
+{
+    if (!stoker__ring_piece_done(p->ring, s, piece))
+        return;
+    if (p->gd && stoker__gdec_pending(p->gd, s) && stoker__ring_failed(s) == 0) {
+        stoker__gdec_submit(p->gd, s);
+        return;
+    }
+    finish(p, w, s, 0, false);
+}
+
+/* The GPU worker's batch: the GPU decodes its share, the CPU what the GPU left (a record
+ * corrupt there too is corrupt as always), then the batch is finished. */
+static void gpu_batch(stoker__pool *p, stoker__worker *w, stoker__slot *s)
+{
+    uint32_t nretry = 0;
+    uint64_t ns = 0;
+    const bool failed = stoker__gdec_run(p->gd, s, w->retry, &nretry, &ns);
+    stoker__gdec_close(p->gd, s);
+    w->epoch = s->batch.epoch;
+    if (nretry > 0)
+        s->repaired = true; /* host samples written after their pieces may have been copied */
+    for (uint32_t i = 0; i < nretry; i++) {
+        const uint32_t j = w->retry[i];
+        uint64_t n = 0;
+        const uint8_t *src = stoker__gdec_bytes(p->gd, s, j, &n);
+        process_into(p, w, s, j, src, n, stoker__dataset_shard_path(p->ds, s->locs[j].shard));
+    }
+    finish(p, w, s, ns, failed);
 }
 
 /* ---- the workers ---- */
@@ -514,6 +574,23 @@ static void park(stoker__pool *p)
     }
     p->parked--;
     pthread_mutex_unlock(&p->mu);
+}
+
+static void *gpu_main(void *arg)
+{
+    stoker__worker *w = arg;
+    stoker__pool *p = w->pool;
+    stoker__thread_name("stoker-gpu");
+    while (!atomic_load_explicit(&p->stop, memory_order_acquire)) {
+        if (atomic_load_explicit(&p->halt, memory_order_acquire) || p->smp->nbatches == 0) {
+            park(p);
+            continue;
+        }
+        stoker__slot *s = stoker__gdec_wait(p->gd, &p->halt);
+        if (s)
+            gpu_batch(p, w, s);
+    }
+    return NULL;
 }
 
 static void *worker_main(void *arg)
@@ -581,13 +658,18 @@ static int worker_init(stoker__pool *p, stoker__worker *w, uint32_t i, stoker__e
     }
     if (pl->image && (rc = stoker__process_create(&w->proc, pl, &w->stats)) < 0)
         return stoker__fail(err, rc, "out of memory for worker %u's image scratch", i);
+    w->gpu = p->gd && i == pl->threads;
+    if (w->gpu && !(w->retry = stoker__calloc(pl->batch, sizeof *w->retry)))
+        return stoker__fail(err, -ENOMEM, "out of memory for the GPU worker");
     return 0;
 }
 
 int stoker__pool_create(stoker__pool *p, const stoker__plan *plan, stoker_dataset *ds,
-                        stoker__ring *ring, const stoker__sampler *smp, stoker__err *err)
+                        stoker__ring *ring, const stoker__sampler *smp, stoker__gdec *gd,
+                        stoker__err *err)
 {
     memset(p, 0, sizeof *p);
+    p->gd = gd;
     p->plan = plan;
     p->ds = ds;
     p->ring = ring;
@@ -603,11 +685,12 @@ int stoker__pool_create(stoker__pool *p, const stoker__plan *plan, stoker_datase
         return stoker__fail(err, -ENOMEM, "cannot create the worker pool's condition");
     }
     p->has_locks = true;
-    p->workers = stoker__aligned_alloc(64, sizeof(stoker__worker) * plan->threads);
+    const uint32_t n = plan->threads + (gd ? 1u : 0u);
+    p->workers = stoker__aligned_alloc(64, sizeof(stoker__worker) * n);
     if (!p->workers)
-        return stoker__fail(err, -ENOMEM, "out of memory for %u workers", plan->threads);
-    memset(p->workers, 0, sizeof(stoker__worker) * plan->threads);
-    for (uint32_t i = 0; i < plan->threads; i++) {
+        return stoker__fail(err, -ENOMEM, "out of memory for %u workers", n);
+    memset(p->workers, 0, sizeof(stoker__worker) * n);
+    for (uint32_t i = 0; i < n; i++) {
         p->nworkers = i + 1;
         const int rc = worker_init(p, &p->workers[i], i, err);
         if (rc < 0)
@@ -620,7 +703,7 @@ int stoker__pool_start(stoker__pool *p, stoker__err *err)
 {
     for (uint32_t i = 0; i < p->nworkers; i++) {
         stoker__worker *w = &p->workers[i];
-        const int rc = stoker__thread_start(&w->thread, worker_main, w);
+        const int rc = stoker__thread_start(&w->thread, w->gpu ? gpu_main : worker_main, w);
         if (rc != 0)
             return stoker__fail(err, -rc, "cannot start worker thread %u: %s", i,
                                 stoker_strerror(-rc));
@@ -644,6 +727,7 @@ void stoker__pool_destroy(stoker__pool *p)
         stoker__free(w->req_first);
         stoker__free(w->req_last);
         stoker__free(w->staging);
+        stoker__free(w->retry);
         stoker__process_destroy(w->proc);
     }
     stoker__free(p->workers);
@@ -676,6 +760,8 @@ void stoker__pool_pause(stoker__pool *p)
 void stoker__pool_resume(stoker__pool *p, uint64_t epoch, uint64_t pos)
 {
     pthread_mutex_lock(&p->mu);
+    if (p->gd) /* slots queued before the pause were reset with the ring */
+        stoker__gdec_drop_queue(p->gd);
     atomic_store(&p->ticket, 0);
     p->base_epoch = epoch;
     p->base_pos = pos;
@@ -697,6 +783,7 @@ void stoker__pool_stats_get(const stoker__pool *p, stoker__pool_stats *s)
         s->bytes += LOAD(w->bytes);
         s->reduced += LOAD(w->reduced);
         s->dropped += LOAD(w->dropped);
+        s->decoded += LOAD(w->decoded);
         inflight += LOAD(w->inflight_sum);
         samples += LOAD(w->inflight_n);
         ns[0] += LOAD(w->read_ns);

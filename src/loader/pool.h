@@ -14,6 +14,7 @@
 #define STOKER_LOADER_POOL_H
 
 #include "io/reader.h"
+#include "loader/gpu_decode.h"
 #include "loader/plan.h"
 #include "loader/ring.h"
 #include "loader/sampler.h"
@@ -29,11 +30,12 @@ typedef struct stoker__wstats {
     atomic_uint_fast64_t read_ns, crc_ns, process_ns, decode_ns, resize_ns, normalize_ns;
     atomic_uint_fast64_t reduced; /* images decoded at a DCT reduction */
     atomic_uint_fast64_t dropped; /* bytes dropped from the page cache behind the reads */
+    atomic_uint_fast64_t decoded; /* images this worker decoded (the process step succeeded) */
 } stoker__wstats;
 
 /* The workers' counters, summed. */
 typedef struct stoker__pool_stats {
-    uint64_t records, bytes, reduced, dropped;
+    uint64_t records, bytes, reduced, dropped, decoded;
     double reads_in_flight; /* mean per submit */
     double read_s, crc_s, process_s, decode_s, resize_s, normalize_s;
 } stoker__pool_stats;
@@ -45,7 +47,8 @@ typedef struct stoker__pool {
     stoker_dataset *ds;
     stoker__ring *ring;
     const stoker__sampler *smp; /* changes only while every worker is parked */
-    stoker__worker *workers;
+    stoker__gdec *gd;           /* the GPU decode stage, or NULL */
+    stoker__worker *workers;    /* threads readers, then the GPU worker when gd is set */
     uint32_t nworkers; /* workers allocated (destroy frees these) */
 
     pthread_mutex_t mu; /* parking; taken before a slot mutex, never after */
@@ -60,9 +63,13 @@ typedef struct stoker__pool {
     uint64_t base_epoch, base_pos;
 } stoker__pool;
 
-/* Workers with their readers, staging and image scratch; threads start in start. */
+/* Workers with their readers, staging and image scratch; threads start in start. With the
+ * GPU decode stage gd (may be NULL), the workers route records to it and one more worker,
+ * the GPU worker, runs its batches (gpu_decode.h): it decodes on the CPU what the GPU did
+ * not, repairs and publishes them. */
 int stoker__pool_create(stoker__pool *p, const stoker__plan *plan, stoker_dataset *ds,
-                        stoker__ring *ring, const stoker__sampler *smp, stoker__err *err);
+                        stoker__ring *ring, const stoker__sampler *smp, stoker__gdec *gd,
+                        stoker__err *err);
 int stoker__pool_start(stoker__pool *p, stoker__err *err);
 /* Stops and joins every worker and frees everything. */
 void stoker__pool_destroy(stoker__pool *p);

@@ -111,6 +111,43 @@ void stoker__count_delivery(stoker_loader *l, const stoker_batch *b, double wait
     atomic_fetch_add_explicit(&l->c_skipped, (uint64_t)b->replaced, memory_order_relaxed);
 }
 
+/* Who decoded what, and how busy each side was (the workers: their time in the reader, the
+ * checks and the process step over their share of the loader's life). */
+static void fill_decoder(const stoker_loader *l, const stoker__pool_stats *ps, stoker_stats *s)
+{
+    const stoker__plan *p = &l->plan;
+    s->decoder = p->image && l->gdec ? p->decoder : STOKER_DECODER_CPU;
+    s->cpu_decoded = p->image ? (int64_t)ps->decoded : 0;
+    if (s->seconds > 0 && p->threads > 0)
+        s->cpu_busy = (ps->read_s + ps->crc_s + ps->process_s) / (s->seconds * p->threads);
+    snprintf(s->decoder_note, sizeof s->decoder_note, "%s", p->decoder_note);
+    if (!l->gdec)
+        return;
+    stoker__gdec_stats gs;
+    stoker__gdec_stats_get(l->gdec, &gs);
+    s->gpu_decoded = (int64_t)gs.decoded;
+    s->gpu_retried = (int64_t)gs.retried;
+    s->gpu_fallbacks = (int64_t)gs.fallbacks;
+    s->gpu_share = gs.share;
+    s->gpu_busy = s->seconds > 0 ? gs.busy_s / s->seconds : 0;
+}
+
+/* A note as the inside of a JSON string: quotes, backslashes and control characters
+ * escaped. */
+static void json_text(const char *in, char *out, size_t cap)
+{
+    size_t k = 0;
+    for (const unsigned char *c = (const unsigned char *)in; *c && k + 7 < cap; c++) {
+        if (*c == '"' || *c == '\\')
+            k += (size_t)snprintf(out + k, cap - k, "\\%c", *c);
+        else if (*c < 0x20)
+            k += (size_t)snprintf(out + k, cap - k, "\\u%04x", *c);
+        else
+            out[k++] = (char)*c;
+    }
+    out[k] = '\0';
+}
+
 static void fill_stats(const stoker_loader *l, stoker_stats *s)
 {
     memset(s, 0, sizeof *s);
@@ -149,6 +186,7 @@ static void fill_stats(const stoker_loader *l, stoker_stats *s)
     s->wait_seconds = LOAD(l->c_wait);
     const uint64_t calls = LOAD(l->c_next_calls);
     s->ready_slots = calls ? (double)LOAD(l->c_ready_sum) / (double)calls : 0;
+    fill_decoder(l, &ps, s);
 }
 
 int stoker_loader_get_stats(const stoker_loader *l, stoker_stats *stats)
@@ -169,6 +207,8 @@ int stoker_loader_stats_json(const stoker_loader *l, char *buf, size_t cap, size
         return STOKER_E_INVALID;
     stoker_stats s;
     fill_stats(l, &s);
+    char note[6 * sizeof s.decoder_note + 1];
+    json_text(s.decoder_note, note, sizeof note);
     const int n =
         snprintf(buf, cap,
                  "{\"backend\":\"%s\",\"simd\":\"%s\",\"threads\":%d,\"depth\":%d,\"device\":%d,"
@@ -179,13 +219,17 @@ int stoker_loader_stats_json(const stoker_loader *l, char *buf, size_t cap, size
                  "\"reads_in_flight\":%.3f,\"read_seconds\":%.6f,\"crc_seconds\":%.6f,"
                  "\"process_seconds\":%.6f,\"decode_seconds\":%.6f,\"resize_seconds\":%.6f,"
                  "\"normalize_seconds\":%.6f,\"reduced\":%" PRId64 ",\"dropped_bytes\":%" PRId64
-                 "}",
+                 ",\"decoder\":\"%s\",\"cpu_decoded\":%" PRId64 ",\"gpu_decoded\":%" PRId64
+                 ",\"gpu_retried\":%" PRId64 ",\"gpu_fallbacks\":%" PRId64
+                 ",\"gpu_share\":%.4f,\"cpu_busy\":%.4f,\"gpu_busy\":%.4f,\"decoder_note\":\"%s\"}",
                  stoker_backend_name(s.backend), stoker_simd_name(s.simd), s.threads, s.depth,
                  s.device, s.batches, s.records, s.bytes, s.skipped, s.records_read, s.bytes_read,
                  s.pinned_bytes, s.seconds, s.records_per_sec, s.bytes_per_sec, s.wait_seconds,
                  s.ready_slots, s.reads_in_flight, s.read_seconds, s.crc_seconds, s.process_seconds,
                  s.decode_seconds, s.resize_seconds, s.normalize_seconds, s.reduced,
-                 s.dropped_bytes);
+                 s.dropped_bytes, stoker_enum_name(STOKER_ENUM_DECODER, s.decoder), s.cpu_decoded,
+                 s.gpu_decoded, s.gpu_retried, s.gpu_fallbacks, s.gpu_share, s.cpu_busy, s.gpu_busy,
+                 note);
     if (n < 0)
         return STOKER_E_INVALID;
     if (needed)

@@ -1,0 +1,602 @@
+/* The GPU decode stage (gpu_decode.h). */
+#include "loader/gpu_decode.h"
+
+#include "cuda/image_kernels.h"
+#include "cuda/nvjpeg.h"
+#include "decode/jpeg_info.h"
+#include "loader/split.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#define ARENA_ALIGN 256u
+#define STAGE_MIN (UINT64_C(64) << 10) /* staging bytes per record at least */
+
+enum { ROUTE_CPU = 0, ROUTE_GPU = 1 };
+
+/* A record routed to the GPU: its staged bytes, its sample's geometry (scale 1) and the
+ * region of the image that geometry reads, which is all the decoder decodes. */
+typedef struct grec {
+    uint64_t zoff;
+    uint32_t zlen;
+    uint8_t route; /* written by the record's worker, read after the batch's last piece */
+    stoker__geom g;
+    stoker__nvjpeg_roi roi;
+} grec;
+
+typedef struct gslot {
+    /* set in prepare */
+    double share; /* of the eligible records: the GPU's, for this batch */
+    int32_t count;
+    bool closed; /* the owner of the slot's contents routes nothing more */
+    atomic_uint ngpu, neligible;
+    atomic_uint_fast64_t zused, cpu_ns, cpu_records;
+    uint32_t ndone; /* samples the GPU made (hpos/dpos), set by run before READY */
+    /* memory */
+    uint8_t *z; /* staged bytes: pinned (nvJPEG reads them while it decodes) */
+    size_t zcap;
+    bool zpinned;
+    grec *rec;
+    uint8_t *dsamples; /* device: ndone finished samples side by side */
+    int32_t *dpos;     /* device: their places in the batch */
+    int32_t *hpos;     /* host (pinned when it could be): the same */
+    bool hpos_pinned;
+} gslot;
+
+struct stoker__gdec {
+    int emulated; /* a test hook's mode: no device, no nvJPEG */
+    const stoker__plan *plan;
+    stoker__ring *ring;
+    stoker__nvjpeg *nj;
+    int device;
+    stoker__gpu_output out;
+    size_t sample_bytes; /* of a delivered sample */
+    gslot *slots;
+    uint32_t nslots;
+    stoker__stream stream;
+    stoker__event done; /* blocking: the GPU worker sleeps while the GPU works */
+    bool has_stream, has_event;
+    /* the GPU worker's scratch, one batch */
+    uint8_t *arena; /* device: the decoded regions */
+    size_t arena_cap;
+    stoker__gpu_image *hdesc, *ddesc;
+    bool hdesc_pinned;
+    const uint8_t **data;
+    size_t *sizes, *pitch;
+    uint8_t **dst, *taken;
+    stoker__nvjpeg_roi *rois;
+    uint32_t *which;
+    /* the queue and the split, under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool has_locks;
+    stoker__slot **queue;
+    uint32_t qhead, qlen;
+    stoker__split split;
+    double share; /* for the batches prepared next */
+    bool fallen;
+    /* counters */
+    atomic_uint_fast64_t decoded, retried, fallbacks, busy_ns;
+};
+
+static atomic_int emulation;
+
+void stoker__gdec_emulate(int mode)
+{
+    atomic_store(&emulation, mode);
+}
+
+int stoker__gdec_emulated(void)
+{
+    return atomic_load(&emulation);
+}
+
+static uint64_t clock_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static gslot *slot_of(const stoker__gdec *gd, const stoker__slot *s)
+{
+    return &gd->slots[s - gd->ring->slots];
+}
+
+/* ---- create and destroy ---- */
+
+int stoker__gdec_create(stoker__gdec **out, const stoker__plan *plan, char *why, size_t cap,
+                        stoker__err *err)
+{
+    *out = NULL;
+    stoker__nvjpeg *nj = NULL;
+    const int emulated = stoker__gdec_emulated();
+    const int rc = emulated ? 0 : stoker__nvjpeg_open(&nj, plan->device, why, cap);
+    if (rc == STOKER_E_UNSUPPORTED)
+        return rc;
+    if (rc < 0)
+        return stoker__fail(err, rc, "loading nvJPEG on device %d: %s", plan->device,
+                            stoker_strerror(rc));
+    stoker__gdec *gd = stoker__calloc(1, sizeof *gd);
+    if (!gd) {
+        stoker__nvjpeg_close(nj);
+        return stoker__fail(err, -ENOMEM, "out of memory for the GPU decode stage");
+    }
+    *out = gd;
+    gd->emulated = emulated;
+    gd->plan = plan;
+    gd->nj = nj;
+    gd->device = plan->device;
+    STOKER_RETURN_IF(pthread_mutex_init(&gd->mu, NULL) != 0, err, -ENOMEM,
+                     "cannot create the GPU decode stage's lock");
+    if (pthread_cond_init(&gd->cv, NULL) != 0) {
+        pthread_mutex_destroy(&gd->mu);
+        return stoker__fail(err, -ENOMEM, "cannot create the GPU decode stage's condition");
+    }
+    gd->has_locks = true;
+    stoker__split_init(&gd->split, NULL, true);
+    gd->share = plan->decoder == STOKER_DECODER_GPU ? 1.0 : stoker__split_share(&gd->split);
+    stoker__gpu_output *o = &gd->out;
+    o->size = plan->xform.size;
+    o->dtype = plan->out_dtype;
+    o->nchw = plan->layout != STOKER_LAYOUT_NHWC;
+    for (int c = 0; c < 3; c++) { /* the workers' arithmetic (transform.h) */
+        o->scale[c] = (float)(1.0 / (255.0 * (double)plan->xform.std[c]));
+        o->bias[c] = (float)(-(double)plan->xform.mean[c] / (double)plan->xform.std[c]);
+    }
+    gd->sample_bytes = (size_t)o->size * (size_t)o->size * 3 * stoker_dtype_size(o->dtype);
+    return 0;
+}
+
+const char *stoker__gdec_describe(const stoker__gdec *gd)
+{
+    if (gd->emulated)
+        return "an emulated decoder (test hook)";
+    return stoker__nvjpeg_describe(gd->nj);
+}
+
+static int cuda_fail(stoker__err *err, int device, int e, const char *what)
+{
+    return stoker__fail(err, STOKER_E_CUDA, "%s (device %d): %s", what, device,
+                        stoker__cuda_error_string(e));
+}
+
+/* Pinned host memory when it can be had (async copies, nvJPEG's reads), else plain. */
+static void *host_alloc(const stoker__gdec *gd, size_t size, bool *pinned)
+{
+    char msg[128];
+    void *p = stoker__cuda_host_alloc(gd->device, size ? size : 1, msg, sizeof msg);
+    *pinned = p != NULL;
+    return p ? p : stoker__aligned_alloc(4096, stoker__align_up(size ? size : 1, 4096));
+}
+
+static void host_free(void *p, bool pinned)
+{
+    if (pinned)
+        stoker__cuda_host_free(p);
+    else
+        stoker__free(p);
+}
+
+static int slot_init(stoker__gdec *gd, gslot *g, uint64_t batch, stoker__err *err)
+{
+    const stoker__plan *p = gd->plan;
+    uint64_t per = p->mean_record + p->mean_record / 4;
+    per = per < STAGE_MIN ? STAGE_MIN : per;
+    per = p->max_record && per > p->max_record ? p->max_record : per;
+    g->zcap = (size_t)(batch * per);
+    g->z = host_alloc(gd, g->zcap, &g->zpinned);
+    g->rec = stoker__calloc(batch, sizeof *g->rec);
+    g->hpos = host_alloc(gd, batch * sizeof *g->hpos, &g->hpos_pinned);
+    STOKER_RETURN_IF(!g->z || !g->rec || !g->hpos, err, -ENOMEM,
+                     "out of memory for the GPU decode stage's staging (%zu bytes a batch)",
+                     g->zcap);
+    if (gd->emulated)
+        return 0;
+    int e = stoker__cuda_malloc((void **)&g->dsamples, batch * gd->sample_bytes);
+    if (e == 0)
+        e = stoker__cuda_malloc((void **)&g->dpos, batch * sizeof *g->dpos);
+    return e == 0 ? 0 : cuda_fail(err, gd->device, e, "cudaMalloc of the GPU decode's samples");
+}
+
+static int start_on_device(stoker__gdec *gd, stoker__err *err)
+{
+    const uint64_t batch = gd->plan->batch;
+    int e = 0;
+    if (!gd->emulated) {
+        e = stoker__cuda_stream_create(&gd->stream);
+        if (e != 0)
+            return cuda_fail(err, gd->device, e, "cudaStreamCreateWithFlags");
+        gd->has_stream = true;
+        e = stoker__cuda_event_create(&gd->done, true);
+        if (e != 0)
+            return cuda_fail(err, gd->device, e, "cudaEventCreateWithFlags");
+        gd->has_event = true;
+    }
+    gd->slots = stoker__calloc(gd->ring->depth, sizeof *gd->slots);
+    gd->queue = stoker__calloc(gd->ring->depth, sizeof *gd->queue);
+    gd->data = stoker__calloc(batch, sizeof *gd->data);
+    gd->sizes = stoker__calloc(batch, sizeof *gd->sizes);
+    gd->pitch = stoker__calloc(batch, sizeof *gd->pitch);
+    gd->dst = stoker__calloc(batch, sizeof *gd->dst);
+    gd->taken = stoker__calloc(batch, 1);
+    gd->rois = stoker__calloc(batch, sizeof *gd->rois);
+    gd->which = stoker__calloc(batch, sizeof *gd->which);
+    gd->hdesc = host_alloc(gd, batch * sizeof *gd->hdesc, &gd->hdesc_pinned);
+    STOKER_RETURN_IF(!gd->slots || !gd->queue || !gd->data || !gd->sizes || !gd->pitch ||
+                         !gd->dst || !gd->taken || !gd->rois || !gd->which || !gd->hdesc,
+                     err, -ENOMEM, "out of memory for the GPU decode stage");
+    if (!gd->emulated)
+        e = stoker__cuda_malloc((void **)&gd->ddesc, batch * sizeof *gd->ddesc);
+    if (e != 0)
+        return cuda_fail(err, gd->device, e, "cudaMalloc of the GPU decode's descriptors");
+    for (uint32_t i = 0; i < gd->ring->depth; i++) {
+        gd->nslots = i + 1;
+        const int rc = slot_init(gd, &gd->slots[i], batch, err);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+int stoker__gdec_start(stoker__gdec *gd, stoker__ring *ring, stoker__err *err)
+{
+    gd->ring = ring;
+    if (gd->emulated)
+        return start_on_device(gd, err);
+    const int prev = stoker__cuda_use_device(gd->device);
+    const int rc = start_on_device(gd, err);
+    stoker__cuda_restore_device(gd->device, prev);
+    return rc;
+}
+
+void stoker__gdec_destroy(stoker__gdec *gd)
+{
+    if (!gd)
+        return;
+    const int prev = gd->emulated ? -1 : stoker__cuda_use_device(gd->device);
+    if (gd->has_stream)
+        stoker__cuda_stream_sync(gd->stream);
+    for (uint32_t i = 0; i < gd->nslots; i++) {
+        gslot *g = &gd->slots[i];
+        host_free(g->z, g->zpinned);
+        host_free(g->hpos, g->hpos_pinned);
+        stoker__free(g->rec);
+        stoker__cuda_free(g->dsamples);
+        stoker__cuda_free(g->dpos);
+    }
+    stoker__cuda_free(gd->arena);
+    stoker__cuda_free(gd->ddesc);
+    if (gd->hdesc)
+        host_free(gd->hdesc, gd->hdesc_pinned);
+    if (gd->has_event)
+        stoker__cuda_event_destroy(gd->done);
+    if (gd->has_stream)
+        stoker__cuda_stream_destroy(gd->stream);
+    stoker__nvjpeg_close(gd->nj);
+    if (!gd->emulated)
+        stoker__cuda_restore_device(gd->device, prev);
+    stoker__free(gd->slots);
+    stoker__free(gd->queue);
+    stoker__free(gd->data);
+    stoker__free(gd->sizes);
+    stoker__free(gd->pitch);
+    stoker__free(gd->dst);
+    stoker__free(gd->taken);
+    stoker__free(gd->rois);
+    stoker__free(gd->which);
+    if (gd->has_locks) {
+        pthread_mutex_destroy(&gd->mu);
+        pthread_cond_destroy(&gd->cv);
+    }
+    stoker__free(gd);
+}
+
+/* ---- workers ---- */
+
+void stoker__gdec_prepare(stoker__gdec *gd, stoker__slot *s)
+{
+    gslot *g = slot_of(gd, s);
+    pthread_mutex_lock(&gd->mu);
+    g->share = gd->share;
+    pthread_mutex_unlock(&gd->mu);
+    g->count = (int32_t)s->batch.count;
+    g->closed = false;
+    g->ndone = 0;
+    atomic_store(&g->ngpu, 0);
+    atomic_store(&g->neligible, 0);
+    atomic_store(&g->zused, 0);
+    atomic_store(&g->cpu_ns, 0);
+    atomic_store(&g->cpu_records, 0);
+    for (int32_t j = 0; j < g->count; j++)
+        g->rec[j].route = ROUTE_CPU;
+}
+
+/* Whether the hardware decoder may take the image by what the CPU can tell cheaply: its
+ * header (jpeg_info.h's rule), its size within the pixel limit (the CPU reports a larger one
+ * as corrupt), and an EOI marker closing the data (a cut-short image is the CPU's to judge:
+ * its decoder reports damage the hardware decoder may not). */
+static bool eligible(const stoker__gdec *gd, const uint8_t *src, uint64_t n,
+                     stoker__jpeg_info *info)
+{
+    stoker__err e = {0};
+    if (n < 4 || src[n - 2] != 0xFF || src[n - 1] != 0xD9)
+        return false;
+    if (stoker__jpeg_info_read(src, (size_t)n, info, &e) < 0 ||
+        !stoker__jpeg_hw_eligible(info, NULL))
+        return false;
+    const uint64_t limit = gd->plan->xform.max_pixels;
+    return !limit || (uint64_t)info->width * (uint64_t)info->height <= limit;
+}
+
+bool stoker__gdec_route(stoker__gdec *gd, stoker__slot *s, uint32_t j, uint64_t seed,
+                        int64_t epoch, const uint8_t *src, uint64_t n)
+{
+    gslot *g = slot_of(gd, s);
+    if (g->closed || !(g->share > 0) || n > UINT32_MAX)
+        return false;
+    stoker__jpeg_info info;
+    if (!eligible(gd, src, n, &info))
+        return false;
+    atomic_fetch_add_explicit(&g->neligible, 1, memory_order_relaxed);
+    if (!stoker__split_to_gpu(g->share, g->count, (int32_t)j))
+        return false;
+    const uint64_t at = atomic_fetch_add_explicit(&g->zused, n, memory_order_relaxed);
+    if (at + n > g->zcap)
+        return false; /* the staging area is full: the CPU decodes it */
+    grec *r = &g->rec[j];
+    memcpy(g->z + at, src, (size_t)n);
+    r->zoff = at;
+    r->zlen = (uint32_t)n;
+    stoker__xform_geometry(&gd->plan->xform, info.width, info.height, seed, epoch,
+                           s->batch.ids[j], &r->g);
+    int32_t x0, x1, y0, y1;
+    stoker__resample_range(&r->g.x, &x0, &x1);
+    stoker__resample_range(&r->g.y, &y0, &y1);
+    r->roi = (stoker__nvjpeg_roi){x0, y0, x1 - x0, y1 - y0};
+    r->route = ROUTE_GPU;
+    atomic_fetch_add_explicit(&g->ngpu, 1, memory_order_relaxed);
+    return true;
+}
+
+void stoker__gdec_cpu_time(stoker__gdec *gd, stoker__slot *s, uint64_t ns)
+{
+    gslot *g = slot_of(gd, s);
+    atomic_fetch_add_explicit(&g->cpu_ns, ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&g->cpu_records, 1, memory_order_relaxed);
+}
+
+bool stoker__gdec_pending(const stoker__gdec *gd, const stoker__slot *s)
+{
+    return atomic_load(&slot_of(gd, s)->ngpu) > 0;
+}
+
+void stoker__gdec_close(stoker__gdec *gd, stoker__slot *s)
+{
+    slot_of(gd, s)->closed = true;
+}
+
+void stoker__gdec_batch_done(stoker__gdec *gd, stoker__slot *s, uint64_t gpu_ns, bool gpu_failed)
+{
+    gslot *g = slot_of(gd, s);
+    const bool measured = g->share > 0;
+    const stoker__split_batch b = {
+        .cpu_ns = atomic_load(&g->cpu_ns) / gd->plan->threads,
+        .gpu_ns = gpu_ns,
+        .cpu_records = (int64_t)atomic_load(&g->cpu_records),
+        .gpu_records = g->ndone,
+        .records = measured ? g->count : 0,
+        .eligible = measured ? (int64_t)atomic_load(&g->neligible) : -1,
+        .gpu_failed = gpu_failed};
+    pthread_mutex_lock(&gd->mu);
+    const double share = stoker__split_update(&gd->split, &b);
+    const bool fallen = stoker__split_fallen_back(&gd->split);
+    if (fallen && !gd->fallen)
+        atomic_fetch_add(&gd->fallbacks, 1);
+    gd->fallen = fallen;
+    /* GPU: every eligible record, unless failures sent the GPU's share to the CPU */
+    gd->share = gd->plan->decoder == STOKER_DECODER_GPU ? (share > 0 ? 1.0 : 0.0) : share;
+    pthread_mutex_unlock(&gd->mu);
+}
+
+/* ---- the GPU worker ---- */
+
+void stoker__gdec_submit(stoker__gdec *gd, stoker__slot *s)
+{
+    pthread_mutex_lock(&gd->mu);
+    gd->queue[(gd->qhead + gd->qlen++) % gd->ring->depth] = s;
+    pthread_cond_signal(&gd->cv);
+    pthread_mutex_unlock(&gd->mu);
+}
+
+stoker__slot *stoker__gdec_wait(stoker__gdec *gd, const atomic_bool *halt)
+{
+    stoker__slot *s = NULL;
+    pthread_mutex_lock(&gd->mu);
+    if (gd->qlen == 0 && !atomic_load(halt)) {
+        struct timespec ts;
+        stoker__deadline(&ts);
+        pthread_cond_timedwait(&gd->cv, &gd->mu, &ts);
+    }
+    if (gd->qlen > 0 && !atomic_load(halt)) {
+        s = gd->queue[gd->qhead];
+        gd->qhead = (gd->qhead + 1) % gd->ring->depth;
+        gd->qlen--;
+    }
+    pthread_mutex_unlock(&gd->mu);
+    return s;
+}
+
+void stoker__gdec_drop_queue(stoker__gdec *gd)
+{
+    pthread_mutex_lock(&gd->mu);
+    gd->qhead = gd->qlen = 0;
+    pthread_mutex_unlock(&gd->mu);
+}
+
+/* Room for `need` bytes of decoded regions (nothing of the arena is in use between runs). */
+static int arena_reserve(stoker__gdec *gd, size_t need)
+{
+    if (need <= gd->arena_cap)
+        return 0;
+    stoker__cuda_free(gd->arena);
+    gd->arena = NULL;
+    gd->arena_cap = 0;
+    const size_t want = need + need / 4;
+    const int e = stoker__cuda_malloc((void **)&gd->arena, want);
+    if (e == 0)
+        gd->arena_cap = want;
+    return e;
+}
+
+/* The test hook's decoder: takes nothing, or fails the batch. */
+static bool emulated_run(stoker__gdec *gd, gslot *g, uint32_t *retry, uint32_t *nretry)
+{
+    *nretry = 0;
+    for (int32_t j = 0; j < g->count; j++)
+        if (g->rec[j].route == ROUTE_GPU) {
+            g->rec[j].route = ROUTE_CPU;
+            retry[(*nretry)++] = (uint32_t)j;
+        }
+    g->ndone = 0;
+    atomic_fetch_add(&gd->retried, *nretry);
+    return gd->emulated == STOKER__GDEC_FAIL;
+}
+
+/* Lays out the routed records' regions in the arena and decodes them in one batch; taken[k]
+ * marks those the decoder took. Returns 0, or a failure logged (nothing usable). */
+static int decode_regions(stoker__gdec *gd, gslot *g, uint32_t n)
+{
+    size_t need = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        const grec *r = &g->rec[gd->which[k]];
+        gd->pitch[k] = (size_t)r->roi.w * 3;
+        need += stoker__align_up(gd->pitch[k] * (size_t)r->roi.h, ARENA_ALIGN);
+    }
+    const int e = arena_reserve(gd, need);
+    if (e != 0) {
+        stoker__logf(&gd->plan->log, STOKER_LOG_ERROR,
+                     "GPU decode (device %d): cudaMalloc of %zu bytes for decoded regions: %s; "
+                     "the CPU decodes the batch",
+                     gd->device, need, stoker__cuda_error_string(e));
+        return STOKER_E_CUDA;
+    }
+    size_t at = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        const grec *r = &g->rec[gd->which[k]];
+        gd->data[k] = g->z + r->zoff;
+        gd->sizes[k] = r->zlen;
+        gd->rois[k] = r->roi;
+        gd->dst[k] = gd->arena + at;
+        at += stoker__align_up(gd->pitch[k] * (size_t)r->roi.h, ARENA_ALIGN);
+    }
+    stoker__err err = {0};
+    const int rc = stoker__nvjpeg_decode_batch(gd->nj, (int32_t)n, gd->data, gd->sizes, gd->rois,
+                                               gd->dst, gd->pitch, gd->stream, gd->taken, &err);
+    if (rc < 0)
+        stoker__logf(&gd->plan->log, STOKER_LOG_WARN,
+                     "GPU decode (device %d) of %u images failed: %s; the CPU decodes them",
+                     gd->device, n, err.msg);
+    return rc;
+}
+
+/* Queues the transform of the m decoded samples into the slot's device samples. */
+static int transform(stoker__gdec *gd, gslot *g, uint32_t m)
+{
+    const size_t db = (size_t)m * sizeof *gd->ddesc, pb = (size_t)m * sizeof *g->dpos;
+    int e = stoker__cuda_copy_to_device(gd->ddesc, gd->hdesc, db, gd->stream);
+    if (e == 0)
+        e = stoker__cuda_copy_to_device(g->dpos, g->hpos, pb, gd->stream);
+    if (e == 0)
+        e = stoker__gpu_images(gd->ddesc, (int32_t)m, &gd->out, gd->stream);
+    return e;
+}
+
+bool stoker__gdec_run(stoker__gdec *gd, stoker__slot *s, uint32_t *retry, uint32_t *nretry,
+                      uint64_t *ns)
+{
+    const uint64_t t0 = clock_ns();
+    gslot *g = slot_of(gd, s);
+    if (gd->emulated) {
+        const bool failed = emulated_run(gd, g, retry, nretry);
+        *ns = clock_ns() - t0;
+        return failed;
+    }
+    uint32_t n = 0, m = 0;
+    for (int32_t j = 0; j < g->count; j++)
+        if (g->rec[j].route == ROUTE_GPU)
+            gd->which[n++] = (uint32_t)j;
+    const int prev = stoker__cuda_use_device(gd->device);
+    bool failed = decode_regions(gd, g, n) < 0;
+    for (uint32_t k = 0; k < n && !failed; k++) {
+        if (!gd->taken[k])
+            continue;
+        const grec *r = &g->rec[gd->which[k]];
+        gd->hdesc[m] = stoker__gpu_image_of(&r->g, gd->dst[k], (int64_t)gd->pitch[k], r->roi.x,
+                                            r->roi.y, g->dsamples + (size_t)m * gd->sample_bytes);
+        g->hpos[m++] = (int32_t)gd->which[k];
+    }
+    int e = failed || m == 0 ? 0 : transform(gd, g, m);
+    /* whatever was queued is waited for: the arena, descriptors and staging are reused */
+    const int e2 = stoker__cuda_event_record(gd->done, gd->stream);
+    const int e3 = e2 == 0 ? stoker__cuda_event_sync(gd->done) : stoker__cuda_stream_sync(gd->stream);
+    e = e != 0 ? e : e2 != 0 ? e2 : e3;
+    stoker__cuda_restore_device(gd->device, prev);
+    if (e != 0) {
+        stoker__logf(&gd->plan->log, STOKER_LOG_ERROR,
+                     "GPU decode (device %d): %s; the CPU decodes the batch's %u images",
+                     gd->device, stoker__cuda_error_string(e), n);
+        failed = true;
+    }
+    if (failed)
+        m = 0;
+    /* what the GPU did not make goes back to the CPU */
+    *nretry = 0;
+    for (uint32_t k = 0, done = 0; k < n; k++) {
+        const uint32_t j = gd->which[k];
+        if (done < m && g->hpos[done] == (int32_t)j) {
+            done++;
+            continue;
+        }
+        g->rec[j].route = ROUTE_CPU;
+        retry[(*nretry)++] = j;
+    }
+    g->ndone = m;
+    *ns = clock_ns() - t0;
+    atomic_fetch_add(&gd->busy_ns, *ns);
+    atomic_fetch_add(&gd->decoded, m);
+    atomic_fetch_add(&gd->retried, *nretry);
+    return failed;
+}
+
+const uint8_t *stoker__gdec_bytes(const stoker__gdec *gd, const stoker__slot *s, uint32_t j,
+                                  uint64_t *n)
+{
+    const gslot *g = slot_of(gd, s);
+    *n = g->rec[j].zlen;
+    return g->z + g->rec[j].zoff;
+}
+
+/* ---- the H2D stage ---- */
+
+int stoker__gdec_gather(stoker__gdec *gd, const stoker__slot *s, uint8_t *dst,
+                        stoker__stream stream)
+{
+    const gslot *g = slot_of(gd, s);
+    if (g->ndone == 0)
+        return 0;
+    return stoker__gpu_scatter(g->dsamples, dst, g->dpos, (int32_t)g->ndone, gd->sample_bytes,
+                               stream);
+}
+
+void stoker__gdec_stats_get(stoker__gdec *gd, stoker__gdec_stats *st)
+{
+    st->decoded = atomic_load(&gd->decoded);
+    st->retried = atomic_load(&gd->retried);
+    st->fallbacks = atomic_load(&gd->fallbacks);
+    st->busy_s = (double)atomic_load(&gd->busy_ns) * 1e-9;
+    pthread_mutex_lock(&gd->mu);
+    st->share = gd->share;
+    pthread_mutex_unlock(&gd->mu);
+}

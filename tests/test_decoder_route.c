@@ -1,0 +1,266 @@
+/* The GPU decode stage's host side, where there is no GPU: the routing of records, the GPU
+ * worker, the CPU retry of what the GPU decoder refuses or fails, the split's fallback,
+ * on_corrupt and restarts, with the stage's test hook standing in for nvJPEG (a decoder that
+ * refuses every image, or fails every batch). Every batch must equal, byte for byte, the
+ * batch of a loader that decodes on the CPU alone; the counts must say what went where. The
+ * real decoder's pixels are checked on the GPU machine (test_gpu_decode_loader). */
+#include "jpegutil.h"
+
+#include "loader/gpu_decode.h"
+
+#define N_RECORDS 40
+#define CROP 24
+#define BATCH 4
+
+static const t_jpeg_kind KINDS[] = {
+    {"420", 3, 2, 2, 0, 0, 0},  {"444", 3, 1, 1, 0, 0, 0},   {"gray", 1, 1, 1, 0, 0, 0},
+    {"prog", 3, 2, 2, 1, 0, 0}, {"cmyk", 4, 1, 1, 0, 0, 1},
+};
+#define N_ELIGIBLE_KINDS 3 /* the first three: the hardware decoder's kinds */
+
+enum { SET_MIXED, SET_ELIGIBLE, SET_INELIGIBLE };
+
+/* Record `bad` (or -1) holds its first half and an EOI: its header and end look whole,
+ * so it is routed, and the CPU decoder finds the data cut short. */
+static void make_set(const char *path, int which, int64_t bad)
+{
+    stoker_config *cfg = NULL;
+    T_OK(stoker_config_create(&cfg));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_FSYNC, 0));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_OVERWRITE, 1));
+    stoker_writer *w = NULL;
+    T_OK(stoker_writer_create(&w, path, cfg));
+    T_OK(stoker_writer_set_field(w, STOKER_FIELD_JPEG, 0, 0, NULL));
+    for (int64_t id = 0; id < N_RECORDS; id++) {
+        size_t k = (size_t)id % 5;
+        if (which == SET_ELIGIBLE)
+            k = (size_t)id % N_ELIGIBLE_KINDS;
+        else if (which == SET_INELIGIBLE)
+            k = N_ELIGIBLE_KINDS + (size_t)id % 2;
+        size_t n = 0;
+        uint8_t *j = t_make_jpeg(&KINDS[k], 40 + (int)(id % 7) * 9, 30 + (int)(id % 5) * 11, 85,
+                                 (uint64_t)id + 1, &n);
+        if (id == bad) {
+            n /= 2;
+            j[n - 2] = 0xFF, j[n - 1] = 0xD9;
+        }
+        T_OK(stoker_writer_add(w, j, n, id % 3, NULL));
+        free(j);
+    }
+    T_OK(stoker_writer_finish(w));
+    stoker_writer_destroy(w);
+    stoker_config_destroy(cfg);
+}
+
+static stoker_loader *open_loader(const char *path, int32_t decoder, int32_t on_corrupt)
+{
+    stoker_config *cfg = NULL;
+    T_OK(stoker_config_create(&cfg));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_TRANSFORM, STOKER_TRANSFORM_TRAIN));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_SIZE, CROP));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_BATCH_SIZE, BATCH));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_THREADS, 2));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_DEVICE, -1));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_SEED, 11));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_DECODER, decoder));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_ON_CORRUPT, on_corrupt));
+    stoker_loader *l = NULL;
+    T_OK(stoker_loader_create(&l, path, cfg));
+    stoker_config_destroy(cfg);
+    return l;
+}
+
+static stoker_stats stats_of(const stoker_loader *l)
+{
+    stoker_stats st;
+    st.struct_size = sizeof st;
+    T_OK(stoker_loader_get_stats(l, &st));
+    return st;
+}
+
+/* Takes the next batch of both loaders: the same outcome, the same ids and bytes. Returns
+ * the outcome. */
+static int same_next(stoker_loader *a, stoker_loader *b)
+{
+    stoker_batch *x = NULL, *y = NULL;
+    const int ra = stoker_loader_next(a, &x), rb = stoker_loader_next(b, &y);
+    T_EQ_RC(rb, ra);
+    if (ra != 0) {
+        if (ra != STOKER_END) /* the same cause, naming the same record */
+            T_EQ_STR(stoker_loader_errmsg(b), stoker_loader_errmsg(a));
+        return ra;
+    }
+    T_EQ_INT(stoker_batch_count(y), stoker_batch_count(x));
+    T_EQ_INT(stoker_batch_nbytes(y), stoker_batch_nbytes(x));
+    T_ASSERT(memcmp(stoker_batch_ids(y), stoker_batch_ids(x), 8 * (size_t)stoker_batch_count(x)) ==
+             0);
+    T_ASSERT(memcmp(stoker_batch_data(y), stoker_batch_data(x), stoker_batch_nbytes(x)) == 0);
+    T_OK(stoker_batch_release(x));
+    T_OK(stoker_batch_release(y));
+    return 0;
+}
+
+/* `epochs` whole epochs from both; returns the failed batches. */
+static int compare_epochs(stoker_loader *cpu, stoker_loader *gpu, int epochs)
+{
+    int failed = 0;
+    for (int e = 0; e < epochs; e++) {
+        int rc;
+        while ((rc = same_next(cpu, gpu)) != STOKER_END)
+            failed += rc != 0;
+    }
+    return failed;
+}
+
+/* The refusing decoder: every routed record comes back and is decoded by the CPU, and the
+ * batches are the CPU's. */
+static void check_refused(const char *mixed)
+{
+    stoker__gdec_emulate(STOKER__GDEC_REFUSE);
+    stoker_loader *cpu = open_loader(mixed, STOKER_DECODER_CPU, STOKER_ON_CORRUPT_ERROR);
+    stoker_loader *gpu = open_loader(mixed, STOKER_DECODER_AUTO, STOKER_ON_CORRUPT_ERROR);
+    int64_t v = 0;
+    T_OK(stoker_loader_get_int(cpu, STOKER_OPT_DECODER, &v));
+    T_EQ_INT(v, STOKER_DECODER_CPU);
+    T_OK(stoker_loader_get_int(gpu, STOKER_OPT_DECODER, &v));
+    T_EQ_INT(v, STOKER_DECODER_AUTO);
+    T_EQ_INT(compare_epochs(cpu, gpu, 3), 0);
+    const stoker_stats st = stats_of(gpu);
+    printf("refused: read %lld, cpu %lld, retried %lld, share %.3f\n", (long long)st.records_read,
+           (long long)st.cpu_decoded, (long long)st.gpu_retried, st.gpu_share);
+    T_EQ_INT(st.decoder, STOKER_DECODER_AUTO);
+    T_EQ_STR(st.decoder_note, "");
+    T_ASSERT(st.gpu_retried > 0);
+    T_EQ_INT(st.gpu_decoded, 0);
+    T_EQ_INT(st.cpu_decoded, st.records_read); /* the retries are the CPU's decodes */
+    T_ASSERT(st.gpu_share > 0 && st.gpu_share < 1);
+    const stoker_stats sc = stats_of(cpu);
+    T_EQ_INT(sc.decoder, STOKER_DECODER_CPU);
+    T_EQ_STR(sc.decoder_note, "STOKER_OPT_DECODER is cpu");
+    T_EQ_INT(sc.gpu_retried, 0);
+    stoker_loader_destroy(cpu);
+    stoker_loader_destroy(gpu);
+    stoker__gdec_emulate(STOKER__GDEC_REAL);
+}
+
+/* Which records are routed: with decoder gpu, every record the hardware takes and nothing
+ * else, exactly. */
+static void check_routing(const char *eligible, const char *ineligible)
+{
+    stoker__gdec_emulate(STOKER__GDEC_REFUSE);
+    stoker_loader *l = open_loader(eligible, STOKER_DECODER_GPU, STOKER_ON_CORRUPT_ERROR);
+    stoker_batch *b = NULL;
+    for (int i = 0; i < N_RECORDS / BATCH; i++) {
+        T_OK(stoker_loader_next(l, &b));
+        T_OK(stoker_batch_release(b));
+    }
+    stoker_stats st = stats_of(l);
+    stoker_loader_destroy(l);
+    /* a whole epoch was routed (stats may trail the reads of the next one in flight) */
+    T_ASSERT(st.gpu_retried >= N_RECORDS && st.gpu_retried <= st.records_read);
+    T_ASSERT(st.gpu_share == 1.0);
+
+    l = open_loader(ineligible, STOKER_DECODER_GPU, STOKER_ON_CORRUPT_ERROR);
+    for (int i = 0; i < N_RECORDS / BATCH; i++) {
+        T_OK(stoker_loader_next(l, &b));
+        T_OK(stoker_batch_release(b));
+    }
+    st = stats_of(l);
+    T_EQ_INT(st.gpu_retried, 0); /* progressive and CMYK stay on the CPU */
+    T_ASSERT(st.cpu_decoded >= N_RECORDS);
+    stoker_loader_destroy(l);
+    stoker__gdec_emulate(STOKER__GDEC_REAL);
+}
+
+/* A decoder whose every batch fails: retried on the CPU, then after three failures in a row
+ * the CPU takes everything (the fallback), batches still the CPU's. */
+static void check_fallback(const char *mixed)
+{
+    stoker__gdec_emulate(STOKER__GDEC_FAIL);
+    stoker_loader *cpu = open_loader(mixed, STOKER_DECODER_CPU, STOKER_ON_CORRUPT_ERROR);
+    stoker_loader *gpu = open_loader(mixed, STOKER_DECODER_GPU, STOKER_ON_CORRUPT_ERROR);
+    T_EQ_INT(compare_epochs(cpu, gpu, 3), 0);
+    const stoker_stats st = stats_of(gpu);
+    printf("failing: retried %lld, fallbacks %lld, share %.3f\n", (long long)st.gpu_retried,
+           (long long)st.gpu_fallbacks, st.gpu_share);
+    T_EQ_INT(st.gpu_fallbacks, 1);
+    T_ASSERT(st.gpu_share == 0);
+    T_ASSERT(st.gpu_retried > 0);
+    stoker_loader_destroy(cpu);
+    stoker_loader_destroy(gpu);
+    stoker__gdec_emulate(STOKER__GDEC_REAL);
+}
+
+/* A damaged record the GPU side takes by its header: corrupt on the CPU retry, so ERROR fails
+ * its batch with the CPU's message and SKIP replaces it, as on the CPU alone. */
+static void check_corrupt(const char *bad)
+{
+    stoker__gdec_emulate(STOKER__GDEC_REFUSE);
+    for (int policy = 0; policy < 2; policy++) {
+        const int32_t oc = policy ? STOKER_ON_CORRUPT_SKIP : STOKER_ON_CORRUPT_ERROR;
+        stoker_loader *cpu = open_loader(bad, STOKER_DECODER_CPU, oc);
+        stoker_loader *gpu = open_loader(bad, STOKER_DECODER_GPU, oc);
+        const int failed = compare_epochs(cpu, gpu, 2);
+        T_EQ_INT(failed, policy ? 0 : 2);
+        const stoker_stats a = stats_of(cpu), b = stats_of(gpu);
+        T_EQ_INT(b.skipped, a.skipped);
+        T_EQ_INT(b.skipped, policy ? 2 : 0);
+        stoker_loader_destroy(cpu);
+        stoker_loader_destroy(gpu);
+    }
+    stoker__gdec_emulate(STOKER__GDEC_REAL);
+}
+
+/* Restarts with batches queued for the GPU worker: the new epoch's batches are the CPU's. */
+static void check_restart(const char *mixed)
+{
+    stoker__gdec_emulate(STOKER__GDEC_REFUSE);
+    stoker_loader *cpu = open_loader(mixed, STOKER_DECODER_CPU, STOKER_ON_CORRUPT_ERROR);
+    stoker_loader *gpu = open_loader(mixed, STOKER_DECODER_AUTO, STOKER_ON_CORRUPT_ERROR);
+    for (int round = 0; round < 5; round++) {
+        for (int i = 0; i < round % 3; i++)
+            T_OK(same_next(cpu, gpu));
+        T_OK(stoker_loader_set_epoch(cpu, (uint64_t)round + 7));
+        T_OK(stoker_loader_set_epoch(gpu, (uint64_t)round + 7));
+        T_OK(same_next(cpu, gpu));
+    }
+    stoker_loader_destroy(cpu);
+    stoker_loader_destroy(gpu);
+    stoker__gdec_emulate(STOKER__GDEC_REAL);
+}
+
+/* Without the hook and without a GPU: the CPU decodes and the note says why. */
+static void check_no_gpu(const char *mixed)
+{
+    stoker_loader *l = open_loader(mixed, STOKER_DECODER_GPU, STOKER_ON_CORRUPT_ERROR);
+    int64_t v = 0;
+    T_OK(stoker_loader_get_int(l, STOKER_OPT_DECODER, &v));
+    T_EQ_INT(v, STOKER_DECODER_CPU);
+    const stoker_stats st = stats_of(l);
+    T_EQ_STR(st.decoder_note, "batches stay in host memory");
+    stoker_loader_destroy(l);
+}
+
+int main(void)
+{
+    char *dir = t_mkdtemp("decoder_route");
+    char mixed[512], elig[512], inel[512], bad[512];
+    snprintf(mixed, sizeof mixed, "%s/mixed", dir);
+    snprintf(elig, sizeof elig, "%s/eligible", dir);
+    snprintf(inel, sizeof inel, "%s/ineligible", dir);
+    snprintf(bad, sizeof bad, "%s/bad", dir);
+    make_set(mixed, SET_MIXED, -1);
+    make_set(elig, SET_ELIGIBLE, -1);
+    make_set(inel, SET_INELIGIBLE, -1);
+    make_set(bad, SET_ELIGIBLE, 13);
+    check_no_gpu(mixed);
+    check_refused(mixed);
+    check_routing(elig, inel);
+    check_fallback(mixed);
+    check_corrupt(bad);
+    check_restart(mixed);
+    t_rmrf(dir);
+    free(dir);
+    printf("ok\n");
+    return 0;
+}
