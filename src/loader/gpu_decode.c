@@ -74,7 +74,8 @@ struct stoker__gdec {
     stoker__slot **queue;
     uint32_t qhead, qlen;
     stoker__split split;
-    double share; /* for the batches prepared next */
+    _Atomic double share; /* for the batches prepared next (read without mu in prepare,
+                             under a slot's mutex, which is a leaf) */
     bool fallen;
     /* counters */
     atomic_uint_fast64_t decoded, retried, fallbacks, busy_ns;
@@ -298,9 +299,7 @@ void stoker__gdec_destroy(stoker__gdec *gd)
 void stoker__gdec_prepare(stoker__gdec *gd, stoker__slot *s)
 {
     gslot *g = slot_of(gd, s);
-    pthread_mutex_lock(&gd->mu);
-    g->share = gd->share;
-    pthread_mutex_unlock(&gd->mu);
+    g->share = atomic_load(&gd->share);
     g->count = (int32_t)s->batch.count;
     g->closed = false;
     g->ndone = 0;
@@ -396,7 +395,8 @@ void stoker__gdec_batch_done(stoker__gdec *gd, stoker__slot *s, uint64_t gpu_ns,
         atomic_fetch_add(&gd->fallbacks, 1);
     gd->fallen = fallen;
     /* GPU: every eligible record, unless failures sent the GPU's share to the CPU */
-    gd->share = gd->plan->decoder == STOKER_DECODER_GPU ? (share > 0 ? 1.0 : 0.0) : share;
+    atomic_store(&gd->share,
+                 gd->plan->decoder == STOKER_DECODER_GPU ? (share > 0 ? 1.0 : 0.0) : share);
     pthread_mutex_unlock(&gd->mu);
 }
 
@@ -596,7 +596,5 @@ void stoker__gdec_stats_get(stoker__gdec *gd, stoker__gdec_stats *st)
     st->retried = atomic_load(&gd->retried);
     st->fallbacks = atomic_load(&gd->fallbacks);
     st->busy_s = (double)atomic_load(&gd->busy_ns) * 1e-9;
-    pthread_mutex_lock(&gd->mu);
-    st->share = gd->share;
-    pthread_mutex_unlock(&gd->mu);
+    st->share = atomic_load(&gd->share);
 }

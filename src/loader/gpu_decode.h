@@ -28,7 +28,8 @@
  *
  * Per slot, the stage holds a staging area for the routed records' bytes (pinned host
  * memory: nvJPEG reads it while decoding), their geometry, and device memory for a batch of
- * finished samples. Locks: the stage's mutex is a leaf (the queue and the split). */
+ * finished samples. Locks: the stage's mutex is a leaf (the queue and the split); the share
+ * is read without it. */
 #ifndef STOKER_LOADER_GPU_DECODE_H
 #define STOKER_LOADER_GPU_DECODE_H
 
