@@ -33,6 +33,7 @@ ENUM_DCT_SCALE = 13
 ENUM_DTYPE = 14
 ENUM_LAYOUT = 15
 ENUM_FIELD = 16
+ENUM_DECODER = 17
 
 MAX_DIMS = 8
 
@@ -88,6 +89,16 @@ class Stats(ctypes.Structure):
         ("normalize_seconds", ctypes.c_double),
         ("reduced", ctypes.c_int64),
         ("dropped_bytes", ctypes.c_int64),
+        ("decoder", ctypes.c_int32),
+        ("reserved0", ctypes.c_int32),
+        ("cpu_decoded", ctypes.c_int64),
+        ("gpu_decoded", ctypes.c_int64),
+        ("gpu_retried", ctypes.c_int64),
+        ("gpu_fallbacks", ctypes.c_int64),
+        ("gpu_share", ctypes.c_double),
+        ("cpu_busy", ctypes.c_double),
+        ("gpu_busy", ctypes.c_double),
+        ("decoder_note", ctypes.c_char * 160),
     ]
 
 
@@ -310,6 +321,7 @@ DCT_SCALE = Enum(ENUM_DCT_SCALE)
 DTYPE = Enum(ENUM_DTYPE)
 LAYOUT = Enum(ENUM_LAYOUT)
 FIELD = Enum(ENUM_FIELD)
+DECODER = Enum(ENUM_DECODER)
 
 # The statuses the binding tests for by value.
 END = STATUS["end"]

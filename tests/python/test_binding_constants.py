@@ -120,7 +120,8 @@ def test_numbers_kept_by_the_binding_equal_the_header():
 
 
 _C_TYPES = {"uint32_t": ctypes.c_uint32, "int32_t": ctypes.c_int32,
-            "int64_t": ctypes.c_int64, "uint64_t": ctypes.c_uint64, "double": ctypes.c_double}
+            "int64_t": ctypes.c_int64, "uint64_t": ctypes.c_uint64, "double": ctypes.c_double,
+            "char": ctypes.c_char}
 
 
 def _struct_fields(name):
