@@ -398,8 +398,15 @@ _OPTION_VALUE = {
     "dtype": _enum_name(_lib.DTYPE), "layout": _enum_name(_lib.LAYOUT),
     "dct": _enum_name(_lib.DCT), "antialias": _enum_name(_lib.ANTIALIAS),
     "resampler": _enum_name(_lib.RESAMPLER), "dct_scale": _enum_name(_lib.DCT_SCALE),
+    "decoder": _enum_name(_lib.DECODER),
     "device": lambda value: "cpu" if value < 0 else _device_name(value - 1),
 }
+
+
+# The decoder's fields of stoker_stats, which stats() reads from the struct: they keep
+# their documented Python types (a name, a str) whatever the library's JSON holds.
+_DECODER_STATS = ("decoder", "cpu_decoded", "gpu_decoded", "gpu_retried", "gpu_fallbacks",
+                  "gpu_share", "cpu_busy", "gpu_busy", "decoder_note")
 
 
 def _three_floats(name, value):
@@ -513,6 +520,12 @@ class Loader:
     cache the data set may fill; a larger data set is read dropping its pages behind the
     reader (buffered reads), so the cache keeps what is still to come and never pushes the
     training job's memory out; ``stats()["dropped_bytes"]`` counts the bytes dropped.
+    ``decoder`` None = "auto": who decodes JPEGs. "auto": the hardware JPEG decoder of the
+    batches' GPU (nvJPEG) beside the CPU workers, the split adapting so that neither
+    waits, when batches go to a GPU that has one, else the workers alone; "gpu": every
+    record the hardware decoder can take goes to the GPU; "cpu": the workers alone.
+    ``loader.decoder`` is the one in effect ("cpu" where the GPU decodes none, with the
+    reason in ``stats()["decoder_note"]``); ``stats()`` counts the images each side decoded.
 
     ``for batch in loader`` runs to the end of the current epoch (a loop broken off early
     is continued by the next one); the next loop runs the next epoch. ``len(loader)`` is
@@ -525,9 +538,9 @@ class Loader:
     ``world_size``, ``backend`` (the one in use), ``simd``, ``on_corrupt``, ``device``
     ("cpu" or "cuda:N"), ``max_cache`` (bytes) and, where the image pipeline runs (else
     None), ``transform``, ``size``, ``resize``, ``dtype``, ``layout``, ``dct``,
-    ``antialias``, ``resampler``, ``dct_scale``, ``mean`` and ``std``. ``dtype`` is that of
-    the batches: also for raw records, and ``transform`` is "none" where no image transform
-    runs.
+    ``antialias``, ``resampler``, ``dct_scale``, ``decoder``, ``mean`` and ``std``.
+    ``dtype`` is that of the batches: also for raw records, and ``transform`` is "none"
+    where no image transform runs.
 
     Any thread may call any method: the loader takes them one at a time, a call waiting
     for the one in progress (``set_epoch`` from a second thread applies between two of the
@@ -541,7 +554,7 @@ class Loader:
                  read_ahead=None, simd=None, dct=None, max_record_size=None,
                  max_pixels=None, h5_images=None, h5_labels=None, device_buffers=None,
                  order="records", gpu_normalize=False, antialias=None, resampler=None,
-                 dct_scale=None, max_cache=None):
+                 dct_scale=None, max_cache=None, decoder=None):
         self._core = None
         self._active = None
         raw_path = check_path("path", path)
@@ -579,6 +592,7 @@ class Loader:
                     ("antialias", antialias, _lib.ANTIALIAS),
                     ("resampler", resampler, _lib.RESAMPLER),
                     ("dct_scale", dct_scale, _lib.DCT_SCALE),
+                    ("decoder", decoder, _lib.DECODER),
                     ("transform", transform, _lib.TRANSFORM), ("layout", layout, _lib.LAYOUT))
         ints += [(name, choice(name, value, table, opt[name]))
                  for name, value, table in named + tuple(o for o in optional if o[1] is not None)]
@@ -886,26 +900,48 @@ class Loader:
     antialias = property(lambda self: self._get("antialias"))
     resampler = property(lambda self: self._get("resampler"))
     dct_scale = property(lambda self: self._get("dct_scale"))
+    decoder = property(lambda self: self._get("decoder"),
+                       doc='Who decodes the JPEGs, in effect: "cpu" when the GPU decodes '
+                           'none (stats()["decoder_note"] says why), "gpu" or "auto".')
     mean = property(lambda self: self._floats("mean_"), doc="(R, G, B), or None.")
     std = property(lambda self: self._floats("std_"), doc="(R, G, B), or None.")
 
     # ---- stats ----
 
     def stats(self):
-        """Loader statistics as a dict (stoker_loader_stats_json). Does not wait for a
-        next() in progress in another thread."""
+        """Loader statistics as a dict (stoker_loader_stats_json), with the JPEG decoder's
+        figures of stoker_stats: ``decoder`` (the one in effect, a name), ``cpu_decoded``,
+        ``gpu_decoded``, ``gpu_retried``, ``gpu_fallbacks``, ``gpu_share``, ``cpu_busy``,
+        ``gpu_busy`` and ``decoder_note`` (a str). Does not wait for a next() in progress
+        in another thread."""
         cap = 4096
         for _ in range(3):
             buf = ctypes.create_string_buffer(cap)
             need = ctypes.c_size_t()
             with self._observer() as core:
                 rc = _L.stoker_loader_stats_json(core.handle, buf, cap, ctypes.byref(need))
+                decoding = self._decoder_stats(core) if rc == 0 else None
             if rc == 0:
-                return json.loads(buf.value.decode())
+                out = json.loads(buf.value.decode())
+                out.update(decoding)
+                return out
             if rc != _lib.E_LIMIT:
                 raise error(rc, "stoker_loader_stats_json failed")
             cap = max(need.value, cap * 2)
         raise error(rc, "stoker_loader_stats_json: the statistics outgrew %d bytes" % cap)
+
+    def _decoder_stats(self, core):
+        """The decoder's fields of stoker_stats, in Python's terms. The caller holds
+        core.lock."""
+        st = _lib.Stats()
+        st.struct_size = ctypes.sizeof(st)
+        rc = _L.stoker_loader_get_stats(core.handle, ctypes.byref(st))
+        if rc != 0:
+            raise error(rc, "stoker_loader_get_stats failed")
+        out = {name: getattr(st, name) for name in _DECODER_STATS}
+        out["decoder"] = _lib.DECODER.name(st.decoder, str(st.decoder))
+        out["decoder_note"] = _lib.text(st.decoder_note)
+        return out
 
     # ---- lifetime ----
 
