@@ -4,8 +4,8 @@
 # (and, for two ranks, disjoint and complete apart from the padding); bad arguments fail
 # with the option parser's messages (shared with stoker-pack); names are printed escaped.
 # On a JPEG data set: the pipeline's options and per-stage times in the JSON, --plot's SVG,
-# the consumer verdict under --compute-ms, --io's two read rates, and SIGINT (exit 130 with
-# the partial results).
+# the consumer verdict under --compute-ms, --io's two read rates, --decoder read back with
+# the images each side decoded, and SIGINT (exit 130 with the partial results).
 set -euo pipefail
 
 PY=/usr/bin/python3
@@ -54,6 +54,9 @@ assert (op["backend"], op["simd"], op["batch_size"], op["threads"]) == \
     (o["backend"], o["simd"], 16, 2), op
 assert (op["transform"], op["dtype"], op["size"], op["layout"], op["dct"]) == \
     ("none", "uint8", 0, "n/a", "n/a"), op
+# nothing to decode: no decoder, no image decoded on either side
+assert (op["decoder"], o["decoder"], o["cpu_decoded"], o["gpu_decoded"]) == \
+    ("n/a", "n/a", 0, 0), o
 
 # 203 records, batch 16: 13 batches per epoch, the last of 11; warm-up batch included
 lines = [l.split() for l in open(tmp + "/idx.txt").read().splitlines()]
@@ -157,6 +160,8 @@ usage_err "invalid value '0' for --epochs: expected an integer >= 1" "$TMP/data"
 usage_err "invalid value 'hdf5' for --backend: expected one of auto, io_uring, pread" \
     "$TMP/data" --backend hdf5
 usage_err "invalid value 'slow' for --dct: expected one of islow, ifast" "$TMP/data" --dct slow
+usage_err "invalid value 'nvjpeg' for --decoder: expected one of auto, cpu, gpu" "$TMP/data" \
+    --decoder nvjpeg
 usage_err "unexpected argument '$TMP/data'" "$TMP/data" "$TMP/data"
 usage_err "invalid value '-1' for --min-seconds: expected a number from 0" "$TMP/data" \
     --min-seconds -1
@@ -186,7 +191,7 @@ if "$STOKER_BENCH" "$TMP/data" --plot "$TMP/same" --dump-indices "$TMP/same" > /
 grep -q "same file" "$TMP/err"
 # image pipeline options on raw records would do nothing: refused before the run
 for opt in "--size 64" "--resize 80" "--layout NHWC" "--dct fast" "--antialias always" \
-    "--resampler pillow" "--dct-scale never"; do
+    "--resampler pillow" "--dct-scale never" "--decoder cpu" "--decoder auto" "--decoder gpu"; do
     if "$STOKER_BENCH" "$TMP/data" $opt > "$TMP/out" 2> "$TMP/err"; then exit 1; fi
     grep -q -- "${opt% *} applies to the JPEG image pipeline" "$TMP/err"
     [ ! -s "$TMP/out" ] || { echo "$opt on raw records: the run went ahead"; exit 1; }
@@ -280,14 +285,19 @@ PYEOF
     --compute-ms 80 --compute-sleep --plot "$TMP/plot.svg" > "$TMP/j.json"
 "$STOKER_BENCH" "$TMP/jds" --epochs 1 --batch-size 8 --threads 2 --size 32 --dtype uint8 \
     --layout NHWC --transform eval --dct fast --antialias always --resampler pillow --simd scalar \
-    --dct-scale never --compute-ms 150 --compute-sleep --json \
+    --dct-scale never --compute-ms 150 --compute-sleep --decoder CPU --json \
     > "$TMP/c.json"
 "$STOKER_BENCH" "$TMP/jds" --epochs 1 --batch-size 16 --threads 1 --size 32 --io \
-    --device cpu > "$TMP/io.txt"
+    --device cpu --decoder gpu > "$TMP/io.txt"
 RATES="buffered [0-9]+ MB/s, O_DIRECT ([0-9]+ MB/s|not measured \(O_DIRECT refused)"
 grep -Eq "^raw read .* $RATES" "$TMP/io.txt"
 grep -q "^pipeline     transform=train size=32 resize=37 dct=islow antialias=over2x \
-resampler=fast dct_scale=train dtype=float16 layout=nchw" "$TMP/io.txt"
+resampler=fast dct_scale=train dtype=float16 layout=nchw gpu_normalize=0 decoder=cpu$" \
+    "$TMP/io.txt"
+# host batches: the workers decode every image, even with --decoder gpu, and the report
+# says why the GPU decoded none
+grep -Eq "^decoder      cpu: cpu_decoded=[1-9][0-9]* gpu_decoded=0 gpu_retried=0 \
+gpu_fallbacks=0 gpu_share=0.00 cpu_busy=[01]\.[0-9]+ gpu_busy=0.00 \(.+\)$" "$TMP/io.txt"
 grep -Eq "^stats .* reduced=[1-9][0-9]*( |$)" "$TMP/io.txt" # 80..300-pixel images, 32 out
 grep -q "^verdict      [a-z]" "$TMP/io.txt"
 
@@ -330,6 +340,14 @@ assert o["records"] == 2 * 96 - 16 and o["bytes"] == o["records"] * 3 * 64 * 64 
 assert 0 < o["cpu_seconds_per_record"] < 1 and o["peak_rss_bytes"] > 1 << 20
 assert o["verdict"] in ("storage", "crc", "decode", "transform", "host-to-device copy",
                         "consumer"), o["verdict"]
+# host batches: the default decoder decodes on the CPU, every image delivered and more
+# (the read-ahead), and says why the GPU decoded none
+for c in (o, json.load(open(tmp + "/c.json"))):
+    assert c["options"]["decoder"] == c["decoder"] == "cpu", c
+    assert c["cpu_decoded"] >= c["records"] + c["warmup_records"], c
+    assert (c["gpu_decoded"], c["gpu_retried"], c["gpu_fallbacks"]) == (0, 0, 0), c
+    assert c["gpu_share"] == 0 and c["gpu_busy"] == 0 and 0 <= c["cpu_busy"] <= 1, c
+    assert isinstance(c["decoder_note"], str) and c["decoder_note"], c
 for t, rps, wf in o["timeline"]:
     assert t > 0 and rps >= 0 and 0 <= wf <= 1, (t, rps, wf)
 

@@ -26,7 +26,7 @@ typedef struct opts {
     double compute_ms;
     int shuffle, drop_last, direct, json, io, compute_sleep, gpu_normalize;
     int32_t backend, on_corrupt, transform, dct, antialias, resampler, dct_scale, dtype, layout,
-        simd, order;
+        simd, order, decoder;
     int64_t device; /* STOKER_OPT_DEVICE's value */
     uint64_t given;
     const char *dump, *plot;

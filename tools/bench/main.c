@@ -33,6 +33,7 @@ enum {
     OPT_LAYOUT,
     OPT_SIMD,
     OPT_ORDER,
+    OPT_DECODER,
     OPT_EPOCHS, /* integers, as `ints` */
     OPT_BATCH_SIZE,
     OPT_THREADS,
@@ -71,6 +72,7 @@ static const struct option long_opts[] = {
     {"layout", required_argument, NULL, OPT_LAYOUT},
     {"simd", required_argument, NULL, OPT_SIMD},
     {"order", required_argument, NULL, OPT_ORDER},
+    {"decoder", required_argument, NULL, OPT_DECODER},
     {"epochs", required_argument, NULL, OPT_EPOCHS},
     {"batch-size", required_argument, NULL, OPT_BATCH_SIZE},
     {"threads", required_argument, NULL, OPT_THREADS},
@@ -118,6 +120,7 @@ static const choice choices[] = {
     {STOKER_ENUM_LAYOUT, STOKER_OPT_LAYOUT, offsetof(opts, layout)},
     {STOKER_ENUM_SIMD, STOKER_OPT_SIMD, offsetof(opts, simd)},
     {STOKER_ENUM_ORDER, STOKER_OPT_ORDER, offsetof(opts, order)},
+    {STOKER_ENUM_DECODER, STOKER_OPT_DECODER, offsetof(opts, decoder)},
 };
 
 #define NO_OPTION ((stoker_option)0) /* the tool's own, not the library's */
@@ -213,7 +216,7 @@ static int take_option(int c, const char *name, const char *arg, opts *o)
 {
     if (c >= OPT_BACKEND && c <= OPT_MAX_CACHE)
         o->given |= UINT64_C(1) << (c - OPT_BACKEND);
-    if (c >= OPT_BACKEND && c <= OPT_ORDER) {
+    if (c >= OPT_BACKEND && c <= OPT_DECODER) {
         const choice *ch = &choices[c - OPT_BACKEND];
         return take_choice(name, arg, ch, FIELD(o, int32_t, ch->off));
     }
@@ -239,7 +242,7 @@ static int take_option(int c, const char *name, const char *arg, opts *o)
 /* The library option that command-line option `c` sets. */
 static stoker_option library_option(int c)
 {
-    return c >= OPT_BACKEND && c <= OPT_ORDER   ? choices[c - OPT_BACKEND].opt
+    return c >= OPT_BACKEND && c <= OPT_DECODER ? choices[c - OPT_BACKEND].opt
            : c >= OPT_EPOCHS && c <= OPT_RESIZE ? ints[c - OPT_EPOCHS].opt
                                                 : NO_OPTION;
 }
@@ -286,6 +289,10 @@ static void usage(FILE *f)
           "consumer that works X ms per batch (spinning; --compute-sleep sleeps instead).\n"
           "--io first measures the shards' raw sequential read bandwidth. --gpu-normalize\n"
           "moves (x/255 - mean)/std to the GPU (--device cuda): only uint8 crosses PCIe.\n"
+          "--decoder: who decodes JPEGs (default auto: the GPU's hardware JPEG decoder beside\n"
+          "the workers when batches go to a GPU that has one, else the workers); the report\n"
+          "gives the decoder in effect, the images each side decoded and why the GPU\n"
+          "decoded none.\n"
           "SIGINT stops at the next batch and reports what was measured (exit status 130).\n",
           f);
 }
@@ -372,19 +379,32 @@ static void resolve(stoker_loader *l, resolved *eff)
             eff->has[opt] = stoker_loader_get_int(l, (stoker_option)opt, &eff->v[opt]) == 0;
 }
 
+static int say_unused(const opts *o, int c, int32_t kind)
+{
+    cli_err("--%s applies to the JPEG image pipeline, which does not run on %s (%s)", long_name(c),
+            o->data, kind == STOKER_FIELD_JPEG ? "--transform none" : "its records are not JPEG");
+    return -1;
+}
+
 /* The image pipeline's options do nothing where it does not run (records that are not
  * JPEG, or --transform none): refused before the run rather than ignored. */
 static int refuse_unused(const opts *o, const result *r)
 {
-    static const int image[] = {OPT_SIZE,      OPT_RESIZE,    OPT_LAYOUT,   OPT_DCT,
-                                OPT_ANTIALIAS, OPT_RESAMPLER, OPT_DCT_SCALE};
+    static const int image[] = {OPT_SIZE,      OPT_RESIZE,    OPT_LAYOUT,    OPT_DCT,
+                                OPT_ANTIALIAS, OPT_RESAMPLER, OPT_DCT_SCALE, OPT_DECODER};
     for (size_t i = 0; i < COUNT(image); i++)
-        if (GIVEN(o, image[i]) && !r->eff.has[library_option(image[i])]) {
-            cli_err("--%s applies to the JPEG image pipeline, which does not run on %s (%s)",
-                    long_name(image[i]), o->data,
-                    r->kind == STOKER_FIELD_JPEG ? "--transform none" : "its records are not JPEG");
-            return -1;
-        }
+        if (GIVEN(o, image[i]) && !r->eff.has[library_option(image[i])])
+            return say_unused(o, image[i], r->kind);
+    return 0;
+}
+
+/* --decoder on records that are not JPEG, refused as above but before create, which fails
+ * for "gpu" there with another message (kind 0: the data set did not open, which create
+ * reports). */
+static int refuse_decoder(const opts *o, int32_t kind)
+{
+    if (GIVEN(o, OPT_DECODER) && kind != 0 && kind != STOKER_FIELD_JPEG)
+        return say_unused(o, OPT_DECODER, kind);
     return 0;
 }
 
@@ -392,6 +412,8 @@ static int refuse_unused(const opts *o, const result *r)
  * that does nothing, reported). */
 static int open_loader(const opts *o, const stoker_config *cfg, stoker_loader **l, result *r)
 {
+    if (refuse_decoder(o, r->kind) < 0)
+        return 2;
     const int rc = stoker_loader_create(l, o->data, cfg);
     if (rc != 0) {
         cli_err("%s: %s", stoker_strerror(rc), stoker_loader_errmsg(*l));

@@ -30,7 +30,7 @@ static int64_t eff_int(const result *r, stoker_option opt)
 
 typedef struct effective {
     const char *transform, *dtype, *layout, *dct, *antialias, *resampler, *dct_scale, *device;
-    const char *backend, *on_corrupt, *simd;
+    const char *backend, *on_corrupt, *simd, *decoder;
 } effective;
 
 static void effective_options(const result *r, effective *e)
@@ -45,6 +45,7 @@ static void effective_options(const result *r, effective *e)
     e->backend = eff_name(r, STOKER_ENUM_BACKEND, STOKER_OPT_BACKEND);
     e->on_corrupt = eff_name(r, STOKER_ENUM_ON_CORRUPT, STOKER_OPT_ON_CORRUPT);
     e->simd = eff_name(r, STOKER_ENUM_SIMD, STOKER_OPT_SIMD);
+    e->decoder = eff_name(r, STOKER_ENUM_DECODER, STOKER_OPT_DECODER);
     e->device = r->stats.device >= 0 ? r->gpu.name : "cpu";
 }
 
@@ -140,6 +141,28 @@ static void io_text(const io_result *io)
     printf(" (rule of thumb: %.0f MB/s)\n", RULE_OF_THUMB_MBPS);
 }
 
+/* The decoder in effect at the end of the run (GPU failures may have handed everything to
+ * the CPU since create); "n/a" where the image pipeline does not run. */
+static const char *decoder_in_effect(const result *r)
+{
+    return r->eff.has[STOKER_OPT_DECODER] ? name_of(STOKER_ENUM_DECODER, r->stats.decoder) : "n/a";
+}
+
+static void decoder_text(const result *r)
+{
+    const stoker_stats *st = &r->stats;
+    printf("decoder      %s: cpu_decoded=%" PRId64 " gpu_decoded=%" PRId64 " gpu_retried=%" PRId64
+           " gpu_fallbacks=%" PRId64 " gpu_share=%.2f cpu_busy=%.2f gpu_busy=%.2f",
+           decoder_in_effect(r), st->cpu_decoded, st->gpu_decoded, st->gpu_retried,
+           st->gpu_fallbacks, st->gpu_share, st->cpu_busy, st->gpu_busy);
+    if (st->decoder_note[0]) {
+        fputs(" (", stdout);
+        cli_put_escaped(stdout, st->decoder_note);
+        putchar(')');
+    }
+    putchar('\n');
+}
+
 static void stages_text(const result *r)
 {
     const stages *s = &r->st;
@@ -177,10 +200,10 @@ void bench_report_text(const opts *o, const result *r)
            e.on_corrupt, o->warmup, o->compute_ms, o->compute_sleep ? "sleep" : "spin",
            eff_int(r, STOKER_OPT_MAX_CACHE));
     printf("pipeline     transform=%s size=%" PRId64 " resize=%" PRId64 " dct=%s antialias=%s "
-           "resampler=%s dct_scale=%s dtype=%s layout=%s gpu_normalize=%" PRId64 "\n",
+           "resampler=%s dct_scale=%s dtype=%s layout=%s gpu_normalize=%" PRId64 " decoder=%s\n",
            e.transform, eff_int(r, STOKER_OPT_SIZE), eff_int(r, STOKER_OPT_RESIZE), e.dct,
            e.antialias, e.resampler, e.dct_scale, e.dtype, e.layout,
-           eff_int(r, STOKER_OPT_GPU_NORMALIZE));
+           eff_int(r, STOKER_OPT_GPU_NORMALIZE), e.decoder);
     io_text(&r->io);
     printf("warm-up      %" PRId64 " batches, %" PRId64 " records (not timed)\n", r->warm_batches,
            r->warm_records);
@@ -193,6 +216,7 @@ void bench_report_text(const opts *o, const result *r)
     too_short_text(o, r);
     printf("consumer     waited %.3f s (%.1f%% of the run)\n", r->wait, 100.0 * r->wait / s);
     stages_text(r);
+    decoder_text(r);
     printf("cpu          %.1f us of CPU per record (%.2f s user+sys), peak RSS %.1f MB, "
            "pinned %.1f MB\n",
            r->records ? 1e6 * r->cpu_seconds / (double)r->records : 0.0, r->cpu_seconds,
@@ -218,9 +242,9 @@ static void json_options(const opts *o, const result *r, const effective *e)
 {
     printf(",\"options\":{\"transform\":\"%s\",\"size\":%" PRId64 ",\"resize\":%" PRId64
            ",\"dct\":\"%s\",\"antialias\":\"%s\",\"resampler\":\"%s\",\"dct_scale\":\"%s\","
-           "\"dtype\":\"%s\",\"layout\":\"%s\",\"simd\":\"%s\",\"device\":",
+           "\"dtype\":\"%s\",\"layout\":\"%s\",\"simd\":\"%s\",\"decoder\":\"%s\",\"device\":",
            e->transform, eff_int(r, STOKER_OPT_SIZE), eff_int(r, STOKER_OPT_RESIZE), e->dct,
-           e->antialias, e->resampler, e->dct_scale, e->dtype, e->layout, e->simd);
+           e->antialias, e->resampler, e->dct_scale, e->dtype, e->layout, e->simd, e->decoder);
     cli_put_json_string(stdout, e->device);
     printf(",\"batch_size\":%" PRId64 ",\"threads\":%" PRId64 ",\"depth\":%" PRId64
            ",\"seed\":%" PRId64 ",\"shuffle\":%s,\"drop_last\":%s,\"rank\":%" PRId64
@@ -240,6 +264,17 @@ static void json_options(const opts *o, const result *r, const effective *e)
         printf("%" PRId64 "}", o->epochs);
     else
         printf("null}");
+}
+
+static void json_decoder(const result *r)
+{
+    const stoker_stats *st = &r->stats;
+    printf(",\"decoder\":\"%s\",\"cpu_decoded\":%" PRId64 ",\"gpu_decoded\":%" PRId64
+           ",\"gpu_retried\":%" PRId64 ",\"gpu_fallbacks\":%" PRId64 ",\"gpu_share\":%.4f,"
+           "\"cpu_busy\":%.4f,\"gpu_busy\":%.4f,\"decoder_note\":",
+           decoder_in_effect(r), st->cpu_decoded, st->gpu_decoded, st->gpu_retried,
+           st->gpu_fallbacks, st->gpu_share, st->cpu_busy, st->gpu_busy);
+    cli_put_json_string(stdout, st->decoder_note);
 }
 
 static void json_extras(const result *r)
@@ -301,6 +336,7 @@ void bench_report_json(const opts *o, const result *r)
            st->dropped_bytes, json_bool(r->interrupted), o->min_seconds, json_bool(too_short(o, r)),
            verdict);
     cli_put_json_string(stdout, why);
+    json_decoder(r);
     json_options(o, r, &e);
     json_extras(r);
     printf("}\n");
