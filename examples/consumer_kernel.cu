@@ -1,6 +1,8 @@
 // The example consumer's "training step": a kernel that keeps the GPU busy for a given
 // time, then reads every byte of the batch into a checksum (so a batch overwritten while
 // in use would show up as a wrong sum, and the data is really read from device memory).
+// The "work" variant does a fixed amount of arithmetic on every SM instead of watching the
+// clock, so that its time shows whatever else (the loader's kernels) takes the SMs from it.
 #include "consumer_kernel.h"
 
 #include <cuda_runtime.h>
@@ -14,6 +16,27 @@ __device__ unsigned long long global_ns()
     return t;
 }
 
+__device__ void checksum(const unsigned char *data, unsigned long long nbytes,
+                         unsigned long long s, unsigned long long *sum)
+{
+    // 16-byte loads for the aligned body, bytes for the tail.
+    const unsigned long long tid = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+    const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+    const unsigned long long nvec = nbytes / 16;
+    const uint4 *v = reinterpret_cast<const uint4 *>(data);
+    for (unsigned long long i = tid; i < nvec; i += stride) {
+        const uint4 q = v[i];
+        s += (unsigned long long)q.x + q.y + q.z + q.w;
+    }
+    for (unsigned long long i = nvec * 16 + tid; i < nbytes; i += stride)
+        s += data[i];
+    // one atomic per warp: a grid that fills the GPU would otherwise queue on one address
+    for (int lane = 16; lane > 0; lane /= 2)
+        s += __shfl_down_sync(0xffffffffu, s, lane);
+    if ((threadIdx.x & 31) == 0)
+        atomicAdd(sum, s);
+}
+
 __global__ void consume(const unsigned char *data, unsigned long long nbytes,
                         unsigned long long busy_ns, unsigned long long *sum)
 {
@@ -21,19 +44,34 @@ __global__ void consume(const unsigned char *data, unsigned long long nbytes,
     const unsigned long long t0 = global_ns();
     while (global_ns() - t0 < busy_ns) {
     }
-    // Checksum: 16-byte loads for the aligned body, bytes for the tail.
-    const unsigned long long tid = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
-    const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
-    const unsigned long long nvec = nbytes / 16;
-    const uint4 *v = reinterpret_cast<const uint4 *>(data);
-    unsigned long long s = 0;
-    for (unsigned long long i = tid; i < nvec; i += stride) {
-        const uint4 q = v[i];
-        s += (unsigned long long)q.x + q.y + q.z + q.w;
+    checksum(data, nbytes, 0, sum);
+}
+
+__global__ void work(const unsigned char *data, unsigned long long nbytes,
+                     unsigned long long iters, unsigned long long *sum)
+{
+    // Two dependent multiply-adds per round: the result only decides a comparison that is
+    // never true, which keeps the compiler from dropping the loop.
+    float a = (float)(threadIdx.x & 255) * 1e-3f, b = 0.5f;
+    for (unsigned long long i = 0; i < iters; i++) {
+        a = fmaf(a, 0.999f, b);
+        b = fmaf(b, 0.999f, a * 1e-6f);
     }
-    for (unsigned long long i = nvec * 16 + tid; i < nbytes; i += stride)
-        s += data[i];
-    atomicAdd(sum, s);
+    checksum(data, nbytes, a + b > 1e30f ? 1 : 0, sum);
+}
+
+// Enough blocks of 256 threads to fill every SM of the current device.
+int full_grid()
+{
+    static int blocks;
+    if (blocks == 0) {
+        int dev = 0, sms = 0, per_sm = 0;
+        cudaGetDevice(&dev);
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, dev);
+        blocks = sms > 0 && per_sm >= 256 ? sms * (per_sm / 256) : 132;
+    }
+    return blocks;
 }
 
 } // namespace
@@ -44,6 +82,15 @@ extern "C" int consumer_launch(const void *data, unsigned long long nbytes, doub
     const unsigned long long busy_ns = (unsigned long long)(busy_ms * 1e6);
     consume<<<132, 256, 0, stream>>>(static_cast<const unsigned char *>(data), nbytes,
                                      busy_ns, sum);
+    return cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+extern "C" int consumer_work_launch(const void *data, unsigned long long nbytes,
+                                    unsigned long long iters, unsigned long long *sum,
+                                    cudaStream_t stream)
+{
+    work<<<full_grid(), 256, 0, stream>>>(static_cast<const unsigned char *>(data), nbytes,
+                                          iters, sum);
     return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 

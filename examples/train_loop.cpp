@@ -5,15 +5,20 @@
 //   (as loss.item() would), so at most two steps are queued.
 // It reports, as one JSON line: the fraction of wall time the GPU was idle between
 // consumer kernels (CUDA events), the fraction the host was blocked in next, p50/p99 of
-// next, and the delivered bytes per second.
+// next, the delivered bytes per second, and the median time of the consumer's kernel in
+// the timed steps beside its median time alone (the same kernel on a copy of the last
+// batch, after the loader is destroyed): how much the loader's own GPU work slows it.
 //
 //   train_loop_cpp DATA [--device N|cpu] [--compute-ms X] [--steps N] [--batch-size B]
 //                       [--threads T] [--depth D] [--device-buffers K] [--warmup N]
-//                       [--sync spin|block]
+//                       [--sync spin|block] [--decoder auto|cpu|gpu] [--kernel spin|work]
 //
 // --device cpu keeps host delivery: each host batch is then copied by this program
 // (cudaMemcpyAsync on its stream, then a wait for the copy before the release), the way a
-// loader without a GPU stage is used.
+// loader without a GPU stage is used. --kernel spin (default) watches the clock for X ms,
+// so it lasts X ms whatever else runs; --kernel work does a fixed amount of arithmetic on
+// every SM, sized before the loader starts to last X ms alone, so that its time with the
+// loader shows what the loader's kernels take from it.
 #include "consumer_kernel.h"
 
 #include <stoker.h>
@@ -36,6 +41,8 @@ struct Options {
     double compute_ms = 0;
     long steps = 200, warmup = 10, batch = 256, threads = 0, depth = 0, bufs = 0;
     bool block = false; // --sync block
+    bool work = false;  // --kernel work
+    int32_t decoder = -1; // --decoder: a stoker_decoder; -1 the library's default
 };
 
 double now()
@@ -78,6 +85,15 @@ Options parse(int argc, char **argv)
                 die("--sync", "needs spin or block");
             o.block = std::strcmp(v, "block") == 0;
             i++;
+        } else if (a == "--kernel") {
+            if (!v || (std::strcmp(v, "spin") != 0 && std::strcmp(v, "work") != 0))
+                die("--kernel", "needs spin or work");
+            o.work = std::strcmp(v, "work") == 0;
+            i++;
+        } else if (a == "--decoder") {
+            if (!v || stoker_enum_parse(STOKER_ENUM_DECODER, v, &o.decoder) != 0)
+                die("--decoder", "needs auto, cpu or gpu");
+            i++;
         } else if (a == "--steps") num(o.steps);
         else if (a == "--warmup") num(o.warmup);
         else if (a == "--batch-size") num(o.batch);
@@ -103,6 +119,8 @@ stoker_loader *open_loader(const Options &o)
     stoker_config_set_int(cfg, STOKER_OPT_DEPTH, o.depth);
     stoker_config_set_int(cfg, STOKER_OPT_DEVICE_BUFFERS, o.bufs);
     stoker_config_set_int(cfg, STOKER_OPT_DROP_LAST, 1);
+    if (o.decoder >= 0 && stoker_config_set_int(cfg, STOKER_OPT_DECODER, o.decoder) != 0)
+        die("--decoder", "not an option of this library");
     stoker_loader *l = nullptr;
     if (stoker_loader_create(&l, o.data, cfg) != 0)
         die("create", stoker_loader_errmsg(l));
@@ -116,22 +134,78 @@ struct StepEvents {
     cudaEvent_t start, end;
 };
 
+// The consumer's kernel on `stream`: spin X ms, or `iters` rounds of work.
+int launch(const Options &o, unsigned long long iters, const void *data, size_t nbytes,
+           unsigned long long *dsum, cudaStream_t stream)
+{
+    return o.work ? consumer_work_launch(data, nbytes, iters, dsum, stream)
+                  : consumer_launch(data, nbytes, o.compute_ms, dsum, stream);
+}
+
+// Milliseconds of each of `reps` launches of the kernel on `stream`, one at a time.
+std::vector<float> time_alone(const Options &o, unsigned long long iters, const void *data,
+                              size_t nbytes, unsigned long long *dsum, cudaStream_t stream,
+                              int reps)
+{
+    cudaEvent_t a, b;
+    ck(cudaEventCreate(&a), "event");
+    ck(cudaEventCreate(&b), "event");
+    std::vector<float> ms;
+    for (int r = 0; r < reps; r++) {
+        float t = 0;
+        ck(cudaEventRecord(a, stream), "record");
+        if (launch(o, iters, data, nbytes, dsum, stream) != 0)
+            die("kernel", "launch failed");
+        ck(cudaEventRecord(b, stream), "record");
+        ck(cudaEventSynchronize(b), "sync");
+        ck(cudaEventElapsedTime(&t, a, b), "elapsed");
+        ms.push_back(t);
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return ms;
+}
+
+double median(std::vector<float> v)
+{
+    if (v.empty())
+        return 0;
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+// Rounds of work that take about compute_ms alone, measured before the loader starts.
+unsigned long long calibrate(const Options &o, unsigned long long *dsum, cudaStream_t stream)
+{
+    unsigned long long iters = 1024;
+    double ms = median(time_alone(o, iters, nullptr, 0, dsum, stream, 3));
+    while (ms < 2 && iters < (1ull << 40)) { // long enough for the clock's resolution
+        iters *= 4;
+        ms = median(time_alone(o, iters, nullptr, 0, dsum, stream, 3));
+    }
+    return (unsigned long long)((double)iters * o.compute_ms / ms) + 1;
+}
+
 } // namespace
 
 int main(int argc, char **argv)
 {
     const Options o = parse(argc, argv);
+    // The work kernel is sized before the loader exists, on the GPU it will deliver to (an
+    // explicit ordinal, else GPU 0), with nothing else running.
+    ck(cudaSetDevice(o.device > 0 ? (int)o.device - 1 : 0), "cudaSetDevice");
+    cudaStream_t my;
+    ck(cudaStreamCreateWithFlags(&my, cudaStreamNonBlocking), "stream");
+    unsigned long long *dsum = nullptr;
+    ck(cudaMalloc(&dsum, sizeof *dsum), "cudaMalloc");
+    ck(cudaMemsetAsync(dsum, 0, sizeof *dsum, my), "memset");
+    const unsigned long long iters = o.work ? calibrate(o, dsum, my) : 0;
     stoker_loader *l = open_loader(o);
     stoker_stats st;
     st.struct_size = sizeof st;
     stoker_loader_get_stats(l, &st);
     const int dev = st.device >= 0 ? st.device : 0;
     ck(cudaSetDevice(dev), "cudaSetDevice");
-    cudaStream_t my;
-    ck(cudaStreamCreateWithFlags(&my, cudaStreamNonBlocking), "stream");
-    unsigned long long *dsum = nullptr;
-    ck(cudaMalloc(&dsum, sizeof *dsum), "cudaMalloc");
-    ck(cudaMemsetAsync(dsum, 0, sizeof *dsum, my), "memset");
     void *staging = nullptr; // host delivery: this program's device copy of the batch
     size_t staging_cap = 0;
     const int ring = 4;
@@ -142,6 +216,9 @@ int main(int argc, char **argv)
            "event");
     }
     std::vector<double> next_us;
+    std::vector<float> kernel_ms;
+    void *last = nullptr; // a copy of the last batch, for the kernel's time alone
+    size_t last_bytes = 0;
     double blocked = 0, idle_ms = 0, busy_span_ms = 0, t_begin = 0;
     unsigned long long bytes = 0;
     const long total = o.warmup + o.steps;
@@ -174,9 +251,14 @@ int main(int argc, char **argv)
         }
         StepEvents &e = ev[k % ring];
         ck(cudaEventRecord(e.start, my), "record");
-        if (consumer_launch(data, v.nbytes, o.compute_ms, dsum, my) != 0)
+        if (launch(o, iters, data, v.nbytes, dsum, my) != 0)
             die("kernel", "launch failed");
         ck(cudaEventRecord(e.end, my), "record");
+        if (k == total - 1) {
+            ck(cudaMalloc(&last, v.nbytes), "cudaMalloc");
+            ck(cudaMemcpyAsync(last, data, v.nbytes, cudaMemcpyDeviceToDevice, my), "D2D");
+            last_bytes = v.nbytes;
+        }
         if (v.device < 0) {
             ck(cudaStreamSynchronize(my), "sync"); // the host batch is read by the copy
             stoker_batch_release(b);
@@ -187,11 +269,13 @@ int main(int argc, char **argv)
             StepEvents &p = ev[(k - 1) % ring];
             ck(cudaEventSynchronize(p.end), "sync");
             if (k - 1 > o.warmup) {
-                float gap = 0, run = 0;
+                float gap = 0, run = 0, own = 0;
                 ck(cudaEventElapsedTime(&gap, ev[(k - 2) % ring].end, p.start), "elapsed");
                 ck(cudaEventElapsedTime(&run, ev[(k - 2) % ring].end, p.end), "elapsed");
+                ck(cudaEventElapsedTime(&own, p.start, p.end), "elapsed");
                 idle_ms += gap;
                 busy_span_ms += run;
+                kernel_ms.push_back(own);
             }
         }
         if (k >= o.warmup) {
@@ -210,26 +294,33 @@ int main(int argc, char **argv)
         return next_us.empty() ? 0.0 : next_us[(size_t)(q * (double)(next_us.size() - 1))];
     };
     stoker_loader_get_stats(l, &st);
+    stoker_loader_destroy(l); // the loader's threads and GPU work end here
+    const std::vector<float> alone_ms = time_alone(o, iters, last, last_bytes, dsum, my, 21);
+    const char *decoder = stoker_enum_name(STOKER_ENUM_DECODER, st.decoder);
     cudaDeviceProp prop;
     ck(cudaGetDeviceProperties(&prop, dev), "properties");
     std::printf("{\"device\":\"%s\",\"delivery\":\"%s\",\"compute_ms\":%.3f,\"steps\":%ld,"
                 "\"batch_bytes\":%llu,\"wall_s\":%.4f,\"gpu_idle_fraction\":%.5f,"
                 "\"next_block_fraction\":%.5f,\"next_p50_us\":%.1f,\"next_p99_us\":%.1f,"
                 "\"ms_per_step\":%.4f,\"GB_per_s\":%.3f,\"pinned_bytes\":%lld,"
-                "\"sync\":\"%s\",\"threads\":%d,\"checksum\":%llu}\n",
+                "\"sync\":\"%s\",\"threads\":%d,\"kernel\":\"%s\",\"kernel_ms\":%.4f,"
+                "\"kernel_alone_ms\":%.4f,\"decoder\":\"%s\",\"gpu_decoded\":%lld,"
+                "\"cpu_decoded\":%lld,\"checksum\":%llu}\n",
                 prop.name, st.device >= 0 ? "device" : "host", o.compute_ms, measured,
                 measured ? bytes / (unsigned long long)measured : 0ull, wall,
                 busy_span_ms > 0 ? idle_ms / busy_span_ms : 0.0, wall > 0 ? blocked / wall : 0,
                 pct(0.50), pct(0.99), measured ? wall * 1e3 / (double)measured : 0,
                 wall > 0 ? (double)bytes / wall / 1e9 : 0, (long long)st.pinned_bytes, o.block ? "block" : "spin",
-                (int)st.threads, sum);
+                (int)st.threads, o.work ? "work" : "spin", median(kernel_ms), median(alone_ms),
+                decoder ? decoder : "n/a", (long long)st.gpu_decoded, (long long)st.cpu_decoded,
+                sum);
     for (auto &e : ev) {
         cudaEventDestroy(e.start);
         cudaEventDestroy(e.end);
     }
     cudaFree(staging);
+    cudaFree(last);
     cudaFree(dsum);
     cudaStreamDestroy(my);
-    stoker_loader_destroy(l);
     return 0;
 }
