@@ -3,30 +3,47 @@
 # its own CUDA stream, per step: next -> stream waits on the batch's event -> a kernel that
 # runs X ms on the batch -> release_stream -> wait for the previous step's kernel (as
 # loss.item() would). Reported per X: the fraction of wall time the GPU was idle between
-# consumer kernels (CUDA events), the fraction the host blocked in next, p50/p99 of next.
+# consumer kernels (CUDA events), the fraction the host blocked in next, p50/p99 of next,
+# and the consumer kernel's median time in the run beside its median time alone.
 #
-#   bench/gpu_compute_never_waits.sh BUILD_DIR DATA_DIR [BATCH] [STEPS]
+#   bench/gpu_compute_never_waits.sh BUILD_DIR DATA_DIR [BATCH] [STEPS] [-- ARGS...]
 #
+# ARGS go to every run of train_loop_cpp (e.g. `-- --decoder auto` for JPEG data).
 # DATA_DIR: any data set (a JPEG train-224 one, or raw records); when it does not exist, a
 # raw data set of 4000 records of 150,528 bytes (224x224x3 uint8) is written there.
 # Steps: (1) the loader alone (X = 0, device delivery) gives its per-batch time T and the
 # H2D throughput; (2) X = 1.1 T, 0.5 T and 2 T, plus fixed 5, 20 and 50 ms, with device
 # delivery; (3) X = 1.1 T with host delivery (--device cpu: pageable batches copied by the
 # consumer) for comparison; (4) PyTorch's pin_memory + .to(non_blocking=True) copy rate on
-# batches of the same size, when torch is importable. Targets (design): at X = 1.1 T,
-# gpu_idle_fraction <= 0.01 and next_p99_us <= 100, for any data; delivery >= 40 GB/s at
-# X = 0 for raw records of 150,528 bytes only (other data is "n/a": a JPEG batch is bound by
-# decoding, not by copies). What the data is comes from `stoker-pack --info --json`.
+# batches of the same size, when torch is importable; (5) the consumer's own kernels: at
+# X = 1.1 T with --kernel work (a fixed amount of arithmetic on every SM, sized to last X ms
+# alone before the loader starts), its median time in the steps against its median time
+# alone after the loader is destroyed. Targets (design): at X = 1.1 T, gpu_idle_fraction
+# <= 0.01 and next_p99_us <= 100, and the consumer's kernel at most 5% slower than alone,
+# for any data; delivery >= 40 GB/s at X = 0 for raw records of 150,528 bytes only (other
+# data is "n/a": a JPEG batch is bound by decoding, not by copies). What the data is comes
+# from `stoker-pack --info --json`.
 # Env: DEVICE (GPU ordinal, default 0), THREADS (loader threads, default the library's:
 # cores - 1; for raw records use fewer, e.g. 12 of 16 cores: the consumer spins on its core
 # and the workers are bound by memory bandwidth, see docs/GPU.md), DEPTH (host batch slots,
 # default the library's: 4, more for image transforms with many threads), SYNC (spin|block),
-# PYTHON,
+# DECODER (auto|cpu|gpu: who decodes JPEGs; default the library's, auto), PYTHON, JSONL (a
+# file that gets every run's JSON line), SWEEP (0: of step 2, X = 1.1 T only, default 1),
 # WARMUP (untimed steps first, default 40: at X = 1.1 T the loader gains a tenth of a batch
 # per step on the consumer, so it takes about 10 x depth steps after start to build the
 # lead of full slots it keeps from then on; the figures are those of that steady state).
 set -euo pipefail
-build=$1 data=$2 batch=${3:-256} steps=${4:-300}
+pos=()
+while [ $# -gt 0 ] && [ "$1" != -- ]; do
+    pos+=("$1")
+    shift
+done
+[ $# -gt 0 ] && shift # the --: what follows goes to train_loop_cpp
+if [ ${#pos[@]} -lt 2 ]; then
+    echo "usage: $0 BUILD_DIR DATA_DIR [BATCH] [STEPS] [-- ARGS]" >&2
+    exit 2
+fi
+build=${pos[0]} data=${pos[1]} batch=${pos[2]:-256} steps=${pos[3]:-300}
 py=${PYTHON:-python3}
 dev=${DEVICE:-0}
 exe=$build/examples/train_loop_cpp
@@ -35,6 +52,8 @@ threads=()
 [ -n "${THREADS:-}" ] && threads=(--threads "$THREADS")
 [ -n "${DEPTH:-}" ] && threads+=(--depth "$DEPTH")
 [ -n "${SYNC:-}" ] && threads+=(--sync "$SYNC")
+[ -n "${DECODER:-}" ] && threads+=(--decoder "$DECODER")
+threads+=("$@")
 
 if [ ! -d "$data" ]; then
     echo "writing a raw data set at $data (4000 x 150528 bytes)" >&2
@@ -90,19 +109,26 @@ else:
 ' "$info")
 echo "data: $data: ${kind/raw150/raw records of 150528 bytes}"
 
-run() { "$exe" "$data" --device "$1" --compute-ms "$2" --batch-size "$batch" --steps "$steps" \
-        --warmup "${WARMUP:-40}" "${threads[@]}"; }
+# run DEVICE X [ARGS...]: one run of the consumer; its JSON line (also into JSONL)
+run() {
+    local out
+    out=$("$exe" "$data" --device "$1" --compute-ms "$2" --batch-size "$batch" \
+        --steps "$steps" --warmup "${WARMUP:-40}" "${threads[@]}" "${@:3}") || return
+    [ -z "${JSONL:-}" ] || echo "$out" >> "$JSONL"
+    echo "$out"
+}
 field() { "$py" -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$1" "$2"; }
 
-printf '%-8s %-7s %10s %9s %11s %10s %10s %9s\n' delivery X_ms ms/step "GB/s" gpu_idle \
-    next_block p50_us p99_us
+printf '%-8s %-5s %-7s %10s %9s %11s %10s %10s %9s %10s %9s\n' delivery kern X_ms ms/step \
+    "GB/s" gpu_idle next_block p50_us p99_us kernel_ms alone_ms
 row() {
     "$py" -c "
 import json, sys
 o = json.loads(sys.argv[1])
-print('%-8s %-7.2f %10.3f %9.2f %11.4f %10.4f %10.1f %9.1f' % (o['delivery'],
-      o['compute_ms'], o['ms_per_step'], o['GB_per_s'], o['gpu_idle_fraction'],
-      o['next_block_fraction'], o['next_p50_us'], o['next_p99_us']))" "$1"
+print('%-8s %-5s %-7.2f %10.3f %9.2f %11.4f %10.4f %10.1f %9.1f %10.3f %9.3f' % (o['delivery'],
+      o.get('kernel', 'spin'), o['compute_ms'], o['ms_per_step'], o['GB_per_s'],
+      o['gpu_idle_fraction'], o['next_block_fraction'], o['next_p50_us'], o['next_p99_us'],
+      o.get('kernel_ms', float('nan')), o.get('kernel_alone_ms', float('nan'))))" "$1"
 }
 
 base=$(run "$dev" 0)
@@ -110,9 +136,13 @@ row "$base"
 T=$(field "$base" ms_per_step)
 echo "device: $(field "$base" device); $(field "$base" threads) loader threads;" \
      "consumer waits by $(field "$base" sync); loader per-batch time T = $T ms;" \
-     "H2D delivery $(field "$base" GB_per_s) GB/s; pinned $(field "$base" pinned_bytes) bytes"
+     "H2D delivery $(field "$base" GB_per_s) GB/s; pinned $(field "$base" pinned_bytes) bytes;" \
+     "decoder $(field "$base" decoder) (GPU decoded $(field "$base" gpu_decoded)," \
+     "CPU $(field "$base" cpu_decoded) images)"
 verdict=""
-for X in $("$py" -c "t=$T; print(' '.join('%.3f' % x for x in (0.5*t, 1.1*t, 2*t, 5, 20, 50)))"); do
+xs="0.5*t, 1.1*t, 2*t, 5, 20, 50"
+[ "${SWEEP:-1}" = 0 ] && xs="1.1*t,"
+for X in $("$py" -c "t=$T; print(' '.join('%.3f' % x for x in ($xs)))"); do
     out=$(run "$dev" "$X")
     row "$out"
     if [ "$X" = "$("$py" -c "print('%.3f' % (1.1*$T))")" ]; then
@@ -122,8 +152,19 @@ print('X = 1.1 T = %.3f ms: gpu idle %.2f%% (target <= 1%%), p99 next %.1f us (t
 % (o['compute_ms'], 100*o['gpu_idle_fraction'], o['next_p99_us'], 'PASS' if ok else 'FAIL'))" "$out")
     fi
 done
-row "$(run cpu "$("$py" -c "print('%.3f' % (1.1*$T))")")"
+X11=$("$py" -c "print('%.3f' % (1.1*$T))")
+row "$(run cpu "$X11")"
+# The consumer's own kernels: fixed work, X = 1.1 T alone, timed beside the loader
+work=$(run "$dev" "$X11" --kernel work)
+row "$work"
 echo "$verdict"
+"$py" -c "import json, sys; o = json.loads(sys.argv[1])
+k, a = o['kernel_ms'], o['kernel_alone_ms']
+slow = k / a - 1 if a > 0 else float('inf')
+print('consumer kernel at X = 1.1 T (fixed work): alone %.3f ms, beside the loader %.3f ms: '
+      '%+.1f%% (target <= +5%%): %s (decoder %s: GPU decoded %d, CPU %d images)'
+      % (a, k, 100 * slow, 'PASS' if slow <= 0.05 else 'FAIL', o['decoder'],
+         o['gpu_decoded'], o['cpu_decoded']))" "$work"
 gbs=$(field "$base" GB_per_s)
 "$py" -c "import sys; g, kind = $gbs, sys.argv[1]
 print('delivery to device at X = 0: %.2f GB/s (target >= 40 for raw 150 KB records): %s'
