@@ -14,8 +14,10 @@ Every measurement is one JSON row: {"id", "name", "group" ("jpeg" | "raw"), "fig
         DIR/bench-results.md (markdown tables) and DIR/bench-results.json
 
 Ratios are figure ÷ stoker's figure of the same group: JPEG rows against stoker's JPEG
-train pipeline, raw rows against stoker reading the HDF5 file (or, when it cannot, the same
-records packed into shards).
+train pipeline (with the library's own decoder choice: the plain row, or the --decoder auto
+row where the decoder rows ran), raw rows against stoker reading the HDF5 file (or, when it
+cannot, the same records packed into shards). Where the --decoder cpu and auto rows both ran,
+the table also sets auto against cpu: throughput and CPU time per image, with their targets.
 """
 import argparse
 import datetime
@@ -24,7 +26,13 @@ import os
 import platform
 import sys
 
-REFERENCE = {"jpeg": ["stoker-jpeg-train"], "raw": ["stoker-h5", "stoker-raw"]}
+REFERENCE = {"jpeg": ["stoker-jpeg-train", "stoker-jpeg-auto"],
+             "raw": ["stoker-h5", "stoker-raw"]}
+# stoker-bench's JPEG decoder figures (STOKER_OPT_DECODER), kept on a stoker row
+DECODER_KEYS = ("decoder", "cpu_decoded", "gpu_decoded", "gpu_retried", "gpu_fallbacks",
+                "gpu_share", "cpu_busy", "gpu_busy", "decoder_note")
+# GPU decode against the CPU workers alone (--decoder auto vs cpu): the targets
+AUTO_SPEEDUP, AUTO_MIN_FIGURE, AUTO_CPU_SAVING = 1.4, 20000, 0.30
 GROUPS = [("jpeg", "JPEG training pipeline: decode, RandomResizedCrop 224, flip, normalise"),
           ("raw", "Raw records: 224×224×3 uint8, random order")]
 CEILING = {
@@ -92,8 +100,23 @@ def cmd_stoker(a):
         row["cpu_seconds_per_image"] = o[cpu[0]]
     elif "cpu_seconds" in o and o.get("records"):
         row["cpu_seconds_per_image"] = o["cpu_seconds"] / o["records"]
+    row.update(decoder_fields(o))
     row["stoker_bench"] = o
     emit(row)
+
+
+def decoder_fields(o):
+    """The JPEG decoder's figures of a stoker-bench report (top-level keys, or one "decoder"
+    object holding them), with the share of the decoded images the GPU decoded; none where
+    no image pipeline ran (decoder "n/a")."""
+    src = o["decoder"] if isinstance(o.get("decoder"), dict) else o
+    if src.get("decoder") == "n/a":
+        return {}
+    out = {k: src[k] for k in DECODER_KEYS if k in src and not isinstance(src[k], dict)}
+    gpu, cpu = out.get("gpu_decoded"), out.get("cpu_decoded")
+    if isinstance(gpu, (int, float)) and isinstance(cpu, (int, float)) and gpu + cpu > 0:
+        out["gpu_decoded_share"] = gpu / (gpu + cpu)
+    return out
 
 
 def cmd_ceiling(a):
@@ -179,9 +202,85 @@ def details(row):
         bits.append(f"consumer waited {100 * row['wait_fraction']:.0f}%")
     if row.get("verdict"):
         bits.append(f"limit: {row['verdict']}")
+    bits += decoder_details(row)
     if row.get("note"):
         bits.append(row["note"])
     return "; ".join(bits).replace("|", "/").replace("\n", " ")
+
+
+def decoder_details(row):
+    """The decoder's figures of a stoker row, for its notes."""
+    bits = []
+    if row.get("decoder") is not None:
+        bits.append(f"decoder {row['decoder']}")
+    if row.get("gpu_decoded_share") is not None:
+        bits.append(f"GPU decoded {100 * row['gpu_decoded_share']:.0f}%")
+    for k, what in (("gpu_busy", "GPU decode busy"), ("cpu_busy", "workers busy")):
+        if isinstance(row.get(k), (int, float)):
+            bits.append(f"{what} {100 * row[k]:.0f}%")
+    for k, what in (("gpu_retried", "retried on the CPU"), ("gpu_fallbacks", "CPU fallbacks")):
+        if row.get(k):
+            bits.append(f"{row[k]} {what}")
+    if row.get("decoder_note"):
+        bits.append(row["decoder_note"])
+    return bits
+
+
+def decoder_comparison(rows):
+    """stoker --decoder auto against --decoder cpu (same data, threads and length): the
+    throughput ratio and the CPU time saved per image, each against its target; None when
+    neither row is in the run."""
+    by_id = {r.get("id"): r for r in rows}
+    pair = {d: by_id.get(f"stoker-jpeg-{d}") for d in ("cpu", "auto")}
+    if not any(pair.values()):
+        return None
+    why = {}  # what went wrong -> the rows it went wrong for
+    for d, r in pair.items():
+        if not r or r.get("status") != "ok" or not r.get("figure"):
+            text = join_notes(r.get("status", "?"), r.get("note", "")) if r else "no row"
+            why.setdefault(text, []).append(d)
+    if why:
+        return {"status": "not measured",
+                "why": "; ".join(f"{' and '.join(ds)}: {t}" for t, ds in why.items())}
+    cpu, auto = pair["cpu"], pair["auto"]
+    speedup = auto["figure"] / cpu["figure"]
+    out = {"status": "measured", "cpu_figure": cpu["figure"], "auto_figure": auto["figure"],
+           "speedup": speedup, "speedup_target": AUTO_SPEEDUP,
+           "figure_target": AUTO_MIN_FIGURE,
+           "speedup_pass": speedup >= AUTO_SPEEDUP and auto["figure"] >= AUTO_MIN_FIGURE}
+    c_cpu, c_auto = cpu.get("cpu_seconds_per_image"), auto.get("cpu_seconds_per_image")
+    if c_cpu and c_auto is not None:
+        out.update(cpu_seconds_per_image_cpu=c_cpu, cpu_seconds_per_image_auto=c_auto,
+                   cpu_saving=1 - c_auto / c_cpu, cpu_saving_target=AUTO_CPU_SAVING,
+                   cpu_saving_pass=1 - c_auto / c_cpu >= AUTO_CPU_SAVING)
+    if auto.get("gpu_decoded_share") is not None:
+        out["auto_gpu_decoded_share"] = auto["gpu_decoded_share"]
+    if auto.get("decoder_note"):
+        out["auto_decoder_note"] = auto["decoder_note"]
+    return out
+
+
+def decoder_lines(c):
+    """The markdown of decoder_comparison's result."""
+    md = ["", "## GPU decode: stoker --decoder auto against --decoder cpu", ""]
+    if c["status"] != "measured":
+        return md + [f"Not measured: {c['why']}".replace("\n", " ")]
+    verdict = {True: "PASS", False: "FAIL"}
+    md.append(f"- throughput: auto {c['auto_figure']:,.0f} img/s ÷ cpu {c['cpu_figure']:,.0f} "
+              f"img/s = {c['speedup']:.2f}× (target ≥ {c['speedup_target']}× and ≥ "
+              f"{c['figure_target']:,} img/s): {verdict[c['speedup_pass']]}")
+    if "cpu_saving" in c:
+        md.append(f"- CPU time per image: auto {c['cpu_seconds_per_image_auto'] * 1e3:.3f} ms, "
+                  f"cpu {c['cpu_seconds_per_image_cpu'] * 1e3:.3f} ms: "
+                  f"{100 * c['cpu_saving']:.0f}% lower (target ≥ "
+                  f"{100 * c['cpu_saving_target']:.0f}% lower): {verdict[c['cpu_saving_pass']]}")
+    else:
+        md.append("- CPU time per image: not in stoker-bench's report")
+    if "auto_gpu_decoded_share" in c:
+        md.append(f"- with auto, the GPU decoded {100 * c['auto_gpu_decoded_share']:.0f}% of "
+                  "the images" + (f" ({c['auto_decoder_note']})" if "auto_decoder_note" in c
+                                  else ""))
+    return md
 
 
 def add_ratios(rows):
@@ -222,6 +321,9 @@ def cmd_table(a):
     result = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
               "machine": dict(machine(), **{k: v for k, v in meta.items() if k != "command"}),
               "command": meta.get("command", ""), "data": data, "rows": rows}
+    comparison = decoder_comparison(rows)
+    if comparison:
+        result["decoder_comparison"] = comparison
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "bench-results.json"), "w") as f:
         json.dump(result, f, indent=1)
@@ -247,6 +349,8 @@ def cmd_table(a):
             ratio = f"{r['ratio_to_stoker']:.2f}×" if "ratio_to_stoker" in r else "—"
             md.append(f"| {r['name']} | {fmt_figure(r)} | {r.get('unit', '')} | {ratio} | "
                       f"{fmt_cpu(r)} | {details(r)} |")
+    if comparison:
+        md += decoder_lines(comparison)
     with open(os.path.join(a.out, "bench-results.md"), "w") as f:
         f.write("\n".join(md) + "\n")
     print("\n".join(md))

@@ -7,11 +7,15 @@
 # Makes (or takes) an ImageNet-like JPEG tree and an HDF5 file of 224x224x3 uint8 images,
 # packs both with stoker-pack, then measures on that data:
 #   - stoker-bench: JPEG train transform (224, float16, onto the GPU when one is usable),
-#     the HDF5 file read directly, and the same raw records packed into shards;
+#     the HDF5 file read directly, and the same raw records packed into shards; with a GPU
+#     and a stoker-bench that takes --decoder, the JPEG row three times: --decoder cpu, auto
+#     and gpu (same data, threads and length), each with its decoder figures;
 #   - PyTorch DataLoader classic (Pillow) and torchvision-uint8 pipelines; h5py + DataLoader;
+#     with a GPU, torchvision's batched GPU decode alone (decode_jpeg(list, device="cuda"));
 #   - the libjpeg decode-only ceilings (whole image, and only the crop box).
-# Writes OUT/bench-results.md and OUT/bench-results.json (figures and ratios to stoker);
-# logs of every step are in OUT/logs. Peers whose packages are absent get a row saying so.
+# Writes OUT/bench-results.md and OUT/bench-results.json (figures and ratios to stoker, and
+# --decoder auto against cpu); logs of every step are in OUT/logs. Peers whose packages are
+# absent get a row saying so; rows that need a GPU, or a --decoder, say why they were skipped.
 #
 # --build DIR    stoker's build folder (default: build; configured and built when it lacks
 #                stoker-bench or stoker-pack)
@@ -254,13 +258,37 @@ stoker_run() {
 jpeg_args=(--epochs "$epochs" --batch-size "$batch" --transform train)
 has --size && jpeg_args+=(--size 224)
 has --dtype && jpeg_args+=(--dtype float16)
-has --plot && jpeg_args+=(--plot "$out/stoker-jpeg-train.svg")
-if [ -n "$jpeg_stk" ]; then
-    stoker_run stoker-jpeg-train "stoker: JPEG train transform (crop-in-decode, 224, float16)" \
-        jpeg img/s "$jpeg_stk" "${jpeg_args[@]}"
-else
+plot=()
+has --plot && plot=(--plot "$out/stoker-jpeg-train.svg")
+# The GPU decode rows (--decoder cpu, auto, gpu) need batches on a GPU and a stoker-bench that
+# takes --decoder; without either, the plain row stands for stoker and they say why not.
+decoder_skip=""
+[ "$device" = cuda ] || decoder_skip="no CUDA device (nvidia-smi found none)"
+has --decoder || decoder_skip="${decoder_skip:+$decoder_skip; }stoker-bench has no --decoder"
+decoder_name() { echo "stoker: JPEG train transform, --decoder $1 (224, float16)"; }
+if [ -z "$jpeg_stk" ]; then
     row stoker-jpeg-train "stoker: JPEG train transform" jpeg img/s failed "packing failed" \
         "$out/logs/pack-jpeg.err"
+    if [ -z "$decoder_skip" ]; then
+        for d in cpu auto gpu; do
+            row "stoker-jpeg-$d" "$(decoder_name "$d")" jpeg img/s failed "packing failed"
+        done
+    fi
+elif [ -n "$decoder_skip" ]; then
+    stoker_run stoker-jpeg-train "stoker: JPEG train transform (crop-in-decode, 224, float16)" \
+        jpeg img/s "$jpeg_stk" "${jpeg_args[@]}" "${plot[@]}"
+else
+    for d in cpu auto gpu; do
+        more=()
+        [ "$d" = auto ] && more=("${plot[@]}")
+        stoker_run "stoker-jpeg-$d" "$(decoder_name "$d")" jpeg img/s "$jpeg_stk" \
+            "${jpeg_args[@]}" --decoder "$d" "${more[@]}"
+    done
+fi
+if [ -n "$decoder_skip" ]; then
+    for d in cpu auto gpu; do
+        row "stoker-jpeg-$d" "$(decoder_name "$d")" jpeg img/s skipped "$decoder_skip"
+    done
 fi
 if [ -n "$h5_file" ]; then
     stoker_run stoker-h5 "stoker: HDF5 file read directly, raw records" raw rec/s "$h5_file" \
@@ -285,6 +313,8 @@ peer_row() {
             row "$1" "PyTorch DataLoader classic (Pillow)" jpeg img/s "$2" "$3" ${4:+"$4"} ;;
         torchvision-uint8) row "$1" "PyTorch DataLoader + torchvision.io.decode_jpeg, uint8" \
             jpeg img/s "$2" "$3" ${4:+"$4"} ;;
+        torchvision-gpu-decode) row "$1" "torchvision.io.decode_jpeg on the GPU (batched \
+nvJPEG), whole images, decode only" jpeg img/s "$2" "$3" ${4:+"$4"} ;;
         *) row "$1" "h5py + PyTorch DataLoader" raw rec/s "$2" "$3" ${4:+"$4"} ;;
     esac
 }
@@ -306,6 +336,11 @@ peer() {
 }
 peer torch-classic torch_classic.py "$jpeg_root" "$peer_epochs" "$batch"
 peer torchvision-uint8 torchvision_uint8.py "$jpeg_root" "$peer_epochs" "$batch"
+if [ "$device" = cuda ]; then
+    peer torchvision-gpu-decode torchvision_gpu_decode.py "$jpeg_root" "$peer_epochs" "$batch"
+else
+    peer_row torchvision-gpu-decode skipped "no CUDA device (nvidia-smi found none)"
+fi
 if [ -n "$h5_file" ]; then
     peer h5py-dataloader h5py_loader.py "$h5_file" "$(( epochs_raw < 5 ? epochs_raw : 5 ))" \
         "$batch_raw"
