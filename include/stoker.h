@@ -164,7 +164,8 @@ typedef enum stoker_option {
     STOKER_OPT_THREADS = 60,     /* worker threads; 0 = online cores - 1 (at least 1) */
     STOKER_OPT_DEPTH = 61,       /* batch slots in flight; 0 = default: 4, and for image
                                     transforms 2 + ceil(3 x threads / pieces of 32 records
-                                    per batch), from 4 to 16 */
+                                    per batch), from 4 to 16, and 4 more when the GPU
+                                    decodes a share (STOKER_OPT_DECODER) */
     STOKER_OPT_BACKEND = 62,     /* AUTO, IO_URING or PREAD (stoker_backend); default AUTO */
     STOKER_OPT_DIRECT_IO = 63,   /* boolean: O_DIRECT reads of aligned shards; default 0 */
     STOKER_OPT_READ_AHEAD = 64,  /* reads in flight per reader; 0 = default 64 */

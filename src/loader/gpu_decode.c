@@ -42,6 +42,11 @@ typedef struct gslot {
     int32_t *dpos;     /* device: their places in the batch */
     int32_t *hpos;     /* host (pinned when it could be): the same */
     bool hpos_pinned;
+    /* the run's outcome */
+    uint32_t *retry; /* records left for the CPU */
+    uint32_t nretry;
+    uint64_t gpu_ns;
+    bool failed;
 } gslot;
 
 struct stoker__gdec {
@@ -73,6 +78,9 @@ struct stoker__gdec {
     bool has_locks;
     stoker__slot **queue;
     uint32_t qhead, qlen;
+    stoker__slot **rqueue; /* batches with records left for the CPU */
+    uint32_t rhead, rlen;
+    atomic_uint rpending; /* rlen, read without mu by workers looking for work */
     stoker__split split;
     _Atomic double share; /* for the batches prepared next (read without mu in prepare,
                              under a slot's mutex, which is a leaf) */
@@ -189,8 +197,9 @@ static int slot_init(stoker__gdec *gd, gslot *g, uint64_t batch, stoker__err *er
     g->zcap = (size_t)(batch * per);
     g->z = host_alloc(gd, g->zcap, &g->zpinned);
     g->rec = stoker__calloc(batch, sizeof *g->rec);
+    g->retry = stoker__calloc(batch, sizeof *g->retry);
     g->hpos = host_alloc(gd, batch * sizeof *g->hpos, &g->hpos_pinned);
-    STOKER_RETURN_IF(!g->z || !g->rec || !g->hpos, err, -ENOMEM,
+    STOKER_RETURN_IF(!g->z || !g->rec || !g->retry || !g->hpos, err, -ENOMEM,
                      "out of memory for the GPU decode stage's staging (%zu bytes a batch)",
                      g->zcap);
     if (gd->emulated)
@@ -217,6 +226,7 @@ static int start_on_device(stoker__gdec *gd, stoker__err *err)
     }
     gd->slots = stoker__calloc(gd->ring->depth, sizeof *gd->slots);
     gd->queue = stoker__calloc(gd->ring->depth, sizeof *gd->queue);
+    gd->rqueue = stoker__calloc(gd->ring->depth, sizeof *gd->rqueue);
     gd->data = stoker__calloc(batch, sizeof *gd->data);
     gd->sizes = stoker__calloc(batch, sizeof *gd->sizes);
     gd->pitch = stoker__calloc(batch, sizeof *gd->pitch);
@@ -225,7 +235,7 @@ static int start_on_device(stoker__gdec *gd, stoker__err *err)
     gd->rois = stoker__calloc(batch, sizeof *gd->rois);
     gd->which = stoker__calloc(batch, sizeof *gd->which);
     gd->hdesc = host_alloc(gd, batch * sizeof *gd->hdesc, &gd->hdesc_pinned);
-    STOKER_RETURN_IF(!gd->slots || !gd->queue || !gd->data || !gd->sizes || !gd->pitch ||
+    STOKER_RETURN_IF(!gd->slots || !gd->queue || !gd->rqueue || !gd->data || !gd->sizes || !gd->pitch ||
                          !gd->dst || !gd->taken || !gd->rois || !gd->which || !gd->hdesc,
                      err, -ENOMEM, "out of memory for the GPU decode stage");
     if (!gd->emulated)
@@ -264,6 +274,7 @@ void stoker__gdec_destroy(stoker__gdec *gd)
         host_free(g->z, g->zpinned);
         host_free(g->hpos, g->hpos_pinned);
         stoker__free(g->rec);
+        stoker__free(g->retry);
         stoker__cuda_free(g->dsamples);
         stoker__cuda_free(g->dpos);
     }
@@ -280,6 +291,7 @@ void stoker__gdec_destroy(stoker__gdec *gd)
         stoker__cuda_restore_device(gd->device, prev);
     stoker__free(gd->slots);
     stoker__free(gd->queue);
+    stoker__free(gd->rqueue);
     stoker__free(gd->data);
     stoker__free(gd->sizes);
     stoker__free(gd->pitch);
@@ -303,6 +315,9 @@ void stoker__gdec_prepare(stoker__gdec *gd, stoker__slot *s)
     g->count = (int32_t)s->batch.count;
     g->closed = false;
     g->ndone = 0;
+    g->nretry = 0;
+    g->gpu_ns = 0;
+    g->failed = false;
     atomic_store(&g->ngpu, 0);
     atomic_store(&g->neligible, 0);
     atomic_store(&g->zused, 0);
@@ -414,7 +429,7 @@ stoker__slot *stoker__gdec_wait(stoker__gdec *gd, const atomic_bool *halt)
 {
     stoker__slot *s = NULL;
     pthread_mutex_lock(&gd->mu);
-    if (gd->qlen == 0 && !atomic_load(halt)) {
+    if (gd->qlen == 0 && gd->rlen == 0 && !atomic_load(halt)) {
         struct timespec ts;
         stoker__deadline(&ts);
         pthread_cond_timedwait(&gd->cv, &gd->mu, &ts);
@@ -432,7 +447,44 @@ void stoker__gdec_drop_queue(stoker__gdec *gd)
 {
     pthread_mutex_lock(&gd->mu);
     gd->qhead = gd->qlen = 0;
+    gd->rhead = gd->rlen = 0;
+    atomic_store(&gd->rpending, 0);
     pthread_mutex_unlock(&gd->mu);
+}
+
+void stoker__gdec_submit_retry(stoker__gdec *gd, stoker__slot *s)
+{
+    pthread_mutex_lock(&gd->mu);
+    gd->rqueue[(gd->rhead + gd->rlen++) % gd->ring->depth] = s;
+    atomic_store(&gd->rpending, gd->rlen);
+    pthread_cond_signal(&gd->cv); /* the GPU worker takes it when it has nothing else */
+    pthread_mutex_unlock(&gd->mu);
+}
+
+stoker__slot *stoker__gdec_take_retry(stoker__gdec *gd)
+{
+    if (atomic_load_explicit(&gd->rpending, memory_order_relaxed) == 0)
+        return NULL;
+    stoker__slot *s = NULL;
+    pthread_mutex_lock(&gd->mu);
+    if (gd->rlen > 0) {
+        s = gd->rqueue[gd->rhead];
+        gd->rhead = (gd->rhead + 1) % gd->ring->depth;
+        gd->rlen--;
+        atomic_store(&gd->rpending, gd->rlen);
+    }
+    pthread_mutex_unlock(&gd->mu);
+    return s;
+}
+
+const uint32_t *stoker__gdec_outcome(const stoker__gdec *gd, const stoker__slot *s, uint32_t *n,
+                                     uint64_t *gpu_ns, bool *failed)
+{
+    const gslot *g = slot_of(gd, s);
+    *n = g->nretry;
+    *gpu_ns = g->gpu_ns;
+    *failed = g->failed;
+    return g->retry;
 }
 
 /* Room for `need` bytes of decoded regions (nothing of the arena is in use between runs). */
@@ -451,17 +503,17 @@ static int arena_reserve(stoker__gdec *gd, size_t need)
 }
 
 /* The test hook's decoder: takes nothing, or fails the batch. */
-static bool emulated_run(stoker__gdec *gd, gslot *g, uint32_t *retry, uint32_t *nretry)
+static void emulated_run(stoker__gdec *gd, gslot *g)
 {
-    *nretry = 0;
+    g->nretry = 0;
     for (int32_t j = 0; j < g->count; j++)
         if (g->rec[j].route == ROUTE_GPU) {
             g->rec[j].route = ROUTE_CPU;
-            retry[(*nretry)++] = (uint32_t)j;
+            g->retry[g->nretry++] = (uint32_t)j;
         }
     g->ndone = 0;
-    atomic_fetch_add(&gd->retried, *nretry);
-    return gd->emulated == STOKER__GDEC_FAIL;
+    g->failed = gd->emulated == STOKER__GDEC_FAIL;
+    atomic_fetch_add(&gd->retried, g->nretry);
 }
 
 /* Lays out the routed records' regions in the arena and decodes them in one batch; taken[k]
@@ -513,15 +565,14 @@ static int transform(stoker__gdec *gd, gslot *g, uint32_t m)
     return e;
 }
 
-bool stoker__gdec_run(stoker__gdec *gd, stoker__slot *s, uint32_t *retry, uint32_t *nretry,
-                      uint64_t *ns)
+uint32_t stoker__gdec_run(stoker__gdec *gd, stoker__slot *s)
 {
     const uint64_t t0 = clock_ns();
     gslot *g = slot_of(gd, s);
     if (gd->emulated) {
-        const bool failed = emulated_run(gd, g, retry, nretry);
-        *ns = clock_ns() - t0;
-        return failed;
+        emulated_run(gd, g);
+        g->gpu_ns = clock_ns() - t0;
+        return g->nretry;
     }
     uint32_t n = 0, m = 0;
     for (int32_t j = 0; j < g->count; j++)
@@ -552,7 +603,7 @@ bool stoker__gdec_run(stoker__gdec *gd, stoker__slot *s, uint32_t *retry, uint32
     if (failed)
         m = 0;
     /* what the GPU did not make goes back to the CPU */
-    *nretry = 0;
+    g->nretry = 0;
     for (uint32_t k = 0, done = 0; k < n; k++) {
         const uint32_t j = gd->which[k];
         if (done < m && g->hpos[done] == (int32_t)j) {
@@ -560,14 +611,15 @@ bool stoker__gdec_run(stoker__gdec *gd, stoker__slot *s, uint32_t *retry, uint32
             continue;
         }
         g->rec[j].route = ROUTE_CPU;
-        retry[(*nretry)++] = j;
+        g->retry[g->nretry++] = j;
     }
     g->ndone = m;
-    *ns = clock_ns() - t0;
-    atomic_fetch_add(&gd->busy_ns, *ns);
+    g->failed = failed;
+    g->gpu_ns = clock_ns() - t0;
+    atomic_fetch_add(&gd->busy_ns, g->gpu_ns);
     atomic_fetch_add(&gd->decoded, m);
-    atomic_fetch_add(&gd->retried, *nretry);
-    return failed;
+    atomic_fetch_add(&gd->retried, g->nretry);
+    return g->nretry;
 }
 
 const uint8_t *stoker__gdec_bytes(const stoker__gdec *gd, const stoker__slot *s, uint32_t j,

@@ -77,16 +77,25 @@ void stoker__gdec_batch_done(stoker__gdec *gd, stoker__slot *s, uint64_t gpu_ns,
 
 /* Queues slot s (all pieces done, pending) for the GPU worker. */
 void stoker__gdec_submit(stoker__gdec *gd, stoker__slot *s);
-/* The next queued slot; NULL when `halt` was set (or after a bounded wait). */
+/* The next queued slot; NULL when `halt` was set, when a retry is queued (the GPU worker
+ * takes those when it has no GPU work: the workers may all be waiting for slots), or after
+ * a bounded wait. */
 stoker__slot *stoker__gdec_wait(stoker__gdec *gd, const atomic_bool *halt);
-/* Forgets every queued slot (a restart resets them). */
+/* Forgets every queued slot, the retries' too (a restart resets them). */
 void stoker__gdec_drop_queue(stoker__gdec *gd);
 /* Decodes slot s's routed records on the GPU into its device samples and waits for them.
- * Writes the records left for the CPU to retry[] (*nretry of them; retry holds the batch
- * size) and the run's time to *ns. Returns true when the GPU failed as a whole (a CUDA or
- * nvJPEG failure: every routed record is in retry[]), with the cause logged. */
-bool stoker__gdec_run(stoker__gdec *gd, stoker__slot *s, uint32_t *retry, uint32_t *nretry,
-                      uint64_t *ns);
+ * The records left for the CPU, the run's time and whether the GPU failed as a whole (a
+ * CUDA or nvJPEG failure: every routed record is left, the cause logged) are kept with the
+ * slot (stoker__gdec_outcome). Returns how many records are left. */
+uint32_t stoker__gdec_run(stoker__gdec *gd, stoker__slot *s);
+/* What slot s's run left: the records for the CPU (*n of them), its time, its failure. */
+const uint32_t *stoker__gdec_outcome(const stoker__gdec *gd, const stoker__slot *s, uint32_t *n,
+                                     uint64_t *gpu_ns, bool *failed);
+/* Queues slot s, whose run left records for the CPU, for the workers, who decode them in
+ * parallel with the GPU's next batch; stoker__gdec_take_retry hands it to one (NULL: none
+ * queued; no wait, no lock when none). */
+void stoker__gdec_submit_retry(stoker__gdec *gd, stoker__slot *s);
+stoker__slot *stoker__gdec_take_retry(stoker__gdec *gd);
 /* The staged bytes of record j of slot s (for its CPU retry). */
 const uint8_t *stoker__gdec_bytes(const stoker__gdec *gd, const stoker__slot *s, uint32_t j,
                                   uint64_t *n);

@@ -364,6 +364,8 @@ static int plan_gpu_normalize(stoker__plan *p, const stoker_config *cfg, const c
     return 0;
 }
 
+#define GPU_DECODE_SLOTS 4 /* default depth beyond the workers' with the GPU decode stage */
+
 /* Who decodes JPEGs: the GPU decode stage runs where it is asked for (AUTO or GPU), the
  * records are JPEG images with a transform, and their batches go to a device this build has
  * kernels for; whether that device has a hardware decoder is found at create, when nvJPEG is
@@ -388,6 +390,9 @@ static int plan_decoder(stoker__plan *p, const stoker_config *cfg, const char *p
         p->gpu_decode = true, why = NULL; /* the test hook's stage needs no device */
     if (why)
         snprintf(p->decoder_note, sizeof p->decoder_note, "%s", why);
+    /* batches wait for the GPU's share besides the workers': slots for those in its queue */
+    if (p->gpu_decode && stoker__cfg_int(cfg, STOKER_OPT_DEPTH) <= 0)
+        p->depth += GPU_DECODE_SLOTS;
     return 0;
 }
 

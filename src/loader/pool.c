@@ -33,7 +33,6 @@ struct stoker__worker {
     stoker__process *proc;          /* the process step's state (image pipeline), or NULL */
     int64_t epoch;                  /* of the batch being read: the process step's randomness */
     bool gpu;                       /* the GPU worker: runs the GPU decode stage's batches */
-    uint32_t *retry;                /* the GPU worker's: records the GPU left for the CPU */
     /* Records of the round whose chunks the round reads (dataset.h's planned fetches):
      * assembled once its reads are done. round numbers the worker's rounds. */
     uint64_t round;
@@ -538,24 +537,40 @@ static void piece_done(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint
     finish(p, w, s, 0, false);
 }
 
-/* The GPU worker's batch: the GPU decodes its share, the CPU what the GPU left (a record
- * corrupt there too is corrupt as always), then the batch is finished. */
+/* A batch whose GPU run left records for the CPU: a worker decodes them from their staged
+ * bytes (a record corrupt there too is corrupt as always) and finishes the batch. */
+static void retry_batch(stoker__pool *p, stoker__worker *w, stoker__slot *s)
+{
+    uint32_t n = 0;
+    uint64_t gpu_ns = 0;
+    bool failed = false;
+    const uint32_t *retry = stoker__gdec_outcome(p->gd, s, &n, &gpu_ns, &failed);
+    w->epoch = s->batch.epoch;
+    s->repaired = true; /* host samples written after their pieces may have been copied */
+    for (uint32_t i = 0; i < n; i++) {
+        const uint32_t j = retry[i];
+        uint64_t len = 0;
+        const uint8_t *src = stoker__gdec_bytes(p->gd, s, j, &len);
+        process_into(p, w, s, j, src, len, stoker__dataset_shard_path(p->ds, s->locs[j].shard));
+    }
+    finish(p, w, s, gpu_ns, failed);
+}
+
+/* The GPU worker's batch: the GPU decodes its share; what it left goes to the workers, so
+ * that the GPU worker moves on to the next batch at once. */
 static void gpu_batch(stoker__pool *p, stoker__worker *w, stoker__slot *s)
 {
-    uint32_t nretry = 0;
-    uint64_t ns = 0;
-    const bool failed = stoker__gdec_run(p->gd, s, w->retry, &nretry, &ns);
+    const uint32_t left = stoker__gdec_run(p->gd, s);
     stoker__gdec_close(p->gd, s);
-    w->epoch = s->batch.epoch;
-    if (nretry > 0)
-        s->repaired = true; /* host samples written after their pieces may have been copied */
-    for (uint32_t i = 0; i < nretry; i++) {
-        const uint32_t j = w->retry[i];
-        uint64_t n = 0;
-        const uint8_t *src = stoker__gdec_bytes(p->gd, s, j, &n);
-        process_into(p, w, s, j, src, n, stoker__dataset_shard_path(p->ds, s->locs[j].shard));
+    if (left > 0) {
+        stoker__gdec_submit_retry(p->gd, s);
+        return;
     }
-    finish(p, w, s, ns, failed);
+    uint32_t n = 0;
+    uint64_t gpu_ns = 0;
+    bool failed = false;
+    stoker__gdec_outcome(p->gd, s, &n, &gpu_ns, &failed);
+    finish(p, w, s, gpu_ns, failed);
 }
 
 /* ---- the workers ---- */
@@ -589,6 +604,8 @@ static void *gpu_main(void *arg)
         stoker__slot *s = stoker__gdec_wait(p->gd, &p->halt);
         if (s)
             gpu_batch(p, w, s);
+        else if ((s = stoker__gdec_take_retry(p->gd)))
+            retry_batch(p, w, s);
     }
     return NULL;
 }
@@ -603,6 +620,11 @@ static void *worker_main(void *arg)
     while (!atomic_load_explicit(&p->stop, memory_order_acquire)) {
         if (atomic_load_explicit(&p->halt, memory_order_acquire) || p->smp->nbatches == 0) {
             park(p);
+            continue;
+        }
+        stoker__slot *r = p->gd ? stoker__gdec_take_retry(p->gd) : NULL;
+        if (r) {
+            retry_batch(p, w, r);
             continue;
         }
         const uint64_t t = atomic_fetch_add_explicit(&p->ticket, 1, memory_order_relaxed);
@@ -659,8 +681,6 @@ static int worker_init(stoker__pool *p, stoker__worker *w, uint32_t i, stoker__e
     if (pl->image && (rc = stoker__process_create(&w->proc, pl, &w->stats)) < 0)
         return stoker__fail(err, rc, "out of memory for worker %u's image scratch", i);
     w->gpu = p->gd && i == pl->threads;
-    if (w->gpu && !(w->retry = stoker__calloc(pl->batch, sizeof *w->retry)))
-        return stoker__fail(err, -ENOMEM, "out of memory for the GPU worker");
     return 0;
 }
 
@@ -727,7 +747,6 @@ void stoker__pool_destroy(stoker__pool *p)
         stoker__free(w->req_first);
         stoker__free(w->req_last);
         stoker__free(w->staging);
-        stoker__free(w->retry);
         stoker__process_destroy(w->proc);
     }
     stoker__free(p->workers);
