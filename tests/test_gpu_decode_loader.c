@@ -188,6 +188,7 @@ static void check_corrupt(const char *bad)
                (long long)b.gpu_retried);
         T_EQ_INT(failed, policy ? 0 : 2);
         T_EQ_INT(b.skipped, a.skipped);
+        T_ASSERT(b.gpu_decoded > 0);
         stoker_loader_destroy(cpu);
         stoker_loader_destroy(gpu);
     }
@@ -206,7 +207,7 @@ int main(void)
     snprintf(good, sizeof good, "%s/good", dir);
     snprintf(bad, sizeof bad, "%s/bad", dir);
     make_set(good, -1);
-    make_set(bad, 40); /* a 4:2:0 image: the GPU's kind */
+    make_set(bad, 42); /* a 4:2:0 image: the GPU's kind */
     stoker_config *cfg = NULL;
     T_OK(stoker_config_create(&cfg));
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_DEVICE, 0));

@@ -40,6 +40,7 @@ struct stoker__h2d {
     pthread_cond_t cv;  /* under mu: any of them changed */
     pthread_t thread;   /* the copy thread */
     bool has_cv, has_thread;
+    bool stopped; /* stop ran: only the slot allocator's state is left */
     stoker__stream stream;    /* the copies (never ordered with the legacy default stream) */
     stoker__stream cb_stream; /* the slot-done host functions, each after its copy's event */
     bool has_stream, has_cb_stream;
@@ -231,10 +232,11 @@ static void ask_copy_thread(stoker__h2d *g, bool stop, bool hold)
         stoker__ring_wake_all(g->ring);
 }
 
-void stoker__h2d_destroy(stoker__h2d *g)
+void stoker__h2d_stop(stoker__h2d *g)
 {
-    if (!g)
+    if (!g || g->stopped)
         return;
+    g->stopped = true;
     if (g->has_thread) {
         ask_copy_thread(g, true, false);
         pthread_join(g->thread, NULL);
@@ -264,6 +266,14 @@ void stoker__h2d_destroy(stoker__h2d *g)
         stoker__cuda_stream_destroy(g->cb_stream);
     stoker__cuda_restore_device(g->device, prev);
     stoker__free(g->bufs);
+    g->bufs = NULL;
+}
+
+void stoker__h2d_destroy(stoker__h2d *g)
+{
+    if (!g)
+        return;
+    stoker__h2d_stop(g);
     if (g->has_cv)
         pthread_cond_destroy(&g->cv);
     pthread_mutex_destroy(&g->mu);

@@ -39,8 +39,11 @@ stoker__slot_mem stoker__h2d_slot_mem(stoker__h2d *g);
  * batch's GPU samples are moved into its device batch after the host slot's copy. */
 int stoker__h2d_start(stoker__h2d *g, stoker__ring *ring, stoker__gdec *gd, stoker_loader *owner,
                       stoker__err *err);
-/* Waits for every copy in flight, stops the copy thread and frees the stage (before the
- * ring's slots go). NULL ok. */
+/* Waits for every copy in flight, stops the copy thread and frees the device side (before
+ * the workers and the ring's slots go). NULL ok. */
+void stoker__h2d_stop(stoker__h2d *g);
+/* Frees what is left: the slot allocator's state, which the ring's slots use until they
+ * are freed (after the ring). Stops first if stop was not called. NULL ok. */
 void stoker__h2d_destroy(stoker__h2d *g);
 /* Settles every copy in flight and drops prefetched batches (restarts). */
 void stoker__h2d_quiesce(stoker__h2d *g);

@@ -117,10 +117,11 @@ void stoker_loader_destroy(stoker_loader *l)
 {
     if (!l || l->pid != getpid())
         return; /* a forked child: the threads to stop are the parent's */
-    stoker__h2d_destroy(l->h2d);  /* copies in flight end before the slots they read */
+    stoker__h2d_stop(l->h2d);       /* copies in flight end before the slots they read */
     stoker__pool_destroy(&l->pool); /* stop + join before anything they use goes */
     stoker__gdec_destroy(l->gdec);  /* after the GPU worker and the copies that read it */
-    stoker__ring_destroy(&l->ring);
+    stoker__ring_destroy(&l->ring); /* pinned slots go back through the H2D stage */
+    stoker__h2d_destroy(l->h2d);
     stoker_dataset_close(l->ds);
     stoker__free(l);
 }
