@@ -85,12 +85,16 @@ extern "C" int consumer_launch(const void *data, unsigned long long nbytes, doub
     return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 
+// The work kernel's grid: WAVES waves of blocks that fill every SM, each block doing its
+// share of the rounds, as a GEMM's many tiles do; a block lasts a WAVES-th of the kernel.
+const int WAVES = 128;
+
 extern "C" int consumer_work_launch(const void *data, unsigned long long nbytes,
                                     unsigned long long iters, unsigned long long *sum,
                                     cudaStream_t stream)
 {
-    work<<<full_grid(), 256, 0, stream>>>(static_cast<const unsigned char *>(data), nbytes,
-                                          iters, sum);
+    work<<<full_grid() * WAVES, 256, 0, stream>>>(static_cast<const unsigned char *>(data),
+                                                  nbytes, (iters + WAVES - 1) / WAVES, sum);
     return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 

@@ -13,9 +13,10 @@ extern "C" {
 int consumer_launch(const void *data, unsigned long long nbytes, double busy_ms,
                     unsigned long long *sum, cudaStream_t stream);
 
-/* Queues on `stream`: `iters` rounds of dependent multiply-adds in every thread of a grid
- * that fills every SM (a fixed amount of work: its time grows when other kernels share the
- * SMs), then the same sum as consumer_launch (plus 0). 0 or -1. */
+/* Queues on `stream`: `iters` rounds of dependent multiply-adds per thread of a grid that
+ * fills every SM, cut into 128 waves of short blocks as a GEMM's tiles are (a fixed amount
+ * of work: its time grows when other kernels share the SMs, which can start between its
+ * blocks), then the same sum as consumer_launch (plus 0). 0 or -1. */
 int consumer_work_launch(const void *data, unsigned long long nbytes, unsigned long long iters,
                          unsigned long long *sum, cudaStream_t stream);
 

@@ -40,7 +40,8 @@ void stoker__cuda_restore_device(int device, int previous);
 /* Sets the calling thread's current device (the library's own threads). */
 int stoker__cuda_set_device(int device);
 
-/* A stream that never orders with the legacy default stream. */
+/* A stream that never orders with the legacy default stream, of the device's greatest
+ * priority (its kernels are scheduled before the consumer's queued ones). */
 int stoker__cuda_stream_create(stoker__stream *s);
 void stoker__cuda_stream_destroy(stoker__stream s);
 int stoker__cuda_stream_sync(stoker__stream s);

@@ -68,7 +68,16 @@ int stoker__cuda_set_device(int device)
 
 int stoker__cuda_stream_create(stoker__stream *s)
 {
-    return check(INJECT(cudaStreamCreateWithFlags((cudaStream_t *)s, cudaStreamNonBlocking)));
+    /* The greatest priority the device has: the few short kernels the loader queues (the
+     * GPU decode's, normalisation, moving samples into place) start as soon as blocks of
+     * the consumer's kernels finish, rather than behind the consumer's queued work. */
+    int least = 0, greatest = 0;
+    if (cudaDeviceGetStreamPriorityRange(&least, &greatest) != cudaSuccess) {
+        (void)cudaGetLastError();
+        greatest = 0;
+    }
+    return check(INJECT(
+        cudaStreamCreateWithPriority((cudaStream_t *)s, cudaStreamNonBlocking, greatest)));
 }
 
 void stoker__cuda_stream_destroy(stoker__stream s)

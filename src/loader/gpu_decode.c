@@ -49,20 +49,14 @@ typedef struct gslot {
     bool failed;
 } gslot;
 
-struct stoker__gdec {
-    int emulated; /* a test hook's mode: no device, no nvJPEG */
-    const stoker__plan *plan;
-    stoker__ring *ring;
+/* A batch's run in flight: its own nvJPEG decoder (state), stream and scratch, so that the
+ * host's part of the next batch (parsing its JPEGs, queueing them) overlaps the GPU's work
+ * on this one. The GPU worker alone uses the lanes. */
+typedef struct lane {
     stoker__nvjpeg *nj;
-    int device;
-    stoker__gpu_output out;
-    size_t sample_bytes; /* of a delivered sample */
-    gslot *slots;
-    uint32_t nslots;
     stoker__stream stream;
     stoker__event done; /* blocking: the GPU worker sleeps while the GPU works */
     bool has_stream, has_event;
-    /* the GPU worker's scratch, one batch */
     uint8_t *arena; /* device: the decoded regions */
     size_t arena_cap;
     stoker__gpu_image *hdesc, *ddesc;
@@ -72,6 +66,27 @@ struct stoker__gdec {
     uint8_t **dst, *taken;
     stoker__nvjpeg_roi *rois;
     uint32_t *which;
+    /* the run in flight */
+    stoker__slot *slot;
+    uint32_t n, m; /* records routed; samples queued */
+    bool failed;
+    uint64_t t0;
+} lane;
+
+#define LANES 2
+
+struct stoker__gdec {
+    int emulated; /* a test hook's mode: no device, no nvJPEG */
+    const stoker__plan *plan;
+    stoker__ring *ring;
+    int device;
+    stoker__gpu_output out;
+    size_t sample_bytes; /* of a delivered sample */
+    gslot *slots;
+    uint32_t nslots;
+    lane lanes[LANES];
+    uint32_t next_lane, in_flight; /* lanes are begun and ended in turn */
+    uint64_t last_end;             /* when the last run ended: busy time is counted once */
     /* the queue and the split, under mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -119,23 +134,27 @@ int stoker__gdec_create(stoker__gdec **out, const stoker__plan *plan, char *why,
                         stoker__err *err)
 {
     *out = NULL;
-    stoker__nvjpeg *nj = NULL;
+    stoker__nvjpeg *nj[LANES] = {NULL};
     const int emulated = stoker__gdec_emulated();
-    const int rc = emulated ? 0 : stoker__nvjpeg_open(&nj, plan->device, why, cap);
-    if (rc == STOKER_E_UNSUPPORTED)
-        return rc;
-    if (rc < 0)
-        return stoker__fail(err, rc, "loading nvJPEG on device %d: %s", plan->device,
-                            stoker_strerror(rc));
-    stoker__gdec *gd = stoker__calloc(1, sizeof *gd);
+    int rc = 0;
+    for (int i = 0; i < LANES && rc == 0 && !emulated; i++)
+        rc = stoker__nvjpeg_open(&nj[i], plan->device, why, cap);
+    stoker__gdec *gd = rc == 0 ? stoker__calloc(1, sizeof *gd) : NULL;
     if (!gd) {
-        stoker__nvjpeg_close(nj);
+        for (int i = 0; i < LANES; i++)
+            stoker__nvjpeg_close(nj[i]);
+        if (rc == STOKER_E_UNSUPPORTED)
+            return rc;
+        if (rc < 0)
+            return stoker__fail(err, rc, "loading nvJPEG on device %d: %s", plan->device,
+                                stoker_strerror(rc));
         return stoker__fail(err, -ENOMEM, "out of memory for the GPU decode stage");
     }
     *out = gd;
     gd->emulated = emulated;
     gd->plan = plan;
-    gd->nj = nj;
+    for (int i = 0; i < LANES; i++)
+        gd->lanes[i].nj = nj[i];
     gd->device = plan->device;
     STOKER_RETURN_IF(pthread_mutex_init(&gd->mu, NULL) != 0, err, -ENOMEM,
                      "cannot create the GPU decode stage's lock");
@@ -162,7 +181,7 @@ const char *stoker__gdec_describe(const stoker__gdec *gd)
 {
     if (gd->emulated)
         return "an emulated decoder (test hook)";
-    return stoker__nvjpeg_describe(gd->nj);
+    return stoker__nvjpeg_describe(gd->lanes[0].nj);
 }
 
 static int cuda_fail(stoker__err *err, int device, int e, const char *what)
@@ -210,38 +229,68 @@ static int slot_init(stoker__gdec *gd, gslot *g, uint64_t batch, stoker__err *er
     return e == 0 ? 0 : cuda_fail(err, gd->device, e, "cudaMalloc of the GPU decode's samples");
 }
 
+static int lane_init(stoker__gdec *gd, lane *ln, uint64_t batch, stoker__err *err)
+{
+    ln->data = stoker__calloc(batch, sizeof *ln->data);
+    ln->sizes = stoker__calloc(batch, sizeof *ln->sizes);
+    ln->pitch = stoker__calloc(batch, sizeof *ln->pitch);
+    ln->dst = stoker__calloc(batch, sizeof *ln->dst);
+    ln->taken = stoker__calloc(batch, 1);
+    ln->rois = stoker__calloc(batch, sizeof *ln->rois);
+    ln->which = stoker__calloc(batch, sizeof *ln->which);
+    ln->hdesc = host_alloc(gd, batch * sizeof *ln->hdesc, &ln->hdesc_pinned);
+    STOKER_RETURN_IF(!ln->data || !ln->sizes || !ln->pitch || !ln->dst || !ln->taken ||
+                         !ln->rois || !ln->which || !ln->hdesc,
+                     err, -ENOMEM, "out of memory for the GPU decode stage");
+    if (gd->emulated)
+        return 0;
+    int e = stoker__cuda_stream_create(&ln->stream);
+    if (e != 0)
+        return cuda_fail(err, gd->device, e, "cudaStreamCreateWithFlags");
+    ln->has_stream = true;
+    e = stoker__cuda_event_create(&ln->done, true);
+    if (e != 0)
+        return cuda_fail(err, gd->device, e, "cudaEventCreateWithFlags");
+    ln->has_event = true;
+    e = stoker__cuda_malloc((void **)&ln->ddesc, batch * sizeof *ln->ddesc);
+    return e == 0 ? 0 : cuda_fail(err, gd->device, e, "cudaMalloc of the GPU decode's descriptors");
+}
+
+static void lane_free(lane *ln)
+{
+    if (ln->has_stream)
+        stoker__cuda_stream_sync(ln->stream);
+    stoker__cuda_free(ln->arena);
+    stoker__cuda_free(ln->ddesc);
+    if (ln->hdesc)
+        host_free(ln->hdesc, ln->hdesc_pinned);
+    if (ln->has_event)
+        stoker__cuda_event_destroy(ln->done);
+    if (ln->has_stream)
+        stoker__cuda_stream_destroy(ln->stream);
+    stoker__nvjpeg_close(ln->nj);
+    stoker__free(ln->data);
+    stoker__free(ln->sizes);
+    stoker__free(ln->pitch);
+    stoker__free(ln->dst);
+    stoker__free(ln->taken);
+    stoker__free(ln->rois);
+    stoker__free(ln->which);
+}
+
 static int start_on_device(stoker__gdec *gd, stoker__err *err)
 {
     const uint64_t batch = gd->plan->batch;
-    int e = 0;
-    if (!gd->emulated) {
-        e = stoker__cuda_stream_create(&gd->stream);
-        if (e != 0)
-            return cuda_fail(err, gd->device, e, "cudaStreamCreateWithFlags");
-        gd->has_stream = true;
-        e = stoker__cuda_event_create(&gd->done, true);
-        if (e != 0)
-            return cuda_fail(err, gd->device, e, "cudaEventCreateWithFlags");
-        gd->has_event = true;
-    }
     gd->slots = stoker__calloc(gd->ring->depth, sizeof *gd->slots);
     gd->queue = stoker__calloc(gd->ring->depth, sizeof *gd->queue);
     gd->rqueue = stoker__calloc(gd->ring->depth, sizeof *gd->rqueue);
-    gd->data = stoker__calloc(batch, sizeof *gd->data);
-    gd->sizes = stoker__calloc(batch, sizeof *gd->sizes);
-    gd->pitch = stoker__calloc(batch, sizeof *gd->pitch);
-    gd->dst = stoker__calloc(batch, sizeof *gd->dst);
-    gd->taken = stoker__calloc(batch, 1);
-    gd->rois = stoker__calloc(batch, sizeof *gd->rois);
-    gd->which = stoker__calloc(batch, sizeof *gd->which);
-    gd->hdesc = host_alloc(gd, batch * sizeof *gd->hdesc, &gd->hdesc_pinned);
-    STOKER_RETURN_IF(!gd->slots || !gd->queue || !gd->rqueue || !gd->data || !gd->sizes || !gd->pitch ||
-                         !gd->dst || !gd->taken || !gd->rois || !gd->which || !gd->hdesc,
-                     err, -ENOMEM, "out of memory for the GPU decode stage");
-    if (!gd->emulated)
-        e = stoker__cuda_malloc((void **)&gd->ddesc, batch * sizeof *gd->ddesc);
-    if (e != 0)
-        return cuda_fail(err, gd->device, e, "cudaMalloc of the GPU decode's descriptors");
+    STOKER_RETURN_IF(!gd->slots || !gd->queue || !gd->rqueue, err, -ENOMEM,
+                     "out of memory for the GPU decode stage");
+    for (int i = 0; i < LANES; i++) {
+        const int rc = lane_init(gd, &gd->lanes[i], batch, err);
+        if (rc < 0)
+            return rc;
+    }
     for (uint32_t i = 0; i < gd->ring->depth; i++) {
         gd->nslots = i + 1;
         const int rc = slot_init(gd, &gd->slots[i], batch, err);
@@ -267,8 +316,8 @@ void stoker__gdec_destroy(stoker__gdec *gd)
     if (!gd)
         return;
     const int prev = gd->emulated ? -1 : stoker__cuda_use_device(gd->device);
-    if (gd->has_stream)
-        stoker__cuda_stream_sync(gd->stream);
+    for (int i = 0; i < LANES; i++)
+        lane_free(&gd->lanes[i]);
     for (uint32_t i = 0; i < gd->nslots; i++) {
         gslot *g = &gd->slots[i];
         host_free(g->z, g->zpinned);
@@ -278,27 +327,11 @@ void stoker__gdec_destroy(stoker__gdec *gd)
         stoker__cuda_free(g->dsamples);
         stoker__cuda_free(g->dpos);
     }
-    stoker__cuda_free(gd->arena);
-    stoker__cuda_free(gd->ddesc);
-    if (gd->hdesc)
-        host_free(gd->hdesc, gd->hdesc_pinned);
-    if (gd->has_event)
-        stoker__cuda_event_destroy(gd->done);
-    if (gd->has_stream)
-        stoker__cuda_stream_destroy(gd->stream);
-    stoker__nvjpeg_close(gd->nj);
     if (!gd->emulated)
         stoker__cuda_restore_device(gd->device, prev);
     stoker__free(gd->slots);
     stoker__free(gd->queue);
     stoker__free(gd->rqueue);
-    stoker__free(gd->data);
-    stoker__free(gd->sizes);
-    stoker__free(gd->pitch);
-    stoker__free(gd->dst);
-    stoker__free(gd->taken);
-    stoker__free(gd->rois);
-    stoker__free(gd->which);
     if (gd->has_locks) {
         pthread_mutex_destroy(&gd->mu);
         pthread_cond_destroy(&gd->cv);
@@ -429,7 +462,7 @@ stoker__slot *stoker__gdec_wait(stoker__gdec *gd, const atomic_bool *halt)
 {
     stoker__slot *s = NULL;
     pthread_mutex_lock(&gd->mu);
-    if (gd->qlen == 0 && gd->rlen == 0 && !atomic_load(halt)) {
+    if (gd->qlen == 0 && gd->rlen == 0 && gd->in_flight == 0 && !atomic_load(halt)) {
         struct timespec ts;
         stoker__deadline(&ts);
         pthread_cond_timedwait(&gd->cv, &gd->mu, &ts);
@@ -487,46 +520,32 @@ const uint32_t *stoker__gdec_outcome(const stoker__gdec *gd, const stoker__slot 
     return g->retry;
 }
 
-/* Room for `need` bytes of decoded regions (nothing of the arena is in use between runs). */
-static int arena_reserve(stoker__gdec *gd, size_t need)
+/* Room for `need` bytes of decoded regions (the lane's arena is not in use between runs). */
+static int arena_reserve(lane *ln, size_t need)
 {
-    if (need <= gd->arena_cap)
+    if (need <= ln->arena_cap)
         return 0;
-    stoker__cuda_free(gd->arena);
-    gd->arena = NULL;
-    gd->arena_cap = 0;
+    stoker__cuda_free(ln->arena);
+    ln->arena = NULL;
+    ln->arena_cap = 0;
     const size_t want = need + need / 4;
-    const int e = stoker__cuda_malloc((void **)&gd->arena, want);
+    const int e = stoker__cuda_malloc((void **)&ln->arena, want);
     if (e == 0)
-        gd->arena_cap = want;
+        ln->arena_cap = want;
     return e;
 }
 
-/* The test hook's decoder: takes nothing, or fails the batch. */
-static void emulated_run(stoker__gdec *gd, gslot *g)
-{
-    g->nretry = 0;
-    for (int32_t j = 0; j < g->count; j++)
-        if (g->rec[j].route == ROUTE_GPU) {
-            g->rec[j].route = ROUTE_CPU;
-            g->retry[g->nretry++] = (uint32_t)j;
-        }
-    g->ndone = 0;
-    g->failed = gd->emulated == STOKER__GDEC_FAIL;
-    atomic_fetch_add(&gd->retried, g->nretry);
-}
-
-/* Lays out the routed records' regions in the arena and decodes them in one batch; taken[k]
- * marks those the decoder took. Returns 0, or a failure logged (nothing usable). */
-static int decode_regions(stoker__gdec *gd, gslot *g, uint32_t n)
+/* Lays out the routed records' regions in the arena and queues their decode in one batch;
+ * taken[k] marks those the decoder took. Returns 0, or a failure logged (nothing usable). */
+static int decode_regions(stoker__gdec *gd, lane *ln, gslot *g)
 {
     size_t need = 0;
-    for (uint32_t k = 0; k < n; k++) {
-        const grec *r = &g->rec[gd->which[k]];
-        gd->pitch[k] = (size_t)r->roi.w * 3;
-        need += stoker__align_up(gd->pitch[k] * (size_t)r->roi.h, ARENA_ALIGN);
+    for (uint32_t k = 0; k < ln->n; k++) {
+        const grec *r = &g->rec[ln->which[k]];
+        ln->pitch[k] = (size_t)r->roi.w * 3;
+        need += stoker__align_up(ln->pitch[k] * (size_t)r->roi.h, ARENA_ALIGN);
     }
-    const int e = arena_reserve(gd, need);
+    const int e = arena_reserve(ln, need);
     if (e != 0) {
         stoker__logf(&gd->plan->log, STOKER_LOG_ERROR,
                      "GPU decode (device %d): cudaMalloc of %zu bytes for decoded regions: %s; "
@@ -535,77 +554,118 @@ static int decode_regions(stoker__gdec *gd, gslot *g, uint32_t n)
         return STOKER_E_CUDA;
     }
     size_t at = 0;
-    for (uint32_t k = 0; k < n; k++) {
-        const grec *r = &g->rec[gd->which[k]];
-        gd->data[k] = g->z + r->zoff;
-        gd->sizes[k] = r->zlen;
-        gd->rois[k] = r->roi;
-        gd->dst[k] = gd->arena + at;
-        at += stoker__align_up(gd->pitch[k] * (size_t)r->roi.h, ARENA_ALIGN);
+    for (uint32_t k = 0; k < ln->n; k++) {
+        const grec *r = &g->rec[ln->which[k]];
+        ln->data[k] = g->z + r->zoff;
+        ln->sizes[k] = r->zlen;
+        ln->rois[k] = r->roi;
+        ln->dst[k] = ln->arena + at;
+        at += stoker__align_up(ln->pitch[k] * (size_t)r->roi.h, ARENA_ALIGN);
     }
     stoker__err err = {0};
-    const int rc = stoker__nvjpeg_decode_batch(gd->nj, (int32_t)n, gd->data, gd->sizes, gd->rois,
-                                               gd->dst, gd->pitch, gd->stream, gd->taken, &err);
+    const int rc = stoker__nvjpeg_decode_batch(ln->nj, (int32_t)ln->n, ln->data, ln->sizes,
+                                               ln->rois, ln->dst, ln->pitch, ln->stream,
+                                               ln->taken, &err);
     if (rc < 0)
         stoker__logf(&gd->plan->log, STOKER_LOG_WARN,
                      "GPU decode (device %d) of %u images failed: %s; the CPU decodes them",
-                     gd->device, n, err.msg);
+                     gd->device, ln->n, err.msg);
     return rc;
 }
 
-/* Queues the transform of the m decoded samples into the slot's device samples. */
-static int transform(stoker__gdec *gd, gslot *g, uint32_t m)
+/* Queues the transform of the lane's m decoded samples into the slot's device samples. */
+static int transform(stoker__gdec *gd, lane *ln, gslot *g)
 {
-    const size_t db = (size_t)m * sizeof *gd->ddesc, pb = (size_t)m * sizeof *g->dpos;
-    int e = stoker__cuda_copy_to_device(gd->ddesc, gd->hdesc, db, gd->stream);
+    const size_t db = (size_t)ln->m * sizeof *ln->ddesc, pb = (size_t)ln->m * sizeof *g->dpos;
+    int e = stoker__cuda_copy_to_device(ln->ddesc, ln->hdesc, db, ln->stream);
     if (e == 0)
-        e = stoker__cuda_copy_to_device(g->dpos, g->hpos, pb, gd->stream);
+        e = stoker__cuda_copy_to_device(g->dpos, g->hpos, pb, ln->stream);
     if (e == 0)
-        e = stoker__gpu_images(gd->ddesc, (int32_t)m, &gd->out, gd->stream);
+        e = stoker__gpu_images(ln->ddesc, (int32_t)ln->m, &gd->out, ln->stream);
     return e;
 }
 
-uint32_t stoker__gdec_run(stoker__gdec *gd, stoker__slot *s)
+/* The host's part of a run: decode and transform queued, the lane's event recorded. */
+static void begin_on_device(stoker__gdec *gd, lane *ln, gslot *g)
 {
-    const uint64_t t0 = clock_ns();
-    gslot *g = slot_of(gd, s);
-    if (gd->emulated) {
-        emulated_run(gd, g);
-        g->gpu_ns = clock_ns() - t0;
-        return g->nretry;
-    }
-    uint32_t n = 0, m = 0;
-    for (int32_t j = 0; j < g->count; j++)
-        if (g->rec[j].route == ROUTE_GPU)
-            gd->which[n++] = (uint32_t)j;
-    const int prev = stoker__cuda_use_device(gd->device);
-    bool failed = decode_regions(gd, g, n) < 0;
-    for (uint32_t k = 0; k < n && !failed; k++) {
-        if (!gd->taken[k])
+    ln->failed = decode_regions(gd, ln, g) < 0;
+    for (uint32_t k = 0; k < ln->n && !ln->failed; k++) {
+        if (!ln->taken[k])
             continue;
-        const grec *r = &g->rec[gd->which[k]];
-        gd->hdesc[m] = stoker__gpu_image_of(&r->g, gd->dst[k], (int64_t)gd->pitch[k], r->roi.x,
-                                            r->roi.y, g->dsamples + (size_t)m * gd->sample_bytes);
-        g->hpos[m++] = (int32_t)gd->which[k];
+        const grec *r = &g->rec[ln->which[k]];
+        ln->hdesc[ln->m] =
+            stoker__gpu_image_of(&r->g, ln->dst[k], (int64_t)ln->pitch[k], r->roi.x, r->roi.y,
+                                 g->dsamples + (size_t)ln->m * gd->sample_bytes);
+        g->hpos[ln->m++] = (int32_t)ln->which[k];
     }
-    int e = failed || m == 0 ? 0 : transform(gd, g, m);
-    /* whatever was queued is waited for: the arena, descriptors and staging are reused */
-    const int e2 = stoker__cuda_event_record(gd->done, gd->stream);
-    const int e3 = e2 == 0 ? stoker__cuda_event_sync(gd->done) : stoker__cuda_stream_sync(gd->stream);
-    e = e != 0 ? e : e2 != 0 ? e2 : e3;
-    stoker__cuda_restore_device(gd->device, prev);
+    int e = ln->failed || ln->m == 0 ? 0 : transform(gd, ln, g);
+    /* whatever was queued is waited for in end: the arena, descriptors and staging are
+     * reused by the lane's next run */
+    const int e2 = stoker__cuda_event_record(ln->done, ln->stream);
+    if (e2 != 0)
+        stoker__cuda_stream_sync(ln->stream);
+    e = e != 0 ? e : e2;
     if (e != 0) {
         stoker__logf(&gd->plan->log, STOKER_LOG_ERROR,
                      "GPU decode (device %d): %s; the CPU decodes the batch's %u images",
-                     gd->device, stoker__cuda_error_string(e), n);
-        failed = true;
+                     gd->device, stoker__cuda_error_string(e), ln->n);
+        ln->failed = true;
     }
-    if (failed)
-        m = 0;
+}
+
+void stoker__gdec_begin(stoker__gdec *gd, stoker__slot *s)
+{
+    lane *ln = &gd->lanes[(gd->next_lane + gd->in_flight) % LANES];
+    gd->in_flight++;
+    gslot *g = slot_of(gd, s);
+    ln->slot = s;
+    ln->t0 = clock_ns();
+    ln->n = ln->m = 0;
+    ln->failed = false;
+    for (int32_t j = 0; j < g->count; j++)
+        if (g->rec[j].route == ROUTE_GPU)
+            ln->which[ln->n++] = (uint32_t)j;
+    if (gd->emulated) {
+        ln->failed = gd->emulated == STOKER__GDEC_FAIL;
+        return;
+    }
+    const int prev = stoker__cuda_use_device(gd->device);
+    begin_on_device(gd, ln, g);
+    stoker__cuda_restore_device(gd->device, prev);
+}
+
+bool stoker__gdec_full(const stoker__gdec *gd)
+{
+    return gd->in_flight == LANES;
+}
+
+uint32_t stoker__gdec_in_flight(const stoker__gdec *gd)
+{
+    return gd->in_flight;
+}
+
+stoker__slot *stoker__gdec_end(stoker__gdec *gd)
+{
+    lane *ln = &gd->lanes[gd->next_lane];
+    gd->next_lane = (gd->next_lane + 1) % LANES;
+    gd->in_flight--;
+    gslot *g = slot_of(gd, ln->slot);
+    if (!gd->emulated) {
+        const int prev = stoker__cuda_use_device(gd->device);
+        const int e = stoker__cuda_event_sync(ln->done);
+        stoker__cuda_restore_device(gd->device, prev);
+        if (e != 0 && !ln->failed) {
+            stoker__logf(&gd->plan->log, STOKER_LOG_ERROR,
+                         "GPU decode (device %d): %s; the CPU decodes the batch's %u images",
+                         gd->device, stoker__cuda_error_string(e), ln->n);
+            ln->failed = true;
+        }
+    }
+    const uint32_t m = ln->failed ? 0 : ln->m;
     /* what the GPU did not make goes back to the CPU */
     g->nretry = 0;
-    for (uint32_t k = 0, done = 0; k < n; k++) {
-        const uint32_t j = gd->which[k];
+    for (uint32_t k = 0, done = 0; k < ln->n; k++) {
+        const uint32_t j = ln->which[k];
         if (done < m && g->hpos[done] == (int32_t)j) {
             done++;
             continue;
@@ -614,12 +674,19 @@ uint32_t stoker__gdec_run(stoker__gdec *gd, stoker__slot *s)
         g->retry[g->nretry++] = j;
     }
     g->ndone = m;
-    g->failed = failed;
-    g->gpu_ns = clock_ns() - t0;
+    g->failed = ln->failed;
+    /* the GPU's time for this batch: from its start, or from the end of the run before it
+     * when the two overlapped, so that overlapping runs are not counted twice */
+    const uint64_t t1 = clock_ns();
+    const uint64_t from = ln->t0 > gd->last_end ? ln->t0 : gd->last_end;
+    g->gpu_ns = t1 - from;
+    gd->last_end = t1;
     atomic_fetch_add(&gd->busy_ns, g->gpu_ns);
     atomic_fetch_add(&gd->decoded, m);
     atomic_fetch_add(&gd->retried, g->nretry);
-    return g->nretry;
+    stoker__slot *s = ln->slot;
+    ln->slot = NULL;
+    return s;
 }
 
 const uint8_t *stoker__gdec_bytes(const stoker__gdec *gd, const stoker__slot *s, uint32_t j,

@@ -78,16 +78,23 @@ void stoker__gdec_batch_done(stoker__gdec *gd, stoker__slot *s, uint64_t gpu_ns,
 /* Queues slot s (all pieces done, pending) for the GPU worker. */
 void stoker__gdec_submit(stoker__gdec *gd, stoker__slot *s);
 /* The next queued slot; NULL when `halt` was set, when a retry is queued (the GPU worker
- * takes those when it has no GPU work: the workers may all be waiting for slots), or after
+ * takes those when it has no GPU work: the workers may all be waiting for slots), at once
+ * when nothing is queued while runs are in flight (the GPU worker ends them then), or after
  * a bounded wait. */
 stoker__slot *stoker__gdec_wait(stoker__gdec *gd, const atomic_bool *halt);
 /* Forgets every queued slot, the retries' too (a restart resets them). */
 void stoker__gdec_drop_queue(stoker__gdec *gd);
-/* Decodes slot s's routed records on the GPU into its device samples and waits for them.
- * The records left for the CPU, the run's time and whether the GPU failed as a whole (a
- * CUDA or nvJPEG failure: every routed record is left, the cause logged) are kept with the
- * slot (stoker__gdec_outcome). Returns how many records are left. */
-uint32_t stoker__gdec_run(stoker__gdec *gd, stoker__slot *s);
+/* A run decodes slot s's routed records on the GPU into its device samples. Runs are begun
+ * and ended in order, at most two in flight (each in its own lane: decoder state, stream,
+ * scratch), so that the host's part of one (parsing, queueing) overlaps the GPU's work on
+ * the other. begin needs a free lane (stoker__gdec_full false); end waits for the oldest
+ * run, keeps its outcome with its slot (the records left for the CPU, its time, whether
+ * the GPU failed as a whole: a CUDA or nvJPEG failure leaves every routed record, the
+ * cause logged) and returns its slot. */
+void stoker__gdec_begin(stoker__gdec *gd, stoker__slot *s);
+bool stoker__gdec_full(const stoker__gdec *gd);
+uint32_t stoker__gdec_in_flight(const stoker__gdec *gd);
+stoker__slot *stoker__gdec_end(stoker__gdec *gd);
 /* What slot s's run left: the records for the CPU (*n of them), its time, its failure. */
 const uint32_t *stoker__gdec_outcome(const stoker__gdec *gd, const stoker__slot *s, uint32_t *n,
                                      uint64_t *gpu_ns, bool *failed);

@@ -556,21 +556,20 @@ static void retry_batch(stoker__pool *p, stoker__worker *w, stoker__slot *s)
     finish(p, w, s, gpu_ns, failed);
 }
 
-/* The GPU worker's batch: the GPU decodes its share; what it left goes to the workers, so
- * that the GPU worker moves on to the next batch at once. */
-static void gpu_batch(stoker__pool *p, stoker__worker *w, stoker__slot *s)
+/* The GPU worker ends its oldest run: what the GPU left goes to the workers, so that the GPU
+ * worker moves on at once; a batch the GPU made whole is finished here. */
+static void end_run(stoker__pool *p, stoker__worker *w)
 {
-    const uint32_t left = stoker__gdec_run(p->gd, s);
+    stoker__slot *s = stoker__gdec_end(p->gd);
     stoker__gdec_close(p->gd, s);
-    if (left > 0) {
-        stoker__gdec_submit_retry(p->gd, s);
-        return;
-    }
     uint32_t n = 0;
     uint64_t gpu_ns = 0;
     bool failed = false;
     stoker__gdec_outcome(p->gd, s, &n, &gpu_ns, &failed);
-    finish(p, w, s, gpu_ns, failed);
+    if (n > 0)
+        stoker__gdec_submit_retry(p->gd, s);
+    else
+        finish(p, w, s, gpu_ns, failed);
 }
 
 /* ---- the workers ---- */
@@ -595,18 +594,25 @@ static void *gpu_main(void *arg)
 {
     stoker__worker *w = arg;
     stoker__pool *p = w->pool;
+    stoker__gdec *gd = p->gd;
     stoker__thread_name("stoker-gpu");
     while (!atomic_load_explicit(&p->stop, memory_order_acquire)) {
         if (atomic_load_explicit(&p->halt, memory_order_acquire) || p->smp->nbatches == 0) {
+            while (stoker__gdec_in_flight(gd) > 0) /* runs read slots: they end first */
+                end_run(p, w);
             park(p);
             continue;
         }
-        stoker__slot *s = stoker__gdec_wait(p->gd, &p->halt);
+        stoker__slot *s = stoker__gdec_full(gd) ? NULL : stoker__gdec_wait(gd, &p->halt);
         if (s)
-            gpu_batch(p, w, s);
-        else if ((s = stoker__gdec_take_retry(p->gd)))
+            stoker__gdec_begin(gd, s); /* while the run before it is on the GPU */
+        else if (stoker__gdec_in_flight(gd) > 0)
+            end_run(p, w);
+        else if ((s = stoker__gdec_take_retry(gd)))
             retry_batch(p, w, s);
     }
+    while (stoker__gdec_in_flight(gd) > 0)
+        end_run(p, w);
     return NULL;
 }
 
