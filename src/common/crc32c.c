@@ -1,12 +1,39 @@
-/* CRC32C: a portable slicing-by-8 reference and a run-time switch to SSE4.2. */
+/* CRC32C: a portable slicing-by-8 reference and a run-time switch to SSE4.2 or AVX-512. */
 #include "common/crc32c.h"
 #include "common/common.h"
 
 #include <pthread.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 static uint32_t table[8][256];
-static int have_hw;
+static int path;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+#if defined(__x86_64__)
+/* The CPU having AVX-512 is not enough: the OS must also save its state on a context
+ * switch, or the registers would be lost. XCR0 says what it saves: bits 1 and 2 (XMM, YMM)
+ * and 5, 6 and 7 (opmask, upper halves of ZMM0-15, ZMM16-31). Read here as well: the
+ * documentation of __builtin_cpu_supports does not promise that it looks. */
+static int os_saves_zmm(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE))
+        return 0;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    (void)hi;
+    return (lo & 0xE6u) == 0xE6u;
+}
+
+static int have_avx512(void)
+{
+    return stoker__crc32c_avx512_built && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("vpclmulqdq") &&
+           __builtin_cpu_supports("pclmul") && os_saves_zmm();
+}
+#endif
 
 static void init(void)
 {
@@ -21,7 +48,12 @@ static void init(void)
             table[t][i] = (table[t - 1][i] >> 8) ^ table[0][table[t - 1][i] & 0xFF];
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
-    have_hw = __builtin_cpu_supports("sse4.2");
+    if (__builtin_cpu_supports("sse4.2"))
+        path = STOKER__CRC32C_SSE42;
+#endif
+#if defined(__x86_64__)
+    if (path == STOKER__CRC32C_SSE42 && have_avx512())
+        path = STOKER__CRC32C_AVX512;
 #endif
 }
 
@@ -47,13 +79,16 @@ uint32_t stoker__crc32c_portable(uint32_t crc, const void *data, size_t size)
 int stoker__crc32c_hw(void)
 {
     pthread_once(&once, init);
-    return have_hw;
+    return path;
 }
 
 uint32_t stoker_crc32c(uint32_t crc, const void *data, size_t size)
 {
 #if defined(__x86_64__)
-    if (stoker__crc32c_hw())
+    const int hw = stoker__crc32c_hw();
+    if (hw == STOKER__CRC32C_AVX512 && size >= STOKER__CRC32C_AVX512_MIN)
+        return stoker__crc32c_avx512(crc, data, size);
+    if (hw)
         return stoker__crc32c_sse42(crc, data, size);
 #endif
     return stoker__crc32c_portable(crc, data, size);
