@@ -478,6 +478,20 @@ static void report_speed(stoker__nvjpeg *nj)
     const double s = stoker__now() - t0;
     printf("speed: %.2f ms per batch of 256 500x375 4:2:0 (%zu bytes each): %.0f images/s\n",
            s * 1000 / rounds, js[0].size, N * rounds / s);
+    /* batches whose size changes each time: the decoder is initialised again before each */
+    const double t1 = stoker__now();
+    int64_t images = 0;
+    for (int r = 0; r < rounds; r++) {
+        const int32_t n = N - 1 - (r % 2) * 7;
+        T_OK(stoker__nvjpeg_decode_batch(nj, n, data, sizes, NULL, dst, pitch, NULL, taken, &err));
+        images += n;
+    }
+    CUDA_OK(cudaDeviceSynchronize());
+    const double s2 = stoker__now() - t1;
+    char t[256];
+    stoker__nvjpeg_timing(nj, t, sizeof t);
+    printf("speed, batch sizes changing: %.2f ms per batch: %.0f images/s (%s)\n",
+           s2 * 1000 / rounds, (double)images / s2, t);
     for (int i = 0; i < N; i++)
         free(js[i].data);
     cudaFree(pool);

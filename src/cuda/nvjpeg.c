@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,6 +112,8 @@ struct stoker__nvjpeg {
     int32_t cap, params_made;
     int32_t initialized; /* the batch size nvjpegDecodeBatchedInitialize was given; 0: none */
     char describe[160];
+    /* where the host's time goes, for logs: checking images, initialising, queueing */
+    uint64_t check_ns, init_ns, queue_ns, inits, batches, decoded;
 };
 
 static const char *status_name(int s)
@@ -317,6 +320,16 @@ void stoker__nvjpeg_close(stoker__nvjpeg *nj)
     stoker__free(nj);
 }
 
+void stoker__nvjpeg_timing(const stoker__nvjpeg *nj, char *buf, size_t cap)
+{
+    snprintf(buf, cap,
+             "%llu batches of %llu images: checking %.3f s, initialising %.3f s (%llu times), "
+             "queueing %.3f s",
+             (unsigned long long)nj->batches, (unsigned long long)nj->decoded,
+             (double)nj->check_ns * 1e-9, (double)nj->init_ns * 1e-9,
+             (unsigned long long)nj->inits, (double)nj->queue_ns * 1e-9);
+}
+
 const char *stoker__nvjpeg_describe(const stoker__nvjpeg *nj)
 {
     return nj->describe;
@@ -425,20 +438,34 @@ static int gather(stoker__nvjpeg *nj, int32_t n, const uint8_t *const data[], co
     return m;
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 static int decode(stoker__nvjpeg *nj, int32_t m, stoker__stream stream, stoker__err *err)
 {
     const nj_api *a = &nj->api;
     int s;
     /* the documented rule: initialise again when the batch size changes or a batch failed */
+    const uint64_t t0 = now_ns();
     if (nj->initialized != m) {
         nj->initialized = 0;
         s = a->batched_initialize(nj->handle, nj->state, m, 1, OUTPUT_RGBI);
         if (s != STATUS_SUCCESS)
             return nj_fail(err, "nvjpegDecodeBatchedInitialize", s);
         nj->initialized = m;
+        nj->inits++;
     }
+    const uint64_t t1 = now_ns();
+    nj->init_ns += t1 - t0;
     s = a->batched_ex(nj->handle, nj->state, nj->data, nj->lengths, nj->images, nj->batch_params,
                       stream);
+    nj->queue_ns += now_ns() - t1;
+    nj->batches++;
+    nj->decoded += (uint64_t)m;
     if (s != STATUS_SUCCESS) {
         nj->initialized = 0;
         return stoker__fail(err, STOKER_E_CUDA, "nvjpegDecodeBatchedEx of %d JPEGs: %s (%d)",
@@ -458,8 +485,10 @@ int stoker__nvjpeg_decode_batch(stoker__nvjpeg *nj, int32_t n, const uint8_t *co
     memset(taken, 0, (size_t)n);
     const int prev = stoker__cuda_use_device(nj->device);
     int rc = grow(nj, n, err);
+    const uint64_t t0 = now_ns();
     if (rc == 0)
         rc = gather(nj, n, data, sizes, rois, dst, pitch, taken, err);
+    nj->check_ns += now_ns() - t0;
     if (rc < 0)
         memset(taken, 0, (size_t)n); /* nothing was queued */
     if (rc > 0)

@@ -42,6 +42,9 @@ int stoker__nvjpeg_open(stoker__nvjpeg **out, int device, char *why, size_t cap)
  * called. Work queued by decode_batch must be complete (synchronise its stream first). */
 void stoker__nvjpeg_close(stoker__nvjpeg *nj);
 
+/* Where the host's time went (checking images, initialising, queueing decodes), for logs. */
+void stoker__nvjpeg_timing(const stoker__nvjpeg *nj, char *buf, size_t cap);
+
 /* The library, its version and the decoder's engines, for logs. */
 const char *stoker__nvjpeg_describe(const stoker__nvjpeg *nj);
 

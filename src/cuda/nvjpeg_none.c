@@ -18,6 +18,13 @@ void stoker__nvjpeg_close(stoker__nvjpeg *nj)
     (void)nj;
 }
 
+void stoker__nvjpeg_timing(const stoker__nvjpeg *nj, char *buf, size_t cap)
+{
+    (void)nj;
+    if (cap)
+        buf[0] = '\0';
+}
+
 const char *stoker__nvjpeg_describe(const stoker__nvjpeg *nj)
 {
     (void)nj;

@@ -102,6 +102,7 @@ struct stoker__gdec {
     bool fallen;
     /* counters */
     atomic_uint_fast64_t decoded, retried, fallbacks, busy_ns;
+    uint64_t wait_ns; /* the GPU worker's, waiting for runs to end */
 };
 
 static atomic_int emulation;
@@ -311,10 +312,25 @@ int stoker__gdec_start(stoker__gdec *gd, stoker__ring *ring, stoker__err *err)
     return rc;
 }
 
+/* Where the GPU worker's time went, for the log. */
+static void log_timing(const stoker__gdec *gd)
+{
+    for (int i = 0; i < LANES && !gd->emulated; i++) {
+        char t[256];
+        stoker__nvjpeg_timing(gd->lanes[i].nj, t, sizeof t);
+        stoker__logf(&gd->plan->log, STOKER_LOG_INFO, "GPU decode lane %d: %s", i, t);
+    }
+    stoker__logf(&gd->plan->log, STOKER_LOG_INFO,
+                 "GPU decode: %llu images, busy %.3f s, waiting for the GPU %.3f s",
+                 (unsigned long long)atomic_load(&gd->decoded),
+                 (double)atomic_load(&gd->busy_ns) * 1e-9, (double)gd->wait_ns * 1e-9);
+}
+
 void stoker__gdec_destroy(stoker__gdec *gd)
 {
     if (!gd)
         return;
+    log_timing(gd);
     const int prev = gd->emulated ? -1 : stoker__cuda_use_device(gd->device);
     for (int i = 0; i < LANES; i++)
         lane_free(&gd->lanes[i]);
@@ -378,10 +394,14 @@ static bool eligible(const stoker__gdec *gd, const uint8_t *src, uint64_t n,
 }
 
 bool stoker__gdec_route(stoker__gdec *gd, stoker__slot *s, uint32_t j, uint64_t seed,
-                        int64_t epoch, const uint8_t *src, uint64_t n)
+                        int64_t epoch, const uint8_t *src, uint64_t n, bool checked)
 {
     gslot *g = slot_of(gd, s);
     if (g->closed || !(g->share > 0) || n > UINT32_MAX)
+        return false;
+    /* auto: only bytes a checksum vouches for (the hardware decoder reports no damage
+     * inside the compressed data, which libjpeg often does) */
+    if (!checked && gd->plan->decoder != STOKER_DECODER_GPU)
         return false;
     stoker__jpeg_info info;
     if (!eligible(gd, src, n, &info))
@@ -652,7 +672,9 @@ stoker__slot *stoker__gdec_end(stoker__gdec *gd)
     gslot *g = slot_of(gd, ln->slot);
     if (!gd->emulated) {
         const int prev = stoker__cuda_use_device(gd->device);
+        const uint64_t w0 = clock_ns();
         const int e = stoker__cuda_event_sync(ln->done);
+        gd->wait_ns += clock_ns() - w0;
         stoker__cuda_restore_device(gd->device, prev);
         if (e != 0 && !ln->failed) {
             stoker__logf(&gd->plan->log, STOKER_LOG_ERROR,

@@ -60,10 +60,11 @@ const char *stoker__gdec_describe(const stoker__gdec *gd);
 
 /* Batch seq is being prepared in slot s (slot mutex held, nobody else touches it). */
 void stoker__gdec_prepare(stoker__gdec *gd, stoker__slot *s);
-/* Record j of slot s, of `epoch`, whose n bytes at src passed their checks: true when it
- * is routed to the GPU (its bytes staged), false when the worker decodes it. */
+/* Record j of slot s, of `epoch`, whose n bytes at src passed their checks (`checked`: a
+ * CRC32C among them): true when it is routed to the GPU (its bytes staged), false when the
+ * worker decodes it. With STOKER_DECODER_AUTO only checked records are routed. */
 bool stoker__gdec_route(stoker__gdec *gd, stoker__slot *s, uint32_t j, uint64_t seed,
-                        int64_t epoch, const uint8_t *src, uint64_t n);
+                        int64_t epoch, const uint8_t *src, uint64_t n, bool checked);
 /* A worker decoded a record of slot s in ns nanoseconds (the split's CPU measure). */
 void stoker__gdec_cpu_time(stoker__gdec *gd, stoker__slot *s, uint64_t ns);
 /* Whether slot s (all pieces done) holds records routed to the GPU. */

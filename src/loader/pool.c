@@ -192,7 +192,8 @@ static void check_record(stoker__pool *p, stoker__worker *w, stoker__slot *s, ui
         return;
     }
     const bool routed = p->gd && w->proc &&
-                        stoker__gdec_route(p->gd, s, j, p->smp->seed, w->epoch, src, loc->length);
+                        stoker__gdec_route(p->gd, s, j, p->smp->seed, w->epoch, src, loc->length,
+                                           loc->has_crc);
     if (p->plan->staged && !routed && !process_into(p, w, s, j, src, loc->length, shard))
         return;
     count_add(&w->stats.records, 1);
