@@ -39,6 +39,8 @@ int stoker__cuda_use_device(int device);
 void stoker__cuda_restore_device(int device, int previous);
 /* Sets the calling thread's current device (the library's own threads). */
 int stoker__cuda_set_device(int device);
+/* The calling thread's current device; -1 when none can be read. */
+int stoker__cuda_current_device(void);
 
 /* A stream that never orders with the legacy default stream, of the device's greatest
  * priority (its kernels are scheduled before the consumer's queued ones). */

@@ -46,6 +46,11 @@ int stoker__cuda_set_device(int device)
     return NO_CUDA;
 }
 
+int stoker__cuda_current_device(void)
+{
+    return -1;
+}
+
 int stoker__cuda_stream_create(stoker__stream *s)
 {
     *s = NULL;

@@ -6,11 +6,12 @@
 #include "cuda/nvjpeg.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <time.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* nvjpegBackend_t: NVJPEG_BACKEND_HARDWARE ("nvJPEG Backend") */
 #define BACKEND_HARDWARE 3
@@ -112,6 +113,7 @@ struct stoker__nvjpeg {
     int32_t cap, params_made;
     int32_t initialized; /* the batch size nvjpegDecodeBatchedInitialize was given; 0: none */
     char describe[160];
+    bool pooled; /* counted among the memory pool's users */
     /* where the host's time goes, for logs: checking images, initialising, queueing */
     uint64_t check_ns, init_ns, queue_ns, inits, batches, decoded;
 };
@@ -194,6 +196,161 @@ static void describe(stoker__nvjpeg *nj, const char *name)
              nj->flags & FLAGS_UPSAMPLING_WITH_INTERPOLATION ? "interpolated" : "replicated");
 }
 
+/* ---- nvJPEG's memory ----------------------------------------------------------------------
+ * nvJPEG allocates and frees device and pinned buffers as batches change (their count, their
+ * images' sizes). cudaFree and cudaFreeHost wait for the whole device to be idle: beside a
+ * training job's kernels, each decode then waits for the kernel running at that moment, and
+ * the GPU's share of decoding collapses. nvJPEG gets allocators that keep freed blocks for
+ * reuse instead (by kind and device, a block serving a request of at least half its size),
+ * and free for real only what is idle beyond POOL_IDLE_MAX. The callbacks carry no context,
+ * so the pool is the process's. */
+#define POOL_IDLE_MAX (UINT64_C(1) << 30) /* idle bytes kept per kind */
+
+typedef struct nj_block {
+    void *p;
+    size_t size;
+    int device;
+    bool pinned, idle;
+} nj_block;
+
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static nj_block *pool;
+static size_t pool_n, pool_cap, pool_idle[2];
+static int pool_users; /* decoders open: the last to close frees the idle blocks */
+
+/* An idle block of that kind for `size` bytes, taken (mutex held); NULL when none fits. */
+static void *pool_take(size_t size, bool pinned, int device)
+{
+    nj_block *best = NULL;
+    for (size_t i = 0; i < pool_n; i++) {
+        nj_block *b = &pool[i];
+        if (b->idle && b->pinned == pinned && b->device == device && b->size >= size &&
+            b->size / 2 <= size && (!best || b->size < best->size))
+            best = b;
+    }
+    if (!best)
+        return NULL;
+    best->idle = false;
+    pool_idle[pinned] -= best->size;
+    return best->p;
+}
+
+static int pool_alloc(void **p, size_t size, bool pinned)
+{
+    const int device = stoker__cuda_current_device();
+    pthread_mutex_lock(&pool_mu);
+    *p = pool_take(size, pinned, device);
+    pthread_mutex_unlock(&pool_mu);
+    if (*p)
+        return 0;
+    char msg[64];
+    const size_t n = size ? size : 1;
+    if (pinned)
+        *p = device >= 0 ? stoker__cuda_host_alloc(device, n, msg, sizeof msg) : NULL;
+    else if (stoker__cuda_malloc(p, n) != 0)
+        *p = NULL;
+    if (!*p)
+        return 2; /* cudaErrorMemoryAllocation */
+    pthread_mutex_lock(&pool_mu);
+    if (pool_n == pool_cap) {
+        const size_t cap = pool_cap ? 2 * pool_cap : 64;
+        nj_block *q = stoker__realloc(pool, cap * sizeof *q);
+        if (q)
+            pool = q, pool_cap = cap;
+    }
+    const bool kept = pool_n < pool_cap;
+    if (kept)
+        pool[pool_n++] = (nj_block){*p, n, device, pinned, false};
+    pthread_mutex_unlock(&pool_mu);
+    if (!kept) { /* no room to remember it: nothing handed out that free could not find */
+        pinned ? stoker__cuda_host_free(*p) : stoker__cuda_free(*p);
+        *p = NULL;
+        return 2;
+    }
+    return 0;
+}
+
+static int pool_free(void *p, bool pinned)
+{
+    if (!p)
+        return 0;
+    bool release = false;
+    pthread_mutex_lock(&pool_mu);
+    for (size_t i = 0; i < pool_n; i++) {
+        nj_block *b = &pool[i];
+        if (b->p != p)
+            continue;
+        if (pool_idle[pinned] + b->size > POOL_IDLE_MAX) {
+            *b = pool[--pool_n]; /* forgotten, and freed below */
+            release = true;
+        } else {
+            b->idle = true;
+            pool_idle[pinned] += b->size;
+        }
+        break;
+    }
+    pthread_mutex_unlock(&pool_mu);
+    if (release)
+        pinned ? stoker__cuda_host_free(p) : stoker__cuda_free(p);
+    return 0;
+}
+
+/* A decoder opens (+1) or closes (-1); with none left, idle blocks are freed. */
+static void pool_use(int d)
+{
+    nj_block idle[64];
+    size_t n;
+    do {
+        n = 0;
+        pthread_mutex_lock(&pool_mu);
+        pool_users += d;
+        d = 0;
+        for (size_t i = 0; i < pool_n && n < 64 && pool_users == 0;) {
+            if (!pool[i].idle) {
+                i++;
+                continue;
+            }
+            idle[n++] = pool[i];
+            pool_idle[pool[i].pinned] -= pool[i].size;
+            pool[i] = pool[--pool_n];
+        }
+        pthread_mutex_unlock(&pool_mu);
+        for (size_t i = 0; i < n; i++)
+            idle[i].pinned ? stoker__cuda_host_free(idle[i].p) : stoker__cuda_free(idle[i].p);
+    } while (n == 64);
+}
+
+static int dev_malloc(void **p, size_t size)
+{
+    return pool_alloc(p, size, false);
+}
+
+static int dev_free(void *p)
+{
+    return pool_free(p, false);
+}
+
+static int pinned_malloc(void **p, size_t size, unsigned flags)
+{
+    (void)flags; /* portable pinned memory serves every flag nvJPEG asks for */
+    return pool_alloc(p, size, true);
+}
+
+static int pinned_free(void *p)
+{
+    return pool_free(p, true);
+}
+
+/* nvjpegDevAllocator_t and nvjpegPinnedAllocator_t */
+static struct {
+    int (*malloc)(void **, size_t);
+    int (*free)(void *);
+} dev_allocator = {dev_malloc, dev_free};
+static struct {
+    int (*malloc)(void **, size_t, unsigned);
+    int (*free)(void *);
+} pinned_allocator = {pinned_malloc, pinned_free};
+
 /* The decoder's handle, state, parsed stream and checking parameters on the current device. */
 static int create_handles(stoker__nvjpeg *nj, char *why, size_t cap)
 {
@@ -202,7 +359,12 @@ static int create_handles(stoker__nvjpeg *nj, char *why, size_t cap)
     int s = -1;
     for (size_t i = 0; i < sizeof FLAG_SETS / sizeof FLAG_SETS[0] && s != STATUS_SUCCESS; i++) {
         nj->flags = FLAG_SETS[i];
-        s = a->create_ex(BACKEND_HARDWARE, NULL, NULL, nj->flags, &nj->handle);
+        s = a->create_ex(BACKEND_HARDWARE, &dev_allocator, &pinned_allocator, nj->flags,
+                         &nj->handle);
+    }
+    if (s == STATUS_SUCCESS) {
+        pool_use(1);
+        nj->pooled = true;
     }
     if (s != STATUS_SUCCESS) {
         nj->handle = NULL;
@@ -308,6 +470,8 @@ void stoker__nvjpeg_close(stoker__nvjpeg *nj)
         a->destroy(nj->handle);
         stoker__cuda_restore_device(nj->device, prev);
     }
+    if (nj->pooled)
+        pool_use(-1);
     /* once used, the library stays loaded: nvJPEG and the CUDA runtime keep process-wide
      * state (registered kernels, the runtime's context) that an unload would leave dangling */
     if (nj->lib && !nj->called)

@@ -66,6 +66,12 @@ int stoker__cuda_set_device(int device)
     return check(cudaSetDevice(device));
 }
 
+int stoker__cuda_current_device(void)
+{
+    int d = -1;
+    return check(cudaGetDevice(&d)) == 0 ? d : -1;
+}
+
 int stoker__cuda_stream_create(stoker__stream *s)
 {
     /* The greatest priority the device has: the few short kernels the loader queues (the
