@@ -6,11 +6,8 @@
  * without a GPU with a hardware JPEG decoder, unless STOKER_TEST_REQUIRE_NVJPEG=1. */
 #include "jpegutil.h"
 
-#include "format/dataset.h"
+#include "test_loader_util.h"
 #include "transform/transform.h"
-
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <math.h>
 
@@ -33,24 +30,6 @@ static const t_jpeg_kind KINDS[] = {
 /* How record `bad` is damaged: cut to half its bytes; cut and closed with an EOI marker (its
  * header and end look whole); or flipped bytes in the shard after packing (its CRC32C). */
 enum { CUT, CUT_CLOSED, FLIPPED };
-
-static void flip_in_shard(const char *path, int64_t id)
-{
-    stoker_dataset *ds = NULL;
-    T_OK(stoker_dataset_open(&ds, path, NULL));
-    stoker__recloc loc;
-    T_OK(stoker__dataset_locate(ds, id, &loc));
-    const int fd = open(stoker__dataset_shard_path(ds, loc.shard), O_RDWR);
-    T_ASSERT(fd >= 0);
-    uint8_t b[4];
-    const off_t at = (off_t)(loc.offset + loc.length / 2);
-    T_ASSERT(pread(fd, b, 4, at) == 4);
-    for (int i = 0; i < 4; i++)
-        b[i] ^= 0x5A;
-    T_ASSERT(pwrite(fd, b, 4, at) == 4);
-    close(fd);
-    stoker_dataset_close(ds);
-}
 
 static void make_set(const char *path, int64_t bad, int how)
 {
@@ -75,8 +54,10 @@ static void make_set(const char *path, int64_t bad, int how)
     T_OK(stoker_writer_finish(w));
     stoker_writer_destroy(w);
     stoker_config_destroy(cfg);
-    if (how == FLIPPED)
-        flip_in_shard(path, bad);
+    if (how == FLIPPED) {
+        char shard[4096];
+        tl_flip_byte(path, bad, shard, sizeof shard);
+    }
 }
 
 /* The library's log lines about the GPU decode (where its time went). */
