@@ -1,12 +1,17 @@
-/* The GPU decode stage's host side, where there is no GPU: the routing of records, the GPU
- * worker, the CPU retry of what the GPU decoder refuses or fails, the split's fallback,
- * on_corrupt and restarts, with the stage's test hook standing in for nvJPEG (a decoder that
- * refuses every image, or fails every batch). Every batch must equal, byte for byte, the
- * batch of a loader that decodes on the CPU alone; the counts must say what went where. The
- * real decoder's pixels are checked on the GPU machine (test_gpu_decode_loader). */
+/* The GPU decode stage's host side, where there is no GPU: the routing of records (and of
+ * records no checksum vouches for, HDF5's), the GPU worker, the CPU retry of what the GPU
+ * decoder refuses or fails, the split's fallback, on_corrupt and restarts, with the stage's
+ * test hook standing in for nvJPEG (a decoder that refuses every image, or fails every
+ * batch). Every batch must equal, byte for byte, the batch of a loader that decodes on the
+ * CPU alone; the counts must say what went where. The real decoder's pixels are checked on
+ * the GPU machine (test_gpu_decode_loader). */
 #include "jpegutil.h"
 
 #include "loader/gpu_decode.h"
+
+#ifdef STOKER_HAVE_HDF5
+#include <hdf5.h>
+#endif
 
 #define N_RECORDS 40
 #define CROP 24
@@ -19,6 +24,13 @@ static const t_jpeg_kind KINDS[] = {
 #define N_ELIGIBLE_KINDS 3 /* the first three: the hardware decoder's kinds */
 
 enum { SET_MIXED, SET_ELIGIBLE, SET_INELIGIBLE };
+
+/* Record id as kind k; *n receives its length. free() the result. */
+static uint8_t *record_jpeg(int64_t id, size_t k, size_t *n)
+{
+    return t_make_jpeg(&KINDS[k], 40 + (int)(id % 7) * 9, 30 + (int)(id % 5) * 11, 85,
+                       (uint64_t)id + 1, n);
+}
 
 /* Record `bad` (or -1) holds its first half and an EOI: its header and end look whole,
  * so it is routed, and the CPU decoder finds the data cut short. */
@@ -38,8 +50,7 @@ static void make_set(const char *path, int which, int64_t bad)
         else if (which == SET_INELIGIBLE)
             k = N_ELIGIBLE_KINDS + (size_t)id % 2;
         size_t n = 0;
-        uint8_t *j = t_make_jpeg(&KINDS[k], 40 + (int)(id % 7) * 9, 30 + (int)(id % 5) * 11, 85,
-                                 (uint64_t)id + 1, &n);
+        uint8_t *j = record_jpeg(id, k, &n);
         if (id == bad) {
             n /= 2;
             j[n - 2] = 0xFF, j[n - 1] = 0xD9;
@@ -242,6 +253,106 @@ static void check_restart(const char *mixed)
     stoker__gdec_emulate(STOKER__GDEC_REAL);
 }
 
+#ifdef STOKER_HAVE_HDF5
+/* A 1-D dataset `name` of n elements, file type ft, written from buf of memory type mt. */
+static void h5_write(hid_t f, const char *name, hid_t ft, hid_t mt, hsize_t n, const void *buf)
+{
+    const hid_t sp = H5Screate_simple(1, &n, NULL);
+    T_ASSERT(sp >= 0);
+    const hid_t d = H5Dcreate2(f, name, ft, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    T_ASSERT(d >= 0);
+    T_ASSERT(H5Dwrite(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0);
+    H5Dclose(d);
+    H5Sclose(sp);
+}
+
+/* The eligible kinds' records and their labels in an HDF5 file, laid out as h5py writes
+ * them: `images` of variable-length uint8 (libhdf5 reads each record), or a contiguous uint8
+ * blob with `images_offsets` (the loader's reader reads them). */
+static void make_h5(const char *path, bool blob)
+{
+    hvl_t recs[N_RECORDS];
+    int64_t labels[N_RECORDS], offsets[N_RECORDS + 1];
+    offsets[0] = 0;
+    for (int64_t id = 0; id < N_RECORDS; id++) {
+        size_t n = 0;
+        recs[id].p = record_jpeg(id, (size_t)id % N_ELIGIBLE_KINDS, &n);
+        recs[id].len = n;
+        labels[id] = id % 3;
+        offsets[id + 1] = offsets[id] + (int64_t)n;
+    }
+    const hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    T_ASSERT(f >= 0);
+    if (blob) {
+        uint8_t *all = malloc((size_t)offsets[N_RECORDS]);
+        T_ASSERT(all != NULL);
+        for (int i = 0; i < N_RECORDS; i++)
+            memcpy(all + offsets[i], recs[i].p, recs[i].len);
+        h5_write(f, "images", H5T_STD_U8LE, H5T_NATIVE_UINT8, (hsize_t)offsets[N_RECORDS], all);
+        h5_write(f, "images_offsets", H5T_STD_I64LE, H5T_NATIVE_INT64, N_RECORDS + 1, offsets);
+        free(all);
+    } else {
+        const hid_t ft = H5Tvlen_create(H5T_STD_U8LE), mt = H5Tvlen_create(H5T_NATIVE_UINT8);
+        T_ASSERT(ft >= 0 && mt >= 0);
+        h5_write(f, "images", ft, mt, N_RECORDS, recs);
+        H5Tclose(ft);
+        H5Tclose(mt);
+    }
+    h5_write(f, "labels", H5T_STD_I64LE, H5T_NATIVE_INT64, N_RECORDS, labels);
+    T_ASSERT(H5Fclose(f) >= 0);
+    for (int i = 0; i < N_RECORDS; i++)
+        free(recs[i].p);
+}
+
+/* HDF5 keeps no per-record checksum, and the hardware decoder reports no damage inside the
+ * compressed data: auto leaves such records to the CPU, decoder gpu routes them (the user
+ * asked for it). Both deliver the CPU's batches. by_hdf5: libhdf5 reads the records (the
+ * variable-length layout) rather than the loader's reader. */
+static void check_unchecked_records(const char *h5, bool by_hdf5)
+{
+    static const int32_t decoders[] = {STOKER_DECODER_AUTO, STOKER_DECODER_GPU};
+    stoker__gdec_emulate(STOKER__GDEC_REFUSE);
+    for (size_t i = 0; i < sizeof decoders / sizeof decoders[0]; i++) {
+        stoker_loader *cpu = open_loader(h5, STOKER_DECODER_CPU, STOKER_ON_CORRUPT_ERROR);
+        stoker_loader *l = open_loader(h5, decoders[i], STOKER_ON_CORRUPT_ERROR);
+        T_EQ_INT(compare_epochs(cpu, l, 2), 0);
+        const stoker_stats st = settled_stats(l);
+        printf("unchecked (%s, decoder %s): records %lld, cpu %lld, retried %lld\n",
+               by_hdf5 ? "vlen" : "blob", decoders[i] == STOKER_DECODER_GPU ? "gpu" : "auto",
+               (long long)st.records, (long long)st.cpu_decoded, (long long)st.gpu_retried);
+        T_EQ_INT(st.backend == STOKER_BACKEND_HDF5, by_hdf5);
+        T_EQ_INT(st.decoder, decoders[i]);
+        T_EQ_STR(st.decoder_note, ""); /* the stage is there: what it routes is the question */
+        T_EQ_INT(st.records, 2 * N_RECORDS);
+        T_ASSERT(st.cpu_decoded >= st.records);
+        if (decoders[i] == STOKER_DECODER_AUTO)
+            T_EQ_INT(st.gpu_retried, 0);
+        else /* every record delivered went to the GPU first */
+            T_ASSERT(st.gpu_retried >= st.records && st.gpu_retried <= st.records_read);
+        stoker_loader_destroy(cpu);
+        stoker_loader_destroy(l);
+    }
+    stoker__gdec_emulate(STOKER__GDEC_REAL);
+}
+
+/* Both layouts of encoded images, each with its own read path. */
+static void check_hdf5(const char *dir)
+{
+    for (int blob = 0; blob < 2; blob++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s.h5", dir, blob ? "blob" : "vlen");
+        make_h5(path, blob);
+        check_unchecked_records(path, !blob);
+    }
+}
+#else
+static void check_hdf5(const char *dir)
+{
+    (void)dir;
+    printf("unchecked records: skipped (built without HDF5)\n");
+}
+#endif
+
 /* Without the hook and without a GPU: the CPU decodes and the note says why. */
 static void check_no_gpu(const char *mixed)
 {
@@ -272,6 +383,7 @@ int main(void)
     check_fallback(mixed);
     check_corrupt(bad);
     check_restart(mixed);
+    check_hdf5(dir);
     t_rmrf(dir);
     free(dir);
     printf("ok\n");
