@@ -121,7 +121,8 @@ if [ ! -x "$bench_bin" ] || [ ! -x "$pack_bin" ]; then
 fi
 stoker_version=$("$pack_bin" --version 2>/dev/null | head -n 1) || stoker_version=unknown
 help=$("$bench_bin" --help 2>&1) || true
-has() { case "$help" in *"$1"*) return 0 ;; *) return 1 ;; esac; }
+# an option of stoker-bench's usage, "[--name ...]" or "[--name]": not a longer one it begins
+has() { case "$help" in *"[$1 "* | *"[$1]"*) return 0 ;; *) return 1 ;; esac; }
 
 # ---- data ----
 echo "data"
