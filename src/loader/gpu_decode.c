@@ -633,6 +633,9 @@ static void begin_on_device(stoker__gdec *gd, lane *ln, gslot *g)
     }
 }
 
+/* A lane is begun only after its previous run was waited for (end): nvJPEG's hardware
+ * decoder has been seen to write its outputs when the call is made, not in the order of the
+ * stream's queued work, so the arena must not be in use by anything queued. */
 void stoker__gdec_begin(stoker__gdec *gd, stoker__slot *s)
 {
     lane *ln = &gd->lanes[(gd->next_lane + gd->in_flight) % LANES];
