@@ -12,10 +12,12 @@
  *   submit (last piece)         a batch holding such records is queued for the GPU worker,
  *                               one of the pool's threads, instead of being published
  *   run (GPU worker)            one batched region decode and one transform launch into the
- *                               slot's device samples, waited for; the records the decoder
- *                               refused or failed come back as a list for the CPU
- *   (GPU worker)                decodes that list on the CPU (a record corrupt there too
- *                               goes to on_corrupt as always), repairs, publishes
+ *                               slot's device samples, waited for (two runs in flight); the
+ *                               records the decoder refused or failed come back as a list
+ *   retry (a worker)            decodes that list on the CPU from the staged bytes (a record
+ *                               corrupt there too goes to on_corrupt as always), repairs,
+ *                               publishes; a batch with no such record is published by the
+ *                               GPU worker
  *   gather (H2D stage)          after copying the host batch, moves the GPU's samples to
  *                               their places in the device batch
  *

@@ -65,8 +65,8 @@ typedef struct stoker__pool {
 
 /* Workers with their readers, staging and image scratch; threads start in start. With the
  * GPU decode stage gd (may be NULL), the workers route records to it and one more worker,
- * the GPU worker, runs its batches (gpu_decode.h): it decodes on the CPU what the GPU did
- * not, repairs and publishes them. */
+ * the GPU worker, runs its batches (gpu_decode.h); the workers decode on the CPU what the
+ * GPU did not, before their next ticket. */
 int stoker__pool_create(stoker__pool *p, const stoker__plan *plan, stoker_dataset *ds,
                         stoker__ring *ring, const stoker__sampler *smp, stoker__gdec *gd,
                         stoker__err *err);
