@@ -49,10 +49,12 @@ if [ "${STOKER_QUICK:-0}" != 1 ]; then
     cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTOKER_SANITIZE=thread \
         -DSTOKER_WITH_CUDA=OFF > build-tsan/configure.log 2>&1 ||
         { cat build-tsan/configure.log; exit 1; }
-    cmake --build build-tsan --target test_stress test_loader test_loader_faults -j "$jobs" \
-        > build-tsan/make.log 2>&1 || { tail -n 50 build-tsan/make.log; exit 1; }
+    cmake --build build-tsan --target test_stress test_loader test_loader_faults \
+        test_decoder_route -j "$jobs" > build-tsan/make.log 2>&1 ||
+        { tail -n 50 build-tsan/make.log; exit 1; }
     (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-        ctest --output-on-failure -j "$jobs" -R '^(test_stress|test_loader|test_loader_faults)$')
+        ctest --output-on-failure -j "$jobs" \
+        -R '^(test_stress|test_loader|test_loader_faults|test_decoder_route)$')
 fi
 
 step "install and build consumers (find_package and pkg-config, C and C++)"
