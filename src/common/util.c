@@ -174,6 +174,13 @@ void stoker__logf(const stoker__log *log, int32_t level, const char *fmt, ...)
     log->fn(log->user, level, buf);
 }
 
+uint64_t stoker__now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 double stoker__now(void)
 {
     struct timespec t;

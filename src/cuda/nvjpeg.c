@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* nvjpegBackend_t: NVJPEG_BACKEND_HARDWARE ("nvJPEG Backend") */
 #define BACKEND_HARDWARE 3
@@ -602,19 +601,12 @@ static int gather(stoker__nvjpeg *nj, int32_t n, const uint8_t *const data[], co
     return m;
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
 static int decode(stoker__nvjpeg *nj, int32_t m, stoker__stream stream, stoker__err *err)
 {
     const nj_api *a = &nj->api;
     int s;
     /* the documented rule: initialise again when the batch size changes or a batch failed */
-    const uint64_t t0 = now_ns();
+    const uint64_t t0 = stoker__now_ns();
     if (nj->initialized != m) {
         nj->initialized = 0;
         s = a->batched_initialize(nj->handle, nj->state, m, 1, OUTPUT_RGBI);
@@ -623,11 +615,11 @@ static int decode(stoker__nvjpeg *nj, int32_t m, stoker__stream stream, stoker__
         nj->initialized = m;
         nj->inits++;
     }
-    const uint64_t t1 = now_ns();
+    const uint64_t t1 = stoker__now_ns();
     nj->init_ns += t1 - t0;
     s = a->batched_ex(nj->handle, nj->state, nj->data, nj->lengths, nj->images, nj->batch_params,
                       stream);
-    nj->queue_ns += now_ns() - t1;
+    nj->queue_ns += stoker__now_ns() - t1;
     nj->batches++;
     nj->decoded += (uint64_t)m;
     if (s != STATUS_SUCCESS) {
@@ -649,10 +641,10 @@ int stoker__nvjpeg_decode_batch(stoker__nvjpeg *nj, int32_t n, const uint8_t *co
     memset(taken, 0, (size_t)n);
     const int prev = stoker__cuda_use_device(nj->device);
     int rc = grow(nj, n, err);
-    const uint64_t t0 = now_ns();
+    const uint64_t t0 = stoker__now_ns();
     if (rc == 0)
         rc = gather(nj, n, data, sizes, rois, dst, pitch, taken, err);
-    nj->check_ns += now_ns() - t0;
+    nj->check_ns += stoker__now_ns() - t0;
     if (rc < 0)
         memset(taken, 0, (size_t)n); /* nothing was queued */
     if (rc > 0)

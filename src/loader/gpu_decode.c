@@ -117,13 +117,6 @@ int stoker__gdec_emulated(void)
     return atomic_load(&emulation);
 }
 
-static uint64_t clock_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
 static gslot *slot_of(const stoker__gdec *gd, const stoker__slot *s)
 {
     return &gd->slots[s - gd->ring->slots];
@@ -642,7 +635,7 @@ void stoker__gdec_begin(stoker__gdec *gd, stoker__slot *s)
     gd->in_flight++;
     gslot *g = slot_of(gd, s);
     ln->slot = s;
-    ln->t0 = clock_ns();
+    ln->t0 = stoker__now_ns();
     ln->n = ln->m = 0;
     ln->failed = false;
     for (int32_t j = 0; j < g->count; j++)
@@ -675,9 +668,9 @@ stoker__slot *stoker__gdec_end(stoker__gdec *gd)
     gslot *g = slot_of(gd, ln->slot);
     if (!gd->emulated) {
         const int prev = stoker__cuda_use_device(gd->device);
-        const uint64_t w0 = clock_ns();
+        const uint64_t w0 = stoker__now_ns();
         const int e = stoker__cuda_event_sync(ln->done);
-        gd->wait_ns += clock_ns() - w0;
+        gd->wait_ns += stoker__now_ns() - w0;
         stoker__cuda_restore_device(gd->device, prev);
         if (e != 0 && !ln->failed) {
             stoker__logf(&gd->plan->log, STOKER_LOG_ERROR,
@@ -702,7 +695,7 @@ stoker__slot *stoker__gdec_end(stoker__gdec *gd)
     g->failed = ln->failed;
     /* the GPU's time for this batch: from its start, or from the end of the run before it
      * when the two overlapped, so that overlapping runs are not counted twice */
-    const uint64_t t1 = clock_ns();
+    const uint64_t t1 = stoker__now_ns();
     const uint64_t from = ln->t0 > gd->last_end ? ln->t0 : gd->last_end;
     g->gpu_ns = t1 - from;
     gd->last_end = t1;

@@ -42,20 +42,13 @@ struct stoker__worker {
 };
 
 /* Adds to a per-worker counter. Single writer (the worker), so a relaxed load and store
- * suffice and no locked instruction is spent; stats read it with relaxed loads. */
+ * suffice and no locked instruction is spent; stats read it with relaxed loads. The stage
+ * clock (stoker__now_ns) is read per round, per completed read and per processed record,
+ * never per raw record. */
 static inline void count_add(atomic_uint_fast64_t *c, uint64_t n)
 {
     atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
                           memory_order_relaxed);
-}
-
-/* Stage clock (vDSO, ~20 ns): read per round, per completed read and per processed record,
- * never per raw record. */
-static inline uint64_t clock_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
 void stoker__pool_position(const stoker__pool *p, uint64_t seq, uint64_t *epoch, uint64_t *pos)
@@ -157,10 +150,10 @@ static bool process_into(stoker__pool *p, stoker__worker *w, stoker__slot *s, ui
         return true;
     }
     w->err.msg[0] = '\0';
-    const uint64_t t0 = clock_ns();
+    const uint64_t t0 = stoker__now_ns();
     const int rc =
         stoker__process_record(w->proc, p->smp->seed, w->epoch, id, src, n, dst, cap, &w->err);
-    const uint64_t ns = clock_ns() - t0;
+    const uint64_t ns = stoker__now_ns() - t0;
     count_add(&w->stats.process_ns, ns);
     if (p->gd)
         stoker__gdec_cpu_time(p->gd, s, ns);
@@ -236,7 +229,7 @@ static void check_read(stoker__pool *p, stoker__worker *w, stoker__slot *s,
     const uint8_t *src = w->reqs[d->tag].dst;
     uint64_t at = 0;
     /* CRC time: the whole check less the process step's share */
-    const uint64_t t0 = clock_ns();
+    const uint64_t t0 = stoker__now_ns();
     const uint64_t p0 = atomic_load_explicit(&w->stats.process_ns, memory_order_relaxed);
     for (uint32_t j = first; j < last; j++) {
         const stoker__recloc *loc = &s->locs[j];
@@ -255,7 +248,7 @@ static void check_read(stoker__pool *p, stoker__worker *w, stoker__slot *s,
         at += loc->length;
     }
     const uint64_t p1 = atomic_load_explicit(&w->stats.process_ns, memory_order_relaxed);
-    count_add(&w->stats.crc_ns, clock_ns() - t0 - (p1 - p0));
+    count_add(&w->stats.crc_ns, stoker__now_ns() - t0 - (p1 - p0));
 }
 
 /* A record that is not one extent on disk (chunked or compressed HDF5): the source reads
@@ -372,7 +365,7 @@ static int run_round(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint32
         }
     }
     stoker__reader *r = w->reader;
-    uint64_t t0 = clock_ns();
+    uint64_t t0 = stoker__now_ns();
     int rc = r->ops->submit(r, w->reqs, nreq);
     if (rc < 0) {
         stoker__fail(&w->err, rc, "%s: cannot submit reads: %s", stoker__dataset_path(p->ds),
@@ -385,7 +378,7 @@ static int run_round(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint32
     while (r->inflight > 0) {
         uint32_t got = 0;
         rc = r->ops->reap(r, w->done, r->depth, &got);
-        const uint64_t t1 = clock_ns();
+        const uint64_t t1 = stoker__now_ns();
         count_add(&w->stats.read_ns, t1 - t0); /* submit + reap: time in the reader */
         if (rc < 0) {
             /* The ring itself failed; its reads may still land in the slot, so this worker
@@ -397,7 +390,7 @@ static int run_round(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint32
         }
         for (uint32_t i = 0; i < got; i++)
             check_read(p, w, s, &w->done[i]);
-        t0 = clock_ns();
+        t0 = stoker__now_ns();
     }
     return 0;
 }

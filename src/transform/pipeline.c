@@ -15,7 +15,6 @@
 
 #include <math.h>
 #include <string.h>
-#include <time.h>
 #include <xmmintrin.h>
 
 #define MAX_SIZE 16384 /* largest output side accepted */
@@ -61,13 +60,6 @@ struct stoker__xform_scratch {
     uint8_t *hbuf, *vrow, *urow, *stage, *quad; /* stage: 4 source rows; quad: interleaved */
     size_t hbuf_cap, vrow_cap, urow_cap, stage_cap, quad_cap;
 };
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- parameters ---------------------------------------------------------------------------- */
 
@@ -398,9 +390,9 @@ static void out_row(stoker__xform_scratch *s, int32_t j)
                        s->vcoef + (size_t)j * s->vk, s->vrow, n);
     }
     if (j % SAMPLE_EVERY == 0) {
-        const uint64_t t0 = now_ns();
+        const uint64_t t0 = stoker__now_ns();
         emit_row(p, s->vrow, s->urow, j, s->dst);
-        s->norm_sampled_ns += now_ns() - t0;
+        s->norm_sampled_ns += stoker__now_ns() - t0;
         s->norm_sampled_rows++;
     } else {
         emit_row(p, s->vrow, s->urow, j, s->dst);
@@ -426,12 +418,12 @@ static int row_staged(stoker__xform_scratch *s, int32_t y, int32_t x, int32_t n)
         return 0;
     /* one flush in SAMPLE_EVERY is timed, and the time of all estimated from those */
     const int timed = s->flushes++ % SAMPLE_EVERY == 0;
-    const uint64_t t0 = timed ? now_ns() : 0;
+    const uint64_t t0 = timed ? stoker__now_ns() : 0;
     flush_rows(s, y, r, n);
     if (fast(s))
         out_rows_ready(s, y + 1 - s->y0);
     if (timed) {
-        s->flush_ns += now_ns() - t0;
+        s->flush_ns += stoker__now_ns() - t0;
         s->flushes_timed++;
     }
     return 0;
@@ -477,10 +469,10 @@ static void begin(stoker__xform_scratch *s, const stoker__xform_params *p, void 
  * times of the sample, whose row flushes took flushed_ns. */
 static void finish(stoker__xform_scratch *s, const stoker__xform_params *p, uint64_t flushed_ns)
 {
-    const uint64_t start = now_ns();
+    const uint64_t start = stoker__now_ns();
     while (s->next_out < p->size)
         out_row(s, s->next_out++);
-    const uint64_t total = now_ns() - start + flushed_ns;
+    const uint64_t total = stoker__now_ns() - start + flushed_ns;
     uint64_t norm =
         s->norm_sampled_rows ? s->norm_sampled_ns * (uint64_t)p->size / s->norm_sampled_rows : 0;
     norm = norm < total ? norm : total;
@@ -497,7 +489,7 @@ int stoker__xform_jpeg(stoker__xform_scratch *s, const stoker__xform_params *p, 
 {
     /* the geometry needs the image size: on_header plans the sample from the header,
      * before anything is decoded */
-    const uint64_t t0 = now_ns();
+    const uint64_t t0 = stoker__now_ns();
     begin(s, p, dst);
     s->seed = seed;
     s->epoch = epoch;
@@ -506,7 +498,7 @@ int stoker__xform_jpeg(stoker__xform_scratch *s, const stoker__xform_params *p, 
     const stoker__jpeg_sink sink = {on_header, on_row, s, on_buffer, 4}; /* 4 staged rows */
     const int rc = stoker__jpeg_decode(s->dec, jpeg, size, p->dct, p->max_pixels, &sink, err);
     /* the flushes' time is an estimate: never more than the whole call */
-    const uint64_t spent = now_ns() - t0;
+    const uint64_t spent = stoker__now_ns() - t0;
     const uint64_t flushed = flush_time(s, spent);
     s->stats.decode_ns += spent - flushed;
     if (rc < 0) {
