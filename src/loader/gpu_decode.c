@@ -75,6 +75,27 @@ typedef struct lane {
 
 #define LANES 2
 
+/* Slots waiting, first in first out; at most the ring's depth of them. */
+typedef struct fifo {
+    stoker__slot **s;
+    uint32_t head, len, cap;
+} fifo;
+
+static void fifo_push(fifo *f, stoker__slot *s)
+{
+    f->s[(f->head + f->len++) % f->cap] = s;
+}
+
+static stoker__slot *fifo_pop(fifo *f)
+{
+    if (f->len == 0)
+        return NULL;
+    stoker__slot *s = f->s[f->head];
+    f->head = (f->head + 1) % f->cap;
+    f->len--;
+    return s;
+}
+
 struct stoker__gdec {
     int emulated; /* a test hook's mode: no device, no nvJPEG */
     const stoker__plan *plan;
@@ -91,11 +112,9 @@ struct stoker__gdec {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool has_locks;
-    stoker__slot **queue;
-    uint32_t qhead, qlen;
-    stoker__slot **rqueue; /* batches with records left for the CPU */
-    uint32_t rhead, rlen;
-    atomic_uint rpending; /* rlen, read without mu by workers looking for work */
+    fifo queue;           /* batches for the GPU worker */
+    fifo retries;         /* batches with records left for the CPU */
+    atomic_uint rpending; /* retries.len, read without mu by workers looking for work */
     stoker__split split;
     _Atomic double share; /* for the batches prepared next (read without mu in prepare,
                              under a slot's mutex, which is a leaf) */
@@ -275,10 +294,11 @@ static void lane_free(lane *ln)
 static int start_on_device(stoker__gdec *gd, stoker__err *err)
 {
     const uint64_t batch = gd->plan->batch;
-    gd->slots = stoker__calloc(gd->ring->depth, sizeof *gd->slots);
-    gd->queue = stoker__calloc(gd->ring->depth, sizeof *gd->queue);
-    gd->rqueue = stoker__calloc(gd->ring->depth, sizeof *gd->rqueue);
-    STOKER_RETURN_IF(!gd->slots || !gd->queue || !gd->rqueue, err, -ENOMEM,
+    const uint32_t depth = gd->ring->depth;
+    gd->slots = stoker__calloc(depth, sizeof *gd->slots);
+    gd->queue = (fifo){.s = stoker__calloc(depth, sizeof(stoker__slot *)), .cap = depth};
+    gd->retries = (fifo){.s = stoker__calloc(depth, sizeof(stoker__slot *)), .cap = depth};
+    STOKER_RETURN_IF(!gd->slots || !gd->queue.s || !gd->retries.s, err, -ENOMEM,
                      "out of memory for the GPU decode stage");
     for (int i = 0; i < LANES; i++) {
         const int rc = lane_init(gd, &gd->lanes[i], batch, err);
@@ -339,8 +359,8 @@ void stoker__gdec_destroy(stoker__gdec *gd)
     if (!gd->emulated)
         stoker__cuda_restore_device(gd->device, prev);
     stoker__free(gd->slots);
-    stoker__free(gd->queue);
-    stoker__free(gd->rqueue);
+    stoker__free(gd->queue.s);
+    stoker__free(gd->retries.s);
     if (gd->has_locks) {
         pthread_mutex_destroy(&gd->mu);
         pthread_cond_destroy(&gd->cv);
@@ -466,7 +486,7 @@ void stoker__gdec_batch_done(stoker__gdec *gd, stoker__slot *s, uint64_t gpu_ns,
 void stoker__gdec_submit(stoker__gdec *gd, stoker__slot *s)
 {
     pthread_mutex_lock(&gd->mu);
-    gd->queue[(gd->qhead + gd->qlen++) % gd->ring->depth] = s;
+    fifo_push(&gd->queue, s);
     pthread_cond_signal(&gd->cv);
     pthread_mutex_unlock(&gd->mu);
 }
@@ -475,16 +495,14 @@ stoker__slot *stoker__gdec_wait(stoker__gdec *gd, const atomic_bool *halt)
 {
     stoker__slot *s = NULL;
     pthread_mutex_lock(&gd->mu);
-    if (gd->qlen == 0 && gd->rlen == 0 && gd->in_flight == 0 && !atomic_load(halt)) {
+    if (gd->queue.len == 0 && gd->retries.len == 0 && gd->in_flight == 0 &&
+        !atomic_load(halt)) {
         struct timespec ts;
         stoker__deadline(&ts);
         pthread_cond_timedwait(&gd->cv, &gd->mu, &ts);
     }
-    if (gd->qlen > 0 && !atomic_load(halt)) {
-        s = gd->queue[gd->qhead];
-        gd->qhead = (gd->qhead + 1) % gd->ring->depth;
-        gd->qlen--;
-    }
+    if (!atomic_load(halt))
+        s = fifo_pop(&gd->queue);
     pthread_mutex_unlock(&gd->mu);
     return s;
 }
@@ -492,8 +510,8 @@ stoker__slot *stoker__gdec_wait(stoker__gdec *gd, const atomic_bool *halt)
 void stoker__gdec_drop_queue(stoker__gdec *gd)
 {
     pthread_mutex_lock(&gd->mu);
-    gd->qhead = gd->qlen = 0;
-    gd->rhead = gd->rlen = 0;
+    gd->queue.head = gd->queue.len = 0;
+    gd->retries.head = gd->retries.len = 0;
     atomic_store(&gd->rpending, 0);
     pthread_mutex_unlock(&gd->mu);
 }
@@ -501,8 +519,8 @@ void stoker__gdec_drop_queue(stoker__gdec *gd)
 void stoker__gdec_submit_retry(stoker__gdec *gd, stoker__slot *s)
 {
     pthread_mutex_lock(&gd->mu);
-    gd->rqueue[(gd->rhead + gd->rlen++) % gd->ring->depth] = s;
-    atomic_store(&gd->rpending, gd->rlen);
+    fifo_push(&gd->retries, s);
+    atomic_store(&gd->rpending, gd->retries.len);
     pthread_cond_signal(&gd->cv); /* the GPU worker takes it when it has nothing else */
     pthread_mutex_unlock(&gd->mu);
 }
@@ -511,14 +529,9 @@ stoker__slot *stoker__gdec_take_retry(stoker__gdec *gd)
 {
     if (atomic_load_explicit(&gd->rpending, memory_order_relaxed) == 0)
         return NULL;
-    stoker__slot *s = NULL;
     pthread_mutex_lock(&gd->mu);
-    if (gd->rlen > 0) {
-        s = gd->rqueue[gd->rhead];
-        gd->rhead = (gd->rhead + 1) % gd->ring->depth;
-        gd->rlen--;
-        atomic_store(&gd->rpending, gd->rlen);
-    }
+    stoker__slot *s = fifo_pop(&gd->retries);
+    atomic_store(&gd->rpending, gd->retries.len);
     pthread_mutex_unlock(&gd->mu);
     return s;
 }
