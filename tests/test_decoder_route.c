@@ -6,6 +6,7 @@
  * CPU alone; the counts must say what went where. The real decoder's pixels are checked on
  * the GPU machine (test_gpu_decode_loader). */
 #include "jpegutil.h"
+#include "test_loader_util.h"
 
 #include "loader/gpu_decode.h"
 
@@ -81,23 +82,15 @@ static stoker_loader *open_loader(const char *path, int32_t decoder, int32_t on_
     return l;
 }
 
-static stoker_stats stats_of(const stoker_loader *l)
-{
-    stoker_stats st;
-    st.struct_size = sizeof st;
-    T_OK(stoker_loader_get_stats(l, &st));
-    return st;
-}
-
 /* The statistics once read-ahead has stopped (the ring is full while nothing is taken):
  * records read and records decoded no longer differ by those in flight. */
 static stoker_stats settled_stats(const stoker_loader *l)
 {
-    stoker_stats st = stats_of(l);
+    stoker_stats st = tl_stats(l);
     for (int i = 0; i < 500 && st.cpu_decoded != st.records_read; i++) {
         const struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
-        st = stats_of(l);
+        st = tl_stats(l);
     }
     return st;
 }
@@ -158,7 +151,7 @@ static void check_refused(const char *mixed)
     T_EQ_INT(st.gpu_decoded, 0);
     T_EQ_INT(st.cpu_decoded, st.records_read); /* the retries are the CPU's decodes */
     T_ASSERT(st.gpu_share > 0 && st.gpu_share < 1);
-    const stoker_stats sc = stats_of(cpu);
+    const stoker_stats sc = tl_stats(cpu);
     T_EQ_INT(sc.decoder, STOKER_DECODER_CPU);
     T_EQ_STR(sc.decoder_note, "STOKER_OPT_DECODER is cpu");
     T_EQ_INT(sc.gpu_retried, 0);
@@ -178,7 +171,7 @@ static void check_routing(const char *eligible, const char *ineligible)
         T_OK(stoker_loader_next(l, &b));
         T_OK(stoker_batch_release(b));
     }
-    stoker_stats st = stats_of(l);
+    stoker_stats st = tl_stats(l);
     stoker_loader_destroy(l);
     /* a whole epoch was routed (stats may trail the reads of the next one in flight) */
     T_ASSERT(st.gpu_retried >= N_RECORDS && st.gpu_retried <= st.records_read);
@@ -189,7 +182,7 @@ static void check_routing(const char *eligible, const char *ineligible)
         T_OK(stoker_loader_next(l, &b));
         T_OK(stoker_batch_release(b));
     }
-    st = stats_of(l);
+    st = tl_stats(l);
     T_EQ_INT(st.gpu_retried, 0); /* progressive and CMYK stay on the CPU */
     T_ASSERT(st.cpu_decoded >= N_RECORDS);
     stoker_loader_destroy(l);
@@ -204,7 +197,7 @@ static void check_fallback(const char *mixed)
     stoker_loader *cpu = open_loader(mixed, STOKER_DECODER_CPU, STOKER_ON_CORRUPT_ERROR);
     stoker_loader *gpu = open_loader(mixed, STOKER_DECODER_GPU, STOKER_ON_CORRUPT_ERROR);
     T_EQ_INT(compare_epochs(cpu, gpu, 3), 0);
-    const stoker_stats st = stats_of(gpu);
+    const stoker_stats st = tl_stats(gpu);
     printf("failing: retried %lld, fallbacks %lld, share %.3f\n", (long long)st.gpu_retried,
            (long long)st.gpu_fallbacks, st.gpu_share);
     T_EQ_INT(st.gpu_fallbacks, 1);
@@ -226,7 +219,7 @@ static void check_corrupt(const char *bad)
         stoker_loader *gpu = open_loader(bad, STOKER_DECODER_GPU, oc);
         const int failed = compare_epochs(cpu, gpu, 2);
         T_EQ_INT(failed, policy ? 0 : 2);
-        const stoker_stats a = stats_of(cpu), b = stats_of(gpu);
+        const stoker_stats a = tl_stats(cpu), b = tl_stats(gpu);
         T_EQ_INT(b.skipped, a.skipped);
         T_EQ_INT(b.skipped, policy ? 2 : 0);
         stoker_loader_destroy(cpu);
@@ -360,7 +353,7 @@ static void check_no_gpu(const char *mixed)
     int64_t v = 0;
     T_OK(stoker_loader_get_int(l, STOKER_OPT_DECODER, &v));
     T_EQ_INT(v, STOKER_DECODER_CPU);
-    const stoker_stats st = stats_of(l);
+    const stoker_stats st = tl_stats(l);
     T_EQ_STR(st.decoder_note, "batches stay in host memory");
     stoker_loader_destroy(l);
 }

@@ -90,14 +90,6 @@ static stoker_loader *open_loader(const char *path, int32_t decoder, int32_t dty
     return l;
 }
 
-static stoker_stats stats_of(const stoker_loader *l)
-{
-    stoker_stats st;
-    st.struct_size = sizeof st;
-    T_OK(stoker_loader_get_stats(l, &st));
-    return st;
-}
-
 typedef struct diff {
     double max, sum;
     uint64_t n;
@@ -190,7 +182,7 @@ static void check_pixels(const char *path, int32_t decoder, int32_t dtype, int32
     stoker_loader *gpu = open_loader(path, decoder, dtype, layout, dct_scale, 0);
     diff d = {0};
     T_EQ_INT(run_both(cpu, gpu, dtype, &d), 0);
-    const stoker_stats st = stats_of(gpu);
+    const stoker_stats st = tl_stats(gpu);
     const double mean = d.sum / (double)d.n;
     printf("decoder %s, %s %s, dct_scale %s: GPU-decoded %lld of %lld read (retried %lld), "
            "difference to the CPU: max %.4f, mean %.5f\n",
@@ -221,7 +213,7 @@ static void check_corrupt(const char *bad, int how)
                                          STOKER_LAYOUT_NHWC, STOKER_DCT_SCALE_NEVER, oc);
         diff d = {0};
         const int failed = run_both(cpu, gpu, STOKER_DTYPE_UINT8, &d);
-        const stoker_stats a = stats_of(cpu), b = stats_of(gpu);
+        const stoker_stats a = tl_stats(cpu), b = tl_stats(gpu);
         static const char *const hows[] = {"cut short", "cut short and closed", "flipped bytes"};
         printf("damaged image (%s), on_corrupt %s: %d failed batches, skipped %lld (CPU alone: "
                "%lld), GPU decoded %lld, retried %lld\n",
@@ -259,7 +251,7 @@ int main(void)
     stoker_loader *l = NULL;
     T_OK(stoker_loader_create(&l, good, cfg));
     stoker_config_destroy(cfg);
-    const stoker_stats st = stats_of(l);
+    const stoker_stats st = tl_stats(l);
     stoker_loader_destroy(l);
     if (st.decoder == STOKER_DECODER_CPU) {
         printf("%s: %s\n", required ? "FAIL" : "skip", st.decoder_note);

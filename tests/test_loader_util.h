@@ -220,6 +220,15 @@ static inline void tl_make_images(const char *path, int64_t n, int64_t h, int64_
     stoker_config_destroy(cfg);
 }
 
+/* The loader's statistics now. */
+static inline stoker_stats tl_stats(const stoker_loader *l)
+{
+    stoker_stats st;
+    st.struct_size = sizeof st;
+    T_OK(stoker_loader_get_stats(l, &st));
+    return st;
+}
+
 /* Flips one payload byte of record id in its shard file; returns the shard's path. */
 static inline void tl_flip_byte(const char *path, int64_t id, char *shard_path, size_t cap)
 {
