@@ -28,13 +28,6 @@
 
 #ifdef HAVE_CUDA_RUNTIME
 
-#define CUDA_OK(call)                                                                              \
-    do {                                                                                           \
-        const cudaError_t e_ = (call);                                                             \
-        if (e_ != cudaSuccess)                                                                     \
-            T_FAIL("%s: %s", #call, cudaGetErrorString(e_));                                       \
-    } while (0)
-
 typedef struct image {
     uint8_t *rgb; /* host, w * h * 3 */
     int32_t w, h;
@@ -73,8 +66,8 @@ static image make_image(const t_jpeg_kind *k, int w, int h, uint64_t seed)
     im.rgb = decode_rgb(jpg, size, &im.w, &im.h);
     free(jpg);
     const size_t bytes = (size_t)im.w * im.h * 3;
-    CUDA_OK(cudaMalloc((void **)&im.dev, bytes));
-    CUDA_OK(cudaMemcpy(im.dev, im.rgb, bytes, cudaMemcpyHostToDevice));
+    T_CUDA_OK(cudaMalloc((void **)&im.dev, bytes));
+    T_CUDA_OK(cudaMemcpy(im.dev, im.rgb, bytes, cudaMemcpyHostToDevice));
     return im;
 }
 
@@ -102,8 +95,8 @@ static uint8_t *upload_region(const image *im, const stoker__geom *g, int32_t *x
     T_ASSERT(*x0 >= 0 && x1 <= im->w && *y0 >= 0 && y1 <= im->h);
     *pitch = (int64_t)(x1 - *x0) * 3 + 5; /* a pitch that is not the width: it is honoured */
     uint8_t *dev = NULL;
-    CUDA_OK(cudaMalloc((void **)&dev, (size_t)*pitch * (size_t)(y1 - *y0)));
-    CUDA_OK(cudaMemcpy2D(dev, (size_t)*pitch, im->rgb + ((size_t)*y0 * im->w + *x0) * 3,
+    T_CUDA_OK(cudaMalloc((void **)&dev, (size_t)*pitch * (size_t)(y1 - *y0)));
+    T_CUDA_OK(cudaMemcpy2D(dev, (size_t)*pitch, im->rgb + ((size_t)*y0 * im->w + *x0) * 3,
                          (size_t)im->w * 3, (size_t)(x1 - *x0) * 3, (size_t)(y1 - *y0),
                          cudaMemcpyHostToDevice));
     return dev;
@@ -128,8 +121,8 @@ static batch make_batch(const stoker__xform_params *p, const image *imgs, int ni
         b.regions[i] = upload_region(im, &g, &x0, &y0, &pitch);
         b.desc[i] = stoker__gpu_image_of(&g, b.regions[i], pitch, x0, y0, dst);
     }
-    CUDA_OK(cudaMalloc((void **)&b.ddesc, sizeof(stoker__gpu_image) * (size_t)n));
-    CUDA_OK(
+    T_CUDA_OK(cudaMalloc((void **)&b.ddesc, sizeof(stoker__gpu_image) * (size_t)n));
+    T_CUDA_OK(
         cudaMemcpy(b.ddesc, b.desc, sizeof(stoker__gpu_image) * (size_t)n, cudaMemcpyHostToDevice));
     return b;
 }
@@ -148,7 +141,7 @@ static void run(const batch *b, const stoker__gpu_output *out)
     const int rc = stoker__gpu_images(b->ddesc, b->n, out, NULL);
     if (rc != 0)
         T_FAIL("stoker__gpu_images: %s", stoker__cuda_error_string(rc));
-    CUDA_OK(cudaDeviceSynchronize());
+    T_CUDA_OK(cudaDeviceSynchronize());
 }
 
 /* The output's value (of `dtype`, layout nchw) for pixel p, channel c, as float bits. */
@@ -199,11 +192,11 @@ static void check_dtypes(const stoker__xform_params *p, const batch *b, const ui
                 fb.desc[i] = b->desc[i];
                 fb.desc[i].dst = dout + (size_t)i * bytes;
             }
-            CUDA_OK(cudaMemcpy(b->ddesc, fb.desc, sizeof(stoker__gpu_image) * (size_t)b->n,
+            T_CUDA_OK(cudaMemcpy(b->ddesc, fb.desc, sizeof(stoker__gpu_image) * (size_t)b->n,
                                cudaMemcpyHostToDevice));
             run(&fb, &out);
             uint8_t *host = malloc(bytes * (size_t)b->n);
-            CUDA_OK(cudaMemcpy(host, dout, bytes * (size_t)b->n, cudaMemcpyDeviceToHost));
+            T_CUDA_OK(cudaMemcpy(host, dout, bytes * (size_t)b->n, cudaMemcpyDeviceToHost));
             for (int32_t i = 0; i < b->n; i++)
                 for (size_t px = 0; px < plane; px++)
                     for (int c = 0; c < 3; c++) {
@@ -217,7 +210,7 @@ static void check_dtypes(const stoker__xform_params *p, const batch *b, const ui
                     }
             free(host);
             free(fb.desc);
-            CUDA_OK(cudaMemcpy(b->ddesc, b->desc, sizeof(stoker__gpu_image) * (size_t)b->n,
+            T_CUDA_OK(cudaMemcpy(b->ddesc, b->desc, sizeof(stoker__gpu_image) * (size_t)b->n,
                                cudaMemcpyHostToDevice));
         }
 }
@@ -238,12 +231,12 @@ static void check_config(int32_t transform, int32_t size, int32_t antialias, int
     T_OK(stoker__xform_params_prepare(&p, STOKER_SIMD_AUTO, &err));
     const size_t sb = stoker__xform_sample_bytes(&p);
     uint8_t *dout = NULL;
-    CUDA_OK(cudaMalloc((void **)&dout, sb * (size_t)n * 4)); /* room for float32 too */
+    T_CUDA_OK(cudaMalloc((void **)&dout, sb * (size_t)n * 4)); /* room for float32 too */
     batch b = make_batch(&p, imgs, nimg, n, dout, sb);
     const stoker__gpu_output out = {size, STOKER_DTYPE_UINT8, 0, {0}, {0}};
     run(&b, &out);
     uint8_t *gpu = malloc(sb * (size_t)n), *cpu = malloc(sb);
-    CUDA_OK(cudaMemcpy(gpu, dout, sb * (size_t)n, cudaMemcpyDeviceToHost));
+    T_CUDA_OK(cudaMemcpy(gpu, dout, sb * (size_t)n, cudaMemcpyDeviceToHost));
     stoker__xform_scratch *s = NULL;
     T_OK(stoker__xform_scratch_create(&s));
     stats st = {0};
@@ -289,22 +282,22 @@ static void report_speed(const image *imgs, int nimg)
     const int32_t n = 256;
     const size_t sb = stoker__xform_sample_bytes(&p);
     uint8_t *dout = NULL;
-    CUDA_OK(cudaMalloc((void **)&dout, sb * n));
+    T_CUDA_OK(cudaMalloc((void **)&dout, sb * n));
     batch b = make_batch(&p, imgs, nimg, n, dout, sb);
     stoker__gpu_output out = {224, STOKER_DTYPE_FLOAT16, 1, {0}, {0}};
     for (int c = 0; c < 3; c++)
         out.scale[c] = p.scale[c][0], out.bias[c] = p.bias[c][0];
     run(&b, &out); /* warm */
     cudaEvent_t e0, e1;
-    CUDA_OK(cudaEventCreate(&e0));
-    CUDA_OK(cudaEventCreate(&e1));
-    CUDA_OK(cudaEventRecord(e0, NULL));
+    T_CUDA_OK(cudaEventCreate(&e0));
+    T_CUDA_OK(cudaEventCreate(&e1));
+    T_CUDA_OK(cudaEventRecord(e0, NULL));
     for (int r = 0; r < 20; r++)
         T_ASSERT(stoker__gpu_images(b.ddesc, n, &out, NULL) == 0);
-    CUDA_OK(cudaEventRecord(e1, NULL));
-    CUDA_OK(cudaEventSynchronize(e1));
+    T_CUDA_OK(cudaEventRecord(e1, NULL));
+    T_CUDA_OK(cudaEventSynchronize(e1));
     float ms = 0;
-    CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+    T_CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
     printf("speed: %.3f ms per batch of 256 (train, 224, float16 NCHW): %.0f samples/s\n", ms / 20,
            256 * 20 / (ms / 1000));
     cudaEventDestroy(e0);
@@ -335,7 +328,7 @@ int main(void)
         printf("skip: this build has no GPU kernels (no nvcc)\n");
         return T_SKIP;
     }
-    CUDA_OK(cudaSetDevice(0));
+    T_CUDA_OK(cudaSetDevice(0));
     static const t_jpeg_kind k420 = {"4:2:0", 3, 2, 2, 0, 0, 0}, k444 = {"4:4:4", 3, 1, 1, 0, 0, 0};
     static const t_jpeg_kind k422 = {"4:2:2", 3, 2, 1, 0, 0, 0}, gray = {"gray", 1, 1, 1, 0, 0, 0};
     const image imgs[] = {make_image(&k420, 500, 375, 1),  make_image(&k444, 375, 500, 2),

@@ -34,13 +34,6 @@
 
 #ifdef HAVE_CUDA_RUNTIME
 
-#define CUDA_OK(call)                                                                              \
-    do {                                                                                           \
-        const cudaError_t e_ = (call);                                                             \
-        if (e_ != cudaSuccess)                                                                     \
-            T_FAIL("%s: %s", #call, cudaGetErrorString(e_));                                       \
-    } while (0)
-
 typedef struct jpeg {
     uint8_t *data;
     size_t size;
@@ -106,23 +99,23 @@ static void decode_batch(stoker__nvjpeg *nj, int32_t n, const jpeg *j,
         data[i] = j[i].data;
         sizes[i] = j[i].size;
         pitch[i] = ((size_t)w * 3 + 127) / 128 * 128 + 64; /* wider than a row */
-        CUDA_OK(cudaMalloc((void **)&dst[i], pitch[i] * (size_t)h));
-        CUDA_OK(cudaMemset(dst[i], 0xAB, pitch[i] * (size_t)h));
+        T_CUDA_OK(cudaMalloc((void **)&dst[i], pitch[i] * (size_t)h));
+        T_CUDA_OK(cudaMemset(dst[i], 0xAB, pitch[i] * (size_t)h));
     }
     stoker__err err = {0};
     cudaStream_t s;
-    CUDA_OK(cudaStreamCreate(&s));
+    T_CUDA_OK(cudaStreamCreate(&s));
     const int rc =
         stoker__nvjpeg_decode_batch(nj, n, data, sizes, rois, dst, pitch, s, taken, &err);
     if (rc != 0)
         T_FAIL("decode_batch: %s", err.msg);
-    CUDA_OK(cudaStreamSynchronize(s));
-    CUDA_OK(cudaStreamDestroy(s));
+    T_CUDA_OK(cudaStreamSynchronize(s));
+    T_CUDA_OK(cudaStreamDestroy(s));
     for (int32_t i = 0; i < n; i++) {
         const int32_t w = rois && rois[i].w ? rois[i].w : j[i].w;
         const int32_t h = rois && rois[i].w ? rois[i].h : j[i].h;
         out[i] = malloc((size_t)w * h * 3);
-        CUDA_OK(cudaMemcpy2D(out[i], (size_t)w * 3, dst[i], pitch[i], (size_t)w * 3, (size_t)h,
+        T_CUDA_OK(cudaMemcpy2D(out[i], (size_t)w * 3, dst[i], pitch[i], (size_t)w * 3, (size_t)h,
                              cudaMemcpyDeviceToHost));
         cudaFree(dst[i]);
     }
@@ -340,7 +333,7 @@ static void check_damaged(stoker__nvjpeg *nj)
         const uint8_t *data[1] = {t.data};
         size_t sizes[1] = {t.size}, pitch[1] = {256 * 3};
         uint8_t *dst[1];
-        CUDA_OK(cudaMalloc((void **)&dst[0], 256 * 3 * 192));
+        T_CUDA_OK(cudaMalloc((void **)&dst[0], 256 * 3 * 192));
         const int rc =
             stoker__nvjpeg_decode_batch(nj, 1, data, sizes, NULL, dst, pitch, NULL, &took, &err);
         const cudaError_t sync = cudaDeviceSynchronize();
@@ -368,7 +361,7 @@ static void check_damaged(stoker__nvjpeg *nj)
         const uint8_t *data[1] = {m.data};
         size_t sizes[1] = {m.size}, pitch[1] = {256 * 3};
         uint8_t *dst[1];
-        CUDA_OK(cudaMalloc((void **)&dst[0], 256 * 3 * 192));
+        T_CUDA_OK(cudaMalloc((void **)&dst[0], 256 * 3 * 192));
         gpu_failed += stoker__nvjpeg_decode_batch(nj, 1, data, sizes, NULL, dst, pitch, NULL, &took,
                                                   &err) != 0;
         T_ASSERT(cudaDeviceSynchronize() == cudaSuccess);
@@ -414,11 +407,11 @@ static void check_pipeline(stoker__nvjpeg *nj, int32_t dct_scale)
     uint8_t *dst[N], taken[N];
     for (int i = 0; i < N; i++) {
         data[i] = js[i].data, sizes[i] = js[i].size, pitch[i] = (size_t)rois[i].w * 3;
-        CUDA_OK(cudaMalloc((void **)&dst[i], pitch[i] * (size_t)rois[i].h));
+        T_CUDA_OK(cudaMalloc((void **)&dst[i], pitch[i] * (size_t)rois[i].h));
     }
     const size_t sb = stoker__xform_sample_bytes(&p);
     uint8_t *dout;
-    CUDA_OK(cudaMalloc((void **)&dout, sb * N));
+    T_CUDA_OK(cudaMalloc((void **)&dout, sb * N));
     T_OK(stoker__nvjpeg_decode_batch(nj, N, data, sizes, rois, dst, pitch, NULL, taken, &err));
     stoker__gpu_image desc[N], *ddesc;
     for (int i = 0; i < N; i++) {
@@ -426,12 +419,12 @@ static void check_pipeline(stoker__nvjpeg *nj, int32_t dct_scale)
         desc[i] = stoker__gpu_image_of(&g[i], dst[i], (int64_t)pitch[i], rois[i].x, rois[i].y,
                                        dout + (size_t)i * sb);
     }
-    CUDA_OK(cudaMalloc((void **)&ddesc, sizeof desc));
-    CUDA_OK(cudaMemcpy(ddesc, desc, sizeof desc, cudaMemcpyHostToDevice));
+    T_CUDA_OK(cudaMalloc((void **)&ddesc, sizeof desc));
+    T_CUDA_OK(cudaMemcpy(ddesc, desc, sizeof desc, cudaMemcpyHostToDevice));
     const stoker__gpu_output out = {224, STOKER_DTYPE_UINT8, 0, {0}, {0}};
     T_ASSERT(stoker__gpu_images(ddesc, N, &out, NULL) == 0);
     uint8_t *gpu = malloc(sb * N), *cpu = malloc(sb);
-    CUDA_OK(cudaMemcpy(gpu, dout, sb * N, cudaMemcpyDeviceToHost));
+    T_CUDA_OK(cudaMemcpy(gpu, dout, sb * N, cudaMemcpyDeviceToHost));
     stoker__xform_scratch *s = NULL;
     T_OK(stoker__xform_scratch_create(&s));
     diff d = {0};
@@ -463,18 +456,18 @@ static void report_speed(stoker__nvjpeg *nj)
     size_t sizes[N], pitch[N];
     uint8_t *dst[N], taken[N];
     uint8_t *pool;
-    CUDA_OK(cudaMalloc((void **)&pool, (size_t)N * 500 * 3 * 375));
+    T_CUDA_OK(cudaMalloc((void **)&pool, (size_t)N * 500 * 3 * 375));
     for (int i = 0; i < N; i++)
         data[i] = js[i].data, sizes[i] = js[i].size, pitch[i] = 500 * 3,
         dst[i] = pool + (size_t)i * 500 * 3 * 375;
     stoker__err err = {0};
     T_OK(stoker__nvjpeg_decode_batch(nj, N, data, sizes, NULL, dst, pitch, NULL, taken, &err));
-    CUDA_OK(cudaDeviceSynchronize());
+    T_CUDA_OK(cudaDeviceSynchronize());
     const double t0 = stoker__now();
     const int rounds = 10;
     for (int r = 0; r < rounds; r++)
         T_OK(stoker__nvjpeg_decode_batch(nj, N, data, sizes, NULL, dst, pitch, NULL, taken, &err));
-    CUDA_OK(cudaDeviceSynchronize());
+    T_CUDA_OK(cudaDeviceSynchronize());
     const double s = stoker__now() - t0;
     printf("speed: %.2f ms per batch of 256 500x375 4:2:0 (%zu bytes each): %.0f images/s\n",
            s * 1000 / rounds, js[0].size, N * rounds / s);
@@ -486,7 +479,7 @@ static void report_speed(stoker__nvjpeg *nj)
         T_OK(stoker__nvjpeg_decode_batch(nj, n, data, sizes, NULL, dst, pitch, NULL, taken, &err));
         images += n;
     }
-    CUDA_OK(cudaDeviceSynchronize());
+    T_CUDA_OK(cudaDeviceSynchronize());
     const double s2 = stoker__now() - t1;
     char t[256];
     stoker__nvjpeg_timing(nj, t, sizeof t);
@@ -526,7 +519,7 @@ int main(void)
     check_pipeline(nj, STOKER_DCT_SCALE_NEVER);
     check_pipeline(nj, STOKER_DCT_SCALE_TRAIN);
     report_speed(nj);
-    CUDA_OK(cudaDeviceSynchronize());
+    T_CUDA_OK(cudaDeviceSynchronize());
     stoker__nvjpeg_close(nj);
     return 0;
 }

@@ -156,14 +156,6 @@ static inline void tl_same(const tl_run *a, int64_t from, const tl_run *b)
     }
 }
 
-/* A CUDA runtime call that must succeed (in tests that include cuda_runtime_api.h). */
-#define T_CUDA_OK(x)                                                                               \
-    do {                                                                                           \
-        const cudaError_t e_ = (x);                                                                \
-        if (e_ != cudaSuccess)                                                                     \
-            T_FAIL("%s: %s", #x, cudaGetErrorString(e_));                                          \
-    } while (0)
-
 static inline stoker_config *tl_cfg(int64_t batch, int64_t threads)
 {
     stoker_config *cfg = NULL;

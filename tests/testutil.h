@@ -63,6 +63,14 @@
             T_FAIL("\"%s\" does not contain \"%s\"", h_ ? h_ : "(null)", n_);                  \
     } while (0)
 
+/* A CUDA runtime call that must succeed (in tests that include cuda_runtime_api.h). */
+#define T_CUDA_OK(x)                                                                               \
+    do {                                                                                           \
+        const cudaError_t e_ = (x);                                                                \
+        if (e_ != cudaSuccess)                                                                     \
+            T_FAIL("%s: %s", #x, cudaGetErrorString(e_));                                          \
+    } while (0)
+
 /* A fresh temporary directory under $STOKER_TEST_TMP (or /tmp); the caller may remove it
  * with t_rmrf. Returns a static buffer per call site's copy. */
 static inline char *t_mkdtemp(const char *tag)
