@@ -496,11 +496,8 @@ stoker__slot *stoker__gdec_wait(stoker__gdec *gd, const atomic_bool *halt)
     stoker__slot *s = NULL;
     pthread_mutex_lock(&gd->mu);
     if (gd->queue.len == 0 && gd->retries.len == 0 && gd->in_flight == 0 &&
-        !atomic_load(halt)) {
-        struct timespec ts;
-        stoker__deadline(&ts);
-        pthread_cond_timedwait(&gd->cv, &gd->mu, &ts);
-    }
+        !atomic_load(halt))
+        stoker__timed_wait(&gd->cv, &gd->mu);
     if (!atomic_load(halt))
         s = fifo_pop(&gd->queue);
     pthread_mutex_unlock(&gd->mu);

@@ -477,9 +477,7 @@ static void *copy_main(void *arg)
         if (g->hold)
             pthread_cond_broadcast(&g->cv); /* quiesce waits for held */
         if (g->hold || !buffer_free(g, g->issued)) {
-            struct timespec ts;
-            stoker__deadline(&ts);
-            pthread_cond_timedwait(&g->cv, &g->mu, &ts);
+            stoker__timed_wait(&g->cv, &g->mu);
             continue;
         }
         if (g->hold || g->stop) /* asked while buffer_free waited */
@@ -508,11 +506,8 @@ void stoker__h2d_quiesce(stoker__h2d *g)
 {
     ask_copy_thread(g, false, true);
     pthread_mutex_lock(&g->mu);
-    while (g->has_thread && !g->held) {
-        struct timespec ts;
-        stoker__deadline(&ts);
-        pthread_cond_timedwait(&g->cv, &g->mu, &ts);
-    }
+    while (g->has_thread && !g->held)
+        stoker__timed_wait(&g->cv, &g->mu);
     pthread_mutex_unlock(&g->mu);
     const int prev = stoker__cuda_use_device(g->device);
     stoker__cuda_stream_sync(g->stream);
@@ -550,11 +545,8 @@ int stoker__h2d_next(stoker__h2d *g, uint64_t seq, stoker_batch **out, double *w
     }
     if (g->issued <= seq) {
         const double t0 = stoker__now();
-        while (g->issued <= seq) {
-            struct timespec ts;
-            stoker__deadline(&ts);
-            pthread_cond_timedwait(&g->cv, &g->mu, &ts);
-        }
+        while (g->issued <= seq)
+            stoker__timed_wait(&g->cv, &g->mu);
         *waited = stoker__now() - t0;
     }
     const int rc = d->err.code;

@@ -575,11 +575,8 @@ static void park(stoker__pool *p)
     pthread_mutex_lock(&p->mu);
     p->parked++;
     pthread_cond_broadcast(&p->cond);
-    while ((p->paused || p->smp->nbatches == 0) && !atomic_load(&p->stop)) {
-        struct timespec ts;
-        stoker__deadline(&ts);
-        pthread_cond_timedwait(&p->cond, &p->mu, &ts);
-    }
+    while ((p->paused || p->smp->nbatches == 0) && !atomic_load(&p->stop))
+        stoker__timed_wait(&p->cond, &p->mu);
     p->parked--;
     pthread_mutex_unlock(&p->mu);
 }
@@ -768,11 +765,8 @@ void stoker__pool_pause(stoker__pool *p)
     pthread_mutex_unlock(&p->mu);
     stoker__ring_wake_all(p->ring);
     pthread_mutex_lock(&p->mu);
-    while (p->parked < p->nworkers) {
-        struct timespec ts;
-        stoker__deadline(&ts);
-        pthread_cond_timedwait(&p->cond, &p->mu, &ts);
-    }
+    while (p->parked < p->nworkers)
+        stoker__timed_wait(&p->cond, &p->mu);
     pthread_mutex_unlock(&p->mu);
 }
 

@@ -8,7 +8,7 @@
 #define PAGE 4096u
 #define FIRST_CAP_MAX (UINT64_C(64) << 20)
 
-void stoker__deadline(struct timespec *ts)
+static void deadline(struct timespec *ts)
 {
     clock_gettime(CLOCK_REALTIME, ts);
     ts->tv_nsec += STOKER__WAIT_NS;
@@ -18,11 +18,16 @@ void stoker__deadline(struct timespec *ts)
     }
 }
 
-static void timed_wait(stoker__slot *s)
+void stoker__timed_wait(pthread_cond_t *cond, pthread_mutex_t *mu)
 {
     struct timespec ts;
-    stoker__deadline(&ts);
-    pthread_cond_timedwait(&s->cond, &s->mu, &ts);
+    deadline(&ts);
+    pthread_cond_timedwait(cond, mu, &ts);
+}
+
+static void timed_wait(stoker__slot *s)
+{
+    stoker__timed_wait(&s->cond, &s->mu);
 }
 
 static bool halted(const atomic_bool *halt)

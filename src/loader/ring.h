@@ -145,7 +145,8 @@ void stoker__ring_wake_all(stoker__ring *r);
 /* Every slot FREE for batches 0 .. depth - 1 (a restart; nobody else touches the ring). */
 void stoker__ring_reset(stoker__ring *r);
 
-/* An absolute deadline STOKER__WAIT_NS from now, for bounded waits. */
-void stoker__deadline(struct timespec *ts);
+/* A bounded wait on cond (mu held): returns after a signal or STOKER__WAIT_NS, so that the
+ * caller re-checks its halt flag. */
+void stoker__timed_wait(pthread_cond_t *cond, pthread_mutex_t *mu);
 
 #endif
