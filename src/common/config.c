@@ -191,7 +191,6 @@ int stoker_config_set_log(stoker_config *cfg, stoker_log_fn fn, void *user, int3
 }
 
 /* The index-th option of the table (names.c lists them), or STOKER_E_INVALID past the end. */
-int stoker__option_at(int32_t index, int32_t *value);
 int stoker__option_at(int32_t index, int32_t *value)
 {
     if (index < 0 || (size_t)index >= sizeof OPTS / sizeof OPTS[0])

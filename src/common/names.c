@@ -71,8 +71,6 @@ static const name_table TABLES[] = {
 
 #define NTABLES (int)(sizeof TABLES / sizeof TABLES[0])
 
-/* The options' names live with the option table (config.c). */
-int stoker__option_at(int32_t index, int32_t *value);
 
 static const name_table *table(stoker_enum e)
 {

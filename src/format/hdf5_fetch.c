@@ -350,8 +350,8 @@ static int assemble(const stoker__h5 *h, h5_cache *c, uint64_t r0, uint64_t r1, 
 
 /* ---- planned reads: the worker's reader reads the chunks ---- */
 
-/* An entry that serves the round as it is: decoded (or partly, a live stream), or stored
- * bytes not decoded yet. Not one whose read failed or never landed. */
+/* An entry that serves the round as it is: decoded whole, or stored bytes not decoded
+ * yet. Not one whose read failed or never landed. */
 static bool entry_usable(const h5_entry *e)
 {
     return e && e->serial && !e->landing && !e->rerr;
