@@ -162,6 +162,12 @@ static const struct {
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 #define GIVEN(o, c) (((o)->given >> ((c)-OPT_BACKEND)) & 1u)
 
+/* The tables are indexed by an option's offset in its run of the enum: a row for each. */
+_Static_assert(COUNT(choices) == OPT_DECODER - OPT_BACKEND + 1, "a row of choices per option");
+_Static_assert(COUNT(ints) == OPT_RESIZE - OPT_EPOCHS + 1, "a row of ints per option");
+_Static_assert(COUNT(flags) == OPT_GPU_NORMALIZE - OPT_NO_SHUFFLE + 1, "a row of flags per option");
+_Static_assert(OPT_MAX_CACHE - OPT_BACKEND < 64, "a bit of `given` per option");
+
 /* Whether `opt` takes `value`: the tables also name values that are only ever reported
  * (the "hdf5" back-end), which a config refuses. */
 static bool option_takes(stoker_option opt, int32_t value)
