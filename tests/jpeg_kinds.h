@@ -22,7 +22,7 @@ static const kind JPEG_KINDS[] = {
     {"4:2:0", 3, {{2, 2}, {1, 1}, {1, 1}}, JCS_YCbCr, 0, 0, NULL},
     {"4:2:2", 3, {{2, 1}, {1, 1}, {1, 1}}, JCS_YCbCr, 0, 0, NULL},
     {"4:4:4", 3, {{1, 1}, {1, 1}, {1, 1}}, JCS_YCbCr, 0, 0, NULL},
-    {"4:4:0", 3, {{1, 2}, {1, 1}, {1, 1}}, JCS_YCbCr, 0, 0, NULL},
+    {"4:4:0", 3, {{1, 2}, {1, 1}, {1, 1}}, JCS_YCbCr, 0, 0, "4:4:0 subsampling"},
     {"4:1:1", 3, {{4, 1}, {1, 1}, {1, 1}}, JCS_YCbCr, 0, 0, "4:1:1 subsampling"},
     {"4:1:0", 3, {{4, 2}, {1, 1}, {1, 1}}, JCS_YCbCr, 0, 0, "4:1:0 subsampling"},
     {"chroma 2x1", 3, {{2, 2}, {2, 1}, {2, 1}}, JCS_YCbCr, 0, 0, "unusual subsampling"},

@@ -227,8 +227,7 @@ static void check_whole(stoker__nvjpeg *nj)
 
 static void check_regions(stoker__nvjpeg *nj)
 {
-    static const char *const kinds[] = {"4:2:0", "4:2:2", "4:4:4",
-                                        "4:4:0", "gray",  "restart 4:2:0"};
+    static const char *const kinds[] = {"4:2:0", "4:2:2", "4:4:4", "gray", "restart 4:2:0"};
     uint64_t seed = 77;
     int worst = 0;
     for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {

@@ -106,7 +106,41 @@ __global__ void scatter(const uint8_t *src, uint8_t *dst, const int32_t *pos, si
         to[i] = from[i];
 }
 
+// One block column per image (blockIdx.y), a thread per pixel of its region.
+__global__ void ycc_to_rgb(const stoker__gpu_ycc *__restrict__ desc)
+{
+    const stoker__gpu_ycc im = desc[blockIdx.y];
+    const long long n = (long long)im.w * im.h;
+    for (long long p = blockIdx.x * (long long)blockDim.x + threadIdx.x; p < n;
+         p += (long long)gridDim.x * blockDim.x) {
+        const int32_t ry = (int32_t)(p / im.w), rx = (int32_t)(p % im.w);
+        uint8_t rgb[3];
+        stoker__ycc_pixel(&im, im.x + rx, im.y + ry, rgb);
+        uint8_t *o = im.dst + (long long)ry * im.dst_pitch + (long long)rx * 3;
+        o[0] = rgb[0];
+        o[1] = rgb[1];
+        o[2] = rgb[2];
+    }
+}
+
 } // namespace
+
+extern "C" int stoker__gpu_ycc_to_rgb(const stoker__gpu_ycc *desc, int32_t n,
+                                      stoker__stream stream)
+{
+    if (n < 0)
+        return (int)cudaErrorInvalidValue;
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    const unsigned blocks = 128; // a region of ~100,000 pixels: a few pixels per thread
+    for (int32_t at = 0; at < n; at += (int32_t)MAX_GRID_Y) {
+        const unsigned m = (unsigned)(n - at) < MAX_GRID_Y ? (unsigned)(n - at) : MAX_GRID_Y;
+        ycc_to_rgb<<<dim3(blocks, m), THREADS, 0, s>>>(desc + at);
+        const cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess)
+            return (int)e;
+    }
+    return 0;
+}
 
 extern "C" int stoker__gpu_scatter(const uint8_t *src, uint8_t *dst, const int32_t *pos,
                                    int32_t n, size_t bytes, stoker__stream stream)

@@ -79,6 +79,92 @@ int stoker__gpu_images(const stoker__gpu_image *desc, int32_t n, const stoker__g
 int stoker__gpu_scatter(const uint8_t *src, uint8_t *dst, const int32_t *pos, int32_t n,
                         size_t bytes, stoker__stream s);
 
+/* ---- YCbCr planes to RGB, as libjpeg ------------------------------------------------------
+ * nvJPEG's hardware decoder writes an image's planes at their own resolution (its planar
+ * output); its own chroma upsampling either replicates samples or, interpolating, makes the
+ * decode wait for the whole device (every stream's queued kernels). So the planes are
+ * converted here, the way libjpeg(-turbo) does with the CPU decoder's settings: chroma
+ * upsampled by libjpeg's "fancy" triangle filter (jdsample.c: h2v1 and h2v2, 3/4 of the
+ * nearer sample and 1/4 of the further one in each direction, with its rounding biases and
+ * its edge rule, which repeats the edge sample; plain replication for a chroma plane of two
+ * columns or fewer, as libjpeg), then YCbCr to RGB with jdcolor.c's 16-bit fixed-point
+ * tables. Both are integer arithmetic: the result is libjpeg's for the same planes. */
+
+/* One image's planes and the region written as interleaved RGB. */
+typedef struct stoker__gpu_ycc {
+    const uint8_t *plane[3]; /* device: Y, Cb, Cr (Cb and Cr unused for grayscale) */
+    int32_t pitch[3];        /* bytes from one row of the plane to the next */
+    int32_t width, height;   /* the image's (the Y plane's) */
+    int32_t cw, ch;          /* the chroma planes' size */
+    int32_t hs, vs;          /* chroma subsampling, 1 or 2 each way; 0: grayscale */
+    int32_t x, y, w, h;      /* the region */
+    uint8_t *dst;            /* device: the region's RGB, h rows of dst_pitch bytes */
+    int64_t dst_pitch;
+} stoker__gpu_ycc;
+
+/* Queues the conversion of the n images described at `desc` (device memory, valid until the
+ * work is done) on stream s. Returns 0 or a CUDA error code as stoker__gpu_images. */
+int stoker__gpu_ycc_to_rgb(const stoker__gpu_ycc *desc, int32_t n, stoker__stream s);
+
+/* libjpeg's h2 fancy upsampling of chroma row `row` (cw samples) at output column x. */
+STOKER__HD static inline int32_t stoker__ycc_h2(const uint8_t *row, int32_t cw, int32_t x)
+{
+    const int32_t i = x >> 1;
+    const int32_t nb = x & 1 ? (i + 1 < cw ? i + 1 : i) : (i > 0 ? i - 1 : 0);
+    return (3 * row[i] + row[nb] + (x & 1 ? 2 : 1)) >> 2;
+}
+
+/* One chroma value of plane p (1 or 2) at image pixel (x, y). */
+STOKER__HD static inline int32_t stoker__ycc_chroma(const stoker__gpu_ycc *im, int p, int32_t x,
+                                                   int32_t y)
+{
+    const uint8_t *base = im->plane[p];
+    const int64_t pitch = im->pitch[p];
+    const bool fancy = im->cw > 2;
+    if (im->vs == 1) {
+        const uint8_t *row = base + (int64_t)y * pitch;
+        return im->hs == 1 ? row[x] : fancy ? stoker__ycc_h2(row, im->cw, x) : row[x >> 1];
+    }
+    /* h2v2 (vs 2 is only taken with hs 2) */
+    const int32_t j = y >> 1;
+    if (!fancy)
+        return base[(int64_t)j * pitch + (x >> 1)];
+    const int32_t jn = y & 1 ? (j + 1 < im->ch ? j + 1 : j) : (j > 0 ? j - 1 : 0);
+    const uint8_t *r0 = base + (int64_t)j * pitch, *r1 = base + (int64_t)jn * pitch;
+    const int32_t i = x >> 1;
+    const int32_t in = x & 1 ? (i + 1 < im->cw ? i + 1 : i) : (i > 0 ? i - 1 : 0);
+    const int32_t here = 3 * r0[i] + r1[i], there = 3 * r0[in] + r1[in];
+    return (3 * here + there + (x & 1 ? 7 : 8)) >> 4;
+}
+
+STOKER__HD static inline uint8_t stoker__ycc_clamp(int32_t v)
+{
+    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+}
+
+/* The RGB of image pixel (x, y): jdcolor.c's ycc_rgb_convert (SCALEBITS 16; its tables'
+ * entries computed in place; >> on a negative value is the arithmetic shift libjpeg's
+ * RIGHT_SHIFT is on every compiler it supports). */
+STOKER__HD static inline void stoker__ycc_pixel(const stoker__gpu_ycc *im, int32_t x, int32_t y,
+                                                uint8_t rgb[3])
+{
+    const int32_t Y = im->plane[0][(int64_t)y * im->pitch[0] + x];
+    if (im->hs == 0) {
+        rgb[0] = rgb[1] = rgb[2] = (uint8_t)Y;
+        return;
+    }
+    const int32_t cb = stoker__ycc_chroma(im, 1, x, y) - 128;
+    const int32_t cr = stoker__ycc_chroma(im, 2, x, y) - 128;
+    const int32_t half = 1 << 15;
+    /* FIX(1.40200) = 91881, FIX(1.77200) = 116130, FIX(0.71414) = 46802, FIX(0.34414) = 22554 */
+    const int32_t r = (91881 * cr + half) >> 16;
+    const int32_t b = (116130 * cb + half) >> 16;
+    const int32_t g = (-22554 * cb + half - 46802 * cr) >> 16;
+    rgb[0] = stoker__ycc_clamp(Y + r);
+    rgb[1] = stoker__ycc_clamp(Y + g);
+    rgb[2] = stoker__ycc_clamp(Y + b);
+}
+
 /* ---- the filter, on both sides ------------------------------------------------------------ */
 
 /* The filter of one output coordinate: taps [xmin, xmin + n) from the axis' lo, weighing

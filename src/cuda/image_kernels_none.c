@@ -21,3 +21,9 @@ int stoker__gpu_scatter(const uint8_t *src, uint8_t *dst, const int32_t *pos, in
     (void)src, (void)dst, (void)pos, (void)n, (void)bytes, (void)s;
     return NOT_BUILT;
 }
+
+int stoker__gpu_ycc_to_rgb(const stoker__gpu_ycc *desc, int32_t n, stoker__stream s)
+{
+    (void)desc, (void)n, (void)s;
+    return NOT_BUILT;
+}

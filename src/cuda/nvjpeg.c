@@ -5,6 +5,8 @@
  * is NVJPEG_STATUS_SUCCESS. */
 #include "cuda/nvjpeg.h"
 
+#include "cuda/image_kernels.h"
+
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -14,17 +16,23 @@
 
 /* nvjpegBackend_t: NVJPEG_BACKEND_HARDWARE ("nvJPEG Backend") */
 #define BACKEND_HARDWARE 3
-/* nvjpegOutputFormat_t: NVJPEG_OUTPUT_RGBI, interleaved RGB in channel[0] */
-#define OUTPUT_RGBI 5
+/* nvjpegOutputFormat_t: NVJPEG_OUTPUT_YUV, the planes at their own resolution in
+ * channel[0..2] (the chroma upsampling and colour conversion are image_kernels.h's) */
+#define OUTPUT_YUV 1
+/* nvjpegChromaSubsampling_t */
+#define CSS_444 0
+#define CSS_422 1
+#define CSS_420 2
+#define CSS_GRAY 6
 /* nvJPEG flags ("nvJPEG Flags"): NVJPEG_FLAGS_BITSTREAM_STRICT, an error rather than a
  * best-effort decode for a bitstream that breaks the JPEG specification (a damaged record
- * must not pass); NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION, chroma upsampled by
- * interpolation as libjpeg's fancy upsampling (the CPU decoder's) does, not by replication.
- * Libraries older than the second flag refuse it: the first set the library takes is used. */
+ * must not pass). Not NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION: with it, every batched
+ * decode of the hardware back-end waits until every kernel queued on the device, on any
+ * stream, has finished (seen on an H200 with nvJPEG 13: a decode of 100 images beside a 50
+ * ms kernel on another stream took 57 ms instead of 5), so a training job's kernels would
+ * hold up decoding; the planes are upsampled as libjpeg does by stoker's own kernel. */
 #define FLAGS_BITSTREAM_STRICT 4
-#define FLAGS_UPSAMPLING_WITH_INTERPOLATION 32
-static const unsigned FLAG_SETS[] = {FLAGS_BITSTREAM_STRICT | FLAGS_UPSAMPLING_WITH_INTERPOLATION,
-                                     FLAGS_BITSTREAM_STRICT};
+static const unsigned FLAG_SETS[] = {FLAGS_BITSTREAM_STRICT};
 /* nvjpegStatus_t ("nvJPEG API Return Codes") */
 #define STATUS_SUCCESS 0
 #define STATUS_ALLOCATOR_FAILURE 5
@@ -34,6 +42,7 @@ static const unsigned FLAG_SETS[] = {FLAGS_BITSTREAM_STRICT | FLAGS_UPSAMPLING_W
 #define PROPERTY_PATCH 2
 /* NVJPEG_MAX_COMPONENT */
 #define MAX_COMPONENT 4
+#define PLANE_ALIGN 256u
 
 typedef void *nj_handle; /* nvjpegHandle_t, nvjpegJpegState_t, nvjpegJpegStream_t, ... */
 
@@ -109,7 +118,14 @@ struct stoker__nvjpeg {
     const unsigned char **data;
     size_t *lengths;
     nj_image *images;
+    stoker__gpu_ycc *ycc; /* per image taken: its planes and the region to convert */
     int32_t cap, params_made;
+    /* device: the batch's planes, and the conversion's descriptors (reused by the next batch:
+     * the caller waits for a batch's work before the next) */
+    uint8_t *planes;
+    size_t planes_cap;
+    stoker__gpu_ycc *dycc;
+    int32_t dycc_cap;
     int32_t initialized; /* the batch size nvjpegDecodeBatchedInitialize was given; 0: none */
     char describe[160];
     bool pooled; /* counted among the memory pool's users */
@@ -190,9 +206,8 @@ static void describe(stoker__nvjpeg *nj, const char *name)
     if (nj->api.hardware_decoder_info)
         nj->api.hardware_decoder_info(nj->handle, &engines, &cores);
     snprintf(nj->describe, sizeof nj->describe,
-             "%s %d.%d.%d, device %d, %u engines x %u cores, chroma %s", name, v[0], v[1], v[2],
-             nj->device, engines, cores,
-             nj->flags & FLAGS_UPSAMPLING_WITH_INTERPOLATION ? "interpolated" : "replicated");
+             "%s %d.%d.%d, device %d, %u engines x %u cores, planes upsampled as libjpeg", name,
+             v[0], v[1], v[2], nj->device, engines, cores);
 }
 
 /* ---- nvJPEG's memory ----------------------------------------------------------------------
@@ -381,7 +396,7 @@ static int create_handles(stoker__nvjpeg *nj, char *why, size_t cap)
     if (s == STATUS_SUCCESS && (step = "nvjpegDecodeParamsCreate"))
         s = a->params_create(nj->handle, &nj->check);
     if (s == STATUS_SUCCESS && (step = "nvjpegDecodeParamsSetOutputFormat"))
-        s = a->params_set_output_format(nj->check, OUTPUT_RGBI);
+        s = a->params_set_output_format(nj->check, OUTPUT_YUV);
     if (s != STATUS_SUCCESS) {
         if (why && cap)
             snprintf(why, cap, "%s on device %d: %s (%d)", step, nj->device, status_name(s), s);
@@ -475,6 +490,13 @@ void stoker__nvjpeg_close(stoker__nvjpeg *nj)
      * state (registered kernels, the runtime's context) that an unload would leave dangling */
     if (nj->lib && !nj->called)
         dlclose(nj->lib);
+    if (nj->planes || nj->dycc) {
+        const int prev = stoker__cuda_use_device(nj->device);
+        dev_free(nj->planes);
+        dev_free(nj->dycc);
+        stoker__cuda_restore_device(nj->device, prev);
+    }
+    stoker__free(nj->ycc);
     stoker__free(nj->params);
     stoker__free(nj->batch_params);
     stoker__free(nj->data);
@@ -505,10 +527,13 @@ static int nj_fail(stoker__err *err, const char *call, int s)
     return stoker__fail(err, STOKER_E_CUDA, "%s: %s (%d)", call, status_name(s), s);
 }
 
-/* Whether the decoder takes `data` with `roi` under `params` (which get the region). *ok
- * false when the header does not parse or the region leaves the image. */
+/* Whether the decoder takes `data` with `roi` under `params`: *ok false when the header does
+ * not parse, the region leaves the image, or the planes are not ones the conversion takes
+ * (4:4:4, 4:2:2, 4:2:0 or grayscale: libjpeg-turbo's versions upsample 4:4:0 differently).
+ * *g gets the image's planes (region and pointers left to the caller). */
 static int check_one(stoker__nvjpeg *nj, nj_handle params, const uint8_t *data, size_t size,
-                     const stoker__nvjpeg_roi *roi, bool *ok, stoker__err *err)
+                     const stoker__nvjpeg_roi *roi, bool *ok, stoker__gpu_ycc *g,
+                     stoker__err *err)
 {
     const nj_api *a = &nj->api;
     *ok = false;
@@ -516,17 +541,27 @@ static int check_one(stoker__nvjpeg *nj, nj_handle params, const uint8_t *data, 
     if (!data || size == 0 ||
         a->get_image_info(nj->handle, data, size, &comps, &subsampling, w, h) != STATUS_SUCCESS)
         return 0;
+    *g = (stoker__gpu_ycc){.width = w[0], .height = h[0], .cw = w[1], .ch = h[1]};
+    switch (subsampling) {
+    case CSS_444: g->hs = g->vs = 1; break;
+    case CSS_422: g->hs = 2, g->vs = 1; break;
+    case CSS_420: g->hs = g->vs = 2; break;
+    case CSS_GRAY: g->hs = g->vs = 0, g->cw = w[0], g->ch = h[0]; break; /* see plan_planes */
+    default: return 0;
+    }
+    if (w[0] <= 0 || h[0] <= 0 || (g->hs && (comps != 3 || g->cw != (w[0] + g->hs - 1) / g->hs ||
+                                             g->ch != (h[0] + g->vs - 1) / g->vs)))
+        return 0;
     const bool whole = !roi || roi->w <= 0 || roi->h <= 0;
     if (!whole && (roi->x < 0 || roi->y < 0 || roi->x > w[0] - roi->w || roi->y > h[0] - roi->h))
         return 0;
-    int s = whole ? a->params_set_roi(params, 0, 0, -1, -1) /* -1, -1: no region */
-                  : a->params_set_roi(params, roi->x, roi->y, roi->w, roi->h);
-    if (s != STATUS_SUCCESS)
-        return 0; /* a region the parameters refuse */
+    /* the image is decoded whole: the conversion reads the chroma around the region */
+    if (a->params_set_roi(params, 0, 0, -1, -1) != STATUS_SUCCESS) /* -1, -1: no region */
+        return 0;
     if (a->stream_parse_header(nj->handle, data, size, nj->stream) != STATUS_SUCCESS)
         return 0;
     int unsupported = 1;
-    s = a->batched_supported_ex(nj->handle, nj->stream, params, &unsupported);
+    const int s = a->batched_supported_ex(nj->handle, nj->stream, params, &unsupported);
     if (s != STATUS_SUCCESS)
         return nj_fail(err, "nvjpegDecodeBatchedSupportedEx", s);
     *ok = unsupported == 0; /* 0 means supported */
@@ -537,7 +572,8 @@ int stoker__nvjpeg_supported(stoker__nvjpeg *nj, const uint8_t *data, size_t siz
                              const stoker__nvjpeg_roi *roi, bool *ok, stoker__err *err)
 {
     const int prev = stoker__cuda_use_device(nj->device);
-    const int rc = check_one(nj, nj->check, data, size, roi, ok, err);
+    stoker__gpu_ycc g;
+    const int rc = check_one(nj, nj->check, data, size, roi, ok, &g, err);
     stoker__cuda_restore_device(nj->device, prev);
     return rc;
 }
@@ -560,7 +596,8 @@ static int grow(stoker__nvjpeg *nj, int32_t n, stoker__err *err)
                         grow_array(&nj->batch_params, c, sizeof *nj->batch_params) &&
                         grow_array(&nj->data, c, sizeof *nj->data) &&
                         grow_array(&nj->lengths, c, sizeof *nj->lengths) &&
-                        grow_array(&nj->images, c, sizeof *nj->images);
+                        grow_array(&nj->images, c, sizeof *nj->images) &&
+                        grow_array(&nj->ycc, c, sizeof *nj->ycc);
         STOKER_RETURN_IF(!ok, err, -ENOMEM, "no memory for a batch of %d JPEGs", (int)n);
         nj->cap = n;
     }
@@ -570,14 +607,15 @@ static int grow(stoker__nvjpeg *nj, int32_t n, stoker__err *err)
         if (s != STATUS_SUCCESS)
             return nj_fail(err, "nvjpegDecodeParamsCreate", s);
         nj->params_made++;
-        s = nj->api.params_set_output_format(*p, OUTPUT_RGBI);
+        s = nj->api.params_set_output_format(*p, OUTPUT_YUV);
         if (s != STATUS_SUCCESS)
             return nj_fail(err, "nvjpegDecodeParamsSetOutputFormat", s);
     }
     return 0;
 }
 
-/* Checks every image; gathers those taken into the batch arrays. Returns how many. */
+/* Checks every image; gathers those taken into the batch arrays (their planes placed in
+ * plan_planes). Returns how many. */
 static int gather(stoker__nvjpeg *nj, int32_t n, const uint8_t *const data[], const size_t sizes[],
                   const stoker__nvjpeg_roi *rois, uint8_t *const dst[], const size_t pitch[],
                   uint8_t *taken, stoker__err *err)
@@ -585,20 +623,73 @@ static int gather(stoker__nvjpeg *nj, int32_t n, const uint8_t *const data[], co
     int32_t m = 0;
     for (int32_t i = 0; i < n; i++) {
         bool ok = false;
-        const int rc =
-            check_one(nj, nj->params[i], data[i], sizes[i], rois ? &rois[i] : NULL, &ok, err);
+        stoker__gpu_ycc g;
+        const stoker__nvjpeg_roi *r = rois && rois[i].w > 0 && rois[i].h > 0 ? &rois[i] : NULL;
+        const int rc = check_one(nj, nj->params[i], data[i], sizes[i], r, &ok, &g, err);
         if (rc < 0)
             return rc;
         taken[i] = ok && dst[i] != NULL;
         if (!taken[i])
             continue;
+        g.x = r ? r->x : 0;
+        g.y = r ? r->y : 0;
+        g.w = r ? r->w : g.width;
+        g.h = r ? r->h : g.height;
+        g.dst = dst[i];
+        g.dst_pitch = (int64_t)pitch[i];
+        nj->ycc[m] = g;
         nj->data[m] = data[i];
         nj->lengths[m] = sizes[i];
         nj->batch_params[m] = nj->params[i];
-        nj->images[m] = (nj_image){{dst[i]}, {pitch[i]}};
         m++;
     }
     return m;
+}
+
+/* Places the m images' planes in the device scratch (grown when short) and points nvJPEG's
+ * outputs and the conversion's inputs at them. A grayscale image gets room for two more
+ * planes of its size, which the conversion does not read: nvJPEG's planar output of a
+ * one-component image is not documented to leave them alone. */
+static int plan_planes(stoker__nvjpeg *nj, int32_t m, stoker__err *err)
+{
+    size_t need = 0;
+    for (int32_t k = 0; k < m; k++) {
+        const stoker__gpu_ycc *g = &nj->ycc[k];
+        need += stoker__align_up((size_t)g->width * (size_t)g->height, PLANE_ALIGN) +
+                2 * stoker__align_up((size_t)g->cw * (size_t)g->ch, PLANE_ALIGN);
+    }
+    if (need > nj->planes_cap) {
+        dev_free(nj->planes);
+        nj->planes = NULL;
+        nj->planes_cap = 0;
+        const size_t want = need + need / 4;
+        STOKER_RETURN_IF(dev_malloc((void **)&nj->planes, want) != 0, err, STOKER_E_CUDA,
+                         "cudaMalloc of %zu bytes for %d decoded images' planes", want, (int)m);
+        nj->planes_cap = want;
+    }
+    if (m > nj->dycc_cap) {
+        dev_free(nj->dycc);
+        nj->dycc = NULL;
+        nj->dycc_cap = 0;
+        STOKER_RETURN_IF(dev_malloc((void **)&nj->dycc, (size_t)m * sizeof *nj->dycc) != 0, err,
+                         STOKER_E_CUDA, "cudaMalloc of %d conversion descriptors", (int)m);
+        nj->dycc_cap = m;
+    }
+    uint8_t *at = nj->planes;
+    for (int32_t k = 0; k < m; k++) {
+        stoker__gpu_ycc *g = &nj->ycc[k];
+        nj_image *im = &nj->images[k];
+        *im = (nj_image){{NULL}, {0}};
+        for (int c = 0; c < 3; c++) {
+            const int32_t pw = c ? g->cw : g->width, ph = c ? g->ch : g->height;
+            g->plane[c] = at;
+            g->pitch[c] = pw;
+            im->channel[c] = at;
+            im->pitch[c] = (size_t)pw;
+            at += stoker__align_up((size_t)pw * (size_t)ph, PLANE_ALIGN);
+        }
+    }
+    return 0;
 }
 
 static int decode(stoker__nvjpeg *nj, int32_t m, stoker__stream stream, stoker__err *err)
@@ -609,7 +700,7 @@ static int decode(stoker__nvjpeg *nj, int32_t m, stoker__stream stream, stoker__
     const uint64_t t0 = stoker__now_ns();
     if (nj->initialized != m) {
         nj->initialized = 0;
-        s = a->batched_initialize(nj->handle, nj->state, m, 1, OUTPUT_RGBI);
+        s = a->batched_initialize(nj->handle, nj->state, m, 1, OUTPUT_YUV);
         if (s != STATUS_SUCCESS)
             return nj_fail(err, "nvjpegDecodeBatchedInitialize", s);
         nj->initialized = m;
@@ -627,6 +718,12 @@ static int decode(stoker__nvjpeg *nj, int32_t m, stoker__stream stream, stoker__
         return stoker__fail(err, STOKER_E_CUDA, "nvjpegDecodeBatchedEx of %d JPEGs: %s (%d)",
                             (int)m, status_name(s), s);
     }
+    /* the descriptors go from pageable memory: the copy has taken them when it returns */
+    int e = stoker__cuda_copy_to_device(nj->dycc, nj->ycc, (size_t)m * sizeof *nj->ycc, stream);
+    if (e == 0)
+        e = stoker__gpu_ycc_to_rgb(nj->dycc, m, stream);
+    STOKER_RETURN_IF(e != 0, err, STOKER_E_CUDA, "converting %d decoded JPEGs to RGB: %s", (int)m,
+                     stoker__cuda_error_string(e));
     return 0;
 }
 
@@ -645,6 +742,10 @@ int stoker__nvjpeg_decode_batch(stoker__nvjpeg *nj, int32_t n, const uint8_t *co
     if (rc == 0)
         rc = gather(nj, n, data, sizes, rois, dst, pitch, taken, err);
     nj->check_ns += stoker__now_ns() - t0;
+    if (rc > 0) {
+        const int rp = plan_planes(nj, rc, err);
+        rc = rp < 0 ? rp : rc;
+    }
     if (rc < 0)
         memset(taken, 0, (size_t)n); /* nothing was queued */
     if (rc > 0)

@@ -9,10 +9,14 @@
  * toolkit's library directory).
  *
  * Decoding is batched (nvjpegDecodeBatchedEx with the hardware back-end): bitstreams in host
- * memory, each with an optional region, decoded to interleaved RGB (3 bytes per pixel) in
- * device buffers the caller gives, queued on the caller's stream. Before a batch, every
- * image is checked (its header parsed, nvjpegDecodeBatchedSupportedEx asked with its
- * region); the batch decodes those the decoder takes and reports which it did not.
+ * memory, each with an optional region, decoded whole to their planes (YCbCr at the planes'
+ * own resolution, in the object's device scratch), then the region converted to interleaved
+ * RGB (3 bytes per pixel) in device buffers the caller gives by image_kernels.h's
+ * conversion (libjpeg's chroma upsampling and colour tables), queued on the caller's stream.
+ * Before a batch, every image is checked (its header parsed, nvjpegDecodeBatchedSupportedEx
+ * asked); the batch decodes those the decoder takes and reports which it did not. The
+ * hardware decoder works while the call runs (the call returns when it is done), and it does
+ * not wait for kernels queued on other streams.
  *
  * One object per device; one thread at a time (nvJPEG's decode state and parsed streams are
  * not thread-safe). Every call runs with the object's device current and restores the
@@ -60,7 +64,7 @@ int stoker__nvjpeg_supported(stoker__nvjpeg *nj, const uint8_t *data, size_t siz
  * its height rows of pitch[i] bytes (pitch[i] >= 3 * its width), as interleaved RGB.
  * taken[i] (n bytes) says which images the decoder took; the others are left for the CPU and
  * their dst untouched. The bitstreams must stay unchanged until the stream has finished the
- * work. Returns 0 (also when it took none), or STOKER_E_CUDA with nvJPEG's status in err:
+ * work, and the next call on the object must wait for it too (it reuses the scratch). Returns 0 (also when it took none), or STOKER_E_CUDA with nvJPEG's status in err:
  * the decode of the taken images failed as a whole, and taken[i] then marks the images whose
  * dst holds undefined contents (all of them go back to the CPU); or, with nothing queued
  * and no image taken, STOKER_E_CUDA (a check failed), STOKER_E_INVALID (n < 0), -ENOMEM. */
