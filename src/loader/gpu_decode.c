@@ -53,6 +53,7 @@ typedef struct gslot {
  * host's part of the next batch (parsing its JPEGs, queueing them) overlaps the GPU's work
  * on this one. The GPU worker alone uses the lanes. */
 typedef struct lane {
+    stoker__gdec *gd;
     stoker__nvjpeg *nj;
     stoker__stream stream;
     stoker__event done; /* blocking: the GPU worker sleeps while the GPU works */
@@ -70,9 +71,13 @@ typedef struct lane {
     stoker__slot *slot;
     uint32_t n, m; /* records routed; samples queued */
     bool failed;
+    bool notify; /* the run's end is signalled (lane_finished): no need to wait for it */
+    uint64_t begun, finished; /* runs; finished under the stage's mutex, by the callback */
     uint64_t t0;
 } lane;
 
+/* Runs in flight: while one lane's run is on the GPU, the GPU worker queues the next on the
+ * other (more lanes measured no better: nvJPEG's hardware decode returns when it is done). */
 #define LANES 2
 
 /* Slots waiting, first in first out; at most the ring's depth of them. */
@@ -150,11 +155,11 @@ int stoker__gdec_create(stoker__gdec **out, const stoker__plan *plan, char *why,
     stoker__nvjpeg *nj[LANES] = {NULL};
     const int emulated = stoker__gdec_emulated();
     int rc = 0;
-    for (int i = 0; i < LANES && rc == 0 && !emulated; i++)
+    for (uint32_t i = 0; i < LANES && rc == 0 && !emulated; i++)
         rc = stoker__nvjpeg_open(&nj[i], plan->device, why, cap);
     stoker__gdec *gd = rc == 0 ? stoker__calloc(1, sizeof *gd) : NULL;
     if (!gd) {
-        for (int i = 0; i < LANES; i++)
+        for (uint32_t i = 0; i < LANES; i++)
             stoker__nvjpeg_close(nj[i]);
         if (rc == STOKER_E_UNSUPPORTED)
             return rc;
@@ -166,8 +171,10 @@ int stoker__gdec_create(stoker__gdec **out, const stoker__plan *plan, char *why,
     *out = gd;
     gd->emulated = emulated;
     gd->plan = plan;
-    for (int i = 0; i < LANES; i++)
+    for (uint32_t i = 0; i < LANES; i++) {
         gd->lanes[i].nj = nj[i];
+        gd->lanes[i].gd = gd;
+    }
     gd->device = plan->device;
     STOKER_RETURN_IF(pthread_mutex_init(&gd->mu, NULL) != 0, err, -ENOMEM,
                      "cannot create the GPU decode stage's lock");
@@ -300,7 +307,7 @@ static int start_on_device(stoker__gdec *gd, stoker__err *err)
     gd->retries = (fifo){.s = stoker__calloc(depth, sizeof(stoker__slot *)), .cap = depth};
     STOKER_RETURN_IF(!gd->slots || !gd->queue.s || !gd->retries.s, err, -ENOMEM,
                      "out of memory for the GPU decode stage");
-    for (int i = 0; i < LANES; i++) {
+    for (uint32_t i = 0; i < LANES; i++) {
         const int rc = lane_init(gd, &gd->lanes[i], batch, err);
         if (rc < 0)
             return rc;
@@ -328,10 +335,10 @@ int stoker__gdec_start(stoker__gdec *gd, stoker__ring *ring, stoker__err *err)
 /* Where the GPU worker's time went, for the log. */
 static void log_timing(const stoker__gdec *gd)
 {
-    for (int i = 0; i < LANES && !gd->emulated; i++) {
+    for (uint32_t i = 0; i < LANES && !gd->emulated; i++) {
         char t[256];
         stoker__nvjpeg_timing(gd->lanes[i].nj, t, sizeof t);
-        stoker__logf(&gd->plan->log, STOKER_LOG_INFO, "GPU decode lane %d: %s", i, t);
+        stoker__logf(&gd->plan->log, STOKER_LOG_INFO, "GPU decode lane %u: %s", i, t);
     }
     stoker__logf(&gd->plan->log, STOKER_LOG_INFO,
                  "GPU decode: %llu images, busy %.3f s, waiting for the GPU %.3f s",
@@ -345,7 +352,7 @@ void stoker__gdec_destroy(stoker__gdec *gd)
         return;
     log_timing(gd);
     const int prev = gd->emulated ? -1 : stoker__cuda_use_device(gd->device);
-    for (int i = 0; i < LANES; i++)
+    for (uint32_t i = 0; i < LANES; i++)
         lane_free(&gd->lanes[i]);
     for (uint32_t i = 0; i < gd->nslots; i++) {
         gslot *g = &gd->slots[i];
@@ -491,17 +498,38 @@ void stoker__gdec_submit(stoker__gdec *gd, stoker__slot *s)
     pthread_mutex_unlock(&gd->mu);
 }
 
-stoker__slot *stoker__gdec_wait(stoker__gdec *gd, const atomic_bool *halt)
+/* What the GPU worker does next, under mu; STOKER__GDEC_IDLE when there is nothing. */
+static int next_step(stoker__gdec *gd, stoker__slot **s)
 {
-    stoker__slot *s = NULL;
+    const lane *old = gd->in_flight ? &gd->lanes[gd->next_lane] : NULL;
+    if (old && old->finished == old->begun)
+        return STOKER__GDEC_END; /* publishes a batch: cheap, and first */
+    if (gd->in_flight < LANES && (*s = fifo_pop(&gd->queue)))
+        return STOKER__GDEC_BEGIN;
+    /* nothing to begin: wait for the oldest run when its end will not be signalled, or when
+     * every lane is in flight */
+    if (old && (!old->notify || gd->in_flight == LANES))
+        return STOKER__GDEC_END;
+    if (!old && (*s = fifo_pop(&gd->retries))) {
+        atomic_store(&gd->rpending, gd->retries.len);
+        return STOKER__GDEC_RETRY;
+    }
+    return STOKER__GDEC_IDLE;
+}
+
+int stoker__gdec_next(stoker__gdec *gd, const atomic_bool *halt, stoker__slot **s)
+{
+    *s = NULL;
+    int step = STOKER__GDEC_IDLE;
     pthread_mutex_lock(&gd->mu);
-    if (gd->queue.len == 0 && gd->retries.len == 0 && gd->in_flight == 0 &&
-        !atomic_load(halt))
-        stoker__timed_wait(&gd->cv, &gd->mu);
-    if (!atomic_load(halt))
-        s = fifo_pop(&gd->queue);
+    for (int tries = 0; tries < 2 && !atomic_load(halt); tries++) {
+        if ((step = next_step(gd, s)) != STOKER__GDEC_IDLE)
+            break;
+        if (tries == 0)
+            stoker__timed_wait(&gd->cv, &gd->mu);
+    }
     pthread_mutex_unlock(&gd->mu);
-    return s;
+    return atomic_load(halt) && step == STOKER__GDEC_BEGIN ? STOKER__GDEC_IDLE : step;
 }
 
 void stoker__gdec_drop_queue(stoker__gdec *gd)
@@ -608,6 +636,18 @@ static int transform(stoker__gdec *gd, lane *ln, gslot *g)
     return e;
 }
 
+/* Queued after a run's work on its stream: the GPU worker, waiting on the stage's
+ * condition, learns that the run can be ended without blocking in the meantime. */
+static void lane_finished(void *arg)
+{
+    lane *ln = arg;
+    stoker__gdec *gd = ln->gd;
+    pthread_mutex_lock(&gd->mu);
+    ln->finished++;
+    pthread_cond_signal(&gd->cv);
+    pthread_mutex_unlock(&gd->mu);
+}
+
 /* The host's part of a run: decode and transform queued, the lane's event recorded. */
 static void begin_on_device(stoker__gdec *gd, lane *ln, gslot *g)
 {
@@ -628,6 +668,7 @@ static void begin_on_device(stoker__gdec *gd, lane *ln, gslot *g)
     if (e2 != 0)
         stoker__cuda_stream_sync(ln->stream);
     e = e != 0 ? e : e2;
+    ln->notify = e == 0 && stoker__cuda_host_func(ln->stream, lane_finished, ln) == 0;
     if (e != 0) {
         stoker__logf(&gd->plan->log, STOKER_LOG_ERROR,
                      "GPU decode (device %d): %s; the CPU decodes the batch's %u images",
@@ -648,6 +689,12 @@ void stoker__gdec_begin(stoker__gdec *gd, stoker__slot *s)
     ln->t0 = stoker__now_ns();
     ln->n = ln->m = 0;
     ln->failed = false;
+    ln->notify = false;
+    pthread_mutex_lock(&gd->mu);
+    ln->begun++;
+    if (gd->emulated) /* nothing to wait for */
+        ln->finished = ln->begun;
+    pthread_mutex_unlock(&gd->mu);
     for (int32_t j = 0; j < g->count; j++)
         if (g->rec[j].route == ROUTE_GPU)
             ln->which[ln->n++] = (uint32_t)j;
@@ -658,11 +705,6 @@ void stoker__gdec_begin(stoker__gdec *gd, stoker__slot *s)
     const int prev = stoker__cuda_use_device(gd->device);
     begin_on_device(gd, ln, g);
     stoker__cuda_restore_device(gd->device, prev);
-}
-
-bool stoker__gdec_full(const stoker__gdec *gd)
-{
-    return gd->in_flight == LANES;
 }
 
 uint32_t stoker__gdec_in_flight(const stoker__gdec *gd)
@@ -682,6 +724,11 @@ stoker__slot *stoker__gdec_end(stoker__gdec *gd)
         const int e = stoker__cuda_event_sync(ln->done);
         gd->wait_ns += stoker__now_ns() - w0;
         stoker__cuda_restore_device(gd->device, prev);
+        if (!ln->notify) { /* counted here instead of by lane_finished */
+            pthread_mutex_lock(&gd->mu);
+            ln->finished++;
+            pthread_mutex_unlock(&gd->mu);
+        }
         if (e != 0 && !ln->failed) {
             stoker__logf(&gd->plan->log, STOKER_LOG_ERROR,
                          "GPU decode (device %d): %s; the CPU decodes the batch's %u images",

@@ -80,22 +80,23 @@ void stoker__gdec_batch_done(stoker__gdec *gd, stoker__slot *s, uint64_t gpu_ns,
 
 /* Queues slot s (all pieces done, pending) for the GPU worker. */
 void stoker__gdec_submit(stoker__gdec *gd, stoker__slot *s);
-/* The next queued slot; NULL when `halt` was set, when a retry is queued (the GPU worker
- * takes those when it has no GPU work: the workers may all be waiting for slots), at once
- * when nothing is queued while runs are in flight (the GPU worker ends them then), or after
- * a bounded wait. */
-stoker__slot *stoker__gdec_wait(stoker__gdec *gd, const atomic_bool *halt);
+/* What the GPU worker does next: BEGIN a run of *s (a lane is free and a slot queued), END
+ * the oldest run (it has finished, or must be waited for: every lane in flight, or its end
+ * is not signalled), RETRY *s on the CPU (nothing in flight: the workers may all be waiting
+ * for slots), or IDLE: nothing after a bounded wait, or `halt` was set. The GPU worker
+ * sleeps while runs are on the GPU, and a batch queued meanwhile is begun at once. */
+enum { STOKER__GDEC_IDLE, STOKER__GDEC_BEGIN, STOKER__GDEC_END, STOKER__GDEC_RETRY };
+int stoker__gdec_next(stoker__gdec *gd, const atomic_bool *halt, stoker__slot **s);
 /* Forgets every queued slot, the retries' too (a restart resets them). */
 void stoker__gdec_drop_queue(stoker__gdec *gd);
 /* A run decodes slot s's routed records on the GPU into its device samples. Runs are begun
- * and ended in order, at most two in flight (each in its own lane: decoder state, stream,
+ * and ended in order, a few in flight (each in its own lane: decoder state, stream,
  * scratch), so that the host's part of one (parsing, queueing) overlaps the GPU's work on
- * the other. begin needs a free lane (stoker__gdec_full false); end waits for the oldest
+ * the others. begin needs a free lane (stoker__gdec_next said BEGIN); end waits for the oldest
  * run, keeps its outcome with its slot (the records left for the CPU, its time, whether
  * the GPU failed as a whole: a CUDA or nvJPEG failure leaves every routed record, the
  * cause logged) and returns its slot. */
 void stoker__gdec_begin(stoker__gdec *gd, stoker__slot *s);
-bool stoker__gdec_full(const stoker__gdec *gd);
 uint32_t stoker__gdec_in_flight(const stoker__gdec *gd);
 stoker__slot *stoker__gdec_end(stoker__gdec *gd);
 /* What slot s's run left: the records for the CPU (*n of them), its time, its failure. */

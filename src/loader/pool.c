@@ -594,13 +594,20 @@ static void *gpu_main(void *arg)
             park(p);
             continue;
         }
-        stoker__slot *s = stoker__gdec_full(gd) ? NULL : stoker__gdec_wait(gd, &p->halt);
-        if (s)
-            stoker__gdec_begin(gd, s); /* while the run before it is on the GPU */
-        else if (stoker__gdec_in_flight(gd) > 0)
+        stoker__slot *s = NULL;
+        switch (stoker__gdec_next(gd, &p->halt, &s)) {
+        case STOKER__GDEC_BEGIN:
+            stoker__gdec_begin(gd, s); /* while the runs before it are on the GPU */
+            break;
+        case STOKER__GDEC_END:
             end_run(p, w);
-        else if ((s = stoker__gdec_take_retry(gd)))
+            break;
+        case STOKER__GDEC_RETRY:
             retry_batch(p, w, s);
+            break;
+        default:
+            break;
+        }
     }
     while (stoker__gdec_in_flight(gd) > 0)
         end_run(p, w);
