@@ -12,10 +12,12 @@
 //   train_loop_cpp DATA [--device N|cpu] [--compute-ms X] [--steps N] [--batch-size B]
 //                       [--threads T] [--depth D] [--device-buffers K] [--warmup N]
 //                       [--sync spin|block] [--decoder auto|cpu|gpu] [--kernel spin|work]
+//                       [--log error|warn|info|debug]
 //
 // --device cpu keeps host delivery: each host batch is then copied by this program
 // (cudaMemcpyAsync on its stream, then a wait for the copy before the release), the way a
-// loader without a GPU stage is used. --kernel spin (default) watches the clock for X ms,
+// loader without a GPU stage is used. --log writes the loader's messages of that level and
+// above to stderr (with info: where the GPU decode stage's time went). --kernel spin (default) watches the clock for X ms,
 // so it lasts X ms whatever else runs; --kernel work does a fixed amount of arithmetic on
 // every SM, sized before the loader starts to last X ms alone, so that its time with the
 // loader shows what the loader's kernels take from it.
@@ -43,6 +45,7 @@ struct Options {
     bool block = false; // --sync block
     bool work = false;  // --kernel work
     int32_t decoder = -1; // --decoder: a stoker_decoder; -1 the library's default
+    int32_t log = -1;     // --log: a stoker_log_level; -1 no log
 };
 
 double now()
@@ -94,6 +97,10 @@ Options parse(int argc, char **argv)
             if (!v || stoker_enum_parse(STOKER_ENUM_DECODER, v, &o.decoder) != 0)
                 die("--decoder", "needs auto, cpu or gpu");
             i++;
+        } else if (a == "--log") {
+            if (!v || stoker_enum_parse(STOKER_ENUM_LOG_LEVEL, v, &o.log) != 0)
+                die("--log", "needs error, warn, info or debug");
+            i++;
         } else if (a == "--steps") num(o.steps);
         else if (a == "--warmup") num(o.warmup);
         else if (a == "--batch-size") num(o.batch);
@@ -106,6 +113,12 @@ Options parse(int argc, char **argv)
     if (!o.data)
         die("usage", "train_loop_cpp DATA [--device N|cpu] [--compute-ms X] [--steps N] ...");
     return o;
+}
+
+void log_line(void *, int32_t level, const char *msg)
+{
+    const char *name = stoker_enum_name(STOKER_ENUM_LOG_LEVEL, level);
+    std::fprintf(stderr, "stoker %s: %s\n", name ? name : "?", msg);
 }
 
 stoker_loader *open_loader(const Options &o)
@@ -121,6 +134,8 @@ stoker_loader *open_loader(const Options &o)
     stoker_config_set_int(cfg, STOKER_OPT_DROP_LAST, 1);
     if (o.decoder >= 0 && stoker_config_set_int(cfg, STOKER_OPT_DECODER, o.decoder) != 0)
         die("--decoder", "not an option of this library");
+    if (o.log >= 0)
+        stoker_config_set_log(cfg, log_line, nullptr, o.log);
     stoker_loader *l = nullptr;
     if (stoker_loader_create(&l, o.data, cfg) != 0)
         die("create", stoker_loader_errmsg(l));
@@ -305,7 +320,8 @@ int main(int argc, char **argv)
                 "\"ms_per_step\":%.4f,\"GB_per_s\":%.3f,\"pinned_bytes\":%lld,"
                 "\"sync\":\"%s\",\"threads\":%d,\"kernel\":\"%s\",\"kernel_ms\":%.4f,"
                 "\"kernel_alone_ms\":%.4f,\"decoder\":\"%s\",\"gpu_decoded\":%lld,"
-                "\"cpu_decoded\":%lld,\"checksum\":%llu}\n",
+                "\"cpu_decoded\":%lld,\"gpu_share\":%.3f,\"cpu_busy\":%.3f,"
+                "\"gpu_busy\":%.3f,\"checksum\":%llu}\n",
                 prop.name, st.device >= 0 ? "device" : "host", o.compute_ms, measured,
                 measured ? bytes / (unsigned long long)measured : 0ull, wall,
                 busy_span_ms > 0 ? idle_ms / busy_span_ms : 0.0, wall > 0 ? blocked / wall : 0,
@@ -313,7 +329,7 @@ int main(int argc, char **argv)
                 wall > 0 ? (double)bytes / wall / 1e9 : 0, (long long)st.pinned_bytes, o.block ? "block" : "spin",
                 (int)st.threads, o.work ? "work" : "spin", median(kernel_ms), median(alone_ms),
                 decoder ? decoder : "n/a", (long long)st.gpu_decoded, (long long)st.cpu_decoded,
-                sum);
+                st.gpu_share, st.cpu_busy, st.gpu_busy, sum);
     for (auto &e : ev) {
         cudaEventDestroy(e.start);
         cudaEventDestroy(e.end);
