@@ -228,6 +228,81 @@ static void check_corrupt(const char *bad)
     stoker__gdec_emulate(STOKER__GDEC_REAL);
 }
 
+/* Running out of memory while the CPU retries what the GPU side refused is not a corrupt
+ * record: under SKIP too, the batch fails with -ENOMEM and a message naming the shard, the
+ * record and the cause, and nothing is replaced or counted as skipped. Every record is
+ * routed (decoder gpu, one large record at most per batch, so each fits the staging) and
+ * refused, so every decode is a retry; records 40, 44, ... are large, so the first of them
+ * grows a worker's scratch, which is made to fail, if nothing after the first batch did. */
+static void check_oom_retry(const char *dir)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/oom", dir);
+    stoker_config *cfg = NULL;
+    T_OK(stoker_config_create(&cfg));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_FSYNC, 0));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_OVERWRITE, 1));
+    stoker_writer *w = NULL;
+    T_OK(stoker_writer_create(&w, path, cfg));
+    T_OK(stoker_writer_set_field(w, STOKER_FIELD_JPEG, 0, 0, NULL));
+    const int64_t n = 64;
+    for (int64_t id = 0; id < n; id++) {
+        const bool big = id >= 40 && id % BATCH == 0;
+        size_t size = 0;
+        uint8_t *j = t_make_jpeg(&KINDS[0], big ? 640 : 64, big ? 480 : 48, 85,
+                                 (uint64_t)id + 1, &size);
+        T_OK(stoker_writer_add(w, j, size, id % 3, NULL));
+        free(j);
+    }
+    T_OK(stoker_writer_finish(w));
+    stoker_writer_destroy(w);
+    stoker_config_destroy(cfg);
+
+    stoker__gdec_emulate(STOKER__GDEC_REFUSE);
+    T_OK(stoker_config_create(&cfg));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_TRANSFORM, STOKER_TRANSFORM_EVAL));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_SIZE, CROP));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_BATCH_SIZE, BATCH));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_THREADS, 1));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_DEPTH, 4));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_SHUFFLE, 0));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_DEVICE, -1));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_DECODER, STOKER_DECODER_GPU));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_ON_CORRUPT, STOKER_ON_CORRUPT_SKIP));
+    stoker_loader *l = NULL;
+    T_OK(stoker_loader_create(&l, path, cfg));
+    stoker_config_destroy(cfg);
+    stoker_batch *b = NULL;
+    T_OK(stoker_loader_next(l, &b));
+    stoker__alloc_fail_at(1);
+    T_OK(stoker_batch_release(b));
+    int failures = 0, ok = 1, rc;
+    while ((rc = stoker_loader_next(l, &b)) != STOKER_END) {
+        if (rc == 0) {
+            for (int64_t j = 0; j < stoker_batch_count(b); j++)
+                T_EQ_INT(stoker_batch_ids(b)[j], stoker_batch_position(b) * BATCH + j);
+            T_OK(stoker_batch_release(b));
+            ok++;
+            continue;
+        }
+        printf("expected failure: %s\n", stoker_loader_errmsg(l));
+        T_EQ_RC(rc, -ENOMEM);
+        T_CONTAINS(stoker_loader_errmsg(l), ".stk");
+        T_CONTAINS(stoker_loader_errmsg(l), ": record ");
+        T_CONTAINS(stoker_loader_errmsg(l), "memory");
+        failures++;
+    }
+    T_ASSERT(stoker__alloc_fail_at(0) >= 1);
+    const stoker_stats st = tl_stats(l);
+    T_EQ_INT(failures, 1);
+    T_EQ_INT(ok, n / BATCH - 1);
+    T_EQ_INT(st.skipped, 0);
+    T_ASSERT(st.gpu_retried > 0);
+    T_EQ_INT(st.gpu_decoded, 0);
+    stoker_loader_destroy(l);
+    stoker__gdec_emulate(STOKER__GDEC_REAL);
+}
+
 /* Restarts with batches queued for the GPU worker: the new epoch's batches are the CPU's. */
 static void check_restart(const char *mixed)
 {
@@ -375,6 +450,7 @@ int main(void)
     check_routing(elig, inel);
     check_fallback(mixed);
     check_corrupt(bad);
+    check_oom_retry(dir);
     check_restart(mixed);
     check_hdf5(dir);
     t_rmrf(dir);

@@ -6,6 +6,10 @@
 #include "io/reader.h"
 #include "test_loader_util.h"
 
+#ifdef STOKER_HAVE_HDF5
+#include <hdf5.h>
+#endif
+
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -52,6 +56,89 @@ static void test_eio(void)
     }
     stoker_config_destroy(cfg);
 }
+
+#ifdef STOKER_HAVE_HDF5
+/* An HDF5 file of N records of RS bytes (tl_byte) and their labels: `images` chunked by
+ * four rows, unfiltered, so the loader's workers read its chunks with their own reader. */
+static void make_h5_chunked(const char *path)
+{
+    uint8_t *img = malloc((size_t)N * RS);
+    int64_t labels[N];
+    T_ASSERT(img != NULL);
+    for (int64_t id = 0; id < N; id++) {
+        for (uint64_t k = 0; k < RS; k++)
+            img[(uint64_t)id * RS + k] = tl_byte(id, k);
+        labels[id] = tl_label(id);
+    }
+    const hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    T_ASSERT(f >= 0);
+    const hsize_t dims[2] = {N, RS}, chunk[2] = {4, RS}, n = N;
+    const hid_t sp = H5Screate_simple(2, dims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    T_ASSERT(sp >= 0 && dcpl >= 0 && H5Pset_chunk(dcpl, 2, chunk) >= 0);
+    const hid_t d = H5Dcreate2(f, "images", H5T_STD_U8LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    T_ASSERT(d >= 0);
+    T_ASSERT(H5Dwrite(d, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, img) >= 0);
+    const hid_t lsp = H5Screate_simple(1, &n, NULL);
+    const hid_t ld = H5Dcreate2(f, "labels", H5T_STD_I64LE, lsp, H5P_DEFAULT, H5P_DEFAULT,
+                                H5P_DEFAULT);
+    T_ASSERT(ld >= 0);
+    T_ASSERT(H5Dwrite(ld, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels) >= 0);
+    H5Dclose(ld);
+    H5Sclose(lsp);
+    H5Dclose(d);
+    H5Pclose(dcpl);
+    H5Sclose(sp);
+    T_ASSERT(H5Fclose(f) >= 0);
+    free(img);
+}
+
+/* A failed read (EIO) of an HDF5 chunk, planned by a worker and read through its own
+ * reader: under either policy the batch that needed it fails with -EIO and a message
+ * naming the file, the record and the cause, and the loader goes on. It is a read error,
+ * not a corrupt record: `skip` must not replace it (nor count it as skipped). */
+static void test_hdf5_chunk_eio(void)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/chunked.h5", g_tmp);
+    make_h5_chunked(path);
+    const int32_t policies[2] = {STOKER_ON_CORRUPT_ERROR, STOKER_ON_CORRUPT_SKIP};
+    for (int pi = 0; pi < 2; pi++) {
+        stoker_config *cfg = tl_cfg(16, 2);
+        T_OK(stoker_config_set_int(cfg, STOKER_OPT_ON_CORRUPT, policies[pi]));
+        for (uint64_t nth = 1; nth <= 15; nth += 7) {
+            stoker__io_fault f = {.fail_read_at = nth};
+            stoker__io_fault_set(&f);
+            stoker_loader *l = tl_open(path, cfg);
+            int failures = 0, ok = 0, rc;
+            stoker_batch *b = NULL;
+            while ((rc = stoker_loader_next(l, &b)) != STOKER_END) {
+                if (rc == 0) {
+                    tl_check_batch(b, RS);
+                    T_OK(stoker_batch_release(b));
+                    ok++;
+                    continue;
+                }
+                if (rc != -EIO)
+                    T_FAIL("on_corrupt %d, read %d fails: next: %s (%d): %s", (int)policies[pi],
+                           (int)nth, stoker_strerror(rc), rc, stoker_loader_errmsg(l));
+                T_CONTAINS(stoker_loader_errmsg(l), path);
+                T_CONTAINS(stoker_loader_errmsg(l), ": record ");
+                T_CONTAINS(stoker_loader_errmsg(l), "input/output error");
+                failures++;
+            }
+            T_ASSERT(stoker__io_fault_reads() >= nth); /* the chunks went through the hook */
+            stoker_stats st = {.struct_size = sizeof st};
+            T_OK(stoker_loader_get_stats(l, &st));
+            T_EQ_INT(failures, 1);
+            T_EQ_INT(ok, (N + 15) / 16 - 1);
+            T_EQ_INT(st.skipped, 0);
+            stoker_loader_destroy(l);
+            stoker__io_fault_set(NULL);
+        }
+        stoker_config_destroy(cfg);
+    }
+}
+#endif
 
 static void test_short_reads(void)
 {
@@ -463,6 +550,9 @@ int main(void)
     snprintf(path, sizeof path, "%s/var", g_tmp);
     tl_make(path, N, 0, 512, 8 << 10);
     test_eio();
+#ifdef STOKER_HAVE_HDF5
+    test_hdf5_chunk_eio();
+#endif
     test_short_reads();
     test_uring_setup_failure();
     test_corrupt("badraw", RS);

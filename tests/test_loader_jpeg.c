@@ -259,6 +259,73 @@ static void check_bad(const char *path, int64_t bad_id, const char *cause)
     stoker_config_destroy(cfg);
 }
 
+/* Running out of memory in the image step is not a corrupt record: under SKIP too, the
+ * batch fails with -ENOMEM and a message naming the shard, the record and the cause, and
+ * nothing is replaced or counted as skipped. Records 0..39 are small, 40..63 large: the
+ * first large one grows the worker's scratch, the allocation that is made to fail. One
+ * worker, four slots, unshuffled: when the first batch has arrived, the worker's scratch
+ * has grown for the small images and it cannot have reached record 40 yet. */
+static void check_oom_not_skipped(const char *dir)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/oom", dir);
+    stoker_config *wcfg = NULL;
+    T_OK(stoker_config_create(&wcfg));
+    T_OK(stoker_config_set_int(wcfg, STOKER_OPT_FSYNC, 0));
+    T_OK(stoker_config_set_int(wcfg, STOKER_OPT_OVERWRITE, 1));
+    stoker_writer *w = NULL;
+    T_OK(stoker_writer_create(&w, path, wcfg));
+    T_OK(stoker_writer_set_field(w, STOKER_FIELD_JPEG, 0, 0, NULL));
+    for (int64_t id = 0; id < 64; id++) {
+        size_t size = 0;
+        const bool big = id >= 40;
+        uint8_t *j = t_make_jpeg(&KINDS[0], big ? 1024 : 64, big ? 768 : 48, 85,
+                                 (uint64_t)id + 1, &size);
+        T_OK(stoker_writer_add(w, j, size, id % 7, NULL));
+        free(j);
+    }
+    T_OK(stoker_writer_finish(w));
+    stoker_writer_destroy(w);
+    stoker_config_destroy(wcfg);
+
+    stoker_config *cfg = config(STOKER_TRANSFORM_EVAL, 0, 0, 1);
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_SHUFFLE, 0));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_BATCH_SIZE, 4));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_DEPTH, 4));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_ON_CORRUPT, STOKER_ON_CORRUPT_SKIP));
+    stoker_loader *l = NULL;
+    T_OK(stoker_loader_create(&l, path, cfg));
+    stoker_batch *b = NULL;
+    T_OK(stoker_loader_next(l, &b));
+    stoker__alloc_fail_at(1);
+    T_OK(stoker_batch_release(b));
+    int failures = 0, ok = 1, rc;
+    while ((rc = stoker_loader_next(l, &b)) != STOKER_END) {
+        if (rc == 0) {
+            for (int64_t j = 0; j < stoker_batch_count(b); j++)
+                T_EQ_INT(stoker_batch_ids(b)[j], stoker_batch_position(b) * 4 + j);
+            T_OK(stoker_batch_release(b));
+            ok++;
+            continue;
+        }
+        printf("expected failure: %s\n", stoker_loader_errmsg(l));
+        T_EQ_RC(rc, -ENOMEM);
+        T_CONTAINS(stoker_loader_errmsg(l), ".stk");
+        T_CONTAINS(stoker_loader_errmsg(l), ": record 40: ");
+        T_CONTAINS(stoker_loader_errmsg(l), "memory");
+        failures++;
+    }
+    T_ASSERT(stoker__alloc_fail_at(0) >= 1);
+    stoker_stats st;
+    st.struct_size = sizeof st;
+    T_OK(stoker_loader_get_stats(l, &st));
+    T_EQ_INT(failures, 1);
+    T_EQ_INT(ok, 64 / 4 - 1);
+    T_EQ_INT(st.skipped, 0);
+    stoker_loader_destroy(l);
+    stoker_config_destroy(cfg);
+}
+
 /* Options the pipeline refuses, and transforms on data sets that are not JPEG. */
 static void check_options(const char *path, const char *raw)
 {
@@ -426,6 +493,7 @@ int main(void)
     check_threads(good);
     check_bad(trunc, 21, "JPEG");
     check_bad(huge, 10, "STOKER_E_LIMIT");
+    check_oom_not_skipped(dir);
     check_options(good, raw);
     check_resolved(good, raw);
 

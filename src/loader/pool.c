@@ -126,19 +126,23 @@ static void prepare(void *ctx, stoker__slot *s, uint64_t seq)
 
 /* ---- checking records ---- */
 
-/* A record failed its check (its message is in w->err): SKIP marks it for replacement,
- * ERROR fails the batch. Every way a record can fail, on every fetch path, ends here, and a
- * mark is cleared only where the record is read again (read_range). */
-static void corrupt(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint64_t j)
+/* Record j failed with rc (its message is in w->err). Only a corrupt record (rc
+ * STOKER_E_CORRUPT: a CRC mismatch, a file cut short, a chunk or image that does not
+ * decode) is SKIP's to replace; any other error (a read error such as -EIO, -ENOMEM, a
+ * limit) says nothing about the record and fails the batch under either policy, as a
+ * failed read of a shard does (check_read). Every way a record can fail, on every fetch
+ * path, ends here, and a mark is cleared only where the record is read again
+ * (read_range). */
+static void record_failed(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint64_t j, int rc)
 {
-    if (p->plan->on_corrupt == STOKER_ON_CORRUPT_SKIP)
+    if (rc == STOKER_E_CORRUPT && p->plan->on_corrupt == STOKER_ON_CORRUPT_SKIP)
         s->marks[j] |= REC_BAD;
     else
         stoker__ring_fail(s, &w->err);
 }
 
 /* Record j's n bytes at src into its place in the slot: the process step (a staged copy
- * without one). Returns false when it failed (marked corrupt, message in w->err). */
+ * without one). Returns false when it failed (record_failed decided, message in w->err). */
 static bool process_into(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint32_t j,
                          const uint8_t *src, uint64_t n, const char *shard)
 {
@@ -161,7 +165,7 @@ static bool process_into(stoker__pool *p, stoker__worker *w, stoker__slot *s, ui
         char why[STOKER_ERRMSG_CAP]; /* the step's own message, if it left one */
         snprintf(why, sizeof why, "%s", w->err.msg[0] ? w->err.msg : stoker_strerror(rc));
         stoker__fail(&w->err, rc, "%s: record %" PRId64 ": %s", shard, id, why);
-        corrupt(p, w, s, j);
+        record_failed(p, w, s, j, rc);
         return false;
     }
     count_add(&w->stats.decoded, 1);
@@ -181,7 +185,7 @@ static void check_record(stoker__pool *p, stoker__worker *w, stoker__slot *s, ui
         stoker__fail(&w->err, STOKER_E_CORRUPT,
                      "%s: record %" PRId64 ": CRC32C mismatch (stored %08x, computed %08x)",
                      shard, id, loc->crc, crc);
-        corrupt(p, w, s, j);
+        record_failed(p, w, s, j, STOKER_E_CORRUPT);
         return;
     }
     const bool routed = p->gd && w->proc &&
@@ -241,7 +245,7 @@ static void check_read(stoker__pool *p, stoker__worker *w, stoker__slot *s,
                          " bytes at offset %" PRIu64,
                          shard, s->batch.ids[j], (uint64_t)d->res > at ? (uint64_t)d->res - at : 0,
                          loc->length, loc->offset);
-            corrupt(p, w, s, j);
+            record_failed(p, w, s, j, STOKER_E_CORRUPT);
         } else {
             check_record(p, w, s, j, src + at, shard);
         }
@@ -261,7 +265,7 @@ static void fetch_record(stoker__pool *p, stoker__worker *w, stoker__slot *s, ui
     const uint8_t *src = NULL;
     const int rc = stoker__dataset_fetch(p->ds, s->batch.ids[j], loc, dst, &src, &w->err);
     if (rc < 0) {
-        corrupt(p, w, s, j);
+        record_failed(p, w, s, j, rc);
         return;
     }
     check_record(p, w, s, j, src, shard);
