@@ -584,8 +584,8 @@ STOKER_API int stoker_loader_position(const stoker_loader *l, int64_t *epoch, in
  * epoch (*out NULL): the following call starts the next epoch (epoch + 1) by itself, its
  * batches already read ahead; stoker_loader_set_epoch chooses another one.
  * Errors: STOKER_E_CORRUPT (a record failed its CRC32C or was cut short, with policy ERROR,
- * or with SKIP when no intact replacement was found), -EIO and other -errno from reads
- * (read errors are never skipped);
+ * or with SKIP when no intact replacement was found), -EIO and other -errno from reads,
+ * -ENOMEM (read and memory errors are never skipped, whatever the policy);
  * errmsg names the shard and record. A failed batch counts as consumed: the next call goes
  * on with the following batch. STOKER_E_STATE when create failed, or when the batch
  * handed out `depth` calls earlier is still held: the `depth` slots form a ring, so batch k
