@@ -31,6 +31,35 @@ static void t_jerr_exit(j_common_ptr c)
     T_FAIL("libjpeg in a test helper: %s", msg);
 }
 
+/* libjpeg's RGB of a whole JPEG as the CPU decoder asks for it (islow IDCT, fancy
+ * upsampling); *w, *h receive its size. free() the result. */
+static inline uint8_t *t_decode_rgb(const uint8_t *jpg, size_t size, int32_t *w, int32_t *h)
+{
+    struct jpeg_decompress_struct c;
+    t_jerr je;
+    c.err = jpeg_std_error(&je.pub);
+    je.pub.error_exit = t_jerr_exit;
+    jpeg_create_decompress(&c);
+    jpeg_mem_src(&c, jpg, (unsigned long)size);
+    jpeg_read_header(&c, TRUE);
+    c.out_color_space = JCS_RGB;
+    c.dct_method = JDCT_ISLOW;
+    c.do_fancy_upsampling = TRUE;
+    jpeg_start_decompress(&c);
+    *w = (int32_t)c.output_width;
+    *h = (int32_t)c.output_height;
+    uint8_t *px = malloc((size_t)*w * (size_t)*h * 3);
+    if (!px)
+        T_FAIL("out of memory decoding a %dx%d test image", (int)*w, (int)*h);
+    while (c.output_scanline < c.output_height) {
+        JSAMPROW row = px + (size_t)c.output_scanline * (size_t)*w * 3;
+        jpeg_read_scanlines(&c, &row, 1);
+    }
+    jpeg_finish_decompress(&c);
+    jpeg_destroy_decompress(&c);
+    return px;
+}
+
 /* A photo-like test pattern: gradients, edges and noise, deterministic in `seed`. */
 static inline uint8_t *t_pattern(int w, int h, int ch, uint64_t seed)
 {

@@ -34,36 +34,12 @@ typedef struct image {
     uint8_t *dev; /* device copy */
 } image;
 
-static uint8_t *decode_rgb(const uint8_t *jpg, size_t size, int32_t *w, int32_t *h)
-{
-    struct jpeg_decompress_struct c;
-    t_jerr je;
-    c.err = jpeg_std_error(&je.pub);
-    je.pub.error_exit = t_jerr_exit;
-    jpeg_create_decompress(&c);
-    jpeg_mem_src(&c, jpg, (unsigned long)size);
-    jpeg_read_header(&c, TRUE);
-    c.out_color_space = JCS_RGB;
-    c.do_fancy_upsampling = TRUE; /* as the CPU decoder */
-    jpeg_start_decompress(&c);
-    *w = (int32_t)c.output_width;
-    *h = (int32_t)c.output_height;
-    uint8_t *px = malloc((size_t)*w * *h * 3);
-    while (c.output_scanline < c.output_height) {
-        JSAMPROW row = px + (size_t)c.output_scanline * *w * 3;
-        jpeg_read_scanlines(&c, &row, 1);
-    }
-    jpeg_finish_decompress(&c);
-    jpeg_destroy_decompress(&c);
-    return px;
-}
-
 static image make_image(const t_jpeg_kind *k, int w, int h, uint64_t seed)
 {
     size_t size;
     uint8_t *jpg = t_make_jpeg(k, w, h, 90, seed, &size);
     image im = {0};
-    im.rgb = decode_rgb(jpg, size, &im.w, &im.h);
+    im.rgb = t_decode_rgb(jpg, size, &im.w, &im.h);
     free(jpg);
     const size_t bytes = (size_t)im.w * im.h * 3;
     T_CUDA_OK(cudaMalloc((void **)&im.dev, bytes));

@@ -40,30 +40,6 @@ typedef struct jpeg {
     int32_t w, h;
 } jpeg;
 
-static uint8_t *decode_rgb(const uint8_t *jpg, size_t size, int32_t *w, int32_t *h)
-{
-    struct jpeg_decompress_struct c;
-    t_jerr je;
-    c.err = jpeg_std_error(&je.pub);
-    je.pub.error_exit = t_jerr_exit;
-    jpeg_create_decompress(&c);
-    jpeg_mem_src(&c, jpg, (unsigned long)size);
-    jpeg_read_header(&c, TRUE);
-    c.out_color_space = JCS_RGB;
-    c.do_fancy_upsampling = TRUE; /* the CPU decoder's setting */
-    jpeg_start_decompress(&c);
-    *w = (int32_t)c.output_width;
-    *h = (int32_t)c.output_height;
-    uint8_t *px = malloc((size_t)*w * *h * 3);
-    while (c.output_scanline < c.output_height) {
-        JSAMPROW row = px + (size_t)c.output_scanline * *w * 3;
-        jpeg_read_scanlines(&c, &row, 1);
-    }
-    jpeg_finish_decompress(&c);
-    jpeg_destroy_decompress(&c);
-    return px;
-}
-
 typedef struct diff {
     int max;
     double sum;
@@ -178,7 +154,7 @@ static void report_refused_taken(stoker__nvjpeg *nj)
             uint8_t *out = NULL, took = 0;
             decode_batch(nj, 1, &j, NULL, &out, &took);
             int32_t w, h;
-            uint8_t *ref = decode_rgb(j.data, j.size, &w, &h);
+            uint8_t *ref = t_decode_rgb(j.data, j.size, &w, &h);
             diff d = {0};
             add(&d, out, ref, (size_t)w * h * 3);
             printf("not eligible, yet taken: %-24s decoded with max %d, mean %.4f against "
@@ -208,7 +184,7 @@ static void check_whole(stoker__nvjpeg *nj)
     for (int32_t i = 0; i < n; i++) {
         T_ASSERT(taken[i]);
         int32_t w, h;
-        uint8_t *ref = decode_rgb(js[i].data, js[i].size, &w, &h);
+        uint8_t *ref = t_decode_rgb(js[i].data, js[i].size, &w, &h);
         diff d = {0};
         add(&d, out[i], ref, (size_t)w * h * 3);
         add(&all, out[i], ref, (size_t)w * h * 3);

@@ -69,32 +69,6 @@ static planes raw_planes(const uint8_t *jpg, size_t size)
     return pl;
 }
 
-/* libjpeg's RGB of the image, as the CPU decoder asks for it. */
-static uint8_t *libjpeg_rgb(const uint8_t *jpg, size_t size, int w, int h)
-{
-    struct jpeg_decompress_struct d;
-    t_jerr je;
-    d.err = jpeg_std_error(&je.pub);
-    je.pub.error_exit = t_jerr_exit;
-    jpeg_create_decompress(&d);
-    jpeg_mem_src(&d, jpg, (unsigned long)size);
-    jpeg_read_header(&d, TRUE);
-    d.out_color_space = JCS_RGB;
-    d.dct_method = JDCT_ISLOW;
-    d.do_fancy_upsampling = TRUE;
-    jpeg_start_decompress(&d);
-    T_ASSERT((int)d.output_width == w && (int)d.output_height == h);
-    uint8_t *rgb = calloc((size_t)w * (size_t)h * 3, 1);
-    T_ASSERT(rgb != NULL);
-    while (d.output_scanline < d.output_height) {
-        JSAMPROW row = rgb + (size_t)d.output_scanline * (size_t)w * 3;
-        jpeg_read_scanlines(&d, &row, 1);
-    }
-    jpeg_finish_decompress(&d);
-    jpeg_destroy_decompress(&d);
-    return rgb;
-}
-
 static void check(const char *kind_name, int w, int h, uint64_t seed)
 {
     const kind *k = NULL;
@@ -105,7 +79,9 @@ static void check(const char *kind_name, int w, int h, uint64_t seed)
     size_t size = 0;
     uint8_t *jpg = t_make_kind(k, w, h, seed, &size);
     planes pl = raw_planes(jpg, size);
-    uint8_t *want = libjpeg_rgb(jpg, size, w, h);
+    int32_t ww = 0, wh = 0;
+    uint8_t *want = t_decode_rgb(jpg, size, &ww, &wh);
+    T_ASSERT(ww == w && wh == h);
     long bad = 0;
     for (int y = 0; y < h; y++)
         for (int x = 0; x < w; x++) {
