@@ -498,6 +498,14 @@ void stoker__gdec_submit(stoker__gdec *gd, stoker__slot *s)
     pthread_mutex_unlock(&gd->mu);
 }
 
+/* The oldest batch with records for the CPU, or NULL (mu held). */
+static stoker__slot *pop_retry(stoker__gdec *gd)
+{
+    stoker__slot *s = fifo_pop(&gd->retries);
+    atomic_store(&gd->rpending, gd->retries.len);
+    return s;
+}
+
 /* What the GPU worker does next, under mu; STOKER__GDEC_IDLE when there is nothing. */
 static int next_step(stoker__gdec *gd, stoker__slot **s)
 {
@@ -510,10 +518,8 @@ static int next_step(stoker__gdec *gd, stoker__slot **s)
      * every lane is in flight */
     if (old && (!old->notify || gd->in_flight == LANES))
         return STOKER__GDEC_END;
-    if (!old && (*s = fifo_pop(&gd->retries))) {
-        atomic_store(&gd->rpending, gd->retries.len);
+    if (!old && (*s = pop_retry(gd)))
         return STOKER__GDEC_RETRY;
-    }
     return STOKER__GDEC_IDLE;
 }
 
@@ -555,8 +561,7 @@ stoker__slot *stoker__gdec_take_retry(stoker__gdec *gd)
     if (atomic_load_explicit(&gd->rpending, memory_order_relaxed) == 0)
         return NULL;
     pthread_mutex_lock(&gd->mu);
-    stoker__slot *s = fifo_pop(&gd->retries);
-    atomic_store(&gd->rpending, gd->retries.len);
+    stoker__slot *s = pop_retry(gd);
     pthread_mutex_unlock(&gd->mu);
     return s;
 }
