@@ -533,6 +533,8 @@ int stoker__gdec_next(stoker__gdec *gd, const atomic_bool *halt, stoker__slot **
             break;
         if (tries == 0)
             stoker__timed_wait(&gd->cv, &gd->mu);
+        else if (gd->in_flight > 0) /* no word from the run (a failed stream runs no host */
+            step = STOKER__GDEC_END; /* function): its event says how it ended */
     }
     pthread_mutex_unlock(&gd->mu);
     return atomic_load(halt) && step == STOKER__GDEC_BEGIN ? STOKER__GDEC_IDLE : step;
