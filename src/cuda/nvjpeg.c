@@ -213,8 +213,8 @@ static void describe(stoker__nvjpeg *nj, const char *name)
 /* ---- nvJPEG's memory ----------------------------------------------------------------------
  * nvJPEG allocates and frees device and pinned buffers as batches change (their count, their
  * images' sizes). cudaFree and cudaFreeHost wait for the whole device to be idle: beside a
- * training job's kernels, each decode then waits for the kernel running at that moment, and
- * the GPU's share of decoding collapses. nvJPEG gets allocators that keep freed blocks for
+ * training job's kernels, a decode that frees would wait for the kernel running at that
+ * moment. nvJPEG gets allocators that keep freed blocks for
  * reuse instead (by kind and device, a block serving a request of at least half its size),
  * and free for real only what is idle beyond POOL_IDLE_MAX. The callbacks carry no context,
  * so the pool is the process's. */
