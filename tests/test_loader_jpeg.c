@@ -4,6 +4,7 @@
  * image pipeline run directly on the record (seed, epoch, id), whatever the thread count;
  * damaged and oversized JPEGs follow the corrupt-record policy. */
 #include "jpegutil.h"
+#include "test_loader_util.h"
 
 #include "loader/plan.h"
 
@@ -299,26 +300,10 @@ static void check_oom_not_skipped(const char *dir)
     T_OK(stoker_loader_next(l, &b));
     stoker__alloc_fail_at(1);
     T_OK(stoker_batch_release(b));
-    int failures = 0, ok = 1, rc;
-    while ((rc = stoker_loader_next(l, &b)) != STOKER_END) {
-        if (rc == 0) {
-            for (int64_t j = 0; j < stoker_batch_count(b); j++)
-                T_EQ_INT(stoker_batch_ids(b)[j], stoker_batch_position(b) * 4 + j);
-            T_OK(stoker_batch_release(b));
-            ok++;
-            continue;
-        }
-        printf("expected failure: %s\n", stoker_loader_errmsg(l));
-        T_EQ_RC(rc, -ENOMEM);
-        T_CONTAINS(stoker_loader_errmsg(l), ".stk");
-        T_CONTAINS(stoker_loader_errmsg(l), ": record 40: ");
-        T_CONTAINS(stoker_loader_errmsg(l), "memory");
-        failures++;
-    }
+    int failures = 0;
+    const int ok = 1 + tl_drain_oom(l, 4, ": record 40: ", &failures);
     T_ASSERT(stoker__alloc_fail_at(0) >= 1);
-    stoker_stats st;
-    st.struct_size = sizeof st;
-    T_OK(stoker_loader_get_stats(l, &st));
+    const stoker_stats st = tl_stats(l);
     T_EQ_INT(failures, 1);
     T_EQ_INT(ok, 64 / 4 - 1);
     T_EQ_INT(st.skipped, 0);

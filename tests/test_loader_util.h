@@ -221,6 +221,34 @@ static inline stoker_stats tl_stats(const stoker_loader *l)
     return st;
 }
 
+/* Reads the rest of the epoch after an allocation was made to fail: every batch delivered
+ * holds its own ids in order (nothing replaced), and one fails with -ENOMEM naming a shard
+ * (".stk"), `record` (as ": record N" or ": record ") and the lack of memory. Returns the
+ * batches delivered; *failures gets the failed ones. */
+static inline int tl_drain_oom(stoker_loader *l, int64_t batch, const char *record,
+                               int *failures)
+{
+    stoker_batch *b = NULL;
+    int ok = 0, rc;
+    *failures = 0;
+    while ((rc = stoker_loader_next(l, &b)) != STOKER_END) {
+        if (rc == 0) {
+            for (int64_t j = 0; j < stoker_batch_count(b); j++)
+                T_EQ_INT(stoker_batch_ids(b)[j], stoker_batch_position(b) * batch + j);
+            T_OK(stoker_batch_release(b));
+            ok++;
+            continue;
+        }
+        printf("expected failure: %s\n", stoker_loader_errmsg(l));
+        T_EQ_RC(rc, -ENOMEM);
+        T_CONTAINS(stoker_loader_errmsg(l), ".stk");
+        T_CONTAINS(stoker_loader_errmsg(l), record);
+        T_CONTAINS(stoker_loader_errmsg(l), "memory");
+        (*failures)++;
+    }
+    return ok;
+}
+
 /* Flips one payload byte of record id in its shard file; returns the shard's path. */
 static inline void tl_flip_byte(const char *path, int64_t id, char *shard_path, size_t cap)
 {
