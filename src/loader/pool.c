@@ -128,11 +128,11 @@ static void prepare(void *ctx, stoker__slot *s, uint64_t seq)
 
 /* Record j failed with rc (its message is in w->err). Only a corrupt record (rc
  * STOKER_E_CORRUPT: a CRC mismatch, a file cut short, a chunk or image that does not
- * decode) is SKIP's to replace; any other error (a read error such as -EIO, -ENOMEM, a
- * limit) says nothing about the record and fails the batch under either policy, as a
- * failed read of a shard does (check_read). Every way a record can fail, on every fetch
- * path, ends here, and a mark is cleared only where the record is read again
- * (read_range). */
+ * decode, an image over max_pixels, which the image step reports so) is SKIP's to replace;
+ * any other error (a read error such as -EIO, -ENOMEM) says nothing about the record and
+ * fails the batch under either policy, as a failed read of a shard does (check_read).
+ * Every way a record can fail, on every fetch path, ends here, and a mark is cleared only
+ * where the record is read again (read_range). */
 static void record_failed(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint64_t j, int rc)
 {
     if (rc == STOKER_E_CORRUPT && p->plan->on_corrupt == STOKER_ON_CORRUPT_SKIP)
