@@ -79,6 +79,8 @@ typedef struct nj_api {
     /* optional: absent from older libraries */
     int (*get_property)(int type, int *value);
     int (*hardware_decoder_info)(nj_handle handle, unsigned *engines, unsigned *cores);
+    int (*pre_allocate)(nj_handle handle, nj_handle state, int batch_size, int width, int height,
+                        int chroma_subsampling, int format);
 } nj_api;
 
 static const struct {
@@ -103,6 +105,7 @@ static const struct {
     {"nvjpegGetImageInfo", offsetof(nj_api, get_image_info), true},
     {"nvjpegGetProperty", offsetof(nj_api, get_property), false},
     {"nvjpegGetHardwareDecoderInfo", offsetof(nj_api, hardware_decoder_info), false},
+    {"nvjpegDecodeBatchedPreAllocate", offsetof(nj_api, pre_allocate), false},
 };
 #define NSYMBOLS (sizeof SYMBOLS / sizeof SYMBOLS[0])
 
@@ -503,6 +506,18 @@ void stoker__nvjpeg_close(stoker__nvjpeg *nj)
     stoker__free(nj->lengths);
     stoker__free(nj->images);
     stoker__free(nj);
+}
+
+bool stoker__nvjpeg_reserve(stoker__nvjpeg *nj, int32_t batch, int32_t width, int32_t height)
+{
+    if (!nj->api.pre_allocate || batch < 1 || width < 1 || height < 1)
+        return false;
+    const int prev = stoker__cuda_use_device(nj->device);
+    /* 4:4:4, the subsampling with the largest planes */
+    const int s = nj->api.pre_allocate(nj->handle, nj->state, batch, width, height, CSS_444,
+                                       OUTPUT_YUV);
+    stoker__cuda_restore_device(nj->device, prev);
+    return s == STATUS_SUCCESS;
 }
 
 void stoker__nvjpeg_timing(const stoker__nvjpeg *nj, char *buf, size_t cap)

@@ -15,8 +15,9 @@
  * conversion (libjpeg's chroma upsampling and colour tables), queued on the caller's stream.
  * Before a batch, every image is checked (its header parsed, nvjpegDecodeBatchedSupportedEx
  * asked); the batch decodes those the decoder takes and reports which it did not. The
- * hardware decoder works while the call runs (the call returns when it is done), and it does
- * not wait for kernels queued on other streams.
+ * hardware decoder works while the call runs (the call returns when it is done). The call
+ * can still wait for kernels on other streams: the hardware decoder frees device memory as
+ * batches change (see stoker__nvjpeg_reserve), and such a free waits for the whole device.
  *
  * One object per device; one thread at a time (nvJPEG's decode state and parsed streams are
  * not thread-safe). Every call runs with the object's device current and restores the
@@ -45,6 +46,14 @@ int stoker__nvjpeg_open(stoker__nvjpeg **out, int device, char *why, size_t cap)
 /* Releases everything (NULL ok) but the library itself, which stays loaded once nvJPEG was
  * called. Work queued by decode_batch must be complete (synchronise its stream first). */
 void stoker__nvjpeg_close(stoker__nvjpeg *nj);
+
+/* Has nvJPEG set aside, once, the device memory its hardware decoder needs for batches of up
+ * to `batch` images of up to width x height (nvjpegDecodeBatchedPreAllocate), which it
+ * otherwise allocates and frees as the batches' sizes and images change; a cuMemFree waits
+ * for the whole device, so beside a training job's kernels each such free waits for the
+ * kernel running then. It makes such frees rarer, not absent (docs/GPU.md). False when the
+ * library lacks the call or it failed: decoding works either way. */
+bool stoker__nvjpeg_reserve(stoker__nvjpeg *nj, int32_t batch, int32_t width, int32_t height);
 
 /* Where the host's time went (checking images, initialising, queueing decodes), for logs. */
 void stoker__nvjpeg_timing(const stoker__nvjpeg *nj, char *buf, size_t cap);
