@@ -4,7 +4,8 @@
 # by name, --strict fails on them, --rgb converts CMYK, grey and PNG records, --max-side
 # re-encodes large ones); image options on raw records (HDF5 or .npy) are refused, not
 # ignored; empty records pack and read back; --verify reads an HDF5 file's every record;
-# empty sources say that they hold no records.
+# empty sources say that they hold no records; a file is HDF5 by its signature, found past
+# a user block too, whatever its name.
 set -u
 PY=/usr/bin/python3
 if ! "$PY" -c "import PIL, numpy, h5py" 2>/dev/null; then
@@ -47,8 +48,8 @@ def image(w, h, mode="RGB", fmt="JPEG"):
     b = io.BytesIO()
     Image.fromarray(a).convert(mode).save(b, fmt)
     return b.getvalue()
-def vlen(path, records, labels=None):
-    with h5py.File(path, "w") as f:
+def vlen(path, records, labels=None, userblock=0):
+    with h5py.File(path, "w", userblock_size=userblock) as f:
         d = f.create_dataset("images", (len(records),), dtype=h5py.vlen_dtype(np.uint8))
         for i, r in enumerate(records):
             d[i] = np.frombuffer(r, np.uint8)
@@ -60,6 +61,9 @@ vlen(f"{t}/v.h5", [image(64, 48), image(300, 200), image(40, 40, "CMYK"), image(
                    image(20, 20, "RGB", "PNG"), whole[: len(whole) // 2], b"not an image"],
      labels=[10, 11, 12, 13, 14, 15, 16])
 # The first record empty (and the last), then bytes that are no image, then a JPEG.
+# The same behind a user block (the superblock at byte 1024), named as no HDF5 file is.
+vlen(f"{t}/ub.hdf", [image(64, 48), image(30, 30, "L"), b"not an image"], labels=[1, 2, 3],
+     userblock=1024)
 vlen(f"{t}/empty_first.h5", [b"", b"abc", image(16, 16), b""], labels=[3, 2, 1, 0])
 vlen(f"{t}/zero.h5", [])
 with h5py.File(f"{t}/raw.h5", "w") as f:
@@ -135,6 +139,12 @@ run 1 "$P" --no-fsync "$T/zero.npy" "$T/o"
 has stderr "holds no records"
 lacks stderr "image files"
 [ ! -e "$T/o" ] || fail "an empty source wrote output"
+
+# ---- an HDF5 file known by its signature past a user block, not by its name -----------
+run 0 "$P" --no-fsync "$T/ub.hdf" "$T/ub"
+check h5 "$T/ub" "$T/ub.hdf" 3
+run 0 "$P" --verify "$T/ub.hdf"
+has stdout "3 records"
 
 # ---- a folder named like an HDF5 file is a folder ---------------------------------------
 run 0 "$P" --no-fsync "$T/tree.h5" "$T/tree_out"

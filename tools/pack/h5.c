@@ -20,16 +20,19 @@ static bool ends_with(const char *s, size_t n, const char *suffix)
     return n >= k && strncmp(s + n - k, suffix, k) == 0;
 }
 
-/* HDF5's superblock signature, at offset 0 of a file without a user block. */
+/* HDF5's superblock signature, where the format puts it: at byte 0, or past a user block
+ * at 512, 1024, 2048, ... (the library's rule, which the tool cannot call). */
 static bool has_h5_signature(const char *path)
 {
     static const char sig[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
-    char head[sizeof sig];
+    char got[sizeof sig];
     const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return false;
-    const bool yes =
-        read(fd, head, sizeof head) == (ssize_t)sizeof head && memcmp(head, sig, sizeof head) == 0;
+    bool yes = false;
+    for (off_t at = 0; !yes && pread(fd, got, sizeof got, at) == (ssize_t)sizeof got;
+         at = at ? 2 * at : 512)
+        yes = memcmp(got, sig, sizeof sig) == 0;
     close(fd);
     return yes;
 }
