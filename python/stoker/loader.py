@@ -403,12 +403,6 @@ _OPTION_VALUE = {
 }
 
 
-# The decoder's fields of stoker_stats, which stats() reads from the struct: they keep
-# their documented Python types (a name, a str) whatever the library's JSON holds.
-_DECODER_STATS = ("decoder", "cpu_decoded", "gpu_decoded", "gpu_retried", "gpu_fallbacks",
-                  "gpu_share", "cpu_busy", "gpu_busy", "decoder_note")
-
-
 def _three_floats(name, value):
     """`value` as three numbers (R, G, B), else TypeError."""
     if isinstance(value, (str, bytes)) or len(value) != 3:
@@ -909,8 +903,8 @@ class Loader:
     # ---- stats ----
 
     def stats(self):
-        """Loader statistics as a dict (stoker_loader_stats_json), with the JPEG decoder's
-        figures of stoker_stats: ``decoder`` (the one in effect, a name), ``cpu_decoded``,
+        """Loader statistics as a dict (stoker_loader_stats_json: one snapshot), the JPEG
+        decoder's figures among them: ``decoder`` (the one in effect, a name), ``cpu_decoded``,
         ``gpu_decoded``, ``gpu_retried``, ``gpu_fallbacks``, ``gpu_share``, ``cpu_busy``,
         ``gpu_busy`` and ``decoder_note`` (a str). Does not wait for a next() in progress
         in another thread."""
@@ -920,28 +914,12 @@ class Loader:
             need = ctypes.c_size_t()
             with self._observer() as core:
                 rc = _L.stoker_loader_stats_json(core.handle, buf, cap, ctypes.byref(need))
-                decoding = self._decoder_stats(core) if rc == 0 else None
-            if rc == 0:
-                out = json.loads(buf.value.decode())
-                out.update(decoding)
-                return out
+            if rc == 0:  # one snapshot: the JSON carries the decoder's fields too
+                return json.loads(buf.value.decode())
             if rc != _lib.E_LIMIT:
                 raise error(rc, "stoker_loader_stats_json failed")
             cap = max(need.value, cap * 2)
         raise error(rc, "stoker_loader_stats_json: the statistics outgrew %d bytes" % cap)
-
-    def _decoder_stats(self, core):
-        """The decoder's fields of stoker_stats, in Python's terms. The caller holds
-        core.lock."""
-        st = _lib.Stats()
-        st.struct_size = ctypes.sizeof(st)
-        rc = _L.stoker_loader_get_stats(core.handle, ctypes.byref(st))
-        if rc != 0:
-            raise error(rc, "stoker_loader_get_stats failed")
-        out = {name: getattr(st, name) for name in _DECODER_STATS}
-        out["decoder"] = _lib.DECODER.name(st.decoder, str(st.decoder))
-        out["decoder_note"] = _lib.text(st.decoder_note)
-        return out
 
     # ---- lifetime ----
 
