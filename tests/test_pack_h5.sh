@@ -60,10 +60,10 @@ whole = image(200, 150)
 vlen(f"{t}/v.h5", [image(64, 48), image(300, 200), image(40, 40, "CMYK"), image(30, 30, "L"),
                    image(20, 20, "RGB", "PNG"), whole[: len(whole) // 2], b"not an image"],
      labels=[10, 11, 12, 13, 14, 15, 16])
-# The first record empty (and the last), then bytes that are no image, then a JPEG.
-# The same behind a user block (the superblock at byte 1024), named as no HDF5 file is.
+# Three records behind a user block (the superblock at byte 1024), named as no HDF5 file is.
 vlen(f"{t}/ub.hdf", [image(64, 48), image(30, 30, "L"), b"not an image"], labels=[1, 2, 3],
      userblock=1024)
+# The first record empty (and the last), then bytes that are no image, then a JPEG.
 vlen(f"{t}/empty_first.h5", [b"", b"abc", image(16, 16), b""], labels=[3, 2, 1, 0])
 vlen(f"{t}/zero.h5", [])
 with h5py.File(f"{t}/raw.h5", "w") as f:

@@ -15,7 +15,7 @@
 /* The image size nvJPEG's hardware decoder sets its memory aside for, per image of a batch
  * (stoker__nvjpeg_reserve): 640 x 480, above the median photograph of ImageNet-like data
  * (about 500 x 375). On the H200, beside a training step's kernels, it cut the decoder's
- * device-synchronising frees from about 11 to about 3 a batch (docs/GPU.md). */
+ * device-synchronising frees from about 11 to about 3 a batch (docs/BENCHMARKS.md). */
 #define RESERVE_W 640
 #define RESERVE_H 480
 
