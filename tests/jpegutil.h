@@ -140,17 +140,26 @@ typedef struct t_jpeg_set {
     int64_t labels, shard_size;
 } t_jpeg_set;
 
-static inline void t_write_jpeg_set(const char *path, int64_t n, const t_jpeg_set *spec)
+/* A writer of JPEG records at path (no fsync; over a data set already there), shards of at
+ * most shard_size bytes (0: the default). */
+static inline stoker_writer *t_jpeg_writer(const char *path, int64_t shard_size)
 {
     stoker_config *cfg = NULL;
     T_OK(stoker_config_create(&cfg));
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_FSYNC, 0));
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_OVERWRITE, 1));
-    if (spec->shard_size)
-        T_OK(stoker_config_set_int(cfg, STOKER_OPT_SHARD_SIZE, spec->shard_size));
+    if (shard_size)
+        T_OK(stoker_config_set_int(cfg, STOKER_OPT_SHARD_SIZE, shard_size));
     stoker_writer *w = NULL;
     T_OK(stoker_writer_create(&w, path, cfg));
+    stoker_config_destroy(cfg); /* read when the writer was made */
     T_OK(stoker_writer_set_field(w, STOKER_FIELD_JPEG, 0, 0, NULL));
+    return w;
+}
+
+static inline void t_write_jpeg_set(const char *path, int64_t n, const t_jpeg_set *spec)
+{
+    stoker_writer *w = t_jpeg_writer(path, spec->shard_size);
     for (int64_t id = 0; id < n; id++) {
         size_t size = 0;
         const int wd = spec->w[0] + (int)(id % spec->w[1]) * spec->w[2];
@@ -162,7 +171,6 @@ static inline void t_write_jpeg_set(const char *path, int64_t n, const t_jpeg_se
     }
     T_OK(stoker_writer_finish(w));
     stoker_writer_destroy(w);
-    stoker_config_destroy(cfg);
 }
 
 #endif

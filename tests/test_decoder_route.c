@@ -37,13 +37,7 @@ static uint8_t *record_jpeg(int64_t id, size_t k, size_t *n)
  * so it is routed, and the CPU decoder finds the data cut short. */
 static void make_set(const char *path, int which, int64_t bad)
 {
-    stoker_config *cfg = NULL;
-    T_OK(stoker_config_create(&cfg));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_FSYNC, 0));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_OVERWRITE, 1));
-    stoker_writer *w = NULL;
-    T_OK(stoker_writer_create(&w, path, cfg));
-    T_OK(stoker_writer_set_field(w, STOKER_FIELD_JPEG, 0, 0, NULL));
+    stoker_writer *w = t_jpeg_writer(path, 0);
     for (int64_t id = 0; id < N_RECORDS; id++) {
         size_t k = (size_t)id % 5;
         if (which == SET_ELIGIBLE)
@@ -61,7 +55,6 @@ static void make_set(const char *path, int which, int64_t bad)
     }
     T_OK(stoker_writer_finish(w));
     stoker_writer_destroy(w);
-    stoker_config_destroy(cfg);
 }
 
 static stoker_loader *open_loader(const char *path, int32_t decoder, int32_t on_corrupt)
@@ -238,13 +231,7 @@ static void check_oom_retry(const char *dir)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/oom", dir);
-    stoker_config *cfg = NULL;
-    T_OK(stoker_config_create(&cfg));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_FSYNC, 0));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_OVERWRITE, 1));
-    stoker_writer *w = NULL;
-    T_OK(stoker_writer_create(&w, path, cfg));
-    T_OK(stoker_writer_set_field(w, STOKER_FIELD_JPEG, 0, 0, NULL));
+    stoker_writer *w = t_jpeg_writer(path, 0);
     const int64_t n = 64;
     for (int64_t id = 0; id < n; id++) {
         const bool big = id >= 40 && id % BATCH == 0;
@@ -256,9 +243,9 @@ static void check_oom_retry(const char *dir)
     }
     T_OK(stoker_writer_finish(w));
     stoker_writer_destroy(w);
-    stoker_config_destroy(cfg);
 
     stoker__gdec_emulate(STOKER__GDEC_REFUSE);
+    stoker_config *cfg = NULL;
     T_OK(stoker_config_create(&cfg));
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_TRANSFORM, STOKER_TRANSFORM_EVAL));
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_SIZE, CROP));

@@ -33,12 +33,7 @@ enum { CUT, CUT_CLOSED, FLIPPED };
 
 static void make_set(const char *path, int64_t bad, int how)
 {
-    stoker_config *cfg = NULL;
-    T_OK(stoker_config_create(&cfg));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_FSYNC, 0));
-    stoker_writer *w = NULL;
-    T_OK(stoker_writer_create(&w, path, cfg));
-    T_OK(stoker_writer_set_field(w, STOKER_FIELD_JPEG, 0, 0, NULL));
+    stoker_writer *w = t_jpeg_writer(path, 0);
     for (int64_t id = 0; id < N_RECORDS; id++) {
         size_t n = 0;
         uint8_t *j = t_make_jpeg(&KINDS[id % 6], 250 + (int)(id % 9) * 43, 190 + (int)(id % 7) * 41,
@@ -53,7 +48,6 @@ static void make_set(const char *path, int64_t bad, int how)
     }
     T_OK(stoker_writer_finish(w));
     stoker_writer_destroy(w);
-    stoker_config_destroy(cfg);
     if (how == FLIPPED) {
         char shard[4096];
         tl_flip_byte(path, bad, shard, sizeof shard);

@@ -42,14 +42,7 @@ static void make_huge(uint8_t *j, size_t n)
 /* Writes the data set and keeps its records; record `bad_id` is damaged as `bad`. */
 static void make_set(const char *path, jset *js, int bad, int64_t bad_id)
 {
-    stoker_config *cfg = NULL;
-    T_OK(stoker_config_create(&cfg));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_FSYNC, 0));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_OVERWRITE, 1));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_SHARD_SIZE, 40000)); /* several shards */
-    stoker_writer *w = NULL;
-    T_OK(stoker_writer_create(&w, path, cfg));
-    T_OK(stoker_writer_set_field(w, STOKER_FIELD_JPEG, 0, 0, NULL));
+    stoker_writer *w = t_jpeg_writer(path, 40000); /* several shards */
     const size_t nk = sizeof KINDS / sizeof KINDS[0], ns = sizeof SIZES / sizeof SIZES[0];
     for (int64_t id = 0; id < N_RECORDS; id++) {
         const int *wh = SIZES[(size_t)id % ns];
@@ -63,7 +56,6 @@ static void make_set(const char *path, jset *js, int bad, int64_t bad_id)
     }
     T_OK(stoker_writer_finish(w));
     stoker_writer_destroy(w);
-    stoker_config_destroy(cfg);
 }
 
 static void free_set(jset *js)
@@ -270,13 +262,7 @@ static void check_oom_not_skipped(const char *dir)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/oom", dir);
-    stoker_config *wcfg = NULL;
-    T_OK(stoker_config_create(&wcfg));
-    T_OK(stoker_config_set_int(wcfg, STOKER_OPT_FSYNC, 0));
-    T_OK(stoker_config_set_int(wcfg, STOKER_OPT_OVERWRITE, 1));
-    stoker_writer *w = NULL;
-    T_OK(stoker_writer_create(&w, path, wcfg));
-    T_OK(stoker_writer_set_field(w, STOKER_FIELD_JPEG, 0, 0, NULL));
+    stoker_writer *w = t_jpeg_writer(path, 0);
     for (int64_t id = 0; id < 64; id++) {
         size_t size = 0;
         const bool big = id >= 40;
@@ -287,7 +273,6 @@ static void check_oom_not_skipped(const char *dir)
     }
     T_OK(stoker_writer_finish(w));
     stoker_writer_destroy(w);
-    stoker_config_destroy(wcfg);
 
     stoker_config *cfg = config(STOKER_TRANSFORM_EVAL, 0, 0, 1);
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_SHUFFLE, 0));
