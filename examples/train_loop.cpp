@@ -17,10 +17,10 @@
 // --device cpu keeps host delivery: each host batch is then copied by this program
 // (cudaMemcpyAsync on its stream, then a wait for the copy before the release), the way a
 // loader without a GPU stage is used. --log writes the loader's messages of that level and
-// above to stderr (with info: where the GPU decode stage's time went). --kernel spin (default) watches the clock for X ms,
-// so it lasts X ms whatever else runs; --kernel work does a fixed amount of arithmetic on
-// every SM, sized before the loader starts to last X ms alone, so that its time with the
-// loader shows what the loader's kernels take from it.
+// above to stderr (with info: where the GPU decode stage's time went). --kernel spin
+// (default) watches the clock for X ms, so it lasts X ms whatever else runs; --kernel work
+// does a fixed amount of arithmetic on every SM, sized before the loader starts to last X
+// ms alone, so that its time with the loader shows what the loader's kernels take from it.
 #include "consumer_kernel.h"
 
 #include <stoker.h>

@@ -37,7 +37,8 @@ static planes raw_planes(const uint8_t *jpg, size_t size)
     for (int c = 0; c < nc; c++) {
         const jpeg_component_info *ci = &d.comp_info[c];
         pl.pitch[c] = (int32_t)(ci->width_in_blocks * DCTSIZE);
-        pl.p[c] = calloc((size_t)pl.pitch[c] * (size_t)(imcu_rows * ci->v_samp_factor * DCTSIZE), 1);
+        const size_t rows = (size_t)imcu_rows * (size_t)ci->v_samp_factor * DCTSIZE;
+        pl.p[c] = calloc((size_t)pl.pitch[c] * rows, 1);
         T_ASSERT(pl.p[c] != NULL);
     }
     JSAMPARRAY rows[3];

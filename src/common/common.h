@@ -125,11 +125,12 @@ static inline uint64_t stoker__get_u64(const uint8_t *p)
     return v;
 }
 
-/* ---- time ---- */
+/* ---- options ---- */
 /* The index-th option of the option table (config.c), for the enum of option names: 0, or
  * STOKER_E_INVALID past the last. */
 int stoker__option_at(int32_t index, int32_t *value);
 
+/* ---- time ---- */
 double stoker__now(void);      /* CLOCK_MONOTONIC seconds */
 uint64_t stoker__now_ns(void); /* CLOCK_MONOTONIC nanoseconds (vDSO, ~20 ns a call) */
 

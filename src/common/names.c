@@ -71,7 +71,6 @@ static const name_table TABLES[] = {
 
 #define NTABLES (int)(sizeof TABLES / sizeof TABLES[0])
 
-
 static const name_table *table(stoker_enum e)
 {
     return (int)e > 0 && (int)e < NTABLES && TABLES[e].e ? &TABLES[e] : NULL;

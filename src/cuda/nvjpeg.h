@@ -73,8 +73,9 @@ int stoker__nvjpeg_supported(stoker__nvjpeg *nj, const uint8_t *data, size_t siz
  * its height rows of pitch[i] bytes (pitch[i] >= 3 * its width), as interleaved RGB.
  * taken[i] (n bytes) says which images the decoder took; the others are left for the CPU and
  * their dst untouched. The bitstreams must stay unchanged until the stream has finished the
- * work, and the next call on the object must wait for it too (it reuses the scratch). Returns 0 (also when it took none), or STOKER_E_CUDA with nvJPEG's status in err:
- * the decode of the taken images failed as a whole, and taken[i] then marks the images whose
+ * work, and the next call on the object must wait for it too (it reuses the scratch).
+ * Returns 0 (also when it took none), or STOKER_E_CUDA with nvJPEG's status in err: the
+ * decode of the taken images failed as a whole, and taken[i] then marks the images whose
  * dst holds undefined contents (all of them go back to the CPU); or, with nothing queued
  * and no image taken, STOKER_E_CUDA (a check failed), STOKER_E_INVALID (n < 0), -ENOMEM. */
 int stoker__nvjpeg_decode_batch(stoker__nvjpeg *nj, int32_t n, const uint8_t *const data[],

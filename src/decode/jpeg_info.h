@@ -61,11 +61,11 @@ int stoker__jpeg_info_read(const uint8_t *data, size_t size, stoker__jpeg_info *
  * (baseline, or extended with 8-bit samples) with one interleaved scan, 8-bit samples, 1
  * component (sampled 1x1) or 3 in YCbCr, and chroma subsampling 4:4:4, 4:2:2 or 4:2:0 (the
  * hardware also decodes 4:4:0, whose chroma libjpeg-turbo's versions upsample differently,
- * so that the GPU's pixels could not match the CPU decoder's). When not, *why (if not NULL) names the first reason, a static string:
- * "progressive", "12-bit", "CMYK", "4:1:1 subsampling", ... This is the rule by the header
- * alone; nvJPEG has the last word on an image (stoker__nvjpeg_supported), but it also takes
- * images it then decodes wrong (RGB ones, grayscale with sampling factors above 1), which
- * this rule keeps for the CPU. */
+ * so that the GPU's pixels could not match the CPU decoder's). When not, *why (if not NULL)
+ * names the first reason, a static string: "progressive", "12-bit", "CMYK", "4:1:1
+ * subsampling", ... This is the rule by the header alone; nvJPEG has the last word on an
+ * image (stoker__nvjpeg_supported), but it also takes images it then decodes wrong (RGB
+ * ones, grayscale with sampling factors above 1), which this rule keeps for the CPU. */
 bool stoker__jpeg_hw_eligible(const stoker__jpeg_info *info, const char **why);
 
 /* The chroma subsampling of a 3-component image as "4:4:4", "4:2:2", "4:2:0", "4:4:0",

@@ -82,9 +82,10 @@ void stoker__gdec_batch_done(stoker__gdec *gd, stoker__slot *s, uint64_t gpu_ns,
 void stoker__gdec_submit(stoker__gdec *gd, stoker__slot *s);
 /* What the GPU worker does next: BEGIN a run of *s (a lane is free and a slot queued), END
  * the oldest run (it has finished, or must be waited for: every lane in flight, its end is
- * not signalled, or no signal came within a bounded wait), RETRY *s on the CPU (nothing in flight: the workers may all be waiting
- * for slots), or IDLE: nothing after a bounded wait, or `halt` was set. The GPU worker
- * sleeps while runs are on the GPU, and a batch queued meanwhile is begun at once. */
+ * not signalled, or no signal came within a bounded wait), RETRY *s on the CPU (nothing in
+ * flight: the workers may all be waiting for slots), or IDLE: nothing after a bounded wait,
+ * or `halt` was set. The GPU worker sleeps while runs are on the GPU, and a batch queued
+ * meanwhile is begun at once. */
 enum { STOKER__GDEC_IDLE, STOKER__GDEC_BEGIN, STOKER__GDEC_END, STOKER__GDEC_RETRY };
 int stoker__gdec_next(stoker__gdec *gd, const atomic_bool *halt, stoker__slot **s);
 /* Forgets every queued slot, the retries' too (a restart resets them). */
