@@ -31,17 +31,25 @@ static void t_jerr_exit(j_common_ptr c)
     T_FAIL("libjpeg in a test helper: %s", msg);
 }
 
+/* A decompressor on the JPEG in memory, its header read; a libjpeg error fails the test.
+ * je must outlive c (it is c's error manager). jpeg_destroy_decompress when done. */
+static inline void t_jpeg_read_header(struct jpeg_decompress_struct *c, t_jerr *je,
+                                      const uint8_t *jpg, size_t size)
+{
+    c->err = jpeg_std_error(&je->pub);
+    je->pub.error_exit = t_jerr_exit;
+    jpeg_create_decompress(c);
+    jpeg_mem_src(c, jpg, (unsigned long)size);
+    jpeg_read_header(c, TRUE);
+}
+
 /* libjpeg's RGB of a whole JPEG as the CPU decoder asks for it (islow IDCT, fancy
  * upsampling); *w, *h receive its size. free() the result. */
 static inline uint8_t *t_decode_rgb(const uint8_t *jpg, size_t size, int32_t *w, int32_t *h)
 {
     struct jpeg_decompress_struct c;
     t_jerr je;
-    c.err = jpeg_std_error(&je.pub);
-    je.pub.error_exit = t_jerr_exit;
-    jpeg_create_decompress(&c);
-    jpeg_mem_src(&c, jpg, (unsigned long)size);
-    jpeg_read_header(&c, TRUE);
+    t_jpeg_read_header(&c, &je, jpg, size);
     c.out_color_space = JCS_RGB;
     c.dct_method = JDCT_ISLOW;
     c.do_fancy_upsampling = TRUE;

@@ -96,11 +96,7 @@ static uint8_t *reference_decode(const uint8_t *data, size_t size, int32_t scale
 {
     struct jpeg_decompress_struct c;
     t_jerr je;
-    c.err = jpeg_std_error(&je.pub);
-    je.pub.error_exit = t_jerr_exit;
-    jpeg_create_decompress(&c);
-    jpeg_mem_src(&c, data, (unsigned long)size);
-    jpeg_read_header(&c, TRUE);
+    t_jpeg_read_header(&c, &je, data, size);
     const int cmyk = c.num_components == 4;
     c.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
     c.scale_num = 1;

@@ -38,11 +38,7 @@ static void header_size(const uint8_t *jpg, size_t size, int32_t *w, int32_t *h)
 {
     struct jpeg_decompress_struct c;
     t_jerr je;
-    c.err = jpeg_std_error(&je.pub);
-    je.pub.error_exit = t_jerr_exit;
-    jpeg_create_decompress(&c);
-    jpeg_mem_src(&c, jpg, (unsigned long)size);
-    jpeg_read_header(&c, TRUE);
+    t_jpeg_read_header(&c, &je, jpg, size);
     *w = (int32_t)c.image_width;
     *h = (int32_t)c.image_height;
     jpeg_destroy_decompress(&c);

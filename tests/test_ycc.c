@@ -21,11 +21,7 @@ static planes raw_planes(const uint8_t *jpg, size_t size)
 {
     struct jpeg_decompress_struct d;
     t_jerr je;
-    d.err = jpeg_std_error(&je.pub);
-    je.pub.error_exit = t_jerr_exit;
-    jpeg_create_decompress(&d);
-    jpeg_mem_src(&d, jpg, (unsigned long)size);
-    jpeg_read_header(&d, TRUE);
+    t_jpeg_read_header(&d, &je, jpg, size);
     d.raw_data_out = TRUE;
     d.dct_method = JDCT_ISLOW;
     jpeg_start_decompress(&d);
