@@ -21,6 +21,33 @@
 static char g_tmp[4096];
 static tl_run g_a, g_b;
 
+/* Reads l's epoch with one read made to fail: exactly one batch fails with -EIO, its message
+ * naming `where` (the file), the record and the error; every other batch holds its records.
+ * `what` says which run, in a failure's message. */
+static void drain_one_eio(stoker_loader *l, const char *where, const char *what)
+{
+    int failures = 0, ok = 0, rc;
+    stoker_batch *b = NULL;
+    while ((rc = stoker_loader_next(l, &b)) != STOKER_END) {
+        if (rc == 0) {
+            tl_check_batch(b, RS);
+            T_OK(stoker_batch_release(b));
+            ok++;
+            continue;
+        }
+        if (rc != -EIO)
+            T_FAIL("%s: next: %s (%d): %s", what, stoker_strerror(rc), rc,
+                   stoker_loader_errmsg(l));
+        T_CONTAINS(stoker_loader_errmsg(l), where);
+        T_CONTAINS(stoker_loader_errmsg(l), ": record ");
+        T_CONTAINS(stoker_loader_errmsg(l), "input/output error");
+        failures++;
+    }
+    /* one read failed: one batch lost, the loader went on with the following ones */
+    T_EQ_INT(failures, 1);
+    T_EQ_INT(ok, (N + 15) / 16 - 1);
+}
+
 static void test_eio(void)
 {
     stoker_config *cfg = tl_cfg(16, 2);
@@ -33,24 +60,9 @@ static void test_eio(void)
         stoker_stats st = {.struct_size = sizeof st};
         T_OK(stoker_loader_get_stats(l, &st));
         T_EQ_STR(stoker_backend_name(st.backend), "pread");
-        int failures = 0, ok = 0, rc;
-        stoker_batch *b = NULL;
-        while ((rc = stoker_loader_next(l, &b)) != STOKER_END) {
-            if (rc == 0) {
-                tl_check_batch(b, RS);
-                T_OK(stoker_batch_release(b));
-                ok++;
-                continue;
-            }
-            T_EQ_RC(rc, -EIO);
-            T_CONTAINS(stoker_loader_errmsg(l), "/raw/");
-            T_CONTAINS(stoker_loader_errmsg(l), ": record ");
-            T_CONTAINS(stoker_loader_errmsg(l), "input/output error");
-            failures++;
-        }
-        /* one read failed: one batch lost, the loader went on with the following ones */
-        T_EQ_INT(failures, 1);
-        T_EQ_INT(ok, (N + 15) / 16 - 1);
+        char what[64];
+        snprintf(what, sizeof what, "read %d fails", (int)nth);
+        drain_one_eio(l, "/raw/", what);
         stoker_loader_destroy(l);
         stoker__io_fault_set(NULL);
     }
@@ -109,28 +121,13 @@ static void test_hdf5_chunk_eio(void)
             stoker__io_fault f = {.fail_read_at = nth};
             stoker__io_fault_set(&f);
             stoker_loader *l = tl_open(path, cfg);
-            int failures = 0, ok = 0, rc;
-            stoker_batch *b = NULL;
-            while ((rc = stoker_loader_next(l, &b)) != STOKER_END) {
-                if (rc == 0) {
-                    tl_check_batch(b, RS);
-                    T_OK(stoker_batch_release(b));
-                    ok++;
-                    continue;
-                }
-                if (rc != -EIO)
-                    T_FAIL("on_corrupt %d, read %d fails: next: %s (%d): %s", (int)policies[pi],
-                           (int)nth, stoker_strerror(rc), rc, stoker_loader_errmsg(l));
-                T_CONTAINS(stoker_loader_errmsg(l), path);
-                T_CONTAINS(stoker_loader_errmsg(l), ": record ");
-                T_CONTAINS(stoker_loader_errmsg(l), "input/output error");
-                failures++;
-            }
+            char what[64];
+            snprintf(what, sizeof what, "on_corrupt %d, read %d fails", (int)policies[pi],
+                     (int)nth);
+            drain_one_eio(l, path, what);
             T_ASSERT(stoker__io_fault_reads() >= nth); /* the chunks went through the hook */
             stoker_stats st = {.struct_size = sizeof st};
             T_OK(stoker_loader_get_stats(l, &st));
-            T_EQ_INT(failures, 1);
-            T_EQ_INT(ok, (N + 15) / 16 - 1);
             T_EQ_INT(st.skipped, 0);
             stoker_loader_destroy(l);
             stoker__io_fault_set(NULL);
