@@ -53,6 +53,10 @@ STOKER_API const char *stoker_version_string(void);
 
 /* Version of the shard format this library writes (and the newest it reads). */
 #define STOKER_FORMAT_VERSION 1
+/* The newest manifest version this library reads. Version 2 is version 1 with a line saying
+ * that every JPEG record was decoded without damage before it was written
+ * (STOKER_OPT_JPEG_CHECKED); a writer writes 2 only for such a data set, else 1. */
+#define STOKER_MANIFEST_VERSION 2
 
 /* ------------------------------------------------------------------------------------------ */
 /* Errors                                                                                     */
@@ -140,6 +144,11 @@ typedef enum stoker_option {
     STOKER_OPT_ALIGN = 2,        /* payload alignment: 1, 512 or 4096 (default) */
     STOKER_OPT_OVERWRITE = 3,    /* 1: replace a previous data set (only); default 0 */
     STOKER_OPT_FSYNC = 4,        /* 1: fsync shards and manifest before publishing; default 1 */
+    STOKER_OPT_JPEG_CHECKED = 5, /* 1: the caller vouches that every record of a JPEG data set
+                                    was decoded by libjpeg without an error or a warning before
+                                    it was appended (stoker-pack does this by default); the
+                                    manifest says so, and only such data sets' JPEGs go to the
+                                    GPU under STOKER_DECODER_AUTO; default 0 */
 
     /* ---- limits on untrusted input (data sets, decoders) ---- */
     STOKER_OPT_MAX_RECORD_SIZE = 20,   /* bytes; default 1 GiB */
@@ -312,9 +321,13 @@ typedef enum stoker_dtype {
  * the same samples within the decoders' rounding (docs/SEMANTICS.md). */
 typedef enum stoker_decoder {
     STOKER_DECODER_AUTO = 0, /* both, the split adapting so that neither waits, when batches
-                                go to a GPU with the hardware decoder; else the CPU */
+                                go to a GPU with the hardware decoder and the data set's
+                                JPEGs were checked when packed (stoker_dataset_jpeg_checked:
+                                that decoder reports no damage inside the compressed data);
+                                else the CPU, and stoker_stats.decoder_note says why */
     STOKER_DECODER_CPU = 1,  /* the workers decode everything */
-    STOKER_DECODER_GPU = 2,  /* every record the hardware decoder takes goes to the GPU */
+    STOKER_DECODER_GPU = 2,  /* every record the hardware decoder takes goes to the GPU,
+                                from data sets not checked when packed too */
 } stoker_decoder;
 
 typedef enum stoker_layout {
@@ -483,8 +496,11 @@ STOKER_API int32_t stoker_dataset_num_classes(const stoker_dataset *ds);
 STOKER_API const char *stoker_dataset_class_name(const stoker_dataset *ds, int32_t i);
 /* Total payload bytes of all records. */
 STOKER_API int64_t stoker_dataset_payload_bytes(const stoker_dataset *ds);
-/* Format version of the data set. */
+/* Format version of the data set's manifest (1, or 2 for a data set whose JPEGs were checked). */
 STOKER_API int32_t stoker_dataset_format_version(const stoker_dataset *ds);
+/* 1 when the manifest says that every JPEG record was decoded without an error or a warning
+ * before it was written (STOKER_OPT_JPEG_CHECKED), else 0 (HDF5 files included). */
+STOKER_API int stoker_dataset_jpeg_checked(const stoker_dataset *ds);
 /* The field: kind (stoker_field_kind), and for RAW the dtype and shape (shape must have
  * room for STOKER_MAX_DIMS). Any out pointer may be NULL. */
 STOKER_API int stoker_dataset_field(const stoker_dataset *ds, int32_t *kind, int32_t *dtype,

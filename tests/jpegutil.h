@@ -158,6 +158,9 @@ static inline stoker_writer *t_jpeg_writer(const char *path, int64_t shard_size)
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_OVERWRITE, 1));
     if (shard_size)
         T_OK(stoker_config_set_int(cfg, STOKER_OPT_SHARD_SIZE, shard_size));
+    /* the records are libjpeg's own encodes, as a checked pack's are (a test that damages
+     * one on purpose vouches falsely, to see what the loader does with it) */
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_JPEG_CHECKED, 1));
     stoker_writer *w = NULL;
     T_OK(stoker_writer_create(&w, path, cfg));
     stoker_config_destroy(cfg); /* read when the writer was made */

@@ -315,8 +315,18 @@ static void test_manifest_structure(void)
     edit_manifest(dir, "records 40", "records 41");
     open_fails(dir, STOKER_E_CORRUPT, "manifest.stk", "do not add up");
     dir = copy_base();
-    edit_manifest(dir, "stoker-manifest 1", "stoker-manifest 2");
+    edit_manifest(dir, "stoker-manifest 1", "stoker-manifest 3");
     open_fails(dir, STOKER_E_FORMAT, "manifest.stk", "version");
+    dir = copy_base(); /* version 2 holds a "checked jpeg" line after the field */
+    edit_manifest(dir, "stoker-manifest 1", "stoker-manifest 2");
+    open_fails(dir, STOKER_E_CORRUPT, "manifest.stk", "line 4: expected \"checked jpeg\"");
+    dir = copy_base();
+    edit_manifest(dir, "stoker-manifest 1", "stoker-manifest 2");
+    edit_manifest(dir, "field bytes\n", "field bytes\nchecked jpeg\n");
+    open_fails(dir, STOKER_E_CORRUPT, "manifest.stk", "field is not jpeg");
+    dir = copy_base(); /* and version 1 none */
+    edit_manifest(dir, "field bytes\n", "field jpeg\nchecked jpeg\n");
+    open_fails(dir, STOKER_E_CORRUPT, "manifest.stk", "line 4: expected \"records");
     dir = copy_base();
     edit_manifest(dir, "shards ", "shards 99999999");
     open_fails(dir, STOKER_E_LIMIT, "manifest.stk", "MAX_SHARDS");

@@ -1,7 +1,8 @@
 /* Shard format round trip: records of random sizes (empty ones too), labels and awkward keys
  * written with each alignment over several shards, then read back through every getter,
  * stoker_dataset_read and stoker__dataset_locate; the same input written twice gives the
- * same bytes; a raw field; a record larger than the staging buffer and than a shard. */
+ * same bytes; a raw field; a record larger than the staging buffer and than a shard; the
+ * manifest's mark of a JPEG data set checked when written (version 2), and its absence. */
 #include "format/dataset.h"
 #include "testutil.h"
 
@@ -355,9 +356,66 @@ static void test_raw(const char *tmp)
     stoker_dataset_close(ds);
 }
 
+/* A JPEG data set of three records (their bytes are not decoded here), written with
+ * STOKER_OPT_JPEG_CHECKED = `checked`; returns the manifest's text (free it). */
+static char *write_jpeg_set(const char *p, int checked)
+{
+    stoker_config *cfg = NULL;
+    T_OK(stoker_config_create(&cfg));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_FSYNC, 0));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_JPEG_CHECKED, checked));
+    stoker_writer *w = NULL;
+    T_OK(stoker_writer_create(&w, p, cfg));
+    stoker_config_destroy(cfg);
+    const uint8_t soi[4] = {0xFF, 0xD8, 0xFF, 0xD9};
+    if (checked) { /* the mark is for JPEG records: before the field is set, or for another
+                    * field, a record is refused and the writer stays usable */
+        T_EQ_RC(stoker_writer_add(w, soi, sizeof soi, 0, NULL), STOKER_E_INVALID);
+        T_CONTAINS(stoker_writer_errmsg(w), "STOKER_OPT_JPEG_CHECKED");
+        T_EQ_RC(stoker_writer_set_field(w, STOKER_FIELD_BYTES, 0, 0, NULL), STOKER_E_INVALID);
+    }
+    T_OK(stoker_writer_set_field(w, STOKER_FIELD_JPEG, 0, 0, NULL));
+    for (int i = 0; i < 3; i++)
+        T_OK(stoker_writer_add(w, soi, sizeof soi, i, NULL));
+    T_OK(stoker_writer_finish(w));
+    stoker_writer_destroy(w);
+    char mp[4200];
+    snprintf(mp, sizeof mp, "%s/manifest.stk", p);
+    size_t n = 0;
+    char *text = t_read_file(mp, &n);
+    T_ASSERT(text && n > 0);
+    text[n - 1] = '\0';
+    return text;
+}
+
+/* Version 2 only where the JPEGs were checked, so that readers of version 1 still read
+ * every other data set; the reader says which. */
+static void test_jpeg_checked(const char *tmp)
+{
+    for (int checked = 0; checked < 2; checked++) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/jpeg%d", tmp, checked);
+        char *text = write_jpeg_set(p, checked);
+        const char *head = checked ? "stoker-manifest 2\nalign 4096\nfield jpeg\nchecked jpeg\n"
+                                     "records 3\n"
+                                   : "stoker-manifest 1\nalign 4096\nfield jpeg\nrecords 3\n";
+        T_ASSERT(strncmp(text, head, strlen(head)) == 0);
+        T_ASSERT(!strstr(text + 20, "checked") == !checked);
+        free(text);
+        stoker_dataset *ds = NULL;
+        T_OK(stoker_dataset_open(&ds, p, NULL));
+        T_EQ_INT(stoker_dataset_format_version(ds), checked ? 2 : 1);
+        T_EQ_INT(stoker_dataset_jpeg_checked(ds), checked);
+        T_EQ_INT(stoker_dataset_num_records(ds), 3);
+        stoker_dataset_close(ds);
+        T_EQ_RC(stoker_dataset_verify(p, NULL, NULL, NULL, NULL), 0);
+    }
+}
+
 int main(void)
 {
     char *tmp = t_mkdtemp("format-roundtrip");
+    test_jpeg_checked(tmp);
     test_alignments(tmp);
     test_big(tmp);
     test_raw(tmp);

@@ -154,6 +154,7 @@ _SIGNATURES = {
     "stoker_dataset_class_name": (_str, [_vp, _i32]),
     "stoker_dataset_payload_bytes": (_i64, [_vp]),
     "stoker_dataset_format_version": (_i32, [_vp]),
+    "stoker_dataset_jpeg_checked": (_int, [_vp]),
     "stoker_dataset_field": (_int, [_vp, ctypes.POINTER(_i32), ctypes.POINTER(_i32),
                                     ctypes.POINTER(_i32), c_int64_p]),
     "stoker_dataset_record_info": (_int, [_vp, _i64, ctypes.POINTER(_u64), c_int64_p,

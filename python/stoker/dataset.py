@@ -37,19 +37,23 @@ class Writer:
     """Builds a data set directory (shards + manifest), atomically.
 
     ``Writer(path, kind="bytes"|"raw"|"jpeg", dtype=None, shape=None, shard_size=None,
-    align=None, overwrite=False, fsync=True, classes=None)``. For ``kind="raw"`` every record
+    align=None, overwrite=False, fsync=True, classes=None, jpeg_checked=False)``. For ``kind="raw"`` every record
     is a tensor of ``dtype`` (a name such as ``"uint8"``) and ``shape`` (without the batch
     dimension). ``add(payload, label=0, key=None)`` appends a record (any C-contiguous
     buffer); ``finish()`` publishes the data set. Used as a context manager, a clean exit
     finishes it and an exception discards it (any previous output is left untouched).
     ``overwrite=True`` replaces only a previous data set (or an empty folder) at ``path``:
     anything else there is refused with ``StokerError``, and nothing of it is deleted.
+    ``jpeg_checked=True`` (``kind="jpeg"`` only) vouches that every record was decoded by
+    libjpeg without an error or a warning before it was added (``stoker-pack`` checks them so
+    by default); the manifest says so, and the loader's ``decoder="auto"`` sends only such
+    data sets' JPEGs to the GPU's hardware decoder, which does not report damaged data.
 
     Any thread: calls are taken one at a time, except ``cancel()``, which does not wait.
     """
 
     def __init__(self, path, kind="bytes", dtype=None, shape=None, shard_size=None,
-                 align=None, overwrite=False, fsync=True, classes=None):
+                 align=None, overwrite=False, fsync=True, classes=None, jpeg_checked=False):
         raw_path = check_path("path", path)
         self.path = os.fsdecode(raw_path)
         kind_code = choice("kind", kind, _lib.FIELD)
@@ -71,6 +75,7 @@ class Writer:
                 cfg.set_int(_lib.OPTION["align"], check_int("align", align, 1))
             cfg.set_int(_lib.OPTION["overwrite"], check_bool("overwrite", overwrite))
             cfg.set_int(_lib.OPTION["fsync"], check_bool("fsync", fsync))
+            cfg.set_int(_lib.OPTION["jpeg_checked"], check_bool("jpeg_checked", jpeg_checked))
             rc = _L.stoker_writer_create(ctypes.byref(self._handle), raw_path, cfg.handle)
         if rc != 0:
             self._fail(rc)
@@ -284,6 +289,12 @@ class Dataset:
     def format_version(self):
         with self._live() as h:
             return int(_L.stoker_dataset_format_version(h))
+
+    @property
+    def jpeg_checked(self):
+        """Whether the manifest says every JPEG was decoded without damage when written."""
+        with self._live() as h:
+            return bool(_L.stoker_dataset_jpeg_checked(h))
 
     @property
     def classes(self):

@@ -516,8 +516,10 @@ class Loader:
     training job's memory out; ``stats()["dropped_bytes"]`` counts the bytes dropped.
     ``decoder`` None = "auto": who decodes JPEGs. "auto": the hardware JPEG decoder of the
     batches' GPU (nvJPEG) beside the CPU workers, the split adapting so that neither
-    waits, when batches go to a GPU that has one, else the workers alone; "gpu": every
-    record the hardware decoder can take goes to the GPU; "cpu": the workers alone.
+    waits, when batches go to a GPU that has one and the data set's JPEGs were checked when
+    packed (``Dataset.jpeg_checked``; the hardware decoder reports no damaged data), else
+    the workers alone; "gpu": every record the hardware decoder can take goes to the GPU,
+    checked or not; "cpu": the workers alone.
     ``loader.decoder`` is the one in effect ("cpu" where the GPU decodes none, with the
     reason in ``stats()["decoder_note"]``); ``stats()`` counts the images each side decoded.
 

@@ -23,6 +23,7 @@ static const opt_desc OPTS[] = {
     {STOKER_OPT_ALIGN, "align", OPT_INT, 4096, 0, 4096, 0},
     {STOKER_OPT_OVERWRITE, "overwrite", OPT_INT, 0, 0, 1, 0},
     {STOKER_OPT_FSYNC, "fsync", OPT_INT, 1, 0, 1, 0},
+    {STOKER_OPT_JPEG_CHECKED, "jpeg_checked", OPT_INT, 0, 0, 1, 0},
     {STOKER_OPT_MAX_RECORD_SIZE, "max_record_size", OPT_INT, GiB, 1, INT64_C(1) << 40, 0},
     {STOKER_OPT_MAX_RECORDS, "max_records", OPT_INT, INT64_C(1) << 28, 1, INT64_C(1) << 32, 0},
     {STOKER_OPT_MAX_PIXELS, "max_pixels", OPT_INT, INT64_C(1) << 28, 1, INT64_C(1) << 40, 0},

@@ -539,6 +539,16 @@ int32_t stoker_dataset_format_version(const stoker_dataset *ds)
     return ds && ds->ready ? (int32_t)ds->m.version : 0;
 }
 
+bool stoker__dataset_is_hdf5(const stoker_dataset *ds)
+{
+    return ds->source != NULL;
+}
+
+int stoker_dataset_jpeg_checked(const stoker_dataset *ds)
+{
+    return ds && ds->ready && ds->m.jpeg_checked ? 1 : 0;
+}
+
 int stoker_dataset_field(const stoker_dataset *ds, int32_t *kind, int32_t *dtype, int32_t *ndim,
                          int64_t *shape)
 {

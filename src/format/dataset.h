@@ -29,6 +29,8 @@ int stoker__dataset_locate(const stoker_dataset *ds, int64_t id, stoker__recloc 
  * path of shard `shard` (for messages). */
 const char *stoker__dataset_path(const stoker_dataset *ds);
 uint32_t stoker__dataset_align(const stoker_dataset *ds);
+/* Whether the records come from an HDF5 file (no per-record checksum) rather than shards. */
+bool stoker__dataset_is_hdf5(const stoker_dataset *ds);
 const char *stoker__dataset_shard_path(const stoker_dataset *ds, int32_t shard);
 
 /* Gives the kernel `advice` (POSIX_FADV_*) for every file of the data set, whole. */

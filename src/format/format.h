@@ -81,6 +81,7 @@ typedef struct stoker__manifest {
     size_t size;
     uint32_t version;
     uint32_t align;
+    bool jpeg_checked; /* version 2: "checked jpeg", every JPEG decoded without damage */
     int32_t kind, dtype, ndim;
     int64_t shape[STOKER_MAX_DIMS];
     uint64_t records;

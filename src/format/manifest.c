@@ -262,10 +262,10 @@ static int parse_header(cursor *c, stoker__manifest *m)
     uint64_t v = 0;
     if (!s || n <= k || memcmp(s, STK_MANIFEST_MAGIC " ", k + 1) != 0)
         return stoker__fail(c->err, STOKER_E_FORMAT, "%s: not a stoker manifest", c->what);
-    if (!parse_u64(s + k + 1, n - k - 1, &v) || v != STOKER_FORMAT_VERSION)
+    if (!parse_u64(s + k + 1, n - k - 1, &v) || v < 1 || v > STOKER_MANIFEST_VERSION)
         return stoker__fail(c->err, STOKER_E_FORMAT,
-                            "%s: unsupported format version \"%s\" (this library reads %d)",
-                            c->what, s + k + 1, STOKER_FORMAT_VERSION);
+                            "%s: unsupported format version \"%s\" (this library reads 1 to %d)",
+                            c->what, s + k + 1, STOKER_MANIFEST_VERSION);
     m->version = (uint32_t)v;
     int rc = keyword_count(c, "align", &v);
     if (rc < 0)
@@ -308,6 +308,22 @@ static int parse_field(cursor *c, stoker__manifest *m)
     uint64_t size = 0;
     if (n != 0 || !stoker__raw_size(m->dtype, m->ndim, m->shape, &size))
         return bad(c, "raw field: bad shape");
+    return 0;
+}
+
+/* Version 2's line after the field: "checked jpeg", for a JPEG data set whose every record
+ * was decoded without damage before it was written. */
+static int parse_checked(cursor *c, stoker__manifest *m)
+{
+    if (m->version < 2)
+        return 0;
+    size_t n = 0;
+    const char *s = next_line(c, &n);
+    if (!s || n != strlen("checked jpeg") || memcmp(s, "checked jpeg", n) != 0)
+        return bad(c, "expected \"checked jpeg\" (format version 2)");
+    if (m->kind != STOKER_FIELD_JPEG)
+        return bad(c, "\"checked jpeg\" in a data set whose field is not jpeg");
+    m->jpeg_checked = true;
     return 0;
 }
 
@@ -475,7 +491,8 @@ int stoker__manifest_parse(stoker__manifest *m, char *text, size_t size, const c
     int rc = check_crc(&c);
     if (rc < 0)
         return rc;
-    if ((rc = parse_header(&c, m)) < 0 || (rc = parse_field(&c, m)) < 0)
+    if ((rc = parse_header(&c, m)) < 0 || (rc = parse_field(&c, m)) < 0 ||
+        (rc = parse_checked(&c, m)) < 0)
         return rc;
     uint64_t max_total = 0;
     if (stoker__mul_ovf(max_shards, max_records, &max_total))

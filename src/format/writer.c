@@ -34,6 +34,7 @@ struct stoker_writer {
     uint64_t shard_size;
     uint32_t align;
     bool overwrite, do_fsync;
+    bool jpeg_checked; /* STOKER_OPT_JPEG_CHECKED: the manifest says so (version 2) */
     uint64_t max_record, max_records, max_shards;
     int32_t kind, dtype, ndim;
     int64_t shape[STOKER_MAX_DIMS];
@@ -400,6 +401,7 @@ static int read_options(stoker_writer *w, const stoker_config *cfg)
     w->align = (uint32_t)stoker__cfg_int(cfg, STOKER_OPT_ALIGN);
     w->overwrite = stoker__cfg_int(cfg, STOKER_OPT_OVERWRITE) != 0;
     w->do_fsync = stoker__cfg_int(cfg, STOKER_OPT_FSYNC) != 0;
+    w->jpeg_checked = stoker__cfg_int(cfg, STOKER_OPT_JPEG_CHECKED) != 0;
     w->max_record = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_MAX_RECORD_SIZE);
     w->max_records = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_MAX_RECORDS);
     w->max_shards = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_MAX_SHARDS);
@@ -461,6 +463,8 @@ int stoker_writer_set_field(stoker_writer *w, stoker_field_kind kind, int32_t dt
     STOKER_RETURN_IF(kind != STOKER_FIELD_BYTES && kind != STOKER_FIELD_JPEG &&
                          kind != STOKER_FIELD_RAW,
                      &w->err, STOKER_E_INVALID, "%s: unknown field kind %d", w->path, (int)kind);
+    STOKER_RETURN_IF(w->jpeg_checked && kind != STOKER_FIELD_JPEG, &w->err, STOKER_E_INVALID,
+                     "%s: STOKER_OPT_JPEG_CHECKED is for a jpeg field", w->path);
     if (kind == STOKER_FIELD_RAW) {
         uint64_t size = 0;
         STOKER_RETURN_IF((ndim > 0 && !shape) || !stoker__raw_size(dtype, ndim, shape, &size),
@@ -570,6 +574,10 @@ int stoker_writer_add(stoker_writer *w, const void *payload, size_t size, int64_
     STOKER_RETURN_IF(size > w->max_record, &w->err, STOKER_E_LIMIT,
                      "%s: record %lld: %zu bytes exceed STOKER_OPT_MAX_RECORD_SIZE (%llu)", w->path,
                      (long long)w->records, size, (unsigned long long)w->max_record);
+    STOKER_RETURN_IF(w->jpeg_checked && w->kind != STOKER_FIELD_JPEG, &w->err, STOKER_E_INVALID,
+                     "%s: STOKER_OPT_JPEG_CHECKED is for a jpeg field; set it before the first "
+                     "record",
+                     w->path);
     STOKER_RETURN_IF(w->kind == STOKER_FIELD_RAW && size != w->raw_size, &w->err, STOKER_E_INVALID,
                      "%s: record %lld: %zu bytes, but the raw field's records are %llu bytes",
                      w->path, (long long)w->records, size, (unsigned long long)w->raw_size);
@@ -595,10 +603,13 @@ static int manifest_head(const stoker_writer *w, stoker__buf *b)
     uint64_t nclasses = 0;
     for (size_t i = 0; i < w->classes.len; i++)
         nclasses += w->classes.data[i] == '\n';
-    int rc = stoker__buf_printf(b, STK_MANIFEST_MAGIC " %d\nalign %u\n", STOKER_FORMAT_VERSION,
+    /* version 1 unless the JPEGs were checked: readers of version 1 still read the rest */
+    int rc = stoker__buf_printf(b, STK_MANIFEST_MAGIC " %d\nalign %u\n", w->jpeg_checked ? 2 : 1,
                                 w->align);
     if (rc == 0)
         rc = field_line(w, b);
+    if (rc == 0 && w->jpeg_checked)
+        rc = stoker__buf_printf(b, "checked jpeg\n");
     if (rc == 0)
         rc = stoker__buf_printf(b, "records %lld\nclasses %llu\n", (long long)w->records,
                                 (unsigned long long)nclasses);

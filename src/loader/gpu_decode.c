@@ -430,7 +430,8 @@ bool stoker__gdec_route(stoker__gdec *gd, stoker__slot *s, uint32_t j, uint64_t 
     if (g->closed || !(g->share > 0) || n > UINT32_MAX)
         return false;
     /* auto: only bytes a checksum vouches for (the hardware decoder reports no damage
-     * inside the compressed data, which libjpeg often does) */
+     * inside the compressed data, which libjpeg often does), of a data set whose JPEGs were
+     * checked when packed (plan.c runs no stage under auto otherwise) */
     if (!checked && gd->plan->decoder != STOKER_DECODER_GPU)
         return false;
     stoker__jpeg_info info;

@@ -5,6 +5,7 @@
 
 #include "common/config.h"
 #include "cuda/cuda.h"
+#include "format/dataset.h"
 #include "io/reader.h"
 #include "loader/gpu_decode.h"
 
@@ -371,8 +372,8 @@ static int plan_gpu_normalize(stoker__plan *p, const stoker_config *cfg, const c
  * kernels for; whether that device has a hardware decoder is found at create, when nvJPEG is
  * loaded. A GPU asked for where there is none means CPU decoding and a note, never a
  * failure, so that one configuration runs on every machine. */
-static int plan_decoder(stoker__plan *p, const stoker_config *cfg, const char *path,
-                        stoker__err *err)
+static int plan_decoder(stoker__plan *p, const stoker_config *cfg, stoker_dataset *ds,
+                        const char *path, stoker__err *err)
 {
     p->decoder = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_DECODER);
     p->decoder_note[0] = '\0';
@@ -388,6 +389,18 @@ static int plan_decoder(stoker__plan *p, const stoker_config *cfg, const char *p
     p->gpu_decode = why == NULL;
     if (p->image && p->decoder != STOKER_DECODER_CPU && stoker__gdec_emulated())
         p->gpu_decode = true, why = NULL; /* the test hook's stage needs no device */
+    /* The hardware decoder does not report damage inside the compressed data, where libjpeg
+     * does: AUTO sends it only JPEGs that libjpeg decoded without damage when they were
+     * packed (the manifest says so), so that the choice of side never turns a record the CPU
+     * counts as corrupt into a delivered one. GPU is the user's choice to send the rest. */
+    if (p->gpu_decode && p->decoder == STOKER_DECODER_AUTO && !stoker_dataset_jpeg_checked(ds)) {
+        p->gpu_decode = false;
+        why = stoker__dataset_is_hdf5(ds)
+                  ? "HDF5 records were not checked when written: decoder gpu sends them to the "
+                    "GPU"
+                  : "the data set's JPEGs were not checked when packed (stoker-pack checks them "
+                    "unless --no-validate): pack it again, or ask for decoder gpu";
+    }
     if (why)
         snprintf(p->decoder_note, sizeof p->decoder_note, "%s", why);
     /* batches wait for the GPU's share besides the workers': slots for those in its queue */
@@ -427,7 +440,7 @@ int stoker__plan_make(stoker__plan *p, const stoker_config *cfg, stoker_dataset 
     if (rc == 0)
         rc = plan_gpu_normalize(p, cfg, path, err);
     if (rc == 0)
-        rc = plan_decoder(p, cfg, path, err);
+        rc = plan_decoder(p, cfg, ds, path, err);
     return rc;
 }
 

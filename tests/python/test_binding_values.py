@@ -192,7 +192,8 @@ def test_released_batch_and_closed_objects(raw_ds, var_ds):
     ds.close()
     ds.close()
     for call in (lambda: len(ds), lambda: ds.num_shards, lambda: ds.payload_bytes,
-                 lambda: ds.format_version, lambda: ds.classes, lambda: ds.field,
+                 lambda: ds.format_version, lambda: ds.jpeg_checked, lambda: ds.classes,
+                 lambda: ds.field,
                  lambda: ds.record_info(0), lambda: ds.label(0), lambda: ds.key(0),
                  lambda: ds.read(0), lambda: ds.array(0), lambda: ds[0]):
         with pytest.raises(ValueError, match="closed"):
