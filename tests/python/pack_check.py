@@ -31,6 +31,8 @@ class Dataset:
         lib.stoker_dataset_record_key.restype = ctypes.c_char_p
         lib.stoker_dataset_read.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
                                             ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]
+        lib.stoker_dataset_jpeg_checked.argtypes = [ctypes.c_void_p]
+        lib.stoker_dataset_format_version.argtypes = [ctypes.c_void_p]
         self.lib = lib
         self.h = ctypes.c_void_p()
         rc = lib.stoker_dataset_open(ctypes.byref(self.h), path.encode(), None)
@@ -201,6 +203,23 @@ def check_jpegs(out, max_side, mode, *keys):
         assert max(seen[keys[0]]) == int(max_side), (keys[0], seen[keys[0]])
 
 
+def check_checked(out, want):
+    """`want` is "yes" or "no": whether the library reads OUT as a data set whose JPEGs were
+    checked (stoker_dataset_jpeg_checked), with the manifest to match: version 2 and a line
+    "checked jpeg" right after "field jpeg", or version 1 and no such line."""
+    ds = Dataset(out)
+    yes = want == "yes"
+    got = ds.lib.stoker_dataset_jpeg_checked(ds.h)
+    assert got == int(yes), f"stoker_dataset_jpeg_checked: got {got}, want {int(yes)}"
+    version = ds.lib.stoker_dataset_format_version(ds.h)
+    assert version == (2 if yes else 1), f"format version {version}"
+    lines = open(os.path.join(out, "manifest.stk"), "rb").read().split(b"\n")
+    assert lines[0] == b"stoker-manifest %d" % (2 if yes else 1), lines[0]
+    assert (b"checked jpeg" in lines) == yes, lines[:5]
+    if yes:
+        assert lines[lines.index(b"checked jpeg") - 1] == b"field jpeg", lines[:5]
+
+
 def flip(out, src):
     """Flips one byte inside record 3's payload in its shard; prints the record id."""
     ds = Dataset(out)
@@ -222,7 +241,7 @@ def main():
     {"json": check_json, "folder": check_folder, "sorted": check_sorted,
      "shuffled": check_shuffled, "list": check_list, "npy": check_npy,
      "jpeg_key": check_jpeg_key, "maxside": check_maxside, "h5": check_h5,
-     "jpegs": check_jpegs, "flip": flip}[mode](*args)
+     "jpegs": check_jpegs, "checked": check_checked, "flip": flip}[mode](*args)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 /* stoker-pack's HDF5 source: the file is opened as a stoker data set (the library maps it;
  * the tool sees the public API only), and each record is read and written as it is, or,
- * given image options, checked and converted by the pipeline as image files are. The key
- * of each record is its index along axis 0, so every record maps back to its source.
+ * for JPEG records (unless --no-validate) or given image options, checked and converted by
+ * the pipeline as image files are (main.c, open_h5). The key of each record is its index
+ * along axis 0, so every record maps back to its source.
  *
  * Converting in a separate process is also the safe way to handle HDF5 files from
  * untrusted places: libhdf5 1.10 is not robust against malicious files. */

@@ -33,10 +33,11 @@ static void print_json(const char *path, stoker_dataset *ds, int32_t kind, int32
     printf("{\"path\": ");
     cli_put_json_string(stdout, path);
     printf(", \"format_version\": %d, \"records\": %lld, \"shards\": %d, \"classes\": %d, "
-           "\"bytes\": %lld, \"align\": %ld, \"field\": \"%s\"",
+           "\"bytes\": %lld, \"align\": %ld, \"field\": \"%s\", \"jpeg_checked\": %s",
            stoker_dataset_format_version(ds), (long long)stoker_dataset_num_records(ds),
            stoker_dataset_num_shards(ds), stoker_dataset_num_classes(ds),
-           (long long)stoker_dataset_payload_bytes(ds), manifest_align(path), field_name(kind));
+           (long long)stoker_dataset_payload_bytes(ds), manifest_align(path), field_name(kind),
+           stoker_dataset_jpeg_checked(ds) ? "true" : "false");
     if (kind == STOKER_FIELD_RAW) {
         printf(", \"dtype\": \"%s\", \"shape\": [", stoker_dtype_name(dtype));
         for (int32_t i = 0; i < ndim; i++)
@@ -74,6 +75,15 @@ static void print_human(const char *path, stoker_dataset *ds, int32_t kind, int3
             printf("%s%lld", i ? ", " : "", (long long)shape[i]);
         printf("]");
     }
+    /* Whether the loader's decoder auto may send the JPEGs to the GPU's hardware decoder,
+     * which does not report damage inside the compressed data. */
+    if (kind != STOKER_FIELD_JPEG)
+        printf("\nchecked         n/a (not JPEG records)");
+    else if (stoker_dataset_jpeg_checked(ds))
+        printf("\nchecked         yes (every JPEG was decoded without damage when packed)");
+    else
+        printf("\nchecked         no (not decoded when written: decoder auto keeps them on "
+               "the CPU)");
     const int32_t nc = stoker_dataset_num_classes(ds);
     printf("\nclasses         %d", nc);
     for (int32_t i = 0; i < nc && i < 10; i++) {

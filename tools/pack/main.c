@@ -56,8 +56,11 @@ static void usage(FILE *f)
                "  --shard-size SIZE  target shard size, with K/M/G suffixes (default 256M)\n"
                "  --align N          payload alignment 1, 512 or 4096 (default 4096)\n"
                "  --jobs N           worker threads (default: online cores)\n"
-               "  --validate         decode every JPEG; leave out damaged files (or records\n"
-               "                     of an HDF5 file of encoded images)\n"
+               "  --validate         decode every JPEG and leave out damaged files (or records\n"
+               "                     of an HDF5 file of encoded images); the default\n"
+               "  --no-validate      check JPEG headers only: faster, but damage inside the\n"
+               "                     compressed data is packed, and the data set is not\n"
+               "                     marked checked (see below)\n"
                "  --strict           fail (no output) when any file would be left out\n"
                "  --rgb              convert CMYK/grey JPEG and PNG to RGB JPEG\n"
                "  --max-side N       re-encode images whose longer side exceeds N\n"
@@ -68,7 +71,13 @@ static void usage(FILE *f)
                "                     of an HDF5 source: the labels dataset's name\n"
                "  --force            replace a previous data set at OUT (nothing else)\n"
                "  --no-fsync         do not fsync the output before publishing it\n"
-               "  --quiet            print errors only\n");
+               "  --quiet            print errors only\n"
+               "\n"
+               "A data set whose JPEGs were all decoded without damage here is marked checked\n"
+               "(--info says so). The loader's default decoder (auto) sends JPEGs to the GPU's\n"
+               "hardware decoder only from a checked data set: that decoder does not report\n"
+               "damage inside the compressed data. An unchecked data set is decoded on the CPU\n"
+               "unless the loader is told to use the GPU (decoder gpu).\n");
 }
 
 enum {
@@ -76,6 +85,7 @@ enum {
     OPT_ALIGN,
     OPT_JOBS,
     OPT_VALIDATE,
+    OPT_NO_VALIDATE,
     OPT_STRICT,
     OPT_MAX_SIDE,
     OPT_QUALITY,
@@ -98,6 +108,7 @@ static const struct option long_opts[] = {
     {"align", required_argument, NULL, OPT_ALIGN},
     {"jobs", required_argument, NULL, OPT_JOBS},
     {"validate", no_argument, NULL, OPT_VALIDATE},
+    {"no-validate", no_argument, NULL, OPT_NO_VALIDATE},
     {"strict", no_argument, NULL, OPT_STRICT},
     {"max-side", required_argument, NULL, OPT_MAX_SIDE},
     {"quality", required_argument, NULL, OPT_QUALITY},
@@ -151,7 +162,8 @@ static int take_option(int c, const char *name, const char *arg, pack_opts *o)
     case OPT_SHARD_SIZE: return cli_size(name, arg, &o->shard_size) < 0 ? PACK_USAGE : -1;
     case OPT_ALIGN: return take_align(name, arg, o);
     case OPT_JOBS: return take_int(name, arg, 1, 1024, &o->jobs);
-    case OPT_VALIDATE: o->validate = true; return -1;
+    case OPT_VALIDATE: o->validate_set = true; return -1;
+    case OPT_NO_VALIDATE: o->no_validate = true; return -1;
     case OPT_STRICT: o->strict = true; return -1;
     case OPT_MAX_SIDE: return take_int(name, arg, 1, 65535, &o->max_side);
     case OPT_QUALITY: o->quality_set = true; return take_int(name, arg, 1, 100, &o->quality);
@@ -181,6 +193,10 @@ static int check_combination(const pack_opts *o)
     if (o->mode != MODE_PACK && (o->pack_option || (o->mode == MODE_INFO && o->quiet))) {
         cli_err("--%s is an option of packing; %s takes none of those",
                 o->pack_option ? o->pack_option : "quiet", what);
+        return PACK_USAGE;
+    }
+    if (o->validate_set && o->no_validate) {
+        cli_err("choose one of --validate and --no-validate");
         return PACK_USAGE;
     }
     if (o->json && o->mode != MODE_INFO) {
@@ -242,11 +258,13 @@ static int parse_args(int argc, char **argv, pack_opts *o)
         if (rc >= 0)
             return rc;
     }
+    o->validate = !o->no_validate;
     const int rc = check_combination(o);
     return rc >= 0 ? rc : take_operands(argc, argv, o);
 }
 
-static void print_options(const pack_opts *o, const char *kind)
+/* kind: what the source is; validate: what is checked (validate_summary). */
+static void print_options(const pack_opts *o, const char *kind, const char *validate)
 {
     fprintf(stderr, "stoker-pack %s (library %s, format version %d)\n", STOKER_VERSION_STRING_TOOL,
             stoker_version_string(), STOKER_FORMAT_VERSION);
@@ -256,8 +274,8 @@ static void print_options(const pack_opts *o, const char *kind)
     cli_put_escaped(stderr, o->out);
     fprintf(stderr, "\n  shard-size   %lld bytes\n  align        %d\n  jobs         %d\n",
             (long long)o->shard_size, o->align, o->jobs);
-    fprintf(stderr, "  validate     %s\n  strict       %s\n  rgb          %s\n",
-            o->validate ? "yes" : "no", o->strict ? "yes" : "no", o->rgb ? "yes" : "no");
+    fprintf(stderr, "  validate     %s\n  strict       %s\n  rgb          %s\n", validate,
+            o->strict ? "yes" : "no", o->rgb ? "yes" : "no");
     fprintf(stderr, "  max-side     %d%s\n  quality      %d\n", o->max_side,
             o->max_side ? "" : " (no resizing)", o->quality);
     fprintf(stderr, "  order        %s (seed %llu)\n  force        %s\n  fsync        %s\n",
@@ -298,7 +316,9 @@ static void print_skips(const pack_skips *s, const char *noun)
         fprintf(stderr, "  ... and %zu more\n", s->n - 20);
 }
 
-static stoker_writer *open_writer(const pack_opts *o, int *exit_code)
+/* checked: every record added will have been decoded without damage, or encoded here
+ * (records_checked); the manifest then says so. */
+static stoker_writer *open_writer(const pack_opts *o, bool checked, int *exit_code)
 {
     stoker_config *cfg = NULL;
     stoker_writer *w = NULL;
@@ -311,6 +331,7 @@ static stoker_writer *open_writer(const pack_opts *o, int *exit_code)
     stoker_config_set_int(cfg, STOKER_OPT_ALIGN, o->align);
     stoker_config_set_int(cfg, STOKER_OPT_OVERWRITE, o->force);
     stoker_config_set_int(cfg, STOKER_OPT_FSYNC, o->fsync);
+    stoker_config_set_int(cfg, STOKER_OPT_JPEG_CHECKED, checked);
     const int rc = stoker_writer_create(&w, o->out, cfg);
     stoker_config_destroy(cfg);
     if (rc < 0) {
@@ -340,8 +361,9 @@ static void drop_writer(stoker_writer *w)
     stoker_writer_destroy(w);
 }
 
-/* What is being packed. Image files and the records of an HDF5 source given image options
- * go through pack_images; .npy rows and other HDF5 records are copied as they are. */
+/* What is being packed. Image files, and the records of an HDF5 source of JPEGs or one given
+ * image options, go through pack_images; .npy rows and other HDF5 records are copied as
+ * they are. */
 typedef enum input_kind { IN_FOLDER, IN_LIST, IN_NPY, IN_H5, IN_H5_IMAGES } input_kind;
 
 typedef struct input {
@@ -352,9 +374,11 @@ typedef struct input {
     stoker_dataset *h5; /* IN_H5, IN_H5_IMAGES */
 } input;
 
+/* The image options given: validation is on by default, and only --validate asked for
+ * counts here, so that raw sources refuse it but pack as before without it. */
 static bool image_options(const pack_opts *o)
 {
-    return o->validate || o->strict || o->rgb || o->max_side > 0;
+    return o->validate_set || o->strict || o->rgb || o->max_side > 0;
 }
 
 /* Image options on raw records would be ignored: refused, naming them and the source. */
@@ -363,7 +387,7 @@ static int refuse_image_options(const pack_opts *o, const char *holds)
     if (!image_options(o))
         return 0;
     char names[64];
-    snprintf(names, sizeof names, "%s%s%s%s", o->validate ? " --validate" : "",
+    snprintf(names, sizeof names, "%s%s%s%s", o->validate_set ? " --validate" : "",
              o->strict ? " --strict" : "", o->rgb ? " --rgb" : "",
              o->max_side ? " --max-side" : "");
     cli_err("%s holds %s, not images:%s appl%s to JPEG and PNG images only", o->src, holds, names,
@@ -394,7 +418,10 @@ static int open_npy(const pack_opts *o, input *in)
 }
 
 /* An HDF5 source: raw records refuse image options; encoded ones (variable-length or blob
- * records) given image options are checked and converted as image files are. */
+ * records) given image options are checked and converted as image files are, and so are
+ * JPEG records (the library's field: record 0 is a JPEG) by default, so that a data set of
+ * JPEGs is checked whatever its source. With --no-validate and no other image option they
+ * are copied as they are, and the data set is not marked checked. */
 static int open_h5(const pack_opts *o, input *in)
 {
     int code = pack_h5_open(o, &in->h5);
@@ -403,7 +430,7 @@ static int open_h5(const pack_opts *o, input *in)
         stoker_dataset_field(in->h5, &kind, NULL, NULL, NULL);
     if (code == 0 && kind == STOKER_FIELD_RAW)
         code = refuse_image_options(o, "raw records (a numeric array)");
-    else if (code == 0 && image_options(o)) {
+    else if (code == 0 && (image_options(o) || (kind == STOKER_FIELD_JPEG && o->validate))) {
         in->kind = IN_H5_IMAGES;
         code = pack_h5_items(o, in->h5, &in->files);
     }
@@ -449,6 +476,27 @@ static const char *kind_name(const input *in)
     return names[in->kind];
 }
 
+/* Every record pack_images adds with validation on was decoded by libjpeg without an error
+ * or a warning (pack_image_inspect with PACK_IMAGE_DECODE), or encoded by this tool (--rgb,
+ * --max-side): what STOKER_OPT_JPEG_CHECKED vouches for. Copied records are not decoded. */
+static bool records_checked(const pack_opts *o, const input *in)
+{
+    return o->validate &&
+           (in->kind == IN_FOLDER || in->kind == IN_LIST || in->kind == IN_H5_IMAGES);
+}
+
+/* The summary's validate line. */
+static const char *validate_summary(const pack_opts *o, const input *in)
+{
+    if (records_checked(o, in))
+        return "yes (every JPEG decoded; the data set is marked checked)";
+    if (in->kind == IN_NPY || (in->kind == IN_H5 && !o->no_validate))
+        return "n/a (not JPEG records: copied as they are)";
+    if (in->kind == IN_H5)
+        return "no (--no-validate: records copied as they are; not marked checked)";
+    return "no (--no-validate: JPEG headers only; not marked checked)";
+}
+
 static int declare_field(stoker_writer *w, const input *in)
 {
     if (in->kind == IN_H5)
@@ -478,7 +526,7 @@ static int write_all(const pack_opts *o, const input *in, const size_t *order, p
 {
     int code = 0;
     exit_at_once = 0;
-    stoker_writer *w = open_writer(o, &code);
+    stoker_writer *w = open_writer(o, records_checked(o, in), &code);
     if (!w)
         return code;
     live_writer = w;
@@ -520,7 +568,7 @@ static int prepare(const pack_opts *o, input *in)
     if (code == 0 && in->kind != IN_H5_IMAGES)
         code = pack_check_items(o, &in->files);
     if (code == 0 && !o->quiet)
-        print_options(o, kind_name(in));
+        print_options(o, kind_name(in), validate_summary(o, in));
     if (code == 0 && count_records(in) == 0) {
         cli_err("%s: no records (%s)", o->src,
                 in->kind == IN_FOLDER ? "no image files found"

@@ -23,8 +23,10 @@ typedef struct pack_opts {
     int32_t align, max_side, quality;
     int jobs;
     uint64_t seed;
+    /* validate: decode every JPEG (the default; off with --no-validate). validate_set:
+     * --validate was given, which sources of raw records refuse as they refuse --rgb. */
     bool validate, strict, rgb, shuffle, force, quiet, fsync, json;
-    bool quality_set, seed_set;
+    bool quality_set, seed_set, validate_set, no_validate;
     const char *pack_option; /* the first option given that only packing uses, or NULL */
 } pack_opts;
 

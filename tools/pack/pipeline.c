@@ -127,8 +127,10 @@ static bool read_record(stoker_dataset *ds, int64_t id, slot *s)
 }
 
 /* Checks (and with --rgb / --max-side converts) one file or record; sets skip + reason when
- * it cannot be stored. Without --validate the check is the header only (SOI and a parsable
- * header), so garbage is never packed silently. */
+ * it cannot be stored. By default every JPEG is entropy-decoded, so that what is stored was
+ * decoded without an error or a warning, or encoded here: the data set is then marked checked
+ * (main.c, records_checked), and nothing else may be stored. With --no-validate the check is
+ * the header only (SOI and a parsable header), so garbage is never packed silently. */
 static void process(const pack_opts *o, stoker_dataset *ds, const pack_item *it, slot *s)
 {
     free(s->converted);
