@@ -178,8 +178,9 @@ static int take_option(int c, const char *name, const char *arg, pack_opts *o)
     case OPT_INFO: o->mode = MODE_INFO; return -1;
     case OPT_JSON: o->json = true; return -1;
     case OPT_VERSION:
-        printf("stoker-pack %s (library %s, format version %d)\n", STOKER_VERSION_STRING_TOOL,
-               stoker_version_string(), STOKER_FORMAT_VERSION);
+        printf("stoker-pack %s (library %s, shard format %d, manifest %d)\n",
+               STOKER_VERSION_STRING_TOOL, stoker_version_string(), STOKER_FORMAT_VERSION,
+               STOKER_MANIFEST_VERSION);
         return PACK_OK;
     case OPT_HELP: usage(stdout); return PACK_OK;
     default: return PACK_USAGE; /* CLI_ERROR: reported */
@@ -266,8 +267,9 @@ static int parse_args(int argc, char **argv, pack_opts *o)
 /* kind: what the source is; validate: what is checked (validate_summary). */
 static void print_options(const pack_opts *o, const char *kind, const char *validate)
 {
-    fprintf(stderr, "stoker-pack %s (library %s, format version %d)\n", STOKER_VERSION_STRING_TOOL,
-            stoker_version_string(), STOKER_FORMAT_VERSION);
+    fprintf(stderr, "stoker-pack %s (library %s, shard format %d, manifest %d)\n",
+            STOKER_VERSION_STRING_TOOL, stoker_version_string(), STOKER_FORMAT_VERSION,
+            STOKER_MANIFEST_VERSION);
     fputs("  source       ", stderr);
     cli_put_escaped(stderr, o->src);
     fprintf(stderr, " (%s)\n  output       ", kind);
