@@ -473,11 +473,10 @@ static int read_rows(const stoker__h5 *h, uint64_t r0, uint64_t r1, uint8_t *dst
         fs < 0 || ms < 0 ? -1 : H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL);
     if (r >= 0)
         r = H5Dread(h->did, h->mtype, ms, fs, H5P_DEFAULT, dst);
-    if (r < 0)
-        stoker__h5_why(why, cap);
+    const int rc = r < 0 ? stoker__h5_read_failure(why, cap) : 0;
     H5Sclose(ms);
     H5Sclose(fs);
-    return r < 0 ? STOKER_E_CORRUPT : 0;
+    return rc;
 }
 
 static int read_vlen(const stoker__h5 *h, uint64_t row, uint64_t len, uint8_t *dst, char *why,
@@ -491,9 +490,8 @@ static int read_vlen(const stoker__h5 *h, uint64_t row, uint64_t len, uint8_t *d
         fs < 0 || ms < 0 ? -1 : H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &one, NULL);
     if (r >= 0)
         r = H5Dread(h->did, h->mtype, ms, fs, H5P_DEFAULT, &v);
-    if (r < 0)
-        stoker__h5_why(why, cap);
-    else if (v.len != len)
+    const int failed = r < 0 ? stoker__h5_read_failure(why, cap) : 0;
+    if (r >= 0 && v.len != len)
         snprintf(why, cap, "%llu bytes, %llu at open (file changed?)", (unsigned long long)v.len,
                  (unsigned long long)len);
     const bool ok = r >= 0 && v.len == len;
@@ -503,7 +501,7 @@ static int read_vlen(const stoker__h5 *h, uint64_t row, uint64_t len, uint8_t *d
         H5Dvlen_reclaim(h->mtype, ms, H5P_DEFAULT, &v);
     H5Sclose(ms);
     H5Sclose(fs);
-    return ok ? 0 : STOKER_E_CORRUPT;
+    return ok ? 0 : failed < 0 ? failed : STOKER_E_CORRUPT;
 }
 
 static int serial_read(const stoker__h5 *h, int64_t id, uint64_t len, uint8_t *dst, char *why,

@@ -44,24 +44,54 @@ void stoker__h5_unlock(void)
     pthread_mutex_unlock(&h5_mu);
 }
 
+typedef struct why_state {
+    char *buf;
+    size_t cap;
+    int errnum; /* of a failed system call libhdf5 reported, or 0 */
+} why_state;
+
 static herr_t why_walk(unsigned n, const H5E_error2_t *e, void *data)
 {
     (void)n;
-    char **slot = data;
-    if (!slot[0][0] && e->desc && e->desc[0]) /* the innermost message that says something */
-        snprintf(slot[0], (size_t)(uintptr_t)slot[1], "%s", e->desc);
+    why_state *w = data;
+    if (!w->buf[0] && e->desc && e->desc[0]) /* the innermost message that says something */
+        snprintf(w->buf, w->cap, "%s", e->desc);
+    /* libhdf5 reports a failed system call (its file drivers' reads) in the I/O class, with
+     * ", errno = N, error message = ..." in the description */
+    const char *at = e->maj_num == H5E_IO && e->desc ? strstr(e->desc, "errno = ") : NULL;
+    if (at && !w->errnum) {
+        const long v = strtol(at + strlen("errno = "), NULL, 10);
+        w->errnum = v > 0 && v < 4096 ? (int)v : 0;
+    }
     return 0;
+}
+
+static int take_why(char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    why_state w = {buf, cap, 0};
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, why_walk, &w);
+    H5Eclear2(H5E_DEFAULT);
+    if (w.errnum) /* the driver's message holds a time stamp, pointers and sizes: noise */
+        snprintf(buf, cap, "a read of the file failed: %s", strerror(w.errnum));
+    else if (!buf[0])
+        snprintf(buf, cap, "libhdf5 failed without a reason (a filter missing from this build?)");
+    for (char *c = buf; *c; c++) /* one line: libhdf5's messages may hold line breaks */
+        if ((unsigned char)*c < 0x20)
+            *c = ' ';
+    return w.errnum;
 }
 
 const char *stoker__h5_why(char *buf, size_t cap)
 {
-    buf[0] = '\0';
-    char *slot[2] = {buf, (char *)(uintptr_t)cap};
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, why_walk, slot);
-    H5Eclear2(H5E_DEFAULT);
-    if (!buf[0])
-        snprintf(buf, cap, "libhdf5 failed without a reason (a filter missing from this build?)");
+    take_why(buf, cap);
     return buf;
+}
+
+int stoker__h5_read_failure(char *buf, size_t cap)
+{
+    const int errnum = take_why(buf, cap);
+    return errnum ? -errnum : STOKER_E_CORRUPT;
 }
 
 /* ---- the path: "file" or "file:/dataset" ---- */

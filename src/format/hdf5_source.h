@@ -61,6 +61,10 @@ void stoker__h5_lock(void);
 void stoker__h5_unlock(void);
 /* The innermost message on libhdf5's error stack (cleared), or "" (under the lock). */
 const char *stoker__h5_why(char *buf, size_t cap);
+/* The same for a failed read of records: returns -errno when libhdf5 reports a failed system
+ * call (an I/O error says nothing about the record: it fails the batch whatever
+ * on_corrupt), else STOKER_E_CORRUPT (the file's contents do not read). */
+int stoker__h5_read_failure(char *buf, size_t cap);
 
 /* ---- hdf5_map.c: turning libhdf5's answers into the record map (no libhdf5 call) ---- */
 /* From dims, cdims (0 taken as 1), esize: grid, nchunks, chunk_bytes. False beyond the
