@@ -575,8 +575,8 @@ int stoker_writer_add(stoker_writer *w, const void *payload, size_t size, int64_
                      "%s: record %lld: %zu bytes exceed STOKER_OPT_MAX_RECORD_SIZE (%llu)", w->path,
                      (long long)w->records, size, (unsigned long long)w->max_record);
     STOKER_RETURN_IF(w->jpeg_checked && w->kind != STOKER_FIELD_JPEG, &w->err, STOKER_E_INVALID,
-                     "%s: STOKER_OPT_JPEG_CHECKED is for a jpeg field; set it before the first "
-                     "record",
+                     "%s: STOKER_OPT_JPEG_CHECKED is for a jpeg field: set the field to jpeg "
+                     "(stoker_writer_set_field) before the first record",
                      w->path);
     STOKER_RETURN_IF(w->kind == STOKER_FIELD_RAW && size != w->raw_size, &w->err, STOKER_E_INVALID,
                      "%s: record %lld: %zu bytes, but the raw field's records are %llu bytes",
