@@ -149,8 +149,9 @@ typedef struct t_jpeg_set {
 } t_jpeg_set;
 
 /* A writer of JPEG records at path (no fsync; over a data set already there), shards of at
- * most shard_size bytes (0: the default). */
-static inline stoker_writer *t_jpeg_writer(const char *path, int64_t shard_size)
+ * most shard_size bytes (0: the default); checked: STOKER_OPT_JPEG_CHECKED (0 or 1). */
+static inline stoker_writer *t_jpeg_writer_checked(const char *path, int64_t shard_size,
+                                                   int checked)
 {
     stoker_config *cfg = NULL;
     T_OK(stoker_config_create(&cfg));
@@ -158,14 +159,19 @@ static inline stoker_writer *t_jpeg_writer(const char *path, int64_t shard_size)
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_OVERWRITE, 1));
     if (shard_size)
         T_OK(stoker_config_set_int(cfg, STOKER_OPT_SHARD_SIZE, shard_size));
-    /* the records are libjpeg's own encodes, as a checked pack's are (a test that damages
-     * one on purpose vouches falsely, to see what the loader does with it) */
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_JPEG_CHECKED, 1));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_JPEG_CHECKED, checked));
     stoker_writer *w = NULL;
     T_OK(stoker_writer_create(&w, path, cfg));
     stoker_config_destroy(cfg); /* read when the writer was made */
     T_OK(stoker_writer_set_field(w, STOKER_FIELD_JPEG, 0, 0, NULL));
     return w;
+}
+
+/* The records are libjpeg's own encodes, as a checked pack's are (a test that damages one on
+ * purpose vouches falsely, to see what the loader does with it). */
+static inline stoker_writer *t_jpeg_writer(const char *path, int64_t shard_size)
+{
+    return t_jpeg_writer_checked(path, shard_size, 1);
 }
 
 static inline void t_write_jpeg_set(const char *path, int64_t n, const t_jpeg_set *spec)

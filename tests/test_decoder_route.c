@@ -383,13 +383,7 @@ static void check_unchecked_pack(const char *dir)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/unchecked", dir);
-    stoker_config *cfg = NULL;
-    T_OK(stoker_config_create(&cfg));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_FSYNC, 0));
-    stoker_writer *w = NULL;
-    T_OK(stoker_writer_create(&w, path, cfg));
-    stoker_config_destroy(cfg);
-    T_OK(stoker_writer_set_field(w, STOKER_FIELD_JPEG, 0, 0, NULL));
+    stoker_writer *w = t_jpeg_writer_checked(path, 0, 0);
     for (int64_t id = 0; id < N_RECORDS; id++) {
         size_t n = 0;
         uint8_t *j = record_jpeg(id, (size_t)id % N_ELIGIBLE_KINDS, &n);
