@@ -37,9 +37,9 @@ class Writer:
     """Builds a data set directory (shards + manifest), atomically.
 
     ``Writer(path, kind="bytes"|"raw"|"jpeg", dtype=None, shape=None, shard_size=None,
-    align=None, overwrite=False, fsync=True, classes=None, jpeg_checked=False)``. For ``kind="raw"`` every record
-    is a tensor of ``dtype`` (a name such as ``"uint8"``) and ``shape`` (without the batch
-    dimension). ``add(payload, label=0, key=None)`` appends a record (any C-contiguous
+    align=None, overwrite=False, fsync=True, classes=None, jpeg_checked=False)``. For
+    ``kind="raw"`` every record is a tensor of ``dtype`` (a name such as ``"uint8"``) and
+    ``shape`` (without the batch dimension). ``add(payload, label=0, key=None)`` appends a record (any C-contiguous
     buffer); ``finish()`` publishes the data set. Used as a context manager, a clean exit
     finishes it and an exception discards it (any previous output is left untouched).
     ``overwrite=True`` replaces only a previous data set (or an empty folder) at ``path``:
