@@ -661,7 +661,8 @@ static void lane_finished(void *arg)
     lane *ln = arg;
     stoker__gdec *gd = ln->gd;
     pthread_mutex_lock(&gd->mu);
-    ln->finished++;
+    if (ln->finished < ln->begun) /* never ahead of the runs begun (see stoker__gdec_end) */
+        ln->finished++;
     pthread_cond_signal(&gd->cv);
     pthread_mutex_unlock(&gd->mu);
 }
@@ -742,9 +743,12 @@ stoker__slot *stoker__gdec_end(stoker__gdec *gd)
         const int e = stoker__cuda_event_sync(ln->done);
         gd->wait_ns += stoker__now_ns() - w0;
         stoker__cuda_restore_device(gd->device, prev);
-        if (!ln->notify) { /* counted here instead of by lane_finished */
+        /* counted here when lane_finished was not queued, or when the stream failed: a
+         * failed stream may never run it, and a lane whose count lagged would be ended only
+         * by the bounded waits from then on */
+        if (!ln->notify || e != 0) {
             pthread_mutex_lock(&gd->mu);
-            ln->finished++;
+            ln->finished = ln->begun;
             pthread_mutex_unlock(&gd->mu);
         }
         if (e != 0 && !ln->failed) {
