@@ -344,6 +344,7 @@ static void make_h5(const char *path, bool blob)
     for (int i = 0; i < N_RECORDS; i++)
         free(recs[i].p);
 }
+#endif
 
 /* Records no one checked (an HDF5 file, a data set packed without checking its JPEGs):
  * the hardware decoder reports no damage inside the compressed data, so auto leaves them to
@@ -397,6 +398,7 @@ static void check_unchecked_pack(const char *dir)
                               "decoder gpu");
 }
 
+#ifdef STOKER_HAVE_HDF5
 /* HDF5 keeps no per-record checksum and says nothing of checking: as unchecked. by_hdf5:
  * libhdf5 reads the records (the variable-length layout) rather than the loader's reader. */
 static void check_unchecked_records(const char *h5, bool by_hdf5)
