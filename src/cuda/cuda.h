@@ -1,7 +1,10 @@
-/* Every CUDA runtime call of the library, behind small wrappers: runtime.c implements them
- * with the CUDA runtime, none.c for a build without CUDA (no device is ever found there, so
- * the callers never go past the device query). Nothing else in the library includes
- * cuda_runtime_api.h.
+/* The library's CUDA runtime calls, behind small wrappers: runtime.c implements them with
+ * the CUDA runtime, none.c for a build without CUDA (no device is ever found there, so the
+ * callers never go past the device query). The kernels are launched in their own files:
+ * normalize.cu and image_kernels.cu (cuda_runtime.h) launch them and read the launch's
+ * error; their stand-ins without nvcc (kernels_none.c, image_kernels_none.c) include
+ * cuda_runtime_api.h for the code they return, cudaErrorNotSupported. No other file of the
+ * library includes a CUDA header.
  *
  * Handles are opaque pointers (a cudaStream_t, a cudaEvent_t). Fallible calls return 0 or
  * a nonzero code that stoker__cuda_error_string names; the runtime's sticky "last error" is
