@@ -881,7 +881,21 @@ class Loader:
     rank = property(lambda self: self._get("rank"))
     world_size = property(lambda self: self._get("world_size"))
     threads = property(lambda self: self._get("threads"))
-    backend = property(lambda self: self._get("backend"), doc="The back-end in use.")
+
+    @property
+    def backend(self):
+        """The back-end in use: "io_uring" or "pread" (the loader's reader), or "hdf5" where
+        libhdf5 reads the records (an HDF5 file in a layout stoker does not map: docs/HDF5.md).
+        Read from the library's statistics (stoker_stats.backend), as ``stats()["backend"]``:
+        the option read back would name the reader even where the reader reads nothing."""
+        st = _lib.Stats()
+        st.struct_size = ctypes.sizeof(st)
+        with self._observer() as core:
+            rc = _L.stoker_loader_get_stats(core.handle, ctypes.byref(st))
+        if rc != 0:
+            raise error(rc, "stoker_loader_get_stats failed")
+        return _OPTION_VALUE["backend"](st.backend)
+
     simd = property(lambda self: self._get("simd"))
     on_corrupt = property(lambda self: self._get("on_corrupt"))
     device = property(lambda self: self._get("device"), doc='"cpu" or "cuda:N".')

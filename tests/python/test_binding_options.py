@@ -76,6 +76,36 @@ def test_option_names_are_the_librarys(tmp_path, raw_ds):
         stoker.Loader(path, 2, device="cpu", dct="slow")
 
 
+
+@pytest.mark.parametrize("layout", ["fletcher32", "vlen", "userblock", "contiguous"])
+def test_backend_is_the_one_in_use(tmp_path, layout):
+    """loader.backend is the back-end that reads the records, as stats() says: "hdf5" where
+    libhdf5 reads them (fletcher32 chunks, variable-length records, a file with a user
+    block), the reader's own where stoker maps the file, whatever the reader would be."""
+    h5py = pytest.importorskip("h5py")
+    import numpy as np
+    if not stoker.capabilities()["hdf5"]:
+        pytest.skip("library built without HDF5")
+    path = str(tmp_path / (layout + ".h5"))
+    imgs = np.arange(8 * 4 * 4 * 3, dtype=np.uint8).reshape(8, 4, 4, 3)
+    with h5py.File(path, "w", userblock_size=1024 if layout == "userblock" else 0) as f:
+        if layout == "fletcher32":
+            f.create_dataset("images", data=imgs, chunks=(2, 4, 4, 3), fletcher32=True)
+        elif layout == "vlen":
+            d = f.create_dataset("images", (8,), dtype=h5py.vlen_dtype(np.uint8))
+            for i in range(8):
+                d[i] = imgs[i].reshape(-1)[:i + 1]
+        else:
+            f.create_dataset("images", data=imgs)
+    with stoker.Loader(path, 4, device="cpu", threads=1) as loader:
+        want = "hdf5" if layout != "contiguous" else loader.stats()["backend"]
+        assert loader.backend == loader.stats()["backend"] == want
+        assert len(next(iter(loader))) == 4  # and so it stays while batches flow
+        assert loader.backend == loader.stats()["backend"] == want
+    if layout == "contiguous":
+        assert want in ("io_uring", "pread")
+
+
 def test_state_dict_after_restore_reports_the_restored_state(raw_ds):
     with stoker.Loader(raw_ds, 8, device="cpu", seed=11, shuffle=False,
                        drop_last=True) as a:
