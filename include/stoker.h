@@ -320,7 +320,11 @@ typedef enum stoker_dtype {
  * 4:4:4, 4:2:2, 4:2:0 or 4:4:0 sampling) and the CPU workers the rest. Either side gives
  * the same samples within the decoders' rounding (docs/SEMANTICS.md). */
 typedef enum stoker_decoder {
-    STOKER_DECODER_AUTO = 0, /* both, the split adapting so that neither waits, when batches
+    STOKER_DECODER_AUTO = 0, /* the CPU first, the GPU only for what it cannot give: the
+                                GPU's share rises while the consumer waits for batches with
+                                the workers busy and falls while batches are ready ahead of
+                                it (every image decoded on the GPU costs the consumer's
+                                kernels some time), when batches
                                 go to a GPU with the hardware decoder and the data set's
                                 JPEGs were checked when packed (stoker_dataset_jpeg_checked:
                                 that decoder reports no damage inside the compressed data);
@@ -739,7 +743,10 @@ typedef struct stoker_stats {
     double gpu_share;         /* share of the eligible images the GPU takes now (0..1) */
     double cpu_busy;          /* fraction of the workers' time spent on records */
     double gpu_busy;          /* fraction of the time the GPU decode stage was busy */
-    char decoder_note[160];   /* why the GPU decodes nothing (empty when it decodes) */
+    char decoder_note[160];   /* why the GPU decodes what it decodes: why nothing (no GPU
+                                 stage), or under STOKER_DECODER_AUTO the split's last
+                                 decision with the consumer's wait and the workers' load it
+                                 was made on (empty: nothing to say) */
 } stoker_stats;
 
 /* Fills `stats` (struct_size set by the caller). Any thread. 0 or STOKER_E_INVALID. */

@@ -10,6 +10,8 @@
 
 #include "loader/gpu_decode.h"
 
+#include <time.h>
+
 #ifdef STOKER_HAVE_HDF5
 #include <hdf5.h>
 #endif
@@ -127,8 +129,10 @@ static int compare_epochs(stoker_loader *cpu, stoker_loader *gpu, int epochs)
 static void check_refused(const char *mixed)
 {
     stoker__gdec_emulate(STOKER__GDEC_REFUSE);
+    stoker__gdec_pin_share(0.5); /* tiny images keep no worker busy: auto would not route */
     stoker_loader *cpu = open_loader(mixed, STOKER_DECODER_CPU, STOKER_ON_CORRUPT_ERROR);
     stoker_loader *gpu = open_loader(mixed, STOKER_DECODER_AUTO, STOKER_ON_CORRUPT_ERROR);
+    stoker__gdec_pin_share(0);
     int64_t v = 0;
     T_OK(stoker_loader_get_int(cpu, STOKER_OPT_DECODER, &v));
     T_EQ_INT(v, STOKER_DECODER_CPU);
@@ -139,7 +143,7 @@ static void check_refused(const char *mixed)
     printf("refused: read %lld, cpu %lld, retried %lld, share %.3f\n", (long long)st.records_read,
            (long long)st.cpu_decoded, (long long)st.gpu_retried, st.gpu_share);
     T_EQ_INT(st.decoder, STOKER_DECODER_AUTO);
-    T_EQ_STR(st.decoder_note, "");
+    T_EQ_STR(st.decoder_note, "a share pinned by a test hook");
     T_ASSERT(st.gpu_retried > 0);
     T_EQ_INT(st.gpu_decoded, 0);
     T_EQ_INT(st.cpu_decoded, st.records_read); /* the retries are the CPU's decodes */
@@ -150,6 +154,34 @@ static void check_refused(const char *mixed)
     T_EQ_INT(sc.gpu_retried, 0);
     stoker_loader_destroy(cpu);
     stoker_loader_destroy(gpu);
+    stoker__gdec_emulate(STOKER__GDEC_REAL);
+}
+
+/* Auto left to its split, beside a consumer slower than the workers (it sleeps 20 ms a
+ * batch): batches are ready ahead of every call, so the CPU decodes alone, and the note says
+ * why. */
+static void check_auto_slow_consumer(const char *mixed)
+{
+    stoker__gdec_emulate(STOKER__GDEC_REFUSE);
+    stoker_loader *l = open_loader(mixed, STOKER_DECODER_AUTO, STOKER_ON_CORRUPT_ERROR);
+    stoker_batch *b = NULL;
+    for (int i = 0; i < 40; i++) {
+        const int rc = stoker_loader_next(l, &b);
+        if (rc == STOKER_END)
+            continue;
+        T_OK(rc);
+        const struct timespec nap = {0, 20000000};
+        nanosleep(&nap, NULL);
+        T_OK(stoker_batch_release(b));
+    }
+    const stoker_stats st = tl_stats(l);
+    printf("auto, slow consumer: share %.3f, retried %lld; %s\n", st.gpu_share,
+           (long long)st.gpu_retried, st.decoder_note);
+    T_ASSERT(st.gpu_share == 0);
+    T_EQ_INT(st.gpu_retried, 0); /* nothing was ever routed */
+    T_CONTAINS(st.decoder_note, "ready at the consumer's calls");
+    T_CONTAINS(st.decoder_note, "the CPU decodes alone");
+    stoker_loader_destroy(l);
     stoker__gdec_emulate(STOKER__GDEC_REAL);
 }
 
@@ -280,8 +312,10 @@ static void check_oom_retry(const char *dir)
 static void check_restart(const char *mixed)
 {
     stoker__gdec_emulate(STOKER__GDEC_REFUSE);
+    stoker__gdec_pin_share(0.5);
     stoker_loader *cpu = open_loader(mixed, STOKER_DECODER_CPU, STOKER_ON_CORRUPT_ERROR);
     stoker_loader *gpu = open_loader(mixed, STOKER_DECODER_AUTO, STOKER_ON_CORRUPT_ERROR);
+    stoker__gdec_pin_share(0);
     for (int round = 0; round < 5; round++) {
         for (int i = 0; i < round % 3; i++)
             T_OK(same_next(cpu, gpu));
@@ -453,6 +487,7 @@ int main(void)
     make_set(inel, SET_INELIGIBLE, -1);
     make_set(bad, SET_ELIGIBLE, 13);
     check_no_gpu(mixed);
+    check_auto_slow_consumer(mixed);
     check_refused(mixed);
     check_routing(elig, inel);
     check_fallback(mixed);

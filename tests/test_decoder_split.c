@@ -1,11 +1,20 @@
-/* The CPU/GPU split controller (src/loader/split.c) driven by simulated sides whose busy time
- * per batch is a fixed cost plus records / throughput (with noise where said): it converges
- * to equal finish times (CPU 12k img/s, GPU 10k img/s: share 10/22), with and without
- * records the GPU cannot take and with a fixed GPU cost per batch; it follows a step change
- * of either side within a few batches; the floors keep both sides working; repeated GPU
- * failures send every record to the CPU for a while, then one batch retries, and a failed
- * retry doubles the wait. The routing of records picks exactly the count, spread evenly,
- * as a pure function of its arguments. */
+/* The CPU/GPU split controller (src/loader/split.c).
+ *
+ * Its cap, driven by simulated sides whose busy time per batch is a fixed cost plus records /
+ * throughput (with noise where said), beside a consumer that always waits (a benchmark with
+ * no model): the share rises to the cap, which converges to equal finish times (CPU 12k
+ * img/s, GPU 10k img/s: share 10/22), with and without records the GPU cannot take and with
+ * a fixed GPU cost per batch; it follows a step change of either side within a few batches;
+ * the floors keep both sides working; repeated GPU failures send every record to the CPU for
+ * a while, then one batch retries, and a failed retry doubles the wait. The routing of
+ * records picks exactly the count, spread evenly, as a pure function of its arguments.
+ *
+ * Its objective, the consumer's step rate, with a simulated training job: producers filling
+ * a ring of batches (the CPU at its rate, the GPU at its own, for its share) and a consumer
+ * whose step takes longer the more images the GPU decodes. A consumer slower than the CPU
+ * alone keeps a share of 0; a faster one gets the share at which it runs fastest, within a
+ * few seconds, and the share stays in a narrow band; when the consumer slows down, the share
+ * falls back to 0; workers that are not busy (the CPU is not the limit) get no GPU help. */
 #include "testutil.h"
 
 #include "loader/split.h"
@@ -53,10 +62,14 @@ static stoker__split_batch run_batch(sim *m, const stoker__split *s, bool gpu_fa
                                  .gpu_failed = gpu_fails};
 }
 
+/* One batch, then a period of a consumer that waited half its time for busy workers: the
+ * share goes as high as the cap lets it. */
 static double step(sim *m, stoker__split *s, bool gpu_fails)
 {
     const stoker__split_batch b = run_batch(m, s, gpu_fails);
-    return stoker__split_update(s, &b);
+    stoker__split_update(s, &b);
+    const stoker__split_period hungry = {.seconds = 1, .waited = 0.5, .ahead = 0, .busy = 1};
+    return stoker__split_consumed(s, &hungry);
 }
 
 /* |cpu - gpu| / the longer, of the last batch */
@@ -72,7 +85,8 @@ static void check_converges(void)
     sim m = {.cpu = {12000, 0}, .gpu = {10000, 0}, .records = 256, .eligible = 256, .seed = 1};
     stoker__split s;
     stoker__split_init(&s, NULL, true);
-    T_ASSERT(fabs(stoker__split_share(&s) - 0.5) < 1e-12);
+    T_ASSERT(stoker__split_share(&s) == 0); /* the CPU first */
+    T_ASSERT(fabs(stoker__split_cap(&s) - 0.95) < 1e-12);
     for (int i = 0; i < 5; i++)
         step(&m, &s, false);
     const double want = 10000.0 / 22000.0;
@@ -262,6 +276,203 @@ static void check_routing(void)
         }
 }
 
+
+/* ---- the objective: a simulated training job ---- */
+
+/* Producers and a consumer around a ring of `depth` batches. Batches are made one after the
+ * other; a batch at share s (of all records: every record is eligible) takes the longer of
+ * its CPU part at cpu_rate and its GPU part at gpu_rate; the producers stop while the ring is
+ * full. The consumer's step takes step_s * (1 + slowdown * s): the GPU's images cost its
+ * kernels time. */
+typedef struct job {
+    double cpu_rate, gpu_rate, step_s, slowdown;
+    int32_t records, depth;
+    uint64_t seed;
+    /* the run */
+    double t, t_free; /* now; when the batch in the making is done */
+    double batch_share, batch_cpu_s;
+    bool blocked; /* the ring is full: nothing in the making */
+    int32_t ready;
+    double period_t0, period_wait, period_ready, period_busy;
+    int32_t period_n;
+    int64_t delivered;
+} job;
+
+static double jitter(job *j)
+{
+    return 1 + 0.04 * ((double)(t_rand(&j->seed) >> 11) / 9007199254740992.0 - 0.5);
+}
+
+static void begin_batch(job *j, const stoker__split *s, double at)
+{
+    const int32_t k = stoker__split_gpu_count(stoker__split_share(s), j->records);
+    j->batch_share = (double)k / j->records;
+    j->batch_cpu_s = (j->records - k) / j->cpu_rate * jitter(j);
+    const double gpu_s = k / j->gpu_rate * jitter(j);
+    j->t_free = at + fmax(j->batch_cpu_s, gpu_s);
+    j->blocked = false;
+}
+
+/* Batches finished up to time `now` join the ring, each reported to the split. */
+static void produce(job *j, stoker__split *s, double now)
+{
+    while (!j->blocked && j->t_free <= now) {
+        const int32_t k = (int32_t)lround(j->batch_share * j->records);
+        const stoker__split_batch b = {.cpu_ns = (uint64_t)(j->batch_cpu_s * 1e9),
+                                       .gpu_ns = (uint64_t)(k / j->gpu_rate * 1e9),
+                                       .cpu_records = j->records - k,
+                                       .gpu_records = k,
+                                       .records = j->records,
+                                       .eligible = j->records};
+        stoker__split_update(s, &b);
+        j->period_busy += j->batch_cpu_s;
+        j->ready++;
+        if (j->ready >= j->depth)
+            j->blocked = true;
+        else
+            begin_batch(j, s, j->t_free);
+    }
+}
+
+/* One step of the consumer: take a batch (waiting if none is ready), tell the split once a
+ * period of 8, compute. Returns the seconds it waited. */
+static double consume(job *j, stoker__split *s, double busy_scale)
+{
+    produce(j, s, j->t);
+    const double ready = j->ready, t_call = j->t;
+    if (j->ready == 0) {
+        j->t = j->t_free;
+        produce(j, s, j->t);
+    }
+    const double waited = j->t - t_call;
+    j->ready--;
+    if (j->blocked)
+        begin_batch(j, s, j->t);
+    j->delivered++;
+    j->period_wait += waited;
+    j->period_ready += ready;
+    if (++j->period_n == 8) {
+        const double secs = j->t - j->period_t0;
+        const stoker__split_period p = {.seconds = secs,
+                                        .waited = j->period_wait,
+                                        .ahead = j->period_ready / 8,
+                                        .busy = busy_scale * j->period_busy / secs};
+        stoker__split_consumed(s, &p);
+        j->period_t0 = j->t;
+        j->period_wait = j->period_ready = j->period_busy = 0;
+        j->period_n = 0;
+    }
+    j->t += j->step_s * (1 + j->slowdown * j->batch_share) * jitter(j);
+    return waited;
+}
+
+static void job_start(job *j, stoker__split *s)
+{
+    stoker__split_init(s, NULL, true);
+    begin_batch(j, s, 0);
+}
+
+/* The consumer's steady rate (batches per second) at share x: the slower of the producers
+ * and the consumer. */
+static double job_rate(const job *j, double x)
+{
+    const double make = fmax((1 - x) * j->records / j->cpu_rate, x * j->records / j->gpu_rate);
+    return 1 / fmax(make, j->step_s * (1 + j->slowdown * x));
+}
+
+/* Runs the job for `seconds`; the share's range over the last `tail` seconds and the
+ * consumer's rate there (batches per second). */
+static void job_run(job *j, stoker__split *s, double seconds, double tail, double busy_scale,
+                    double *lo, double *hi, double *rate)
+{
+    const double end = j->t + seconds;
+    *lo = 1;
+    *hi = 0;
+    int64_t n0 = -1;
+    double t0 = 0;
+    while (j->t < end) {
+        consume(j, s, busy_scale);
+        if (j->t >= end - tail) {
+            if (n0 < 0) {
+                n0 = j->delivered;
+                t0 = j->t;
+            }
+            *lo = fmin(*lo, stoker__split_share(s));
+            *hi = fmax(*hi, stoker__split_share(s));
+        }
+    }
+    *rate = (double)(j->delivered - n0) / (j->t - t0);
+}
+
+/* ResNet-50 beside 16 cores: the CPU alone makes 12k img/s, the model takes 4.7k. */
+static void check_slow_consumer(void)
+{
+    job j = {.cpu_rate = 12000, .gpu_rate = 10000, .step_s = 256 / 4700.0, .slowdown = 0.1,
+             .records = 256, .depth = 4, .seed = 11};
+    stoker__split s;
+    job_start(&j, &s);
+    double lo, hi, rate;
+    job_run(&j, &s, 20, 20, 1, &lo, &hi, &rate);
+    char why[160];
+    stoker__split_describe(&s, why, sizeof why);
+    printf("slow consumer: share %.3f..%.3f, %.0f img/s; %s\n", lo, hi, rate * 256, why);
+    T_ASSERT(hi == 0);
+    T_CONTAINS(why, "the CPU decodes alone");
+}
+
+/* ResNet-18 at 176 px: the model takes 19k img/s, the CPU alone makes 11.4k, the GPU 10k, and
+ * each image the GPU decodes costs the model's step (30% at a share of 1). The best share is
+ * where the producers' rate meets the slowed consumer's. */
+static void check_fast_consumer(void)
+{
+    job j = {.cpu_rate = 11400, .gpu_rate = 10000, .step_s = 256 / 19000.0, .slowdown = 0.3,
+             .records = 256, .depth = 4, .seed = 12};
+    double best = 0, best_x = 0;
+    for (double x = 0; x <= 0.95; x += 0.001)
+        if (job_rate(&j, x) > best) {
+            best = job_rate(&j, x);
+            best_x = x;
+        }
+    stoker__split s;
+    job_start(&j, &s);
+    double lo, hi, rate;
+    job_run(&j, &s, 3, 1, 1, &lo, &hi, &rate); /* the first 3 s */
+    const double early = rate;
+    job_run(&j, &s, 30, 20, 1, &lo, &hi, &rate);
+    char why[160];
+    stoker__split_describe(&s, why, sizeof why);
+    printf("fast consumer: best share %.3f (%.0f img/s, CPU alone %.0f); after 3 s %.0f img/s; "
+           "then share %.3f..%.3f, %.0f img/s; %s\n",
+           best_x, best * 256, job_rate(&j, 0) * 256, early * 256, lo, hi, rate * 256, why);
+    T_ASSERT(early > 0.9 * best); /* settled within a few seconds */
+    T_ASSERT(rate > 0.97 * best);
+    T_ASSERT(hi - lo < 0.1);       /* a band, no oscillation */
+    T_ASSERT(lo > best_x - 0.1 && hi < best_x + 0.1);
+
+    /* the model grows slower (evaluation, a bigger input): the share goes back to 0 */
+    j.step_s = 256 / 6000.0;
+    job_run(&j, &s, 12, 4, 1, &lo, &hi, &rate); /* 0.34 to 0 in steps of 0.02 a period */
+    printf("consumer slowed down: share %.3f..%.3f\n", lo, hi);
+    T_ASSERT(hi == 0);
+}
+
+/* The consumer waits, but the workers are half idle (reads, not decoding, hold them up): the
+ * GPU's decoding would not help, and the share stays 0. */
+static void check_not_cpu_bound(void)
+{
+    job j = {.cpu_rate = 11400, .gpu_rate = 10000, .step_s = 256 / 19000.0, .slowdown = 0.3,
+             .records = 256, .depth = 4, .seed = 13};
+    stoker__split s;
+    job_start(&j, &s);
+    double lo, hi, rate;
+    job_run(&j, &s, 10, 10, 0.5, &lo, &hi, &rate);
+    char why[160];
+    stoker__split_describe(&s, why, sizeof why);
+    printf("workers not busy: share %.3f..%.3f; %s\n", lo, hi, why);
+    T_ASSERT(hi == 0);
+    T_CONTAINS(why, "the CPU is not the limit");
+}
+
 int main(void)
 {
     check_converges();
@@ -270,5 +481,8 @@ int main(void)
     check_floors();
     check_failures();
     check_routing();
+    check_slow_consumer();
+    check_fast_consumer();
+    check_not_cpu_bound();
     return 0;
 }

@@ -45,9 +45,10 @@ int stoker__cuda_set_device(int device);
 /* The calling thread's current device; -1 when none can be read. */
 int stoker__cuda_current_device(void);
 
-/* A stream that never orders with the legacy default stream, of the device's greatest
- * priority (its kernels are scheduled before the consumer's queued ones). */
-int stoker__cuda_stream_create(stoker__stream *s);
+/* A stream that never orders with the legacy default stream; urgent: of the device's
+ * greatest priority (its kernels are scheduled before the consumer's queued ones), else of
+ * its least (they run where the consumer's leave room). */
+int stoker__cuda_stream_create(stoker__stream *s, bool urgent);
 void stoker__cuda_stream_destroy(stoker__stream s);
 int stoker__cuda_stream_sync(stoker__stream s);
 /* Makes stream s wait for event e (the host does not block). */

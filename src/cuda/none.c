@@ -51,8 +51,9 @@ int stoker__cuda_current_device(void)
     return -1;
 }
 
-int stoker__cuda_stream_create(stoker__stream *s)
+int stoker__cuda_stream_create(stoker__stream *s, bool urgent)
 {
+    (void)urgent;
     *s = NULL;
     return NO_CUDA;
 }

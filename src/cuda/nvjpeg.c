@@ -665,13 +665,30 @@ static int gather(stoker__nvjpeg *nj, int32_t n, const uint8_t *const data[], co
  * outputs and the conversion's inputs at them. A grayscale image gets room for two more
  * planes of its size, which the conversion does not read: nvJPEG's planar output of a
  * one-component image is not documented to leave them alone. */
+/* The planes' rows are pitch_align bytes apart at least (1: tight). STOKER_NVJPEG_PITCH_ALIGN
+ * sets another, to measure whether nvJPEG's copies out of its hardware decoder's surfaces
+ * depend on it (docs/GPU.md). */
+static size_t pitch_align(void)
+{
+    static size_t align;
+    if (!align) {
+        const char *v = getenv("STOKER_NVJPEG_PITCH_ALIGN");
+        const long a = v ? strtol(v, NULL, 10) : 1;
+        align = a > 1 && a <= 4096 && (a & (a - 1)) == 0 ? (size_t)a : 1;
+    }
+    return align;
+}
+
 static int plan_planes(stoker__nvjpeg *nj, int32_t m, stoker__err *err)
 {
+    const size_t pa = pitch_align();
     size_t need = 0;
     for (int32_t k = 0; k < m; k++) {
         const stoker__gpu_ycc *g = &nj->ycc[k];
-        need += stoker__align_up((size_t)g->width * (size_t)g->height, PLANE_ALIGN) +
-                2 * stoker__align_up((size_t)g->cw * (size_t)g->ch, PLANE_ALIGN);
+        need += stoker__align_up(stoker__align_up((size_t)g->width, pa) * (size_t)g->height,
+                                 PLANE_ALIGN) +
+                2 * stoker__align_up(stoker__align_up((size_t)g->cw, pa) * (size_t)g->ch,
+                                     PLANE_ALIGN);
     }
     if (need > nj->planes_cap) {
         dev_free(nj->planes);
@@ -697,11 +714,12 @@ static int plan_planes(stoker__nvjpeg *nj, int32_t m, stoker__err *err)
         *im = (nj_image){{NULL}, {0}};
         for (int c = 0; c < 3; c++) {
             const int32_t pw = c ? g->cw : g->width, ph = c ? g->ch : g->height;
+            const size_t pitch = stoker__align_up((size_t)pw, pa);
             g->plane[c] = at;
-            g->pitch[c] = pw;
+            g->pitch[c] = (int32_t)pitch;
             im->channel[c] = at;
-            im->pitch[c] = (size_t)pw;
-            at += stoker__align_up((size_t)pw * (size_t)ph, PLANE_ALIGN);
+            im->pitch[c] = pitch;
+            at += stoker__align_up(pitch * (size_t)ph, PLANE_ALIGN);
         }
     }
     return 0;

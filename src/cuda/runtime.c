@@ -72,18 +72,15 @@ int stoker__cuda_current_device(void)
     return check(cudaGetDevice(&d)) == 0 ? d : -1;
 }
 
-int stoker__cuda_stream_create(stoker__stream *s)
+int stoker__cuda_stream_create(stoker__stream *s, bool urgent)
 {
-    /* The greatest priority the device has: the few short kernels the loader queues (the
-     * GPU decode's, normalisation, moving samples into place) start as soon as blocks of
-     * the consumer's kernels finish, rather than behind the consumer's queued work. */
     int least = 0, greatest = 0;
     if (cudaDeviceGetStreamPriorityRange(&least, &greatest) != cudaSuccess) {
         (void)cudaGetLastError();
-        greatest = 0;
+        least = greatest = 0;
     }
-    return check(INJECT(
-        cudaStreamCreateWithPriority((cudaStream_t *)s, cudaStreamNonBlocking, greatest)));
+    return check(INJECT(cudaStreamCreateWithPriority((cudaStream_t *)s, cudaStreamNonBlocking,
+                                                     urgent ? greatest : least)));
 }
 
 void stoker__cuda_stream_destroy(stoker__stream s)

@@ -6,7 +6,9 @@
 #include "decode/jpeg_info.h"
 #include "loader/split.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -18,6 +20,17 @@
  * device-synchronising frees from about 11 to about 3 a batch (docs/BENCHMARKS.md). */
 #define RESERVE_W 640
 #define RESERVE_H 480
+
+/* The GPU's records per batch are a multiple of QUANTUM: each change of a batch's image count
+ * makes nvJPEG initialise its batched decode again, and its hardware decoder frees and
+ * allocates device memory then (each free waits for the whole device), so the count changes
+ * only when the share moves by a step. */
+#define QUANTUM 8
+/* Deliveries per decision of the split (stoker__split_consumed). */
+#define PERIOD 8
+/* Candidates picked per record of the quota, so that records the hardware cannot take (and
+ * the spread of the eligible ones over a batch) rarely leave the quota short. */
+#define OVERPICK 1.25
 
 enum { ROUTE_CPU = 0, ROUTE_GPU = 1 };
 
@@ -34,9 +47,11 @@ typedef struct grec {
 typedef struct gslot {
     /* set in prepare */
     double share; /* of the eligible records: the GPU's, for this batch */
+    double pick;  /* of all records: the candidates for the GPU, spread over the batch */
+    uint32_t quota; /* records the GPU takes at most (QUANTUM steps: see prepare) */
     int32_t count;
     bool closed; /* the owner of the slot's contents routes nothing more */
-    atomic_uint ngpu, neligible;
+    atomic_uint ngpu, neligible, claimed;
     atomic_uint_fast64_t zused, cpu_ns, cpu_records;
     uint32_t ndone; /* samples the GPU made (hpos/dpos), set by run before READY */
     /* memory */
@@ -129,13 +144,28 @@ struct stoker__gdec {
     stoker__split split;
     _Atomic double share; /* for the batches prepared next (read without mu in prepare,
                              under a slot's mutex, which is a leaf) */
+    _Atomic double epart; /* the split's eligible / records, likewise */
+    double pinned;        /* above 0: auto's share, fixed (stoker__gdec_pin_share) */
     bool fallen;
+    /* the consumer's deliveries of the current period: its thread's alone */
+    struct {
+        uint64_t t0_ns;  /* the delivery before the period */
+        double busy0;    /* the workers' busy seconds then */
+        double waited, ready;
+        uint32_t n;
+    } period;
     /* counters */
     atomic_uint_fast64_t decoded, retried, fallbacks, busy_ns;
     uint64_t wait_ns; /* the GPU worker's, waiting for runs to end */
 };
 
 static atomic_int emulation;
+static _Atomic double pinned_share;
+
+void stoker__gdec_pin_share(double share)
+{
+    atomic_store(&pinned_share, share > 0 && share <= 1 ? share : 0);
+}
 
 void stoker__gdec_emulate(int mode)
 {
@@ -190,7 +220,11 @@ int stoker__gdec_create(stoker__gdec **out, const stoker__plan *plan, char *why,
     }
     gd->has_locks = true;
     stoker__split_init(&gd->split, NULL, true);
-    gd->share = plan->decoder == STOKER_DECODER_GPU ? 1.0 : stoker__split_share(&gd->split);
+    gd->pinned = plan->decoder == STOKER_DECODER_GPU ? 0 : atomic_load(&pinned_share);
+    gd->share = plan->decoder == STOKER_DECODER_GPU ? 1.0
+                : gd->pinned > 0                    ? gd->pinned
+                                                    : stoker__split_share(&gd->split);
+    gd->epart = 1.0;
     stoker__gpu_output *o = &gd->out;
     o->size = plan->xform.size;
     o->dtype = plan->out_dtype;
@@ -255,6 +289,16 @@ static int slot_init(stoker__gdec *gd, gslot *g, uint64_t batch, stoker__err *er
     return e == 0 ? 0 : cuda_fail(err, gd->device, e, "cudaMalloc of the GPU decode's samples");
 }
 
+/* The lanes' streams are of the device's least priority: their kernels (the colour
+ * conversion, the crop's resampling) yield to the consumer's, which a training step is made
+ * of. STOKER_GPU_DECODE_PRIORITY=greatest gives them the greatest again, to measure the
+ * difference (docs/GPU.md). */
+static bool decode_urgent(void)
+{
+    const char *v = getenv("STOKER_GPU_DECODE_PRIORITY");
+    return v && strcmp(v, "greatest") == 0;
+}
+
 static int lane_init(stoker__gdec *gd, lane *ln, uint64_t batch, stoker__err *err)
 {
     ln->data = stoker__calloc(batch, sizeof *ln->data);
@@ -270,7 +314,7 @@ static int lane_init(stoker__gdec *gd, lane *ln, uint64_t batch, stoker__err *er
                      err, -ENOMEM, "out of memory for the GPU decode stage");
     if (gd->emulated)
         return 0;
-    int e = stoker__cuda_stream_create(&ln->stream);
+    int e = stoker__cuda_stream_create(&ln->stream, decode_urgent());
     if (e != 0)
         return cuda_fail(err, gd->device, e, "cudaStreamCreateWithFlags");
     ln->has_stream = true;
@@ -392,6 +436,21 @@ void stoker__gdec_prepare(stoker__gdec *gd, stoker__slot *s)
     gslot *g = slot_of(gd, s);
     g->share = atomic_load(&gd->share);
     g->count = (int32_t)s->batch.count;
+    if (g->share >= 1) {
+        g->quota = (uint32_t)g->count;
+        g->pick = 1;
+    } else if (g->share > 0) {
+        /* the share's records, in whole steps of QUANTUM (at least one step), picked from a
+         * few more candidates: the batch's image count stays put while the share does */
+        const double want = g->share * atomic_load(&gd->epart) * g->count;
+        uint32_t q = (uint32_t)floor(want / QUANTUM + 0.5) * QUANTUM;
+        q = q < QUANTUM ? QUANTUM : q;
+        g->quota = q > (uint32_t)g->count ? (uint32_t)g->count : q;
+        g->pick = g->count > 0 ? fmin(1.0, OVERPICK * g->quota / g->count + 0.01) : 0;
+    } else {
+        g->quota = 0;
+        g->pick = 0;
+    }
     g->closed = false;
     g->ndone = 0;
     g->nretry = 0;
@@ -399,6 +458,7 @@ void stoker__gdec_prepare(stoker__gdec *gd, stoker__slot *s)
     g->failed = false;
     atomic_store(&g->ngpu, 0);
     atomic_store(&g->neligible, 0);
+    atomic_store(&g->claimed, 0);
     atomic_store(&g->zused, 0);
     atomic_store(&g->cpu_ns, 0);
     atomic_store(&g->cpu_records, 0);
@@ -427,7 +487,7 @@ bool stoker__gdec_route(stoker__gdec *gd, stoker__slot *s, uint32_t j, uint64_t 
                         int64_t epoch, const uint8_t *src, uint64_t n, bool checked)
 {
     gslot *g = slot_of(gd, s);
-    if (g->closed || !(g->share > 0) || n > UINT32_MAX)
+    if (g->closed || g->quota == 0 || n > UINT32_MAX)
         return false;
     /* auto: only bytes a checksum vouches for (the hardware decoder reports no damage
      * inside the compressed data, which libjpeg often does), of a data set whose JPEGs were
@@ -438,7 +498,8 @@ bool stoker__gdec_route(stoker__gdec *gd, stoker__slot *s, uint32_t j, uint64_t 
     if (!eligible(gd, src, n, &info))
         return false;
     atomic_fetch_add_explicit(&g->neligible, 1, memory_order_relaxed);
-    if (!stoker__split_to_gpu(g->share, g->count, (int32_t)j))
+    if (!stoker__split_to_gpu(g->pick, g->count, (int32_t)j) ||
+        atomic_fetch_add_explicit(&g->claimed, 1, memory_order_relaxed) >= g->quota)
         return false;
     const uint64_t at = atomic_fetch_add_explicit(&g->zused, n, memory_order_relaxed);
     if (at + n > g->zcap)
@@ -494,9 +555,37 @@ void stoker__gdec_batch_done(stoker__gdec *gd, stoker__slot *s, uint64_t gpu_ns,
         atomic_fetch_add(&gd->fallbacks, 1);
     gd->fallen = fallen;
     /* GPU: every eligible record, unless failures sent the GPU's share to the CPU */
-    atomic_store(&gd->share,
-                 gd->plan->decoder == STOKER_DECODER_GPU ? (share > 0 ? 1.0 : 0.0) : share);
+    const double fixed = gd->plan->decoder == STOKER_DECODER_GPU ? 1.0 : gd->pinned;
+    atomic_store(&gd->share, fixed > 0 ? (fallen ? 0.0 : fixed) : share);
+    atomic_store(&gd->epart, stoker__split_eligible_part(&gd->split));
     pthread_mutex_unlock(&gd->mu);
+}
+
+void stoker__gdec_consumed(stoker__gdec *gd, double waited, double ready, double busy_s)
+{
+    const uint64_t now = stoker__now_ns();
+    if (gd->period.t0_ns == 0 || gd->plan->decoder == STOKER_DECODER_GPU || gd->pinned > 0) {
+        gd->period.t0_ns = now; /* the first delivery starts the first period */
+        gd->period.busy0 = busy_s;
+        return;
+    }
+    gd->period.waited += waited;
+    gd->period.ready += ready;
+    if (++gd->period.n < PERIOD)
+        return;
+    const double seconds = (double)(now - gd->period.t0_ns) * 1e-9;
+    const stoker__split_period p = {
+        .seconds = seconds,
+        .waited = gd->period.waited,
+        .ahead = gd->period.ready / gd->period.n,
+        .busy = seconds > 0 ? (busy_s - gd->period.busy0) / (seconds * gd->plan->threads) : 0};
+    pthread_mutex_lock(&gd->mu);
+    atomic_store(&gd->share, stoker__split_consumed(&gd->split, &p));
+    pthread_mutex_unlock(&gd->mu);
+    gd->period.t0_ns = now;
+    gd->period.busy0 = busy_s;
+    gd->period.waited = gd->period.ready = 0;
+    gd->period.n = 0;
 }
 
 /* ---- the GPU worker ---- */
@@ -813,4 +902,13 @@ void stoker__gdec_stats_get(stoker__gdec *gd, stoker__gdec_stats *st)
     st->fallbacks = atomic_load(&gd->fallbacks);
     st->busy_s = (double)atomic_load(&gd->busy_ns) * 1e-9;
     st->share = atomic_load(&gd->share);
+    pthread_mutex_lock(&gd->mu);
+    if (gd->plan->decoder == STOKER_DECODER_GPU || gd->pinned > 0)
+        snprintf(st->reason, sizeof st->reason, "%s",
+                 gd->fallen       ? "the GPU failed; the CPU decodes alone for a while"
+                 : gd->pinned > 0 ? "a share pinned by a test hook"
+                                  : "");
+    else
+        stoker__split_describe(&gd->split, st->reason, sizeof st->reason);
+    pthread_mutex_unlock(&gd->mu);
 }

@@ -45,6 +45,7 @@ typedef struct stoker__gdec stoker__gdec;
 typedef struct stoker__gdec_stats {
     uint64_t decoded, retried, fallbacks;
     double share, busy_s;
+    char reason[160]; /* why the share is what it is (split.h), empty when nothing to say */
 } stoker__gdec_stats;
 
 /* Loads nvJPEG on plan->device. Returns 0; STOKER_E_UNSUPPORTED with the reason in why
@@ -75,6 +76,14 @@ bool stoker__gdec_pending(const stoker__gdec *gd, const stoker__slot *s);
 void stoker__gdec_close(stoker__gdec *gd, stoker__slot *s);
 /* Slot s's batch is final: updates the split with what it measured (gpu_ns of run). */
 void stoker__gdec_batch_done(stoker__gdec *gd, stoker__slot *s, uint64_t gpu_ns, bool gpu_failed);
+
+/* ---- the consumer ---- */
+
+/* The consumer was handed a batch after waiting `waited` seconds, with `ready` batches ready
+ * and not yet taken at its call; busy_s: the CPU workers' busy seconds so far. Once a period
+ * of deliveries, the split decides the GPU's share from them (split.h). The consumer's
+ * thread alone. */
+void stoker__gdec_consumed(stoker__gdec *gd, double waited, double ready, double busy_s);
 
 /* ---- the GPU worker ---- */
 
@@ -129,5 +138,9 @@ void stoker__gdec_stats_get(stoker__gdec *gd, stoker__gdec_stats *st);
 enum { STOKER__GDEC_REAL = 0, STOKER__GDEC_REFUSE = 1, STOKER__GDEC_FAIL = 2 };
 void stoker__gdec_emulate(int mode);
 int stoker__gdec_emulated(void);
+/* Test hook: a share above 0 pins decoder auto's share of the loaders created next at it (the
+ * split's decisions are not taken), so that routing under auto can be tested where nothing
+ * makes the consumer wait for busy workers; 0 lets the split decide again. */
+void stoker__gdec_pin_share(double share);
 
 #endif

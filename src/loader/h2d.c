@@ -169,11 +169,13 @@ static void *copy_main(void *arg);
  * kept around this). */
 static int start_on_device(stoker__h2d *g, stoker__err *err)
 {
-    int e = stoker__cuda_stream_create(&g->stream);
+    /* urgent: the copies, normalisation and moves into place are few and short, and start
+     * as soon as blocks of the consumer's kernels finish, rather than behind its queue */
+    int e = stoker__cuda_stream_create(&g->stream, true);
     if (e != 0)
         return cuda_fail(err, g->device, e, "cudaStreamCreateWithFlags");
     g->has_stream = true;
-    e = stoker__cuda_stream_create(&g->cb_stream);
+    e = stoker__cuda_stream_create(&g->cb_stream, true);
     if (e != 0)
         return cuda_fail(err, g->device, e, "cudaStreamCreateWithFlags");
     g->has_cb_stream = true;

@@ -169,6 +169,17 @@ int stoker_loader_position(const stoker_loader *l, int64_t *epoch, int64_t *posi
 
 /* ---- next and release ---- */
 
+/* Tells the GPU decode stage what the consumer saw at a delivery: its split follows the
+ * consumer's waits (split.h). */
+static void tell_split(stoker_loader *l, double waited, uint64_t ready)
+{
+    if (!l->gdec)
+        return;
+    stoker__pool_stats ps;
+    stoker__pool_stats_get(&l->pool, &ps);
+    stoker__gdec_consumed(l->gdec, waited, (double)ready, ps.read_s + ps.crc_s + ps.process_s);
+}
+
 /* A host batch from the ring. A failed batch is given back at once: it counts as consumed. */
 static int next_host(stoker_loader *l, stoker_batch **out)
 {
@@ -194,6 +205,7 @@ static int next_host(stoker_loader *l, stoker_batch **out)
     }
     atomic_fetch_add(&l->outstanding, 1);
     stoker__count_delivery(l, &s->batch, waited, (uint64_t)ready);
+    tell_split(l, waited, (uint64_t)ready);
     *out = &s->batch;
     return 0;
 }
@@ -213,6 +225,7 @@ static int next_device(stoker_loader *l, stoker_batch **out)
     atomic_fetch_add(&l->outstanding, 1);
     const uint64_t ready = (uint64_t)atomic_load_explicit(&l->ring.ready, memory_order_relaxed);
     stoker__count_delivery(l, *out, waited, ready + queued);
+    tell_split(l, waited, ready + queued);
     return 0;
 }
 

@@ -2,17 +2,29 @@
 #include "loader/split.h"
 
 #include <math.h>
+#include <stdio.h>
 
 #define DEFAULT_FLOOR 0.05
 #define DEFAULT_SMOOTHING 0.4
-#define DEFAULT_INITIAL 0.5
 #define DEFAULT_MAX_FAILURES 3
 #define DEFAULT_RETRY_AFTER 64
+#define DEFAULT_WAIT_HIGH 0.02
+#define DEFAULT_WAIT_LOW 0.005
+#define DEFAULT_AHEAD 1.5
+#define DEFAULT_BUSY_HIGH 0.7
+#define DEFAULT_GAIN 0.6
+#define DEFAULT_STEP_MIN 0.02
+#define DEFAULT_STEP_DOWN 0.02
 #define MAX_WAIT_DOUBLINGS 6 /* a fallback lasts at most 64 times retry_after batches */
 
 static double clamp(double v, double lo, double hi)
 {
     return v < lo ? lo : v > hi ? hi : v;
+}
+
+static double or_default(double v, double lo, double hi, double dflt)
+{
+    return v > lo && v <= hi ? v : dflt;
 }
 
 void stoker__split_init(stoker__split *s, const stoker__split_config *cfg, bool gpu)
@@ -22,12 +34,19 @@ void stoker__split_init(stoker__split *s, const stoker__split_config *cfg, bool 
         s->cfg = *cfg;
     stoker__split_config *c = &s->cfg;
     c->floor = c->floor > 0 && c->floor < 0.5 ? c->floor : DEFAULT_FLOOR;
-    c->smoothing = c->smoothing > 0 && c->smoothing <= 1 ? c->smoothing : DEFAULT_SMOOTHING;
-    c->initial = c->initial > 0 && c->initial < 1 ? c->initial : DEFAULT_INITIAL;
+    c->smoothing = or_default(c->smoothing, 0, 1, DEFAULT_SMOOTHING);
     c->max_failures = c->max_failures > 0 ? c->max_failures : DEFAULT_MAX_FAILURES;
     c->retry_after = c->retry_after > 0 ? c->retry_after : DEFAULT_RETRY_AFTER;
+    c->wait_high = or_default(c->wait_high, 0, 1, DEFAULT_WAIT_HIGH);
+    c->wait_low = or_default(c->wait_low, 0, c->wait_high, fmin(DEFAULT_WAIT_LOW, c->wait_high));
+    c->ahead = or_default(c->ahead, 0, 1e9, DEFAULT_AHEAD);
+    c->busy_high = or_default(c->busy_high, 0, 1, DEFAULT_BUSY_HIGH);
+    c->gain = or_default(c->gain, 0, 10, DEFAULT_GAIN);
+    c->step_min = or_default(c->step_min, 0, 1, DEFAULT_STEP_MIN);
+    c->step_down = or_default(c->step_down, 0, 1, DEFAULT_STEP_DOWN);
     s->gpu = gpu;
-    s->share = gpu ? clamp(c->initial, c->floor, 1 - c->floor) : 0;
+    s->share = 0;
+    s->cap = gpu ? 1 - c->floor : 0;
     s->wait = c->retry_after;
 }
 
@@ -47,7 +66,7 @@ static void measure(double *rate, int64_t records, uint64_t ns, double weight)
 static double balance(const stoker__split *s)
 {
     if (s->cpu_rate <= 0 || s->gpu_rate <= 0 || s->eligible_part <= 0)
-        return s->share;                                               /* nothing to go by yet */
+        return 1 - s->cfg.floor;                                       /* nothing to go by yet */
     const double gpu_part = s->gpu_rate / (s->cpu_rate + s->gpu_rate); /* of all records */
     return clamp(gpu_part / s->eligible_part, s->cfg.floor, 1 - s->cfg.floor);
 }
@@ -61,6 +80,7 @@ static void fall_back(stoker__split *s)
     s->failures = 0;
     s->retrying = false;
     s->share = 0;
+    s->reason = STOKER__SPLIT_FALLBACK;
 }
 
 /* One batch of the fallback has passed; the last one is followed by a retry at the floor. */
@@ -91,13 +111,45 @@ double stoker__split_update(stoker__split *s, const stoker__split_batch *b)
     }
     if (b->gpu_records > 0) {
         s->failures = 0;
-        if (s->retrying) /* the GPU works again: the next fallback waits the least */
+        if (s->retrying) { /* the GPU works again: the next fallback waits the least */
             s->wait = s->cfg.retry_after;
+            s->reason = STOKER__SPLIT_START;
+        }
         s->retrying = false;
         measure(&s->gpu_rate, b->gpu_records, b->gpu_ns, w);
     }
-    if (!s->retrying)
-        s->share = balance(s);
+    s->cap = balance(s);
+    if (!s->retrying && s->share > s->cap)
+        s->share = s->cap;
+    return s->share;
+}
+
+double stoker__split_consumed(stoker__split *s, const stoker__split_period *p)
+{
+    if (!s->gpu || s->fallback_left > 0 || s->retrying || !(p->seconds > 0))
+        return s->share;
+    const stoker__split_config *c = &s->cfg;
+    s->last = *p;
+    const double waited = clamp(p->waited / p->seconds, 0, 1);
+    if (waited > c->wait_high) {
+        if (p->busy < c->busy_high) {
+            s->reason = STOKER__SPLIT_NOT_CPU;
+            return s->share;
+        }
+        /* the CPU made 1 - waited of what the consumer asked for: the GPU takes the rest of
+         * the records, which is waited / eligible_part of the eligible ones (damped) */
+        const double ep = s->eligible_part > 0 ? s->eligible_part : 1;
+        const double want = s->share + fmax(c->gain * waited / ep, c->step_min);
+        s->share = fmax(s->share, fmin(fmax(want, c->floor), s->cap));
+        s->reason = s->share >= s->cap ? STOKER__SPLIT_CAPPED : STOKER__SPLIT_MORE;
+    } else if (waited < c->wait_low && p->ahead >= c->ahead) {
+        s->share -= c->step_down;
+        if (s->share < c->floor) /* below the floor the GPU would be measured poorly */
+            s->share = 0;
+        s->reason = STOKER__SPLIT_LESS;
+    } else if (s->reason != STOKER__SPLIT_START || s->share > 0) {
+        s->reason = STOKER__SPLIT_HOLD;
+    }
     return s->share;
 }
 
@@ -106,9 +158,54 @@ double stoker__split_share(const stoker__split *s)
     return s->share;
 }
 
+double stoker__split_cap(const stoker__split *s)
+{
+    return s->cap;
+}
+
+double stoker__split_eligible_part(const stoker__split *s)
+{
+    return s->eligible_part > 0 ? s->eligible_part : 1;
+}
+
 bool stoker__split_fallen_back(const stoker__split *s)
 {
     return s->gpu && s->fallback_left > 0;
+}
+
+void stoker__split_describe(const stoker__split *s, char *buf, size_t cap)
+{
+    const double waited = s->last.seconds > 0 ? 100 * s->last.waited / s->last.seconds : 0;
+    const double busy = 100 * s->last.busy, share = 100 * s->share, ahead = s->last.ahead;
+    switch (s->reason) {
+    case STOKER__SPLIT_MORE:
+        snprintf(buf, cap, "the consumer waited %.1f%% of its time with the workers %.0f%% busy: "
+                 "the GPU takes %.0f%% of the images it can", waited, busy, share);
+        break;
+    case STOKER__SPLIT_CAPPED:
+        snprintf(buf, cap, "the consumer waited %.1f%% of its time; the GPU takes %.0f%%, where "
+                 "both sides finish a batch together", waited, share);
+        break;
+    case STOKER__SPLIT_NOT_CPU:
+        snprintf(buf, cap, "the consumer waited %.1f%% of its time with the workers only %.0f%% "
+                 "busy: the CPU is not the limit; the GPU keeps %.0f%%", waited, busy, share);
+        break;
+    case STOKER__SPLIT_HOLD:
+        snprintf(buf, cap, "batches come as the consumer needs them (waited %.1f%%, %.1f ready): "
+                 "the GPU keeps %.0f%%", waited, ahead, share);
+        break;
+    case STOKER__SPLIT_LESS:
+        snprintf(buf, cap, "%.1f batches ready at the consumer's calls, waited %.1f%%: %s",
+                 ahead, waited, s->share > 0 ? "the GPU takes less" : "the CPU decodes alone");
+        break;
+    case STOKER__SPLIT_FALLBACK:
+        snprintf(buf, cap, "the GPU failed %d batches in a row: the CPU decodes alone for %lld "
+                 "batches", (int)s->cfg.max_failures, (long long)s->fallback_left);
+        break;
+    default:
+        snprintf(buf, cap, "the CPU decodes alone until the consumer waits for it");
+        break;
+    }
 }
 
 int32_t stoker__split_gpu_count(double share, int32_t eligible)

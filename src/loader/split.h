@@ -1,31 +1,54 @@
 /* The split of a batch's JPEG records between the CPU workers and the GPU decoder.
  *
- * The GPU side takes a share of the records it can decode (the eligible ones); the CPU
- * workers take the rest and every record the GPU cannot take. After each batch, both sides
- * report how long they were busy and how many records they finished; the controller keeps a
- * smoothed throughput per side and sets the next share so that both would finish a batch at
- * the same time: the GPU's part of all records is r_gpu / (r_cpu + r_gpu), divided by the
- * eligible fraction. That is a fixed-point iteration whose fixed point is equal finish times
- * even when a side's time is not proportional to its records (a fixed cost per batch).
+ * The objective is the consumer's step rate, not the loader's own throughput: every image
+ * the GPU decodes costs the consumer's kernels some time (the decoder's driver calls and
+ * kernels share the device with them, docs/GPU.md), so the CPU decodes first and the GPU
+ * takes only the overflow. The share (of the records the GPU could take: the eligible ones)
+ * starts at 0 and moves on what the consumer sees, decided once a period of deliveries
+ * (stoker__split_consumed):
  *
- * While both sides work, each keeps at least `floor` of the eligible records, so both stay
- * measured and a change of speed on either side is seen. A GPU batch that fails (its records
- * go back to the CPU) leaves the share as it was; `max_failures` failed batches in a row
- * send everything to the CPU for `retry_after` batches, after which one batch at the floor
- * share tries the GPU again: a success resumes the split, a failure doubles the wait.
+ *   the consumer waited more than wait_high of its time, with the workers busy (at least
+ *   busy_high of their time): the GPU takes more, by gain times the waited share (the share
+ *   of the records the CPU fell short by), at least step_min;
+ *   it waited less than wait_low, with `ahead` or more batches ready at its calls: the
+ *   producers outrun it, and the GPU takes step_down less (down to 0: the CPU alone);
+ *   anything between: the share holds (a dead band, so a steady job settles and stays).
  *
- * Plain data, one owner (the thread that plans batches): no locks, no allocation. */
+ * A consumer that never waits on the CPU alone keeps a share of 0. The share never passes
+ * the point where both sides would finish a batch together (the loader's own best, the
+ * `cap`): past it the GPU is the slower side and more share only slows the batches down. The
+ * cap comes from each side's smoothed throughput, from every batch's measures
+ * (stoker__split_update): the GPU's part of all records is r_gpu / (r_cpu + r_gpu), divided
+ * by the eligible fraction; at most 1 - floor, so the CPU keeps some records while both
+ * work. Before the GPU was measured the cap is 1 - floor.
+ *
+ * A GPU batch that fails (its records go back to the CPU) leaves the share as it was;
+ * `max_failures` failed batches in a row send everything to the CPU for `retry_after`
+ * batches, after which one batch at the floor share tries the GPU again: a success resumes
+ * the split, a failure doubles the wait.
+ *
+ * Plain data, no allocation, no locks of its own: the GPU decode stage calls it under its
+ * mutex (whichever worker publishes a batch, and the consumer thread once a period). */
 #ifndef STOKER_LOADER_SPLIT_H
 #define STOKER_LOADER_SPLIT_H
 
 #include "common/common.h"
 
 typedef struct stoker__split_config {
-    double floor;         /* least share of eligible records per side while both work (0: 0.05) */
+    double floor;         /* least share of eligible records the CPU keeps (0: 0.05); also the
+                             share of a retry after a fallback */
     double smoothing;     /* weight of the newest batch in the throughputs (0: 0.4) */
-    double initial;       /* the share before anything was measured (0: 0.5) */
     int32_t max_failures; /* failed GPU batches in a row before the CPU takes all (0: 3) */
     int32_t retry_after;  /* batches on the CPU alone before trying the GPU again (0: 64) */
+    double wait_high;     /* the consumer's waited share above which the GPU takes more
+                             (0: 0.02) */
+    double wait_low;      /* ... below which, with batches ahead, it takes less (0: 0.005) */
+    double ahead;         /* batches ready at the consumer's calls, on average, that count as
+                             ahead of it (0: 1.5) */
+    double busy_high;     /* the workers' busy share at which the CPU is the limit (0: 0.7) */
+    double gain;          /* of the waited share, added to the share (0: 0.6) */
+    double step_min;      /* least rise (0: 0.02) */
+    double step_down;     /* fall per period with batches ahead (0: 0.02) */
 } stoker__split_config;
 
 /* What one batch measured. Busy time is the wall time a side needed for its records of the
@@ -39,30 +62,64 @@ typedef struct stoker__split_batch {
     bool gpu_failed;  /* the GPU side failed; its records were decoded by the CPU */
 } stoker__split_batch;
 
+/* What the consumer saw over a period of deliveries. */
+typedef struct stoker__split_period {
+    double seconds; /* from the delivery before the period's first to its last */
+    double waited;  /* of it, the consumer's time waiting for batches */
+    double ahead;   /* batches ready (not yet taken) at its calls, on average */
+    double busy;    /* the CPU workers' busy share over the period (0..1) */
+} stoker__split_period;
+
+/* Why the share is what it is (the last decision). */
+enum {
+    STOKER__SPLIT_START = 0, /* nothing seen yet: the CPU alone */
+    STOKER__SPLIT_MORE,      /* the consumer waited for a busy CPU: the GPU took more */
+    STOKER__SPLIT_CAPPED,    /* ... but the GPU is already as busy as helps */
+    STOKER__SPLIT_NOT_CPU,   /* the consumer waited, yet the workers were not the limit */
+    STOKER__SPLIT_HOLD,      /* batches come as the consumer needs them */
+    STOKER__SPLIT_LESS,      /* batches ahead of the consumer: the GPU took less */
+    STOKER__SPLIT_FALLBACK   /* GPU failures: the CPU alone for a while */
+};
+
 typedef struct stoker__split {
     stoker__split_config cfg;  /* defaults resolved */
     bool gpu;                  /* a GPU side exists */
     double share;              /* of the eligible records, for the next batch */
+    double cap;                /* the share at which both sides finish together */
     double cpu_rate, gpu_rate; /* records per second, smoothed; 0 until measured */
     double eligible_part;      /* eligible / records, smoothed; 0 until measured */
     int32_t failures;          /* failed GPU batches in a row */
     bool retrying;             /* this batch tries the GPU again after a fallback */
     int64_t fallback_left;     /* batches left on the CPU alone */
     int64_t wait;              /* the next fallback's length */
+    int32_t reason;            /* STOKER__SPLIT_* of the last decision */
+    stoker__split_period last; /* the period it was made on */
 } stoker__split;
 
 /* A controller; cfg may be NULL (every default). gpu false: the share is always 0. */
 void stoker__split_init(stoker__split *s, const stoker__split_config *cfg, bool gpu);
 
-/* Takes one batch's measurements; returns the share of eligible records (0..1) that the GPU
- * takes in the next batch. */
+/* Takes one batch's measurements (throughputs, the eligible part, failures); returns the
+ * share of eligible records (0..1) that the GPU takes in the next batch. */
 double stoker__split_update(stoker__split *s, const stoker__split_batch *b);
 
-/* The share for the next batch (what the last update returned). */
+/* Takes a period of the consumer's deliveries and decides; returns the share. */
+double stoker__split_consumed(stoker__split *s, const stoker__split_period *p);
+
+/* The share for the next batch (what the last update or decision returned). */
 double stoker__split_share(const stoker__split *s);
+
+/* The share at which both sides would finish a batch together (the highest the share goes). */
+double stoker__split_cap(const stoker__split *s);
+
+/* The smoothed eligible / records (1 until measured). */
+double stoker__split_eligible_part(const stoker__split *s);
 
 /* Whether the CPU has taken everything because the GPU failed (until the next retry). */
 bool stoker__split_fallen_back(const stoker__split *s);
+
+/* Says in a line why the share is what it is, with the figures it was decided on. */
+void stoker__split_describe(const stoker__split *s, char *buf, size_t cap);
 
 /* How many of `eligible` records go to the GPU at `share`: the nearest whole number, at least
  * one when the share is above 0 and at most eligible - 1 when it is below 1 (so that a small

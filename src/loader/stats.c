@@ -130,6 +130,8 @@ static void fill_decoder(const stoker_loader *l, const stoker__pool_stats *ps, s
     s->gpu_fallbacks = (int64_t)gs.fallbacks;
     s->gpu_share = gs.share;
     s->gpu_busy = s->seconds > 0 ? gs.busy_s / s->seconds : 0;
+    if (!p->decoder_note[0]) /* the split's last decision and why */
+        snprintf(s->decoder_note, sizeof s->decoder_note, "%s", gs.reason);
 }
 
 /* A note as the inside of a JSON string: quotes, backslashes and control characters
