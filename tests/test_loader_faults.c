@@ -69,10 +69,41 @@ static void test_eio(void)
     stoker_config_destroy(cfg);
 }
 
+/* A bad sector under the bytes of record 23 of `path`, whose records lie end to end (packed
+ * with alignment 1, or a contiguous HDF5 dataset): read in order by one pread worker,
+ * batches of 16 records are read with one call each, and the one of records 16 to 31 fails
+ * where record 23's bytes begin to fail. The batch fails naming record 23, its own length
+ * and offset, not record 16, the first of the read; `bad` bytes from 100 into record 23 on
+ * (600: into record 25) name every record whose bytes failed, those after the first read
+ * again alone to find them. */
+static void test_eio_in_merged_read(const char *path, uint64_t bad, const char *also)
+{
+    stoker_dataset *ds = NULL;
+    T_OK(stoker_dataset_open(&ds, path, NULL));
+    stoker__recloc loc;
+    T_OK(stoker__dataset_locate(ds, 23, &loc));
+    stoker_dataset_close(ds);
+    stoker__io_fault f = {.bad_offset = loc.offset + 100, .bad_length = bad};
+    stoker__io_fault_set(&f);
+    stoker_config *cfg = tl_cfg(16, 1);
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_SHUFFLE, 0));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_BACKEND, STOKER_BACKEND_PREAD));
+    stoker_loader *l = tl_open(path, cfg);
+    char want[256];
+    snprintf(want, sizeof want,
+             ": record 23: read of %d bytes at offset %" PRIu64 " failed: input/output error%s",
+             RS, loc.offset, also);
+    drain_one_eio(l, want, path);
+    stoker_loader_destroy(l);
+    stoker__io_fault_set(NULL);
+    stoker_config_destroy(cfg);
+}
+
 #ifdef STOKER_HAVE_HDF5
 /* An HDF5 file of N records of RS bytes (tl_byte) and their labels: `images` chunked by
- * four rows, unfiltered, so the loader's workers read its chunks with their own reader. */
-static void make_h5_chunked(const char *path)
+ * four rows, unfiltered, so the loader's workers read its chunks with their own reader, or
+ * contiguous (the bytes of each record one extent, read by the loader's reader). */
+static void make_h5(const char *path, bool chunked)
 {
     uint8_t *img = malloc((size_t)N * RS);
     int64_t labels[N];
@@ -86,7 +117,7 @@ static void make_h5_chunked(const char *path)
     T_ASSERT(f >= 0);
     const hsize_t dims[2] = {N, RS}, chunk[2] = {4, RS}, n = N;
     const hid_t sp = H5Screate_simple(2, dims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    T_ASSERT(sp >= 0 && dcpl >= 0 && H5Pset_chunk(dcpl, 2, chunk) >= 0);
+    T_ASSERT(sp >= 0 && dcpl >= 0 && (!chunked || H5Pset_chunk(dcpl, 2, chunk) >= 0));
     const hid_t d = H5Dcreate2(f, "images", H5T_STD_U8LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     T_ASSERT(d >= 0);
     T_ASSERT(H5Dwrite(d, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, img) >= 0);
@@ -112,7 +143,7 @@ static void test_hdf5_chunk_eio(void)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/chunked.h5", g_tmp);
-    make_h5_chunked(path);
+    make_h5(path, true);
     const int32_t policies[2] = {STOKER_ON_CORRUPT_ERROR, STOKER_ON_CORRUPT_SKIP};
     for (int pi = 0; pi < 2; pi++) {
         stoker_config *cfg = tl_cfg(16, 2);
@@ -549,7 +580,15 @@ int main(void)
     test_eio();
 #ifdef STOKER_HAVE_HDF5
     test_hdf5_chunk_eio();
+    snprintf(path, sizeof path, "%s/contiguous.h5", g_tmp);
+    make_h5(path, false);
+    test_eio_in_merged_read(path, 1, "");
+    test_eio_in_merged_read(path, 600, "; so did records 24, 25 (each read again alone)");
 #endif
+    snprintf(path, sizeof path, "%s/end_to_end", g_tmp);
+    tl_make(path, N, RS, 1, 0);
+    test_eio_in_merged_read(path, 1, "");
+    test_eio_in_merged_read(path, 600, "; so did records 24, 25 (each read again alone)");
     test_short_reads();
     test_uring_setup_failure();
     test_corrupt("badraw", RS);

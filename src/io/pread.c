@@ -5,7 +5,6 @@
 
 typedef struct pread_reader {
     stoker__reader base;
-    bool fault;
     uint32_t head, count;      /* queued completions: ring of `depth` */
     stoker__read_done *done;
 } pread_reader;
@@ -16,10 +15,11 @@ static int pr_submit(stoker__reader *r, const stoker__read_req *req, uint32_t n)
     if (n > r->depth - r->inflight)
         return -EINVAL;
     for (uint32_t i = 0; i < n; i++) {
-        const int64_t res =
-            stoker__io_pread_full(req[i].fd, req[i].dst, req[i].length, req[i].offset, p->fault);
+        uint64_t got = 0;
+        const int64_t res = stoker__io_pread_full(req[i].fd, req[i].dst, req[i].length,
+                                                  req[i].offset, r->fault, &got);
         const uint32_t at = (p->head + p->count) % r->depth;
-        p->done[at] = (stoker__read_done){.tag = req[i].tag, .res = res};
+        p->done[at] = (stoker__read_done){.tag = req[i].tag, .res = res, .got = got};
         p->count++;
     }
     r->inflight += n;
@@ -62,8 +62,7 @@ int stoker__pread_open(stoker__reader **out, uint32_t depth, bool fault)
         stoker__free(p);
         return -ENOMEM;
     }
-    p->base = (stoker__reader){.ops = &PREAD_OPS, .depth = depth};
-    p->fault = fault;
+    p->base = (stoker__reader){.ops = &PREAD_OPS, .depth = depth, .fault = fault};
     *out = &p->base;
     return 0;
 }

@@ -36,6 +36,14 @@ static ssize_t fault_pread(int fd, void *dst, size_t n, off_t off)
         errno = fault.fail_errno ? fault.fail_errno : EIO;
         return -1;
     }
+    const uint64_t at = (uint64_t)off, bad_end = fault.bad_offset + fault.bad_length;
+    if (fault.bad_length && at < bad_end && at + n > fault.bad_offset) {
+        if (at >= fault.bad_offset) {
+            errno = fault.fail_errno ? fault.fail_errno : EIO;
+            return -1;
+        }
+        n = (size_t)(fault.bad_offset - at); /* the bytes before the bad ones */
+    }
     if (fault.eintr && (k & 1)) {
         errno = EINTR;
         return -1;
@@ -45,9 +53,12 @@ static ssize_t fault_pread(int fd, void *dst, size_t n, off_t off)
     return pread(fd, dst, n, off);
 }
 
-int64_t stoker__io_pread_full(int fd, void *dst, uint64_t length, uint64_t offset, bool faults)
+int64_t stoker__io_pread_full(int fd, void *dst, uint64_t length, uint64_t offset, bool faults,
+                              uint64_t *got)
 {
     uint64_t done = 0;
+    if (got)
+        *got = 0;
     while (done < length) {
         uint64_t n = length - done;
         if (n > (UINT64_C(1) << 30))
@@ -57,6 +68,8 @@ int64_t stoker__io_pread_full(int fd, void *dst, uint64_t length, uint64_t offse
         if (r < 0) {
             if (errno == EINTR || errno == EAGAIN)
                 continue;
+            if (got)
+                *got = done;
             return -errno;
         }
         if (r == 0)
@@ -64,6 +77,12 @@ int64_t stoker__io_pread_full(int fd, void *dst, uint64_t length, uint64_t offse
         done += (uint64_t)r;
     }
     return (int64_t)done;
+}
+
+int64_t stoker__reader_pread(const stoker__reader *r, int fd, void *dst, uint64_t length,
+                             uint64_t offset)
+{
+    return stoker__io_pread_full(fd, dst, length, offset, r->fault, NULL);
 }
 
 int stoker__reader_open(stoker__reader **out, int32_t backend, uint32_t depth)

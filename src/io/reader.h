@@ -22,6 +22,8 @@ typedef struct stoker__read_req {
 typedef struct stoker__read_done {
     uint64_t tag;
     int64_t res;    /* bytes read (length, or less at end of file), or -errno */
+    uint64_t got;   /* with res < 0: the bytes read before the failure, which lies at offset +
+                       got (a read of several records failed in one of them, not the first) */
 } stoker__read_done;
 
 typedef struct stoker__reader stoker__reader;
@@ -42,6 +44,7 @@ struct stoker__reader {
     const stoker__reader_ops *ops;
     uint32_t depth;    /* most requests in flight */
     uint32_t inflight; /* submitted, not yet reaped */
+    bool fault;        /* the fault-injecting back-end: its reads go through the hook */
 };
 
 /* Opens a reader of `backend` (IO_URING or PREAD; AUTO is resolved by the caller) with
@@ -58,14 +61,23 @@ int stoker__uring_open(stoker__reader **out, uint32_t depth);
 int stoker__pread_open(stoker__reader **out, uint32_t depth, bool fault);
 
 /* Reads `length` bytes with pread, resubmitting after short reads and retrying EINTR and
- * EAGAIN. Returns the bytes read (less only at end of file) or -errno. `fault` routes it
- * through the fault hook. */
-int64_t stoker__io_pread_full(int fd, void *dst, uint64_t length, uint64_t offset, bool fault);
+ * EAGAIN. Returns the bytes read (less only at end of file) or -errno; *got (may be NULL)
+ * receives the bytes read before a failure. `fault` routes it through the fault hook. */
+int64_t stoker__io_pread_full(int fd, void *dst, uint64_t length, uint64_t offset, bool fault,
+                              uint64_t *got);
+/* One read now, outside r's queue, with r's own system call (the hook's wrapper for the
+ * fault back-end): for reading again, alone, the records of a read that failed. As above. */
+int64_t stoker__reader_pread(const stoker__reader *r, int fd, void *dst, uint64_t length,
+                             uint64_t offset);
 
 /* ---- the test fault hook (process-wide; for tests only) ---- */
 typedef struct stoker__io_fault {
     uint64_t fail_read_at; /* the Nth read call from now (1 = the next) fails; 0 = never */
-    int fail_errno;        /* its errno; 0 = EIO */
+    int fail_errno;        /* its errno, and the bad bytes'; 0 = EIO */
+    /* Bytes [bad_offset, bad_offset + bad_length) of every file cannot be read, as a bad
+     * sector: a read call that reaches them returns the bytes before them (short), one that
+     * starts among them fails, as the kernel answers a buffered read. 0 bytes: none. */
+    uint64_t bad_offset, bad_length;
     bool short_reads;      /* every read call returns at most half of what it was asked */
     bool eintr;            /* every other read call fails with EINTR first */
 } stoker__io_fault;

@@ -120,7 +120,8 @@ static bool complete(uring_reader *u, const struct io_uring_cqe *cqe, stoker__re
             return false;
         }
     }
-    *out = (stoker__read_done){.tag = q->req.tag, .res = res < 0 ? res : (int64_t)q->done};
+    *out = (stoker__read_done){
+        .tag = q->req.tag, .res = res < 0 ? res : (int64_t)q->done, .got = q->done};
     u->free_ids[u->nfree++] = id;
     return true;
 }

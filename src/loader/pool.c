@@ -209,6 +209,48 @@ static void drop_behind(const stoker__pool *p, stoker__worker *w, const stoker__
         count_add(&w->stats.dropped, r->length);
 }
 
+/* A read of records [first, last) failed (an I/O error fails the batch under either policy).
+ * Adjacent records are read with one call, so the message names the record holding the
+ * byte where the read failed, with its own length and offset, not the first of the read;
+ * the records after it were never read, so each is read again alone, and any whose bytes
+ * fail too is named as well. */
+static void read_failed(stoker__worker *w, stoker__slot *s, const stoker__read_done *d,
+                        const char *shard)
+{
+    const stoker__read_req *r = &w->reqs[d->tag];
+    const uint32_t last = w->req_last[d->tag];
+    uint32_t k = w->req_first[d->tag];
+    for (uint64_t at = 0; k + 1 < last && at + s->locs[k].length <= d->got; k++)
+        at += s->locs[k].length;
+    char ids[128] = "", one[32], rest[40] = "", also[224] = "";
+    size_t used = 0;
+    uint32_t more = 0, listed = 0;
+    for (uint32_t j = k + 1; j < last; j++) {
+        const stoker__recloc *loc = &s->locs[j];
+        uint8_t *dst = (uint8_t *)r->dst + (loc->offset - r->offset); /* its place in the read */
+        if (stoker__reader_pread(w->reader, r->fd, dst, loc->length, loc->offset) >= 0)
+            continue;
+        more++;
+        const int n = snprintf(one, sizeof one, "%s%" PRId64, listed ? ", " : "", s->batch.ids[j]);
+        if (n > 0 && used + (size_t)n < sizeof ids) {
+            memcpy(ids + used, one, (size_t)n + 1);
+            used += (size_t)n;
+            listed++;
+        }
+    }
+    if (more > listed)
+        snprintf(rest, sizeof rest, " and %u more", more - listed);
+    if (more > 0)
+        snprintf(also, sizeof also, "; so did record%s %s%s (each read again alone)",
+                 more > 1 ? "s" : "", ids, rest);
+    stoker__fail(&w->err, (int)d->res,
+                 "%s: record %" PRId64 ": read of %" PRIu64 " bytes at offset %" PRIu64
+                 " failed: %s%s",
+                 shard, s->batch.ids[k], s->locs[k].length, s->locs[k].offset,
+                 stoker_strerror((int)d->res), also);
+    stoker__ring_fail(s, &w->err);
+}
+
 /* Checks the records [first, last) of one completed read. */
 static void check_read(stoker__pool *p, stoker__worker *w, stoker__slot *s,
                        const stoker__read_done *d)
@@ -222,12 +264,7 @@ static void check_read(stoker__pool *p, stoker__worker *w, stoker__slot *s,
     const stoker__recloc *loc0 = &s->locs[first];
     const char *shard = stoker__dataset_shard_path(p->ds, loc0->shard);
     if (d->res < 0) {
-        stoker__fail(&w->err, (int)d->res,
-                     "%s: record %" PRId64 ": read of %" PRIu64 " bytes at offset %" PRIu64
-                     " failed: %s",
-                     shard, s->batch.ids[first], w->reqs[d->tag].length, loc0->offset,
-                     stoker_strerror((int)d->res));
-        stoker__ring_fail(s, &w->err);
+        read_failed(w, s, d, shard);
         return;
     }
     const uint8_t *src = w->reqs[d->tag].dst;
