@@ -7,6 +7,7 @@
 #include <setjmp.h>
 #include <stdio.h>
 
+#include <jerror.h>
 #include <jpeglib.h>
 
 /* What to make. */
@@ -66,6 +67,74 @@ static inline uint8_t *t_decode_rgb(const uint8_t *jpg, size_t size, int32_t *w,
     jpeg_finish_decompress(&c);
     jpeg_destroy_decompress(&c);
     return px;
+}
+
+/* libjpeg's verdict on a JPEG, by its full decode (every row, then jpeg_finish_decompress,
+ * which reads up to the EOI marker): 0 clean, 1 damaged (a warning: corrupt data, premature
+ * end, extraneous bytes, ...), -1 refused (a fatal error, or more than max_pixels pixels,
+ * found from the header). Warnings that say nothing about the image data (an Adobe
+ * transform, a JFIF major version or an ICC profile libjpeg does not know) are not damage,
+ * by the library's convention (src/decode/jpeg_common.c). msg (JMSG_LENGTH_MAX bytes, may be
+ * NULL) receives the first warning's or the error's text. The reference for what a loader
+ * may deliver: a record it returns is damaged is never a good sample. */
+typedef struct t_verdict_err {
+    struct jpeg_error_mgr pub;
+    jmp_buf jmp;
+    int damage;
+    char msg[JMSG_LENGTH_MAX];
+} t_verdict_err;
+
+static void t_verdict_exit(j_common_ptr c)
+{
+    t_verdict_err *e = (t_verdict_err *)c->err;
+    c->err->format_message(c, e->msg);
+    longjmp(e->jmp, 1);
+}
+
+static void t_verdict_emit(j_common_ptr c, int level)
+{
+    t_verdict_err *e = (t_verdict_err *)c->err;
+    const int code = c->err->msg_code;
+    if (level >= 0 || code == JWRN_ADOBE_XFORM || code == JWRN_JFIF_MAJOR || code == JWRN_BOGUS_ICC)
+        return;
+    if (e->damage++ == 0)
+        c->err->format_message(c, e->msg);
+}
+
+static inline int t_jpeg_verdict(const uint8_t *jpg, size_t size, uint64_t max_pixels, char *msg)
+{
+    struct jpeg_decompress_struct c;
+    t_verdict_err e;
+    memset(&e, 0, sizeof e);
+    c.err = jpeg_std_error(&e.pub);
+    e.pub.error_exit = t_verdict_exit;
+    e.pub.emit_message = t_verdict_emit;
+    uint8_t *volatile row = NULL;
+    int out = -1;
+    jpeg_create_decompress(&c);
+    if (setjmp(e.jmp) == 0) {
+        jpeg_mem_src(&c, jpg, (unsigned long)size);
+        jpeg_read_header(&c, TRUE);
+        if ((uint64_t)c.image_width * c.image_height > max_pixels) {
+            snprintf(e.msg, sizeof e.msg, "%ux%u pixels", c.image_width, c.image_height);
+        } else {
+            jpeg_start_decompress(&c);
+            row = malloc((size_t)c.output_width * (size_t)c.output_components);
+            if (!row)
+                T_FAIL("out of memory for a %u-pixel row", c.output_width);
+            while (c.output_scanline < c.output_height) {
+                JSAMPROW r = row;
+                jpeg_read_scanlines(&c, &r, 1);
+            }
+            jpeg_finish_decompress(&c);
+            out = e.damage > 0;
+        }
+    }
+    if (msg)
+        snprintf(msg, JMSG_LENGTH_MAX, "%s", e.msg);
+    free(row);
+    jpeg_destroy_decompress(&c);
+    return out;
 }
 
 /* A photo-like test pattern: gradients, edges and noise, deterministic in `seed`. */

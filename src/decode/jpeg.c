@@ -1,5 +1,5 @@
 /* Region decoding with libjpeg-turbo. The error manager is jpeg_common's: fatal errors
- * longjmp to the setjmp in stoker__jpeg_decode, which owns every resource touched after it
+ * longjmp to the setjmp in decode, which owns every resource touched after it
  * (the decompressor and the row buffer both belong to the decoder object, so nothing of an
  * intermediate frame can leak), and damage warnings are counted as corruption. */
 #include "decode/jpeg.h"
@@ -136,10 +136,36 @@ static int read_rows(stoker__jpeg_dec *d, int32_t y0, int32_t y1, int32_t x,
     return 0;
 }
 
+/* stoker__jpeg_decode_whole: the rows below the region, read only so that libjpeg goes through
+ * all of the data (the trailing markers are read by jpeg_finish_decompress after this).
+ * jpeg_skip_scanlines Huffman-decodes the whole iMCU rows it skips of a single-scan image
+ * and drops them before the IDCT (a multi-scan image was decoded whole in
+ * jpeg_start_decompress), but a skip that reaches the last row marks the image finished
+ * without reading what is left of it: the last row is read, into the decoder's row buffer.
+ * Runs under decode's setjmp. */
+static int read_to_end(stoker__jpeg_dec *d, stoker__err *err)
+{
+    j_decompress_ptr c = &d->c;
+    const JDIMENSION left = c->output_height - c->output_scanline;
+    if (left == 0)
+        return 0;
+    if (left > 1)
+        jpeg_skip_scanlines(c, left - 1);
+    STOKER_RETURN_IF(grow_row(d, (size_t)c->output_width * 4) < 0, err, -ENOMEM,
+                     "JPEG: no memory for a %u-pixel row", c->output_width);
+    while (c->output_scanline < c->output_height) {
+        JSAMPROW row = d->row;
+        STOKER_RETURN_IF(jpeg_read_scanlines(c, &row, 1) < 1, err, STOKER_E_CORRUPT,
+                         "JPEG: no data for row %u", c->output_scanline);
+    }
+    return 0;
+}
+
 /* Everything that calls libjpeg for one image. A fatal libjpeg error longjmps out of here
- * (and out of read_rows) straight to stoker__jpeg_decode; these frames own nothing. */
+ * (and out of read_rows and read_to_end) straight to decode; these frames own nothing. */
 static int decode_body(stoker__jpeg_dec *d, const uint8_t *data, size_t size, int32_t dct,
-                       uint64_t max_pixels, const stoker__jpeg_sink *sink, stoker__err *err)
+                       uint64_t max_pixels, const stoker__jpeg_sink *sink, bool whole,
+                       stoker__err *err)
 {
     j_decompress_ptr c = &d->c;
     int rc = 0;
@@ -173,11 +199,13 @@ static int decode_body(stoker__jpeg_dec *d, const uint8_t *data, size_t size, in
                      err, -ENOMEM, "JPEG: no memory for a %u-pixel row", c->output_width);
     if (r.y0 > 0)
         jpeg_skip_scanlines(c, (JDIMENSION)r.y0);
-    return read_rows(d, r.y0, r.y1, (int32_t)x, sink, err);
+    if ((rc = read_rows(d, r.y0, r.y1, (int32_t)x, sink, err)) < 0)
+        return rc;
+    return whole ? read_to_end(d, err) : 0;
 }
 
-int stoker__jpeg_decode(stoker__jpeg_dec *d, const uint8_t *data, size_t size, int32_t dct,
-                        uint64_t max_pixels, const stoker__jpeg_sink *sink, stoker__err *err)
+static int decode(stoker__jpeg_dec *d, const uint8_t *data, size_t size, int32_t dct,
+                  uint64_t max_pixels, const stoker__jpeg_sink *sink, bool whole, stoker__err *err)
 {
     if (!stoker__is_jpeg(data, size))
         return not_jpeg(data, size, err);
@@ -193,9 +221,10 @@ int stoker__jpeg_decode(stoker__jpeg_dec *d, const uint8_t *data, size_t size, i
      * decodes as Pillow's would. */
     jpeg_destroy_decompress(&d->c);
     jpeg_create_decompress(&d->c);
-    const int rc = decode_body(d, data, size, dct, max_pixels, sink, err);
-    /* Stop here: rows below the region are never decoded. When every row was read, finish
-     * instead, which reads the trailing markers and warns about damage found there. */
+    const int rc = decode_body(d, data, size, dct, max_pixels, sink, whole, err);
+    /* Stop here: rows below the region are never decoded (unless `whole` read them). When
+     * every row was read, finish instead, which reads the trailing markers and warns about
+     * damage found there. */
     if (rc == 0 && d->c.output_scanline == d->c.output_height)
         jpeg_finish_decompress(&d->c);
     else
@@ -204,4 +233,17 @@ int stoker__jpeg_decode(stoker__jpeg_dec *d, const uint8_t *data, size_t size, i
         return rc;
     STOKER_RETURN_IF(stoker__jpeg_damaged(&d->je), err, STOKER_E_CORRUPT, "JPEG: %s", d->je.msg);
     return 0;
+}
+
+int stoker__jpeg_decode(stoker__jpeg_dec *d, const uint8_t *data, size_t size, int32_t dct,
+                        uint64_t max_pixels, const stoker__jpeg_sink *sink, stoker__err *err)
+{
+    return decode(d, data, size, dct, max_pixels, sink, false, err);
+}
+
+int stoker__jpeg_decode_whole(stoker__jpeg_dec *d, const uint8_t *data, size_t size,
+                              int32_t dct, uint64_t max_pixels, const stoker__jpeg_sink *sink,
+                              stoker__err *err)
+{
+    return decode(d, data, size, dct, max_pixels, sink, true, err);
 }

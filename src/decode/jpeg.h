@@ -54,4 +54,13 @@ void stoker__jpeg_dec_destroy(stoker__jpeg_dec *d);  /* NULL ok */
 int stoker__jpeg_decode(stoker__jpeg_dec *d, const uint8_t *data, size_t size, int32_t dct,
                         uint64_t max_pixels, const stoker__jpeg_sink *sink, stoker__err *err);
 
+/* The same, and then the rest of the image read too, so that libjpeg goes through all of the
+ * data and reports damage anywhere in it, as a full decode would: the rows below the region
+ * are entropy-decoded and dropped (without the IDCT where libjpeg can skip them) and the
+ * trailing markers read. For JPEGs nobody has decoded whole before: a region decode stops at
+ * the region's last row, and damage in the data after it goes unseen. */
+int stoker__jpeg_decode_whole(stoker__jpeg_dec *d, const uint8_t *data, size_t size,
+                              int32_t dct, uint64_t max_pixels, const stoker__jpeg_sink *sink,
+                              stoker__err *err);
+
 #endif

@@ -141,6 +141,19 @@ static void record_failed(stoker__pool *p, stoker__worker *w, stoker__slot *s, u
         stoker__ring_fail(s, &w->err);
 }
 
+/* Whether record id, of a data set nobody checked, is to be decoded to its end: until it has
+ * once come out clean. Any worker may set a bit while others read: relaxed suffices, as a
+ * bit read stale only costs one more full decode. */
+static bool needs_whole(const stoker__pool *p, int64_t id)
+{
+    if (!p->clean)
+        return false;
+    if (id < 0 || (uint64_t)id >= p->plan->records)
+        return true;
+    const uint64_t bit = UINT64_C(1) << ((uint64_t)id % 64);
+    return !(atomic_load_explicit(&p->clean[(uint64_t)id / 64], memory_order_relaxed) & bit);
+}
+
 /* Record j's n bytes at src into its place in the slot: the process step (a staged copy
  * without one). Returns false when it failed (record_failed decided, message in w->err). */
 static bool process_into(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint32_t j,
@@ -154,9 +167,10 @@ static bool process_into(stoker__pool *p, stoker__worker *w, stoker__slot *s, ui
         return true;
     }
     w->err.msg[0] = '\0';
+    const bool whole = needs_whole(p, id);
     const uint64_t t0 = stoker__now_ns();
-    const int rc =
-        stoker__process_record(w->proc, p->smp->seed, w->epoch, id, src, n, dst, cap, &w->err);
+    const int rc = stoker__process_record(w->proc, p->smp->seed, w->epoch, id, src, n, whole,
+                                          dst, cap, &w->err);
     const uint64_t ns = stoker__now_ns() - t0;
     count_add(&w->stats.process_ns, ns);
     if (p->gd)
@@ -169,6 +183,11 @@ static bool process_into(stoker__pool *p, stoker__worker *w, stoker__slot *s, ui
         return false;
     }
     count_add(&w->stats.decoded, 1);
+    if (whole && (uint64_t)id < p->plan->records) {
+        atomic_fetch_or_explicit(&p->clean[(uint64_t)id / 64], UINT64_C(1) << ((uint64_t)id % 64),
+                                 memory_order_relaxed);
+        count_add(&w->stats.whole, 1);
+    }
     return true;
 }
 
@@ -750,6 +769,14 @@ int stoker__pool_create(stoker__pool *p, const stoker__plan *plan, stoker_datase
         return stoker__fail(err, -ENOMEM, "cannot create the worker pool's condition");
     }
     p->has_locks = true;
+    if (plan->image && !stoker_dataset_jpeg_checked(ds)) {
+        const uint64_t words = plan->records / 64 + 1;
+        p->clean = stoker__calloc((size_t)words, sizeof *p->clean);
+        if (!p->clean)
+            return stoker__fail(err, -ENOMEM, "out of memory for the %" PRIu64
+                                " records' marks of a data set not checked when packed",
+                                plan->records);
+    }
     const uint32_t n = plan->threads + (gd ? 1u : 0u);
     p->workers = stoker__aligned_alloc(64, sizeof(stoker__worker) * n);
     if (!p->workers)
@@ -796,6 +823,8 @@ void stoker__pool_destroy(stoker__pool *p)
     }
     stoker__free(p->workers);
     p->workers = NULL;
+    stoker__free((void *)p->clean);
+    p->clean = NULL;
     if (p->has_locks) {
         pthread_mutex_destroy(&p->mu);
         pthread_cond_destroy(&p->cond);
@@ -845,6 +874,7 @@ void stoker__pool_stats_get(const stoker__pool *p, stoker__pool_stats *s)
         s->reduced += LOAD(w->reduced);
         s->dropped += LOAD(w->dropped);
         s->decoded += LOAD(w->decoded);
+        s->whole += LOAD(w->whole);
         inflight += LOAD(w->inflight_sum);
         samples += LOAD(w->inflight_n);
         ns[0] += LOAD(w->read_ns);

@@ -31,11 +31,12 @@ typedef struct stoker__wstats {
     atomic_uint_fast64_t reduced; /* images decoded at a DCT reduction */
     atomic_uint_fast64_t dropped; /* bytes dropped from the page cache behind the reads */
     atomic_uint_fast64_t decoded; /* images this worker decoded (the process step succeeded) */
+    atomic_uint_fast64_t whole;   /* of those, decoded to their end to look for damage */
 } stoker__wstats;
 
 /* The workers' counters, summed. */
 typedef struct stoker__pool_stats {
-    uint64_t records, bytes, reduced, dropped, decoded;
+    uint64_t records, bytes, reduced, dropped, decoded, whole;
     double reads_in_flight; /* mean per submit */
     double read_s, crc_s, process_s, decode_s, resize_s, normalize_s;
 } stoker__pool_stats;
@@ -48,6 +49,11 @@ typedef struct stoker__pool {
     stoker__ring *ring;
     const stoker__sampler *smp; /* changes only while every worker is parked */
     stoker__gdec *gd;           /* the GPU decode stage, or NULL */
+    /* JPEGs of a data set nobody checked (not checked when packed, or HDF5) are decoded to
+     * their end on first use, to find damage outside their crops; a bit per record id is
+     * set once its record came out clean, so that later epochs decode it as a checked one.
+     * NULL: the data set's JPEGs were all decoded whole when packed, or none is decoded. */
+    _Atomic uint64_t *clean;
     stoker__worker *workers;    /* threads readers, then the GPU worker when gd is set */
     uint32_t nworkers; /* workers allocated (destroy frees these) */
 

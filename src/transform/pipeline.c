@@ -483,9 +483,9 @@ static void finish(stoker__xform_scratch *s, const stoker__xform_params *p, uint
     _mm_sfence(); /* the sample's streaming stores are done before anyone is told */
 }
 
-int stoker__xform_jpeg(stoker__xform_scratch *s, const stoker__xform_params *p, uint64_t seed,
-                       int64_t epoch, int64_t id, const uint8_t *jpeg, size_t size, void *dst,
-                       stoker__err *err)
+static int xform_jpeg(stoker__xform_scratch *s, const stoker__xform_params *p, uint64_t seed,
+                      int64_t epoch, int64_t id, const uint8_t *jpeg, size_t size, bool whole,
+                      void *dst, stoker__err *err)
 {
     /* the geometry needs the image size: on_header plans the sample from the header,
      * before anything is decoded */
@@ -496,7 +496,9 @@ int stoker__xform_jpeg(stoker__xform_scratch *s, const stoker__xform_params *p, 
     s->id = id;
     s->err = err;
     const stoker__jpeg_sink sink = {on_header, on_row, s, on_buffer, 4}; /* 4 staged rows */
-    const int rc = stoker__jpeg_decode(s->dec, jpeg, size, p->dct, p->max_pixels, &sink, err);
+    const int rc =
+        whole ? stoker__jpeg_decode_whole(s->dec, jpeg, size, p->dct, p->max_pixels, &sink, err)
+              : stoker__jpeg_decode(s->dec, jpeg, size, p->dct, p->max_pixels, &sink, err);
     /* the flushes' time is an estimate: never more than the whole call */
     const uint64_t spent = stoker__now_ns() - t0;
     const uint64_t flushed = flush_time(s, spent);
@@ -507,6 +509,20 @@ int stoker__xform_jpeg(stoker__xform_scratch *s, const stoker__xform_params *p, 
     }
     finish(s, p, flushed);
     return 0;
+}
+
+int stoker__xform_jpeg(stoker__xform_scratch *s, const stoker__xform_params *p, uint64_t seed,
+                       int64_t epoch, int64_t id, const uint8_t *jpeg, size_t size, void *dst,
+                       stoker__err *err)
+{
+    return xform_jpeg(s, p, seed, epoch, id, jpeg, size, false, dst, err);
+}
+
+int stoker__xform_jpeg_whole(stoker__xform_scratch *s, const stoker__xform_params *p,
+                             uint64_t seed, int64_t epoch, int64_t id, const uint8_t *jpeg,
+                             size_t size, void *dst, stoker__err *err)
+{
+    return xform_jpeg(s, p, seed, epoch, id, jpeg, size, true, dst, err);
 }
 
 int stoker__xform_rgb(stoker__xform_scratch *s, const stoker__xform_params *p, uint64_t seed,
