@@ -1,12 +1,15 @@
 #!/bin/sh
 # Installs everything stoker needs to build and test, from Debian 12's packages.
 # Idempotent and non-interactive; needs root (or sudo). Does nothing when all is present.
+# PyTorch (Debian's 1.13, CPU) runs the torch tests, the two-rank DDP example and the CPU
+# smoke run of bench/train.py in scripts/test.sh.
 set -eu
 
 PKGS="build-essential cmake pkg-config git
 liburing-dev libturbojpeg0-dev libjpeg62-turbo-dev libhdf5-dev zlib1g-dev libpng-dev
 clang libclang-rt-14-dev
-python3 python3-numpy python3-pytest python3-h5py python3-pil"
+python3 python3-numpy python3-pytest python3-h5py python3-pil
+python3-torch python3-torchvision"
 if [ "${1:-}" = "--demo" ]; then
     PKGS="$PKGS mate-backgrounds"
 fi
