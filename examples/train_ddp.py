@@ -2,12 +2,20 @@
 
     torchrun --nproc_per_node=2 examples/train_ddp.py --make-data /tmp/ddp-ds --epochs 5
 
+or without torchrun (Debian 12's, of PyTorch 1.13, fails under Python 3.11), one process
+per rank, started with the environment variables torchrun would set:
+
+    for r in 0 1; do MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 RANK=$r WORLD_SIZE=2 \
+        LOCAL_RANK=$r python3 examples/train_ddp.py --make-data /tmp/ddp-ds & done; wait
+
 Each rank reads its own slice of every global batch (rank and world size come from
 torch.distributed). The script prints, per rank and epoch, the number of batches and
 records it saw, and on rank 0 whether the ranks' record ids were disjoint (apart from the
 padding that evens out the last batch) and together complete, and the mean loss per epoch,
 which must go down: --make-data writes a learnable set of 32x32 images whose label is
-recoverable from the picture (a bright square in one of ten places, plus noise).
+recoverable from the picture (a bright square in one of ten places, plus noise). Every
+rank checks both (the ids are gathered on all ranks) and exits with status 1, saying why,
+when either fails, so that no rank is left waiting for another.
 
 Back-end: NCCL when every rank has a GPU of its own; gloo when ranks share one GPU (NCCL
 refuses a duplicate GPU) or there is none.
@@ -130,22 +138,26 @@ def main():
         dist.all_gather_object(gathered, ids)
         mean_loss = stats[0].item() / stats[1].item()
         losses.append(mean_loss)
+        union = set().union(*(set(g) for g in gathered))
+        overlap = sum(len(g) for g in gathered) - len(union)
+        padding = (-total) % world
+        complete = union == set(range(total))
         if rank == 0:
-            sets = [set(g) for g in gathered]
-            union = set().union(*sets)
-            overlap = sum(len(g) for g in gathered) - len(union)
-            padding = (-total) % world
             print("epoch %d: loss %.4f; ids complete: %s, overlap %d (padding %d)"
-                  % (epoch, mean_loss, union == set(range(total)), overlap, padding),
-                  flush=True)
-            assert union == set(range(total)) and overlap <= padding
+                  % (epoch, mean_loss, complete, overlap, padding), flush=True)
+        if not complete or overlap > padding:
+            sys.exit("train_ddp.py: rank %d, epoch %d: the ranks' record ids are %s"
+                     % (rank, epoch, "not complete (%d of %d seen)" % (len(union), total)
+                        if not complete else "not disjoint (%d seen twice, %d padding)"
+                        % (overlap, padding)))
     if rank == 0:
         print("loss went %s: %.4f -> %.4f" % ("down" if losses[-1] < losses[0] else "UP",
                                              losses[0], losses[-1]))
     loader.close()
     dist.destroy_process_group()
-    if losses[-1] >= losses[0]:
-        sys.exit(1)
+    if len(losses) < 2 or losses[-1] >= losses[0]:
+        sys.exit("train_ddp.py: rank %d: the loss did not go down over %d epochs"
+                 % (rank, len(losses)))
 
 
 if __name__ == "__main__":
