@@ -25,16 +25,50 @@ static pthread_mutex_t h5_mu = PTHREAD_MUTEX_INITIALIZER;
 static H5E_auto2_t h5_saved_fn;
 static void *h5_saved_data;
 static atomic_uint_fast64_t h5_serial;
+static int h5_io_errno; /* under the lock: see note_io_error */
 
+/* The errno of a failed system call in one entry of libhdf5's error stack, or 0. libhdf5
+ * reports its file drivers' failed reads in the I/O class, with ", errno = N, error message
+ * = ..." in the description. */
+static int entry_errno(const H5E_error2_t *e)
+{
+    const char *at = e->maj_num == H5E_IO && e->desc ? strstr(e->desc, "errno = ") : NULL;
+    const long v = at ? strtol(at + strlen("errno = "), NULL, 10) : 0;
+    return v > 0 && v < 4096 ? (int)v : 0;
+}
+
+static herr_t errno_walk(unsigned n, const H5E_error2_t *e, void *data)
+{
+    (void)n;
+    int *errnum = data;
+    if (!*errnum)
+        *errnum = entry_errno(e);
+    return 0;
+}
+
+/* libhdf5's automatic error function while we hold the lock: it prints nothing, and notes
+ * the first failed system call that any call reports, even one whose failure its caller
+ * takes as an answer (a lookup that fails reads as "no labels dataset"), so that an open
+ * that read less than it asked for fails with that error (stoker__h5_open). */
+static herr_t note_io_error(hid_t stack, void *data)
+{
+    (void)data;
+    int errnum = 0;
+    H5Ewalk2(stack, H5E_WALK_UPWARD, errno_walk, &errnum);
+    if (!h5_io_errno)
+        h5_io_errno = errnum;
+    return 0;
+}
 
 /* libhdf5's automatic error printing is process-global (the error stack is per thread only
- * in thread-safe builds): it is switched off while we hold the lock, and whatever the
+ * in thread-safe builds): it is replaced while we hold the lock, and whatever the
  * application had set is put back when we let go, so h5py or the application keep theirs. */
 void stoker__h5_lock(void)
 {
     pthread_mutex_lock(&h5_mu);
     H5Eget_auto2(H5E_DEFAULT, &h5_saved_fn, &h5_saved_data);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    H5Eset_auto2(H5E_DEFAULT, note_io_error, NULL);
+    h5_io_errno = 0;
 }
 
 void stoker__h5_unlock(void)
@@ -56,13 +90,8 @@ static herr_t why_walk(unsigned n, const H5E_error2_t *e, void *data)
     why_state *w = data;
     if (!w->buf[0] && e->desc && e->desc[0]) /* the innermost message that says something */
         snprintf(w->buf, w->cap, "%s", e->desc);
-    /* libhdf5 reports a failed system call (its file drivers' reads) in the I/O class, with
-     * ", errno = N, error message = ..." in the description */
-    const char *at = e->maj_num == H5E_IO && e->desc ? strstr(e->desc, "errno = ") : NULL;
-    if (at && !w->errnum) {
-        const long v = strtol(at + strlen("errno = "), NULL, 10);
-        w->errnum = v > 0 && v < 4096 ? (int)v : 0;
-    }
+    if (!w->errnum)
+        w->errnum = entry_errno(e);
     return 0;
 }
 
@@ -933,7 +962,10 @@ static int open_dataset(h5_open *o)
     h->fid = H5Fopen(h->file, H5F_ACC_RDONLY, H5P_DEFAULT);
     H5_FAIL_IF(h->fid < 0, STOKER_E_FORMAT, "%s: cannot open as HDF5: %s", h->file,
                stoker__h5_why(why, sizeof why));
-    H5_FAIL_IF(H5Lexists(h->fid, h->name, H5P_DEFAULT) <= 0, STOKER_E_FORMAT,
+    const htri_t there = H5Lexists(h->fid, h->name, H5P_DEFAULT);
+    H5_FAIL_IF(there < 0, STOKER_E_FORMAT, "%s: dataset %s: cannot look it up: %s", h->file,
+               h->name, stoker__h5_why(why, sizeof why));
+    H5_FAIL_IF(there == 0, STOKER_E_FORMAT,
                "%s: no dataset %s (choose one as FILE:/path or with STOKER_OPT_H5_IMAGES)", h->file,
                h->name);
     h->did = H5Dopen2(h->fid, h->name, H5P_DEFAULT);
@@ -1046,6 +1078,24 @@ static const char *mode_name(int mode)
                                 : "read serially with H5Dread";
 }
 
+/* libhdf5 failed a read (errno `io`) while the dataset opened: the open fails with that
+ * error, as a failed read of records fails a batch, whatever libhdf5 made of it (the
+ * signature not found, a lookup answered "absent", an object header that does not decode,
+ * a record's length not read), and the message says so if it does not already. */
+static int failed_read_at_open(stoker_dataset *ds, int rc, int io)
+{
+    const stoker__h5 *h = ds->source;
+    char was[STOKER_ERRMSG_CAP];
+    snprintf(was, sizeof was, "%s", ds->err.msg);
+    if (rc == 0)
+        return stoker__fail(&ds->err, -io, "%s: dataset %s: a read of the file failed: %s",
+                            h->file, h->name, strerror(io));
+    if (strstr(was, "a read of the file failed"))
+        return stoker__fail(&ds->err, -io, "%s", was);
+    return stoker__fail(&ds->err, -io, "%s (after a read of the file failed: %s)", was,
+                        strerror(io));
+}
+
 int stoker__h5_open(stoker_dataset *ds, const char *path, const stoker_config *cfg)
 {
     ds->ops = &H5_OPS;
@@ -1077,7 +1127,10 @@ int stoker__h5_open(stoker_dataset *ds, const char *path, const stoker_config *c
     stoker__h5_lock();
     int rc = open_dataset(&o);
     open_release(&o);
+    const int io = h5_io_errno;
     stoker__h5_unlock();
+    if (io)
+        rc = failed_read_at_open(ds, rc, io);
     if (rc == 0)
         rc = fill_handle(ds, h, o.dtype);
     if (rc == 0 && h->mode != H5M_EXTENT && h->mode != H5M_CHUNKS) {
