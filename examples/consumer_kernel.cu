@@ -3,6 +3,8 @@
 // in use would show up as a wrong sum, and the data is really read from device memory).
 // The "work" variant does a fixed amount of arithmetic on every SM instead of watching the
 // clock, so that its time shows whatever else (the loader's kernels) takes the SMs from it.
+// The "net" layers are many short kernels in a chain, as a network's, so that what the
+// host pays to launch them shows.
 #include "consumer_kernel.h"
 
 #include <cuda_runtime.h>
@@ -60,17 +62,42 @@ __global__ void work(const unsigned char *data, unsigned long long nbytes,
     checksum(data, nbytes, a + b > 1e30f ? 1 : 0, sum);
 }
 
-// Enough blocks of 256 threads to fill every SM of the current device.
+// A layer of the network-like consumer: one thread per activation, `iters` rounds of the
+// work kernel's arithmetic on the previous layer's value.
+__global__ void net_layer(const float *in, float *out, unsigned long long iters)
+{
+    const unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+    float a = in[i], b = 0.5f;
+    for (unsigned long long r = 0; r < iters; r++) {
+        a = fmaf(a, 0.999f, b);
+        b = fmaf(b, 0.999f, a * 1e-6f);
+    }
+    out[i] = fmaf(a, 1e-3f, b); // stays finite however long the chain
+}
+
+// The first layer reads the whole batch (the checksum) and seeds the activations with it.
+__global__ void net_first(const unsigned char *data, unsigned long long nbytes, float *out,
+                          unsigned long long *sum)
+{
+    const unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+    out[i] = nbytes > 0 ? (float)data[i % nbytes] * (1.0f / 255) : 0.0f;
+    checksum(data, nbytes, 0, sum);
+}
+
+// Enough blocks of 256 threads to fill every SM of the current device (the one current at
+// the first call; 132 SMs x 8 when the device cannot be asked). Thread-safe.
 int full_grid()
 {
-    static int blocks;
-    if (blocks == 0) {
+    static const int blocks = [] {
         int dev = 0, sms = 0, per_sm = 0;
-        cudaGetDevice(&dev);
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-        cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, dev);
-        blocks = sms > 0 && per_sm >= 256 ? sms * (per_sm / 256) : 132;
-    }
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, dev) !=
+                cudaSuccess ||
+            sms <= 0 || per_sm < 256)
+            return 132 * 8;
+        return sms * (per_sm / 256);
+    }();
     return blocks;
 }
 
@@ -96,6 +123,27 @@ extern "C" int consumer_work_launch(const void *data, unsigned long long nbytes,
     work<<<full_grid() * WAVES, 256, 0, stream>>>(static_cast<const unsigned char *>(data),
                                                   nbytes, (iters + WAVES - 1) / WAVES, sum);
     return cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+extern "C" unsigned long long consumer_net_width(void)
+{
+    return (unsigned long long)full_grid() * 256;
+}
+
+extern "C" cudaError_t consumer_net_first(const void *data, unsigned long long nbytes,
+                                          float *act_out, unsigned long long *sum,
+                                          cudaStream_t stream)
+{
+    net_first<<<full_grid(), 256, 0, stream>>>(static_cast<const unsigned char *>(data),
+                                               nbytes, act_out, sum);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t consumer_net_layer(const float *act_in, float *act_out,
+                                          unsigned long long iters, cudaStream_t stream)
+{
+    net_layer<<<full_grid(), 256, 0, stream>>>(act_in, act_out, iters);
+    return cudaGetLastError();
 }
 
 // The same sum on the host, as the kernel computes it (32-bit words of each 16 bytes).

@@ -20,6 +20,21 @@ int consumer_launch(const void *data, unsigned long long nbytes, double busy_ms,
 int consumer_work_launch(const void *data, unsigned long long nbytes, unsigned long long iters,
                          unsigned long long *sum, cudaStream_t stream);
 
+/* The network-like consumer ("net"): a chain of short kernels, as a network's layers, each
+ * reading the previous one's output. Each has one wave of blocks that fills every SM and
+ * writes consumer_net_width() floats. The launches return cudaGetLastError()'s code. */
+unsigned long long consumer_net_width(void);
+
+/* The first layer: the same sum as consumer_launch into *sum (the batch is read), and
+ * act_out (consumer_net_width() floats) set from the batch's first bytes. */
+cudaError_t consumer_net_first(const void *data, unsigned long long nbytes, float *act_out,
+                               unsigned long long *sum, cudaStream_t stream);
+
+/* A further layer: act_out[i] from act_in[i] after `iters` rounds of two dependent
+ * multiply-adds per thread (iters 0: the shortest kernel, a load and a store). */
+cudaError_t consumer_net_layer(const float *act_in, float *act_out, unsigned long long iters,
+                               cudaStream_t stream);
+
 /* The same sum computed on the host. */
 unsigned long long consumer_host_sum(const void *data, unsigned long long nbytes);
 

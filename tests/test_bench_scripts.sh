@@ -131,6 +131,10 @@ if [ -x "$exe" ]; then
     run 1 "$exe" "$stk" --decoder fast
     has stderr "train_loop_cpp: --decoder: needs auto, cpu or gpu"
     run 1 "$exe" "$stk" --kernel sleep
-    has stderr "train_loop_cpp: --kernel: needs spin or work"
+    has stderr "train_loop_cpp: --kernel: needs spin, work or net"
+    run 1 "$exe" "$stk" --kernel net --launches 0
+    has stderr "train_loop_cpp: --launches: needs a positive number"
+    run 1 "$exe" "$stk" --synthetic --device cpu
+    has stderr "train_loop_cpp: --synthetic: needs a GPU"
 fi
 echo "bench scripts: ok"
