@@ -25,6 +25,21 @@
 # for any data; delivery >= 40 GB/s at X = 0 for raw records of 150,528 bytes only (other
 # data is "n/a": a JPEG batch is bound by decoding, not by copies). What the data is comes
 # from `stoker-pack --info --json`.
+# (6) a network-like consumer (--kernel net): per step a chain of NET_LAUNCHES short kernels
+# (default 300, as a network's layers, each reading the previous one's output) launched one
+# by one from the consuming thread, their GPU time alone sized to X_net (NET_MS, default 1.1
+# times the slowest of the loader's per-batch times with the decoders below, so that the
+# loader keeps up), with NET_HOST_US of host work before each launch (default X_net /
+# NET_LAUNCHES: the host's own work per step as long as the GPU's, so that the step is set
+# by the host's time, as an eager framework's step of short kernels is, and a costlier
+# launch lengthens it). It is fed a fixed batch with no loader (synthetic), then by the
+# loader with each decoder of NET_DECODERS (default "cpu auto" for JPEG data; the library's
+# default for other data), with the same kernels; a table gives per feed the step time, the
+# mean host time of one launch call (and the same before the loader started, in that run),
+# the GPU's idle share, img/s, and the step time and the launch time against synthetic's.
+# The interference it looks for: other threads of the process (the GPU decode's) making
+# each of the consumer's launches costlier. NET_ARGS go to these runs only (e.g.
+# NET_ARGS=--backward-thread); NET=0 leaves them out.
 # Env: DEVICE (GPU ordinal, default 0), THREADS (loader threads, default the library's:
 # cores - 1; for raw records use fewer, e.g. 12 of 16 cores: the consumer spins on its core
 # and the workers are bound by memory bandwidth, see docs/GPU.md), DEPTH (host batch slots,
@@ -194,4 +209,71 @@ torch.cuda.synchronize(dev)
 dt = time.perf_counter() - t0
 print("torch pin_memory=True + .to(non_blocking=True), %d-byte batches: %.2f GB/s "
       "(copy only, batches already pinned)" % (n, n * k / dt / 1e9))
+PYEOF
+
+# ---- (6) the network-like consumer: synthetic feed, then the loader with each decoder ----
+[ "${NET:-1}" = 0 ] && exit 0
+launches=${NET_LAUNCHES:-300}
+if [ -n "${NET_DECODERS:-}" ]; then
+    read -r -a decoders <<< "$NET_DECODERS"
+elif [ "$kind" = "JPEG data" ]; then
+    decoders=(cpu auto)
+else
+    decoders=(default) # no decoder to choose: the loader as it is
+fi
+# dec DECODER: the arguments that choose it (none for "default")
+dec() { dargs=(); [ "$1" = default ] || dargs=(--decoder "$1"); }
+xnet=${NET_MS:-}
+if [ -z "$xnet" ]; then # 1.1 x the slowest loader of the rows, each alone (X = 0)
+    tmax=$T
+    for d in "${decoders[@]}"; do
+        dec "$d"
+        out=$(run "$dev" 0 "${dargs[@]}")
+        t=$(field "$out" ms_per_step)
+        tmax=$("$py" -c "print(max($tmax, $t))")
+        echo "loader alone, decoder $d: $t ms per batch"
+    done
+    xnet=$("$py" -c "print('%.3f' % (1.1 * $tmax))")
+fi
+host_us=${NET_HOST_US:-$("$py" -c "print('%.2f' % (1000.0 * $xnet / $launches))")}
+net=(--kernel net --launches "$launches" --host-us "$host_us")
+read -r -a more <<< "${NET_ARGS:-}"
+net+=("${more[@]}")
+echo "network-like consumer at X = $xnet ms: synthetic feed, then decoders ${decoders[*]}"
+synth=$(run "$dev" "$xnet" "${net[@]}" --synthetic)
+net+=(--net-iters "$(field "$synth" net_iters)") # the same kernels for every feed
+rows=("$synth")
+for d in "${decoders[@]}"; do
+    dec "$d"
+    out=$(run "$dev" "$xnet" "${net[@]}" "${dargs[@]}")
+    rows+=("$out")
+done
+"$py" - "${rows[@]}" <<'PYEOF'
+import json, sys
+rows = [json.loads(a) for a in sys.argv[1:]]
+s = rows[0]
+print()
+print("network-like consumer: %d kernel launches a step, chained, %d rounds each: GPU time "
+      "alone %.3f ms a step (X = %.3f ms); %.1f us of host work before each launch%s"
+      % (s["launches"], s["net_iters"], s["chain_gpu_ms"], s["compute_ms"], s["host_us"],
+         ", two thirds from a second thread" if s["backward_thread"] else ""))
+print("%-10s %-8s %9s %10s %8s %10s %9s %9s %10s %7s %9s" % (
+    "feed", "decoder", "step_ms", "launch_us", "p99_us", "before_us", "gpu_idle",
+    "next_blk", "img/s", "step_x", "launch_x"))
+for o in rows:
+    feed = "synthetic" if o["delivery"] == "synthetic" else "loader"
+    print("%-10s %-8s %9.3f %10.2f %8.1f %10.2f %9.4f %9.4f %10.1f %7.3f %9.3f" % (
+        feed, o["decoder"], o["ms_per_step"], o["launch_us_mean"], o["launch_us_p99"],
+        o["launch_us_before"], o["net_gpu_idle_fraction"], o["next_block_fraction"],
+        o["img_per_s"], o["ms_per_step"] / s["ms_per_step"],
+        o["launch_us_mean"] / s["launch_us_mean"] if s["launch_us_mean"] > 0 else float("nan")))
+for o in rows[1:]:
+    print("decoder %s against synthetic: step %+.1f%%, launch %.2f us against %.2f (x%.2f); "
+          "GPU decoded %d, CPU %d images" % (
+              o["decoder"], 100 * (o["ms_per_step"] / s["ms_per_step"] - 1), o["launch_us_mean"],
+              s["launch_us_mean"], o["launch_us_mean"] / max(s["launch_us_mean"], 1e-9),
+              o["gpu_decoded"], o["cpu_decoded"]))
+print("(launch_us: host time of one launch call, mean over the timed steps; before_us: the "
+      "same in that run before its loader started; gpu_idle: share of the wall time the GPU "
+      "did not run the chain)")
 PYEOF
