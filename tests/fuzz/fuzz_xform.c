@@ -13,7 +13,17 @@
  *          bit 6:    SIMD level (best available, scalar)
  *          bit 7:    antialias (ALWAYS, OVER_2X)
  *   byte 1 bits 0-4: output size 1 + (bits 0-4) * 2 (1 .. 63); bits 5-6: record id;
- *          bit 7:    resampler (FAST, PILLOW). */
+ *          bit 7:    resampler (FAST, PILLOW).
+ *
+ * Each input is decoded twice, as a record of a checked data set is (the crop's rows only,
+ * stoker__xform_jpeg) and as one of an unchecked data set is on its first use (to the end of
+ * the data, stoker__xform_jpeg_whole), and compared with libjpeg's full decode of the same
+ * bytes (t_jpeg_verdict, every row and then jpeg_finish_decompress):
+ *   - a JPEG libjpeg warns about or refuses never comes out of the whole decode as a sample;
+ *   - one it decodes cleanly (what a checked data set holds) comes out of both, the same;
+ *   - where both give a sample, it is the same sample.
+ * A breach aborts. */
+#include "jpegutil.h"
 #include "transform/transform.h"
 
 #include <stdlib.h>
@@ -26,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static stoker__xform_scratch *s;
-    static uint8_t out[64 * 64 * 3 * 4];
+    static uint8_t out[64 * 64 * 3 * 4], whole[64 * 64 * 3 * 4];
     if (!s && stoker__xform_scratch_create(&s) != 0)
         abort();
     if (size < 2)
@@ -67,6 +77,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (size_t i = 0; i < bytes; i++)
             sum ^= out[i];
         (void)sum;
+    }
+    stoker__err werr = {0};
+    const int wrc =
+        stoker__xform_jpeg_whole(s, &p, 7, id & 1, id, data + 2, size - 2, whole, &werr);
+    if (wrc != 0 && wrc != STOKER_E_CORRUPT && wrc != STOKER_E_LIMIT && wrc != -ENOMEM)
+        abort();
+    if (rc == -ENOMEM || wrc == -ENOMEM)
+        return 0;
+    char why[JMSG_LENGTH_MAX];
+    const int verdict = t_jpeg_verdict(data + 2, size - 2, MAX_PIXELS, why);
+    if (wrc == 0 && verdict != 0) {
+        fprintf(stderr, "fuzz_xform: a sample from a JPEG libjpeg's full decode %s: %s\n",
+                verdict > 0 ? "warns about" : "refuses", why);
+        abort();
+    }
+    if (verdict == 0 && (rc != 0 || wrc != 0)) {
+        fprintf(stderr, "fuzz_xform: a JPEG libjpeg decodes cleanly refused: crop %d (%s), "
+                "whole %d (%s)\n", rc, err.msg, wrc, werr.msg);
+        abort();
+    }
+    if (rc == 0 && wrc == 0 && memcmp(out, whole, bytes) != 0) {
+        fprintf(stderr, "fuzz_xform: decoding to the end changed the sample\n");
+        abort();
     }
     return 0;
 }
