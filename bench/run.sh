@@ -2,7 +2,7 @@
 # stoker beside its peers, on one machine and one data set, in one go.
 #
 #   bench/run.sh [--build DIR] [--images DIR|N] [--h5 FILE|N] [--out DIR] [--threads T]
-#                [--photos DIR] [--budget SECONDS] [--quick]
+#                [--photos DIR] [--budget SECONDS] [--quick] [--no-train]
 #
 # Makes (or takes) an ImageNet-like JPEG tree and an HDF5 file of 224x224x3 uint8 images,
 # packs both with stoker-pack, then measures on that data:
@@ -12,7 +12,10 @@
 #     and gpu (same data, threads and length), each with its decoder figures;
 #   - PyTorch DataLoader classic (Pillow) and torchvision-uint8 pipelines; h5py + DataLoader;
 #     with a GPU, torchvision's batched GPU decode alone (decode_jpeg(list, device="cuda"));
-#   - the libjpeg decode-only ceilings (whole image, and only the crop box).
+#   - the libjpeg decode-only ceilings (whole image, and only the crop box);
+#   - where torch sees a GPU, a training step: bench/train.py trains ResNet-18 and ResNet-50
+#     on the same JPEGs fed by one fixed batch on the GPU, stoker --decoder cpu, stoker's
+#     defaults and the DataLoader, and writes its own table (OUT/train-results.md, .json).
 # Writes OUT/bench-results.md and OUT/bench-results.json (figures and ratios to stoker, and
 # --decoder auto against cpu); logs of every step are in OUT/logs. Peers whose packages are
 # absent get a row saying so; rows that need a GPU, or a --decoder, say why they were skipped.
@@ -26,8 +29,10 @@
 # --out DIR      results, logs and made data (default: BUILD/bench); made data is reused
 # --threads T    stoker threads, DataLoader workers and decode threads (default: cores)
 # --photos DIR   photographs to cut the JPEGs from (default: Debian's mate-backgrounds)
-# --budget S     wall-clock limit of the whole run (default 470, or 170 with small data)
-# --quick        600 images, fewer epochs
+# --budget S     wall-clock limit of the whole run (default 470, or 170 with small data; 420
+#                more when the training step runs, 150 more with --quick)
+# --quick        600 images, fewer epochs; the training step on ResNet-18 only, fewer steps
+# --no-train     no training step
 # The Python is the first of python3, /usr/bin/python3 that imports numpy, preferring one
 # with torch; PYTHON=... chooses the one that runs the peers.
 set -eu
@@ -35,7 +40,7 @@ set -eu
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 build=$root/build
-images="" h5="" out="" threads="" photos="" budget="" quick=0
+images="" h5="" out="" threads="" photos="" budget="" quick=0 train=1
 cmdline="bench/run.sh $*"
 
 die() { echo "run.sh: $*" >&2; exit 2; }
@@ -49,6 +54,7 @@ while [ $# -gt 0 ]; do
         --photos) photos=${2:?--photos needs a folder}; shift ;;
         --budget) budget=${2:?--budget needs seconds}; shift ;;
         --quick) quick=1 ;;
+        --no-train) train=0 ;;
         -h|--help) sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown argument $1 (see --help)" ;;
     esac
@@ -57,6 +63,7 @@ done
 is_count() { case "$1" in ''|*[!0-9]*) return 1 ;; *) [ "$1" -gt 0 ] ;; esac; }
 
 cores=$(nproc 2>/dev/null || echo 1)
+threads_given=${threads:+1}
 threads=${threads:-$cores}
 is_count "$threads" || die "--threads needs a positive integer"
 if [ -z "$images" ]; then
@@ -69,6 +76,7 @@ mkdir -p "$out/logs" "$out/data"
 out=$(cd "$out" && pwd)
 rows=$out/rows.jsonl
 : > "$rows"
+rm -f "$out/train-results.md" "$out/train-results.json"
 
 # ---- the clock: every step gets at most what is left of the budget ----
 start=$(date +%s)
@@ -103,6 +111,19 @@ gpu=""
 if command -v nvidia-smi > /dev/null 2>&1; then
     gpu=$(timeout 20 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null |
         head -n 1) || gpu=""
+fi
+
+# ---- the training step (bench/train.py): where torch sees a GPU; its time comes on top ----
+train_py="" train_budget=420 train_why="skipped (--no-train)"
+[ "$quick" = 1 ] && train_budget=150
+if [ "$train" = 1 ]; then
+    train_why="skipped: no python3 with torch that sees a GPU (torch.cuda.is_available())"
+    if [ -n "$py" ] && timeout 120 "$py" -c \
+        'import torch; assert torch.cuda.is_available()' > /dev/null 2>&1; then
+        train_py=$py
+        budget=$((budget + train_budget))
+        deadline=$((deadline + train_budget))
+    fi
 fi
 
 echo "run.sh: out $out; $threads threads; budget ${budget} s; python ${py:-none}" \
@@ -349,6 +370,27 @@ else
     peer_row h5py-dataloader failed "no HDF5 file"
 fi
 
+# ---- the training step: a model trained on the same JPEGs, fed four ways ----
+if [ -n "$train_py" ] && [ -z "$jpeg_stk" ]; then
+    train_why="not run: packing failed"
+elif [ -n "$train_py" ]; then
+    t=$(limit "$train_budget")
+    train_args=(--data "$jpeg_stk" --imagefolder "$jpeg_root" --build "$build"
+        --batch-size "$batch" --workers "$threads" --budget "$(( t > 60 ? t - 40 : t ))"
+        --json "$out/train-results.json" --md "$out/train-results.md")
+    # stoker's threads: the library's default (cores - 1, a core for the training loop)
+    # unless --threads was given
+    [ -n "$threads_given" ] && train_args+=(--threads "$threads")
+    [ "$quick" = 1 ] && train_args+=(--models resnet18 --steps 40 --warmup 10)
+    rc=0
+    step train "$train_budget" "$train_py" "$here/train.py" "${train_args[@]}" || rc=$?
+    case "$rc" in
+        0) train_why="" ;;
+        1) train_why="some runs failed: see OUT/train-results.md and logs/train.err" ;;
+        *) train_why="$(status_of "$rc"): $(why "$out/logs/train.err")" ;;
+    esac
+fi
+
 # ---- report ----
 torch_v=""
 if [ -n "$py" ]; then
@@ -362,3 +404,8 @@ fi
     --meta "python=${py:-none}${torch_v:+ ($torch_v)}" > /dev/null
 echo "run.sh: done in $(($(date +%s) - start)) s: $out/bench-results.md, bench-results.json"
 cat "$out/bench-results.md"
+if [ -f "$out/train-results.md" ]; then
+    echo
+    cat "$out/train-results.md"
+fi
+echo "training step (bench/train.py): ${train_why:-$out/train-results.md, train-results.json}"
