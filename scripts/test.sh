@@ -1,9 +1,10 @@
 #!/bin/sh
 # The whole test suite on a fresh Debian 12 machine: installs the dependencies, builds
-# stoker (warnings are errors), runs the C tests, the Python tests, the C tests again under
-# AddressSanitizer + UndefinedBehaviorSanitizer, the multi-threaded ones under
-# ThreadSanitizer, and builds a C and a C++ program against an installed copy through both
-# find_package(stoker) and pkg-config.
+# stoker (warnings are errors), runs the C tests, the Python tests (tests/python/test_torch.py
+# among them, on Debian's PyTorch), examples/train_ddp.py on two gloo ranks, a CPU smoke run
+# of bench/train.py, the C tests again under AddressSanitizer + UndefinedBehaviorSanitizer,
+# the multi-threaded ones under ThreadSanitizer, and builds a C and a C++ program against an
+# installed copy through both find_package(stoker) and pkg-config.
 #   scripts/test.sh            everything
 #   STOKER_QUICK=1 scripts/test.sh   skip the sanitizer builds
 set -eu
@@ -32,6 +33,83 @@ if [ -d tests/python ] && ls tests/python/test_*.py > /dev/null 2>&1; then
 else
     echo "no Python tests yet"
 fi
+
+# PyTorch comes with install-deps.sh: without it test_torch.py was skipped above
+/usr/bin/python3 -c 'import torch' ||
+    { echo "test.sh: no PyTorch for /usr/bin/python3 (python3-torch)"; exit 1; }
+torch_tmp=$(mktemp -d)
+trap 'rm -rf "$torch_tmp"' EXIT
+
+step "examples/train_ddp.py: two ranks (gloo), started by environment variables"
+# not torchrun: Debian 12's (PyTorch 1.13) fails under Python 3.11
+port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])')
+ddp_epochs=3 pids=""
+for r in 0 1; do
+    MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r \
+        LOCAL_WORLD_SIZE=2 STOKER_LIBRARY="$root/build/libstoker.so" timeout 300 \
+        /usr/bin/python3 examples/train_ddp.py --make-data "$torch_tmp/ddp" \
+        --epochs "$ddp_epochs" --threads 1 > "$torch_tmp/rank$r.log" 2>&1 &
+    pids="$pids $!"
+done
+ddp_rc=0
+for p in $pids; do wait "$p" || ddp_rc=1; done
+cat "$torch_tmp/rank0.log"
+[ "$ddp_rc" = 0 ] ||
+    { tail -n 20 "$torch_tmp/rank1.log"; echo "test.sh: train_ddp.py failed"; exit 1; }
+# what the example checks itself, checked again from what it printed: each epoch's ids
+# disjoint and complete over the two ranks, the loss down from the first epoch to the last
+/usr/bin/python3 - "$torch_tmp" "$ddp_epochs" <<'PYEOF' ||
+import re, sys
+tmp, epochs = sys.argv[1], int(sys.argv[2])
+logs = [open("%s/rank%d.log" % (tmp, r)).read() for r in (0, 1)]
+head = re.search(r"^backend (\w+), world (\d+), (\d+) records", logs[0], re.M)
+assert head and head.group(1, 2) == ("gloo", "2"), "no 'backend gloo, world 2' line"
+total = int(head.group(3))
+losses = []
+for e in range(epochs):
+    m = re.search(r"^epoch %d: loss ([0-9.]+); ids complete: (\w+), overlap (\d+) "
+                  r"\(padding (\d+)\)$" % e, logs[0], re.M)
+    assert m, "rank 0 printed no check of epoch %d" % e
+    assert m.group(2) == "True" and int(m.group(3)) <= int(m.group(4)), m.group(0)
+    losses.append(float(m.group(1)))
+    seen = [re.search(r"^rank %d epoch %d: \d+ batches, (\d+) records$" % (r, e), logs[r],
+                      re.M) for r in (0, 1)]
+    assert all(seen), "a rank printed no count of epoch %d" % e
+    seen = [int(s.group(1)) for s in seen]
+    assert min(seen) > 0 and sum(seen) == total + int(m.group(4)), (e, seen, total)
+assert losses[-1] < losses[0], "the loss did not go down: %s" % losses
+assert re.search(r"^loss went down", logs[0], re.M)
+print("train_ddp.py: %d epochs of %d records over two ranks, disjoint and complete; "
+      "loss %.4f -> %.4f" % (epochs, total, losses[0], losses[-1]))
+PYEOF
+    { echo "test.sh: train_ddp.py's output fails the check"; exit 1; }
+
+step "bench/train.py: CPU smoke run of every feed (synthetic, stoker cpu and default, DataLoader)"
+timeout 300 /usr/bin/python3 bench/train.py --build "$root/build" --device cpu --models tiny \
+    --make-data "$torch_tmp/train" --images 128 --size 32 --batch-size 16 --steps 6 \
+    --warmup 2 --workers 2 --feeds synthetic,cpu,default,torch --json "$torch_tmp/train.json" ||
+    { echo "test.sh: bench/train.py failed"; exit 1; }
+/usr/bin/python3 - "$torch_tmp/train.json" <<'PYEOF' ||
+import json, sys
+res = json.load(open(sys.argv[1]))
+runs = {r["feed"]: r for r in res["runs"]}
+assert sorted(runs) == ["cpu", "default", "synthetic", "torch"], sorted(runs)
+for r in runs.values():
+    assert r["status"] == "ok" and r["img_per_s"] > 0 and r["images"] == 6 * 16, r
+    assert 0 <= r["wait_share"] < 1 and r["input"]["shape"] == [16, 3, 32, 32], r
+    assert r["input"]["channels_last"] and r["loss_last"] == r["loss_last"], r  # not NaN
+for feed in ("cpu", "default"):  # the decoder's figures: the CPU decoded the timed images
+    d = runs[feed]["decoder_timed"]
+    assert d["decoder"] == "cpu" and d["gpu_decoded"] == 0 and d["cpu_decoded"] >= 6 * 16, d
+assert runs["torch"]["pipeline"] in ("torchvision", "pil") and runs["torch"]["workers"] == 2
+rows = {r["feed"]: r for r in res["rows"]}
+assert rows["synthetic"]["x_synthetic"] == 1.0, rows
+assert all(r["img_per_s"] > 0 and r["x_synthetic"] > 0 for r in rows.values()), rows
+print("bench/train.py:", ", ".join("%s %.0f img/s" % (f, r["img_per_s"])
+                                   for f, r in rows.items()))
+PYEOF
+    { echo "test.sh: bench/train.py's results fail the check"; exit 1; }
 
 if [ "${STOKER_QUICK:-0}" != 1 ]; then
     step "C tests under AddressSanitizer + UndefinedBehaviorSanitizer"
