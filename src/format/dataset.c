@@ -19,18 +19,22 @@
 #include <unistd.h>
 
 /* HDF5's superblock signature: at byte 0, or past a user block at 512, 1024, 2048, ... */
-bool stoker__hdf5_signature(int fd)
+int stoker__hdf5_signature(int fd)
 {
     static const uint8_t sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
     uint8_t got[8];
     for (uint64_t at = 0; at <= (UINT64_C(1) << 40); at = at ? at * 2 : 512) {
-        const ssize_t n = pread(fd, got, sizeof got, (off_t)at);
+        ssize_t n;
+        while ((n = pread(fd, got, sizeof got, (off_t)at)) < 0 && errno == EINTR) {
+        }
+        if (n < 0)
+            return -errno;
         if (n != (ssize_t)sizeof got)
-            return false;
+            return 0;
         if (memcmp(got, sig, sizeof sig) == 0)
-            return true;
+            return 1;
     }
-    return false;
+    return 0;
 }
 #ifdef STOKER_HAVE_HDF5 /* open reaches open_source with an HDF5 file only from verify */
 #define HDF5_REFUSAL "an HDF5 file, not a shard data set; convert it with stoker-pack to verify it"
@@ -212,8 +216,10 @@ static int open_source(stoker_dataset *ds, const char *path, int *mfd, char *wha
     snprintf(what, cap, "%s", path);
     *mfd = open(path, flags | O_NONBLOCK);
     STOKER_RETURN_IF(*mfd < 0, &ds->err, -errno, "%s: %s", path, stoker_strerror(-errno));
-    STOKER_RETURN_IF(stoker__hdf5_signature(*mfd), &ds->err, STOKER_E_UNSUPPORTED,
-                     "%s: " HDF5_REFUSAL, path);
+    const int sig = stoker__hdf5_signature(*mfd);
+    STOKER_RETURN_IF(sig < 0, &ds->err, sig, "%s: a read of the file failed: %s", path,
+                     strerror(-sig));
+    STOKER_RETURN_IF(sig > 0, &ds->err, STOKER_E_UNSUPPORTED, "%s: " HDF5_REFUSAL, path);
     const char *slash = strrchr(path, '/');
     const size_t n = slash ? (slash == path ? 1 : (size_t)(slash - path)) : 1;
     ds->dir = stoker__malloc(n + 1);
@@ -467,8 +473,11 @@ int stoker_dataset_open(stoker_dataset **out, const char *path, const stoker_con
     if (!ds)
         return -ENOMEM;
 #ifdef STOKER_HAVE_HDF5
-    if (path && stoker__h5_detect(path)) {
-        const int hrc = stoker__h5_open(ds, path, cfg);
+    const int h5 = path ? stoker__h5_detect(path) : 0;
+    if (h5 != 0) { /* an HDF5 file, or a file whose first bytes failed to read */
+        const int hrc = h5 < 0 ? stoker__fail(&ds->err, h5, "%s: a read of the file failed: %s",
+                                              path, strerror(-h5))
+                               : stoker__h5_open(ds, path, cfg);
         if (hrc == 0)
             stoker__err_clear(&ds->err);
         ds->ready = hrc == 0;

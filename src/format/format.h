@@ -179,7 +179,8 @@ int stoker__pread_full(int fd, void *buf, size_t len, uint64_t off);
 stoker_dataset *stoker__dataset_alloc(void);
 
 /* Whether the open file fd holds HDF5's signature where libhdf5 looks for it (byte 0, or
- * after a user block). */
-bool stoker__hdf5_signature(int fd);
+ * after a user block): 1 or 0, or -errno when a read failed (which tells nothing of what the
+ * file holds: the caller reports it). */
+int stoker__hdf5_signature(int fd);
 
 #endif

@@ -125,26 +125,30 @@ int stoker__h5_read_failure(char *buf, size_t cap)
 
 /* ---- the path: "file" or "file:/dataset" ---- */
 
-static bool has_signature(const char *file)
+/* 1 when `file` is a regular file holding HDF5's signature, 0 when it is not (or cannot be
+ * opened: the open that follows says why), -errno when reading it failed. */
+static int has_signature(const char *file)
 {
     const int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
-        return false;
+        return 0;
     struct stat st;
-    const bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && stoker__hdf5_signature(fd);
+    const int sig = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? stoker__hdf5_signature(fd) : 0;
     close(fd);
-    return ok;
+    return sig;
 }
 
-/* Splits path into its file and dataset parts (dataset NULL when there is no colon part). */
+/* Splits path into its file and dataset parts (dataset NULL when there is no colon part).
+ * 0, -ENOMEM, or -errno when reading the file failed. */
 static int split_path(const char *path, char **file, char **dset)
 {
     *dset = NULL;
     *file = stoker__strdup(path);
     if (!*file)
         return -ENOMEM;
-    if (has_signature(path))
-        return 0;
+    const int sig = has_signature(path);
+    if (sig != 0)
+        return sig < 0 ? sig : 0;
     char *colon = strrchr(*file, ':');
     if (!colon)
         return 0;
@@ -154,14 +158,15 @@ static int split_path(const char *path, char **file, char **dset)
 }
 
 /* Allocates nothing: every open asks, and allocation failures belong to the open itself. */
-bool stoker__h5_detect(const char *path)
+int stoker__h5_detect(const char *path)
 {
-    if (has_signature(path))
-        return true;
+    const int whole = has_signature(path);
+    if (whole != 0)
+        return whole;
     const char *colon = strrchr(path, ':');
     char file[4096];
     if (!colon || (size_t)(colon - path) >= sizeof file)
-        return false;
+        return 0;
     memcpy(file, path, (size_t)(colon - path));
     file[colon - path] = '\0';
     return has_signature(file);
@@ -1107,8 +1112,10 @@ int stoker__h5_open(stoker_dataset *ds, const char *path, const stoker_config *c
     const char *images = stoker__cfg_string(cfg, STOKER_OPT_H5_IMAGES);
     const char *labels = stoker__cfg_string(cfg, STOKER_OPT_H5_LABELS);
     char *dset = NULL;
-    STOKER_RETURN_IF(split_path(path, &h->file, &dset) < 0, &ds->err, -ENOMEM, "%s: out of memory",
-                     path);
+    const int split = split_path(path, &h->file, &dset);
+    STOKER_RETURN_IF(split < 0, &ds->err, split, "%s: %s%s", path,
+                     split == -ENOMEM ? "out of memory" : "a read of the file failed: ",
+                     split == -ENOMEM ? "" : strerror(-split));
     h->name = dset ? dset : stoker__strdup(images && *images ? images : "images");
     STOKER_RETURN_IF(!h->name, &ds->err, -ENOMEM, "%s: out of memory", path);
     h->fd = open(h->file, O_RDONLY | O_CLOEXEC);

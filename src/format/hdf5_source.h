@@ -100,8 +100,9 @@ void stoker__h5_landed(stoker_dataset *ds, uint32_t cookie, uint64_t length, int
 int stoker__h5_decode(const stoker__h5 *h, uint32_t mask, uint8_t *raw, uint64_t size, uint8_t *out,
                       uint8_t *tmp);
 
-/* True when `path` names an HDF5 file, either whole or as "file:/dataset/path". */
-bool stoker__h5_detect(const char *path);
+/* 1 when `path` names an HDF5 file, either whole or as "file:/dataset/path", 0 when not,
+ * -errno when reading the file to tell failed (an I/O error the open reports as such). */
+int stoker__h5_detect(const char *path);
 
 /* Opens the HDF5 source into a freshly allocated handle (ds->err has the message). */
 int stoker__h5_open(stoker_dataset *ds, const char *path, const stoker_config *cfg);
