@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* The payload alignment, read from the manifest's "align N" line (docs/FORMAT.md); the
  * public API has no getter for it. 0 when not found. */
@@ -19,6 +20,41 @@ static long manifest_align(const char *path)
     head[n] = '\0';
     const char *line = strstr(head, "\nalign ");
     return line ? strtol(line + 7, NULL, 10) : 0;
+}
+
+/* What the data set takes on disk: its files' bytes (the shards and the manifest), and of
+ * those the zeros that align the records (docs/FORMAT.md: a shard is its 4096-byte header
+ * region, the payloads with their padding, 32 bytes of index per record and a 64-byte
+ * footer). False for an HDF5 file (no manifest) or a file that cannot be read. */
+typedef struct disk_use {
+    int64_t bytes, padding;
+} disk_use;
+
+static bool disk_use_of(const char *path, stoker_dataset *ds, disk_use *u)
+{
+    char name[4096];
+    struct stat st;
+    snprintf(name, sizeof name, "%s/manifest.stk", path);
+    if (stat(name, &st) != 0)
+        return false;
+    const int32_t shards = stoker_dataset_num_shards(ds);
+    int64_t shard_bytes = 0;
+    for (int32_t i = 0; i < shards; i++) {
+        const char *shard = stoker_dataset_shard_path(ds, i);
+        struct stat sst;
+        if (!shard || stat(shard, &sst) != 0)
+            return false;
+        shard_bytes += (int64_t)sst.st_size;
+    }
+    u->bytes = shard_bytes + (int64_t)st.st_size;
+    u->padding = shard_bytes - (int64_t)shards * (4096 + 64) - 32 * stoker_dataset_num_records(ds) -
+                 stoker_dataset_payload_bytes(ds);
+    return true;
+}
+
+static double share(int64_t part, int64_t whole)
+{
+    return whole > 0 ? (double)part / (double)whole : 0.0;
 }
 
 static const char *field_name(int32_t kind)
@@ -38,6 +74,12 @@ static void print_json(const char *path, stoker_dataset *ds, int32_t kind, int32
            stoker_dataset_num_shards(ds), stoker_dataset_num_classes(ds),
            (long long)stoker_dataset_payload_bytes(ds), manifest_align(path), field_name(kind),
            stoker_dataset_jpeg_checked(ds) ? "true" : "false");
+    disk_use u;
+    if (disk_use_of(path, ds, &u))
+        printf(", \"disk_bytes\": %lld, \"padding_bytes\": %lld, \"padding_share\": %.4f",
+               (long long)u.bytes, (long long)u.padding, share(u.padding, u.bytes));
+    else
+        printf(", \"disk_bytes\": null, \"padding_bytes\": null, \"padding_share\": null");
     if (kind == STOKER_FIELD_RAW) {
         printf(", \"dtype\": \"%s\", \"shape\": [", stoker_dtype_name(dtype));
         for (int32_t i = 0; i < ndim; i++)
@@ -63,6 +105,14 @@ static void print_human(const char *path, stoker_dataset *ds, int32_t kind, int3
     printf("records         %lld\n", (long long)stoker_dataset_num_records(ds));
     printf("shards          %d\n", stoker_dataset_num_shards(ds));
     printf("payload bytes   %lld (%.1f MB)\n", (long long)bytes, (double)bytes / 1e6);
+    disk_use u;
+    if (disk_use_of(path, ds, &u))
+        printf("size on disk    %lld (%.1f MB: %.1f%% payload, %.1f%% alignment padding, "
+               "%.1f%% index, headers and manifest)\n",
+               (long long)u.bytes, (double)u.bytes / 1e6, 100 * share(bytes, u.bytes),
+               100 * share(u.padding, u.bytes), 100 * share(u.bytes - bytes - u.padding, u.bytes));
+    else
+        printf("size on disk    n/a (not a stoker data set: an HDF5 file)\n");
     const long align = manifest_align(path);
     if (align > 0)
         printf("alignment       %ld\n", align);
