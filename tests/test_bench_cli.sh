@@ -17,11 +17,13 @@ TMP=$(mktemp -d "$STOKER_TEST_TMP/bench-cli-XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 
 # 203 raw uint8 records of shape 5x7x3, packed from a .npy by stoker-pack (no library is
-# loaded into Python, which a sanitizer build's runtime does not always allow)
+# loaded into Python, which a sanitizer build's runtime does not always allow); aligned to
+# 4096 (stoker-pack would pack records this small back to back), so that they fill several
+# shards of 64 KiB
 "$PY" -c 'import numpy as np, sys
 np.save(sys.argv[1], (np.arange(203 * 105) % 251).astype(np.uint8).reshape(203, 5, 7, 3))' \
     "$TMP/raw.npy"
-"$STOKER_PACK" --shard-size 65536 "$TMP/raw.npy" "$TMP/data" > /dev/null 2>&1
+"$STOKER_PACK" --shard-size 65536 --align 4096 "$TMP/raw.npy" "$TMP/data" > /dev/null 2>&1
 
 "$STOKER_BENCH" "$TMP/data" --epochs 3 --batch-size 16 --threads 2 --json \
     --dump-indices "$TMP/idx.txt" > "$TMP/out.json"

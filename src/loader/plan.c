@@ -222,7 +222,7 @@ static int plan_machinery(stoker__plan *p, const stoker_config *cfg, stoker_data
                         : STOKER_ON_CORRUPT_ERROR;
     STOKER_RETURN_IF(p->direct && stoker__dataset_align(ds) % 4096 != 0, err, STOKER_E_INVALID,
                      "%s: direct I/O needs records aligned to 4096 bytes; "
-                     "this data set is aligned to %u",
+                     "this data set is aligned to %u (stoker-pack --align 4096 packs one so)",
                      stoker__dataset_path(ds), stoker__dataset_align(ds));
     p->staged = p->direct || p->image;
     /* Buffered reads of cached data complete at submit, so rounds are kept small enough to

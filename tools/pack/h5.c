@@ -154,9 +154,11 @@ int pack_h5_items(const pack_opts *o, stoker_dataset *ds, pack_source *src)
     src->ds = ds;
     for (int64_t i = 0; src->items && i < n; i++) {
         pack_item *it = &src->items[i];
+        uint64_t size = 0;
         it->record = i;
         it->label = -1;
-        stoker_dataset_record_info(ds, i, NULL, &it->label, NULL);
+        stoker_dataset_record_info(ds, i, &size, &it->label, NULL);
+        it->size = (int64_t)size;
         if (asprintf(&it->path, "%s: record %lld", o->src, (long long)i) < 0 ||
             asprintf(&it->key, "%lld", (long long)i) < 0) {
             it->path = it->key = NULL;

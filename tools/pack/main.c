@@ -54,7 +54,9 @@ static void usage(FILE *f)
                "\n"
                "options:\n"
                "  --shard-size SIZE  target shard size, with K/M/G suffixes (default 256M)\n"
-               "  --align N          payload alignment 1, 512 or 4096 (default 4096)\n"
+               "  --align N          payload alignment 1, 512 or 4096 (default: 4096, unless\n"
+               "                     its padding would add more than 5%% to the payload:\n"
+               "                     then 512, or 1 if 512's would too)\n"
                "  --jobs N           worker threads (default: online cores)\n"
                "  --validate         decode every JPEG and leave out damaged files (or records\n"
                "                     of an HDF5 file of encoded images); the default\n"
@@ -145,6 +147,7 @@ static int take_align(const char *name, const char *arg, pack_opts *o)
         return PACK_USAGE;
     }
     o->align = (int32_t)v;
+    o->align_set = true;
     return -1;
 }
 
@@ -264,8 +267,10 @@ static int parse_args(int argc, char **argv, pack_opts *o)
     return rc >= 0 ? rc : take_operands(argc, argv, o);
 }
 
-/* kind: what the source is; validate: what is checked (validate_summary). */
-static void print_options(const pack_opts *o, const char *kind, const char *validate)
+/* kind: what the source is; validate: what is checked (validate_summary); align_why: how
+ * the default alignment was chosen, or NULL (--align). */
+static void print_options(const pack_opts *o, const char *kind, const char *validate,
+                          const char *align_why)
 {
     fprintf(stderr, "stoker-pack %s (library %s, shard format %d, manifest %d)\n",
             STOKER_VERSION_STRING_TOOL, stoker_version_string(), STOKER_FORMAT_VERSION,
@@ -274,8 +279,11 @@ static void print_options(const pack_opts *o, const char *kind, const char *vali
     cli_put_escaped(stderr, o->src);
     fprintf(stderr, " (%s)\n  output       ", kind);
     cli_put_escaped(stderr, o->out);
-    fprintf(stderr, "\n  shard-size   %lld bytes\n  align        %d\n  jobs         %d\n",
-            (long long)o->shard_size, o->align, o->jobs);
+    fprintf(stderr, "\n  shard-size   %lld bytes\n  align        %d", (long long)o->shard_size,
+            o->align);
+    if (align_why)
+        fprintf(stderr, " (default for these records: %s)", align_why);
+    fprintf(stderr, "\n  jobs         %d\n", o->jobs);
     fprintf(stderr, "  validate     %s\n  strict       %s\n  rgb          %s\n", validate,
             o->strict ? "yes" : "no", o->rgb ? "yes" : "no");
     fprintf(stderr, "  max-side     %d%s\n  quality      %d\n", o->max_side,
@@ -556,8 +564,40 @@ static int write_all(const pack_opts *o, const input *in, const size_t *order, p
     return code;
 }
 
-/* Everything a pack needs before the writer starts; 0 or an exit code. */
-static int prepare(const pack_opts *o, input *in)
+/* The size of file item `it` as found: the scan's, else (a list file's) stat's; 0 when it
+ * cannot be read (it will be left out). */
+static uint64_t item_size(const pack_item *it)
+{
+    struct stat st;
+    if (it->size >= 0)
+        return (uint64_t)it->size;
+    return stat(it->path, &st) == 0 && S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
+}
+
+/* The padding the source's records would take at each alignment: from the sizes of the
+ * records as found, before they are checked or re-encoded (a file left out counts too), so
+ * that the choice is made before anything is written and depends on the source alone. */
+static void measure(const input *in, pack_padding *pp)
+{
+    *pp = (pack_padding){0};
+    if (in->kind == IN_NPY) {
+        pack_padding_add(pp, in->data.row_bytes, in->data.rows);
+    } else if (in->kind == IN_H5) {
+        const int64_t n = stoker_dataset_num_records(in->h5);
+        for (int64_t i = 0; i < n; i++) {
+            uint64_t size = 0;
+            stoker_dataset_record_info(in->h5, i, &size, NULL, NULL);
+            pack_padding_add(pp, size, 1);
+        }
+    } else {
+        for (size_t i = 0; i < in->files.n; i++)
+            pack_padding_add(pp, item_size(&in->files.items[i]), 1);
+    }
+}
+
+/* Everything a pack needs before the writer starts; 0 or an exit code. Without --align, the
+ * alignment is chosen here, from the records (align.c). */
+static int prepare(pack_opts *o, input *in)
 {
     struct stat st;
     int code = pack_check_paths(o);
@@ -569,8 +609,15 @@ static int prepare(const pack_opts *o, input *in)
         code = load_source(o, in);
     if (code == 0 && in->kind != IN_H5_IMAGES)
         code = pack_check_items(o, &in->files);
+    char why[160];
+    if (code == 0 && !o->align_set) {
+        pack_padding pp;
+        measure(in, &pp);
+        o->align = pack_padding_align(&pp);
+        pack_padding_describe(&pp, why, sizeof why);
+    }
     if (code == 0 && !o->quiet)
-        print_options(o, kind_name(in), validate_summary(o, in));
+        print_options(o, kind_name(in), validate_summary(o, in), o->align_set ? NULL : why);
     if (code == 0 && count_records(in) == 0) {
         cli_err("%s: no records (%s)", o->src,
                 in->kind == IN_FOLDER ? "no image files found"
@@ -584,7 +631,7 @@ static int prepare(const pack_opts *o, input *in)
     return code;
 }
 
-static int run_pack(const pack_opts *o)
+static int run_pack(pack_opts *o)
 {
     input in = {0};
     int code = prepare(o, &in);

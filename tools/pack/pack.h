@@ -21,6 +21,7 @@ typedef struct pack_opts {
     const char *src, *out, *labels;
     int64_t shard_size;
     int32_t align, max_side, quality;
+    bool align_set; /* --align given; else align is chosen from the records (align.c) */
     int jobs;
     uint64_t seed;
     /* validate: decode every JPEG (the default; off with --no-validate). validate_set:
@@ -36,6 +37,7 @@ typedef struct pack_item {
     char *key;  /* relative path (the record's index), stored with the record */
     int64_t label;
     int64_t record; /* the record's index in pack_source.ds; -1 for a file */
+    int64_t size;   /* its bytes as found (the scan's stat, the record's info); -1: unknown */
 } pack_item;
 
 typedef struct pack_source {
@@ -120,6 +122,25 @@ int pack_h5_open(const pack_opts *o, stoker_dataset **ds);
 int pack_h5_field(stoker_writer *w, const stoker_dataset *ds);
 int pack_h5_rows(const pack_opts *o, stoker_dataset *ds, const size_t *order, stoker_writer *w,
                  pack_result *res);
+
+/* ---- align.c: the default alignment ---- */
+/* The padding the records would take at each alignment the format allows (4096, 512, 1),
+ * added up record by record before anything is written. */
+enum { PACK_ALIGNS = 3 };
+typedef struct pack_padding {
+    uint64_t payload;          /* the records' bytes */
+    uint64_t pad[PACK_ALIGNS]; /* zeros between them at 4096, 512 and 1 */
+} pack_padding;
+/* Counts `count` records of `size` bytes each. */
+void pack_padding_add(pack_padding *p, uint64_t size, uint64_t count);
+/* The default alignment: the largest whose padding is at most PACK_PADDING_PERCENT of the
+ * payload (4096 when there is no payload). */
+#define PACK_PADDING_PERCENT 5
+int32_t pack_padding_align(const pack_padding *p);
+/* What the choice was made on, for the options summary: the padding of the alignment chosen
+ * and what each larger one would have added ("padding 2.4% of the payload; 4096 would add
+ * 37%", "no padding; 4096 would add 25500% of the payload, 512 3100%"). */
+void pack_padding_describe(const pack_padding *p, char *buf, size_t cap);
 
 /* ---- main.c: interruption ---- */
 extern volatile sig_atomic_t pack_interrupted;

@@ -58,19 +58,21 @@ static char *join(const char *a, const char *b)
     return s;
 }
 
-static void add_item(pack_source *src, char *path, char *key, int64_t label)
+static void add_item(pack_source *src, char *path, char *key, int64_t label, int64_t size)
 {
     if (src->n == src->cap) {
         src->cap = src->cap ? 2 * src->cap : 1024;
         src->items = xrealloc(src->items, src->cap * sizeof *src->items);
     }
-    src->items[src->n++] = (pack_item){path, key, label, -1};
+    src->items[src->n++] = (pack_item){path, key, label, -1, size};
 }
 
 /* A file found under a class folder: its folder (relative to the class) and name, sorted
- * as torchvision does: sorted(os.walk(...)) orders by folder path, then names sorted. */
+ * as torchvision does: sorted(os.walk(...)) orders by folder path, then names sorted; and
+ * its size (-1: stat failed). */
 typedef struct found {
     char *dir, *name;
+    int64_t size;
 } found;
 
 typedef struct found_list {
@@ -108,7 +110,8 @@ static int walk(const char *base, const char *rel, int depth, found_list *out, s
             continue;
         char *path = join(dir, e->d_name);
         struct stat st;
-        const bool is_dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+        const bool found_it = stat(path, &st) == 0;
+        const bool is_dir = found_it && S_ISDIR(st.st_mode);
         free(path);
         if (is_dir && depth < 32) {
             char *sub = join(rel, e->d_name);
@@ -119,7 +122,8 @@ static int walk(const char *base, const char *rel, int depth, found_list *out, s
                 out->cap = out->cap ? 2 * out->cap : 256;
                 out->v = xrealloc(out->v, out->cap * sizeof *out->v);
             }
-            out->v[out->n++] = (found){xstrdup(rel), xstrdup(e->d_name)};
+            out->v[out->n++] =
+                (found){xstrdup(rel), xstrdup(e->d_name), found_it ? (int64_t)st.st_size : -1};
         } else if (!is_dir) {
             ++*ignored;
         }
@@ -182,7 +186,7 @@ int pack_scan_folder(const char *root, bool quiet, pack_source *src)
             char *dir = join(src->classes[c], f.v[i].dir);
             char *key = join(dir, f.v[i].name);
             free(dir);
-            add_item(src, join(root, key), key, (int64_t)c);
+            add_item(src, join(root, key), key, (int64_t)c, f.v[i].size);
             free(f.v[i].dir);
             free(f.v[i].name);
         }
@@ -216,7 +220,7 @@ static int parse_line(const char *list, size_t lineno, char *line, const char *b
         return -1;
     }
     char *path = line[0] == '/' ? xstrdup(line) : join(base, line);
-    add_item(src, path, xstrdup(line), label);
+    add_item(src, path, xstrdup(line), label, -1); /* its size: stat when needed */
     return 0;
 }
 
