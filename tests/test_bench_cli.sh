@@ -2,7 +2,8 @@
 # stoker-bench smoke test: --json gives one valid JSON object with the documented keys;
 # --dump-indices lists every batch, and each epoch delivers every record exactly once
 # (and, for two ranks, disjoint and complete apart from the padding); bad arguments fail
-# with the option parser's messages (shared with stoker-pack); names are printed escaped.
+# with the option parser's messages (shared with stoker-pack); names are printed escaped;
+# --warmup counts batches, and one that leaves --epochs N nothing to time is refused.
 # On a JPEG data set: the pipeline's options and per-stage times in the JSON, --plot's SVG,
 # the consumer verdict under --compute-ms, --io's two read rates, --decoder read back with
 # the images each side decoded, and SIGINT (exit 130 with the partial results).
@@ -102,8 +103,25 @@ grep -Eq "^warning      run too short for a stable figure: [0-9.]+ s < 3 s; .*--
 "$STOKER_BENCH" "$TMP/data" --batch-size 16 --epochs 1 --min-seconds 0 > "$TMP/one0.txt"
 ! grep -q "too short" "$TMP/one0.txt" || { echo "--min-seconds 0 still warns"; exit 1; }
 # epochs of no batch (a global batch larger than the data set, dropped): nothing to time, so
-# the run ends instead of spinning through empty epochs for --min-seconds
+# the run ends instead of spinning through empty epochs for --min-seconds, or in the warm-up
 "$STOKER_BENCH" "$TMP/data" --batch-size 300 --drop-last --json > "$TMP/empty.json"
+"$STOKER_BENCH" "$TMP/data" --batch-size 300 --drop-last --warmup 5 --json > "$TMP/empty_w.json"
+# --warmup counts batches, never an epoch's end: 20 of 3 epochs of 13 leave 19 to time, 12
+# of one leave 1; without --epochs the run goes on past a warm-up of 10 whole epochs to time
+# the next one
+"$STOKER_BENCH" "$TMP/data" --batch-size 16 --epochs 3 --warmup 20 --json > "$TMP/w20.json"
+"$STOKER_BENCH" "$TMP/data" --batch-size 16 --epochs 1 --warmup 12 --json > "$TMP/w12.json"
+"$STOKER_BENCH" "$TMP/data" --batch-size 16 --warmup 130 --min-seconds 0 --json \
+    > "$TMP/w130.json"
+# a warm-up that takes every batch of --epochs N would leave nothing to time: refused before
+# the run, saying how many batches the run has
+for w in 13 1000; do
+    if "$STOKER_BENCH" "$TMP/data" --batch-size 16 --epochs 1 --warmup $w > "$TMP/out" \
+        2> "$TMP/err"; then exit 1; fi
+    grep -q -- "--warmup $w takes every batch of --epochs 1 (13 batches an epoch)" "$TMP/err" ||
+        { cat "$TMP/err"; exit 1; }
+    [ ! -s "$TMP/out" ] || { echo "--warmup $w: the run went ahead"; exit 1; }
+done
 # --max-cache: the page cache the data set may fill; a larger one is read dropping its pages
 "$STOKER_BENCH" "$TMP/data" --epochs 2 --batch-size 16 --max-cache 4K --json > "$TMP/mc.json"
 "$STOKER_BENCH" "$TMP/data" --epochs 2 --batch-size 16 --max-cache 4K > "$TMP/mc.txt"
@@ -130,6 +148,15 @@ assert (one["epochs"], one["options"]["epochs"], one["batches"]) == (1, 1, 12), 
 assert one["too_short"] is True and one["seconds"] < one["min_seconds"] == 3, one
 empty = load("empty")
 assert empty["records"] == 0 and empty["epochs"] <= 2 and empty["too_short"] is True, empty
+empty = load("empty_w")
+assert empty["records"] == empty["warmup_batches"] == 0 and empty["epochs"] <= 2, empty
+w = load("w20")
+assert (w["warmup_batches"], w["warmup_records"], w["batches"], w["records"], w["epochs"]) == \
+    (20, 203 + 7 * 16, 19, 3 * 203 - 203 - 7 * 16, 3), w
+w = load("w12")
+assert (w["warmup_batches"], w["batches"], w["records"], w["epochs"]) == (12, 1, 11, 1), w
+w = load("w130")
+assert (w["warmup_batches"], w["batches"], w["records"], w["epochs"]) == (130, 13, 203, 11), w
 mc = load("mc")
 assert mc["options"]["max_cache"] == 4096 and mc["dropped_bytes"] > 0, mc
 assert load("mc1g")["options"]["max_cache"] == 1 << 30

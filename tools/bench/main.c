@@ -289,12 +289,14 @@ static void usage(FILE *f)
             "a run shorter than SEC is marked too short.\n",
             BENCH_MIN_EPOCHS, BENCH_MIN_SECONDS);
     fputs("--warmup batches (default 1) are taken untimed first; they are part of the\n"
-          "delivered order and of the epochs counted. --max-cache SIZE (K, M, G suffixes):\n"
-          "page cache the data set may fill (default half the memory available); a larger\n"
-          "one is read dropping its pages behind the reader. --compute-ms simulates a\n"
-          "consumer that works X ms per batch (spinning; --compute-sleep sleeps instead).\n"
-          "--io first measures the shards' raw sequential read bandwidth. --gpu-normalize\n"
-          "moves (x/255 - mean)/std to the GPU (--device cuda): only uint8 crosses PCIe.\n"
+          "delivered order and of the epochs counted, and must leave a batch of --epochs N\n"
+          "to time (without --epochs the run goes on past them).\n"
+          "--max-cache SIZE (K, M, G suffixes): page cache the data set may fill (default\n"
+          "half the memory available); a larger one is read dropping its pages behind the\n"
+          "reader. --compute-ms simulates a consumer that works X ms per batch (spinning;\n"
+          "--compute-sleep sleeps instead). --io first measures the shards' raw sequential\n"
+          "read bandwidth. --gpu-normalize moves (x/255 - mean)/std to the GPU (--device\n"
+          "cuda): only uint8 crosses PCIe.\n"
           "--decoder: who decodes JPEGs (default auto: the GPU's hardware JPEG decoder beside\n"
           "the workers when batches go to a GPU that has one, else the workers); the report\n"
           "gives the decoder in effect, the images each side decoded and why the GPU\n"
@@ -414,9 +416,32 @@ static int refuse_decoder(const opts *o, int32_t kind)
     return 0;
 }
 
+/* --epochs N with a warm-up that takes all of their batches would time nothing, and report
+ * a figure of nothing: a --warmup given so is refused before the run, as an option that
+ * does nothing; the default one batch is left out, saying so (a run of one batch). Without
+ * --epochs, the run goes on past the warm-up to time a batch. */
+static int refuse_warmup(opts *o, const stoker_loader *l)
+{
+    int64_t nb = 0;
+    if (!o->epochs_exact || o->warmup == 0 || stoker_loader_num_batches(l, &nb) != 0 ||
+        nb <= 0 || (o->epochs <= INT64_MAX / nb && o->warmup < nb * o->epochs))
+        return 0;
+    if (!GIVEN(o, OPT_WARMUP)) {
+        cli_err("note: no warm-up batch: the run's one batch (--epochs %" PRId64 ") is timed",
+                o->epochs);
+        o->warmup = 0;
+        return 0;
+    }
+    cli_err("--warmup %" PRId64 " takes every batch of --epochs %" PRId64 " (%" PRId64
+            " batch%s an epoch): nothing would be timed; give --warmup below %" PRId64
+            ", or more --epochs",
+            o->warmup, o->epochs, nb, nb == 1 ? "" : "es", nb * o->epochs);
+    return -1;
+}
+
 /* Creates the loader and reads back what it runs with. 0, 1 (reported) or 2 (an option
- * that does nothing, reported). */
-static int open_loader(const opts *o, const stoker_config *cfg, stoker_loader **l, result *r)
+ * that does nothing, or a warm-up that leaves nothing to time, reported). */
+static int open_loader(opts *o, const stoker_config *cfg, stoker_loader **l, result *r)
 {
     if (refuse_decoder(o, r->kind) < 0)
         return 2;
@@ -426,11 +451,11 @@ static int open_loader(const opts *o, const stoker_config *cfg, stoker_loader **
         return 1;
     }
     resolve(*l, &r->eff);
-    return refuse_unused(o, r) < 0 ? 2 : 0;
+    return refuse_unused(o, r) < 0 || refuse_warmup(o, *l) < 0 ? 2 : 0;
 }
 
 /* Runs the loader and reports. Returns the exit status. */
-static int bench(const opts *o, stoker_config *cfg, result *r)
+static int bench(opts *o, stoker_config *cfg, result *r)
 {
     stoker_loader *l = NULL;
     FILE *dump = NULL;

@@ -148,27 +148,32 @@ typedef struct progress {
 } progress;
 
 /* Whether the run is over at an epoch's end, `secs` into its timed part: --epochs N runs
- * exactly N epochs (the time rule never cuts a long one short); otherwise at least
- * o->epochs and o->min_seconds, except after an epoch of no batch, which leaves nothing to
- * time however long it goes on. */
-static bool over(const opts *o, const progress *p, bool empty, double secs)
+ * exactly N epochs (the time rule never cuts a long one short; main.c refuses a warm-up
+ * that leaves them no batch to time); otherwise at least o->epochs, o->min_seconds and a
+ * batch timed (a warm-up may span those epochs), except after an epoch of no batch, which
+ * leaves nothing to time however long it goes on. */
+static bool over(const opts *o, const progress *p, const result *r, bool empty, double secs)
 {
     if (o->epochs_exact)
         return p->ends >= o->epochs;
-    return empty || (p->ends >= o->epochs && secs >= o->min_seconds);
+    return empty || (p->ends >= o->epochs && secs >= o->min_seconds && r->batches > 0);
 }
 
-/* Untimed warm-up batches (a STOKER_END among them counts as an epoch's end). */
+/* Untimed warm-up: o->warmup batches, across epochs if need be (an epoch's end is no batch:
+ * it counts as an epoch's end only). An epoch of no batch ends it: none will come. */
 static int warm_up(stoker_loader *l, const opts *o, FILE *dump, result *r, progress *p)
 {
-    for (int64_t i = 0; i < o->warmup && !bench_interrupted; i++) {
+    while (r->warm_batches < o->warmup && !bench_interrupted) {
         stoker_batch *b = NULL;
         const int rc = take(l, &b);
         if (rc < 0)
             return rc;
         if (rc == STOKER_END) {
             p->ends++;
+            const bool empty = p->in_epoch == 0;
             p->in_epoch = 0;
+            if (empty)
+                break;
             continue;
         }
         p->in_epoch++;
@@ -196,7 +201,7 @@ static int timed(stoker_loader *l, const opts *o, FILE *dump, result *r, progres
             return rc;
         if (rc == STOKER_END) {
             p->ends++;
-            done = over(o, p, p->in_epoch == 0, bench_now() - k.t0);
+            done = over(o, p, r, p->in_epoch == 0, bench_now() - k.t0);
             p->in_epoch = 0;
             continue;
         }
