@@ -58,6 +58,8 @@ static void axes(FILE *f, double tmax, double ymax, double xstep, double ystep)
             W - 18, TOP + PH / 2);
 }
 
+/* A point's figure holds over the interval it measured, so the first one is drawn from the
+ * start of the run: a run shorter than a step, measured by one point, is a level line. */
 static void series(FILE *f, const result *r, double tmax, double ymax, int which)
 {
     fprintf(f, "<polyline fill='none' stroke-width='2' stroke='%s' points='",
@@ -65,6 +67,8 @@ static void series(FILE *f, const result *r, double tmax, double ymax, int which
     for (size_t i = 0; i < r->ntimeline; i++) {
         const sample *s = &r->timeline[i];
         const double v = which ? s->wait_fraction / 1.0 : s->records_per_sec / ymax;
+        if (i == 0)
+            fprintf(f, "%.1f,%.1f ", LEFT, TOP + PH - PH * v);
         fprintf(f, "%.1f,%.1f ", LEFT + PW * s->t / tmax, TOP + PH - PH * v);
     }
     fprintf(f, "'/>\n");
@@ -99,13 +103,18 @@ static void plot(FILE *f, const result *r)
     const double xstep = nice_step(tmax, 8), ystep = nice_step(ymax > 0 ? ymax : 1, 5);
     tmax = ceil(tmax / xstep - 1e-9) * xstep;
     ymax = ceil((ymax > 0 ? ymax : 1) / ystep - 1e-9) * ystep;
+    char samples[96];
+    if (r->ntimeline == 1)
+        snprintf(samples, sizeof samples, "one sample: the run took %.3g s", r->seconds);
+    else
+        snprintf(samples, sizeof samples, "%zu samples every 0.25 s", r->ntimeline);
     fprintf(f,
             "<?xml version='1.0' encoding='UTF-8'?>\n<svg xmlns='http://www.w3.org/2000/svg'"
             " width='%.0f' height='%.0f' viewBox='0 0 %.0f %.0f' font-family='sans-serif' "
             "font-size='12'>\n<rect width='100%%' height='100%%' fill='white'/>\n"
             "<text x='%.0f' y='28' text-anchor='middle' font-size='15'>stoker-bench: "
-            "throughput and consumer wait (%zu samples every 0.25 s)</text>\n",
-            W, H, W, H, W / 2, r->ntimeline);
+            "throughput and consumer wait (%s)</text>\n",
+            W, H, W, H, W / 2, samples);
     axes(f, tmax, ymax, xstep, ystep);
     series(f, r, tmax, ymax, 0);
     series(f, r, tmax, ymax, 1);

@@ -120,11 +120,9 @@ typedef struct ticker {
     int64_t last_records;
 } ticker;
 
-static void tick(stoker_loader *l, result *r, ticker *k)
+/* A timeline point at t: throughput and consumer wait since the last one (returned). */
+static double sample_at(stoker_loader *l, result *r, ticker *k, double t)
 {
-    const double t = bench_now();
-    if (t - k->last_t < SAMPLE_EVERY)
-        return;
     stoker_stats st = {.struct_size = sizeof st};
     stoker_loader_get_stats(l, &st);
     const double dt = t - k->last_t;
@@ -134,11 +132,30 @@ static void tick(stoker_loader *l, result *r, ticker *k)
     k->last_t = t;
     k->last_wait = st.wait_seconds;
     k->last_records = r->records;
+    return wf;
+}
+
+static void tick(stoker_loader *l, result *r, ticker *k)
+{
+    const double t = bench_now();
+    if (t - k->last_t < SAMPLE_EVERY)
+        return;
+    const double wf = sample_at(l, r, k, t);
     if (t - k->last_beat >= HEARTBEAT_EVERY) {
         k->last_beat = t;
         cli_err("%.0f s, %" PRId64 " records, %.0f records/s, consumer wait %.0f%%", t - k->t0,
                 r->records, (double)r->records / (t - k->t0), 100.0 * wf);
     }
+}
+
+/* The stretch after the last point, at the end of the timed run: a point of its own when it
+ * lasts half a step or more, or when there is no point yet, so that a run shorter than a
+ * step still has its figure on the timeline (and --plot a line to draw). */
+static void tick_end(stoker_loader *l, result *r, ticker *k)
+{
+    const double t = bench_now();
+    if (t > k->last_t && (r->ntimeline == 0 || t - k->last_t >= SAMPLE_EVERY / 2))
+        sample_at(l, r, k, t);
 }
 
 /* Where the run stands: epoch ends passed (the warm-up's too) and batches taken of the
@@ -186,10 +203,11 @@ static int warm_up(stoker_loader *l, const opts *o, FILE *dump, result *r, progr
     return 0;
 }
 
-static int timed(stoker_loader *l, const opts *o, FILE *dump, result *r, progress *p)
+/* The timed epochs, from t0 (the clock of r->seconds, so that the timeline ends with it). */
+static int timed(stoker_loader *l, const opts *o, FILE *dump, result *r, progress *p, double t0)
 {
     ticker k = {0};
-    k.t0 = k.last_t = k.last_beat = bench_now();
+    k.t0 = k.last_t = k.last_beat = t0;
     stoker_stats st = {.struct_size = sizeof st};
     stoker_loader_get_stats(l, &st);
     k.last_wait = st.wait_seconds;
@@ -215,6 +233,7 @@ static int timed(stoker_loader *l, const opts *o, FILE *dump, result *r, progres
         stoker_batch_release(b);
         tick(l, r, &k);
     }
+    tick_end(l, r, &k);
     return 0;
 }
 
@@ -230,7 +249,7 @@ int bench_run(stoker_loader *l, const opts *o, FILE *dump, result *r)
     int64_t rss = 0;
     const double cpu0 = cpu_seconds(&rss), t0 = bench_now();
     gpu_sampler *g = st0.device >= 0 ? bench_gpu_start(st0.device) : NULL;
-    rc = timed(l, o, dump, r, &p);
+    rc = timed(l, o, dump, r, &p, t0);
     r->seconds = bench_now() - t0;
     r->epochs = p.ends;
     r->cpu_seconds = cpu_seconds(&r->peak_rss) - cpu0;
