@@ -42,6 +42,35 @@ _HOLD_RULE = ("the next batch's slot is still held (depth=%d): the loader's slot
               "create the loader with a larger depth")
 
 
+class _Handout:
+    """One batch of stoker_loader_next, from the moment the library hands it out until it is
+    released; each Loader.__next__ makes one (or goes on with one an interrupt left).
+
+    Ctrl-C: Python raises KeyboardInterrupt where it next checks for signals. A signal that
+    comes while next() waits in the library (ctypes lets the GIL go there) is noticed right
+    after the call returns, with the batch handed out and not yet wrapped; one may also come
+    while the batch is wrapped. So the library writes the batch into ``out``, which the core
+    keeps (``_Core.pending``) from before the call, and the batch counts as delivered only
+    when ``__next__`` hands its Batch over, by one store (``held[h] = h.owner = token``)
+    right before it returns: CPython (3.11 on) checks for signals at calls and backward
+    jumps, and none lies after that store before the caller has the batch. A hand-out left
+    pending by an interrupt is taken up by the next consumer call: next() delivers it,
+    set_epoch and load_state_dict release it, and until then ``epoch``, ``position`` and
+    ``state_dict()`` are those saved before the call (``epoch``, ``position``, ``state``), so
+    the loader stands where it stood before the interrupted call."""
+
+    __slots__ = ("out", "epoch", "position", "state", "thread", "owner", "stream")
+
+    def __init__(self):
+        self.out = ctypes.c_void_p()  # the stoker_batch, written by stoker_loader_next
+        self.epoch = self.position = self.state = None  # where the loader stood before
+        # The thread that wrapped the batch and is handing it over (the consumer lock is let
+        # go before the hand-over): no other thread takes up this hand-out meanwhile.
+        self.thread = None
+        self.owner = None  # a weakref to the batch's _BatchRef once handed over
+        self.stream = None  # the last CUDA stream a consumer named (device batches)
+
+
 class _Core:
     """Owns the stoker_loader handle. Destroyed when the Loader is closed and every batch
     it handed out has been released (so arrays made from batches never dangle).
@@ -59,11 +88,15 @@ class _Core:
         self.handle = ctypes.c_void_p()
         # `calls`: the C loader takes its consumer calls (next, set_epoch, state, sizes) one
         # at a time, so every Loader method holds it; closing too, so the handle is never
-        # destroyed under a call. `lock`: the batch counts, and the handle's lifetime for
+        # destroyed under a call. `lock`: the batches held, and the handle's lifetime for
         # the calls allowed from any thread (release, stats). Order: calls, then lock.
         self.calls = threading.RLock()
         self.lock = threading.RLock()
-        self.outstanding = 0
+        # Batches handed over and not released: _Handout -> weakref to its _BatchRef.
+        self.held = {}
+        # The _Handout of the latest next() until its batch is handed over (under `calls`).
+        self.pending = None
+        self.state_size = 0
         self.closing = False
         self._release = _L.stoker_batch_release
         self._release_stream = (_L.stoker_batch_release_stream
@@ -72,6 +105,11 @@ class _Core:
         self._pid = os.getpid()
         self._getpid = os.getpid
 
+    @property
+    def outstanding(self):
+        """Batches handed over and not released."""
+        return len(self.held)
+
     def forked(self):
         """True in a process forked from the one that created the loader."""
         return self._getpid() != self._pid
@@ -79,19 +117,43 @@ class _Core:
     def errmsg(self):
         return _lib.text(_L.stoker_loader_errmsg(self.handle)) if self.handle else ""
 
-    def batch_done(self, bh, stream=None):
+    def batch_done(self, ref):
+        """The last holder of a batch let go: gives it back to the library, unless it was
+        never handed over (an interrupted next, whose batch the next call delivers)."""
         if self.forked():
             return
         with self.lock:
-            if stream is not None and self._release_stream is not None:
+            h = ref.handout
+            token = self.held.get(h)
+            if token is None or token() is not ref:
+                return
+            # Forgotten first, then released: nothing checks for a signal in between, and a
+            # batch released and still listed could be released twice (sweep), the second
+            # time when its slot holds a later batch.
+            del self.held[h]
+            if h.stream is not None and self._release_stream is not None:
                 # device batch: its buffer is refilled only after the work queued on the
                 # consumer's stream (which may still read it) completes
-                self._release_stream(bh, stream)
+                self._release_stream(h.out, h.stream)
             else:
-                self._release(bh)
-            self.outstanding -= 1
-            if self.closing and self.outstanding == 0:
+                self._release(h.out)
+            if self.closing and not self.held:
                 self.destroy()
+
+    def sweep(self):
+        """Gives back the batches whose holders are all gone without their release having
+        run: a KeyboardInterrupt inside a __del__ is dropped with the rest of it, and
+        otherwise the batch's slot would stay held for good. The consumer's side."""
+        with self.lock:
+            if not self.handle:
+                return
+            for h, token in list(self.held.items()):
+                if token() is None:
+                    del self.held[h]
+                    if h.stream is not None and self._release_stream is not None:
+                        self._release_stream(h.out, h.stream)
+                    else:
+                        self._release(h.out)
 
     def destroy(self):
         with self.lock:
@@ -107,7 +169,7 @@ class _Core:
             return
         with self.lock:
             self.closing = True
-            if self.outstanding == 0:
+            if not self.held:
                 self.destroy()
 
     def __del__(self):
@@ -122,13 +184,13 @@ class _Core:
 class _BatchRef:
     """Counts the holders of one C batch: its BatchData plus every live DLPack export."""
 
-    def __init__(self, core, bh, device):
+    def __init__(self, core, handout, device):
         self.core = core
-        self.bh = bh
+        self.handout = handout
+        self.bh = handout.out.value
         self.device = device
         self.count = 1
         self.lock = threading.RLock()  # a collection inside may release this very ref
-        self.stream = None  # the last CUDA stream a consumer named (device batches)
 
     def acquire(self):
         with self.lock:
@@ -141,7 +203,7 @@ class _BatchRef:
             self.count -= 1
             last = self.count == 0
         if last:
-            self.core.batch_done(self.bh, self.stream)
+            self.core.batch_done(self)
 
     def wait_stream(self, stream):
         """For device batches: makes the consumer's CUDA `stream` wait on the batch's ready
@@ -163,7 +225,7 @@ class _BatchRef:
         # the handles 0x1 and 0x2, so the values pass through unchanged.
         handle = 1 if stream is None or stream == 0 else int(stream)
         if handle != -1:
-            self.stream = handle
+            self.handout.stream = handle
         if handle == -1 or not _lib.has("stoker_batch_wait_stream"):
             return
         rc = _L.stoker_batch_wait_stream(self.bh, handle)
@@ -467,13 +529,15 @@ class _Epoch:
         if self.done:
             raise StopIteration
         try:
-            batch = self._loader._next()
+            got = self._loader._next()
         except BaseException:
             self.done = True  # a loop stopped by an error is over; the next one continues
             raise
-        if batch is None:
+        if got is None:
             self.done = True
             raise StopIteration
+        batch, held, handout, token = got
+        held[handout] = handout.owner = token  # handed over: no signal is checked after this
         return batch
 
 
@@ -528,6 +592,13 @@ class Loader:
     the number of batches per epoch on this rank. ``set_epoch(e)`` restarts at epoch e;
     ``state_dict()``/``load_state_dict()`` save and resume mid-epoch; ``stats()``;
     ``close()`` (or ``with``). Batches and their lifetime: see Batch and the module doc.
+
+    Ctrl-C (KeyboardInterrupt) while ``next`` waits for a batch stops the loop once the
+    library returns, and loses nothing: the batch that call got is delivered by the next
+    call (a new ``for`` loop continues the epoch with it); until then ``epoch``,
+    ``position`` and ``state_dict()`` do not count it, and ``set_epoch`` or
+    ``load_state_dict`` releases it. The batches delivered over an interrupted run, and the
+    state saved after an interrupt, are an uninterrupted run's (docs/SEMANTICS.md).
 
     What the loader runs with, defaults resolved (read-only, from the library): ``depth``,
     ``threads``, ``batch_size``, ``seed``, ``shuffle``, ``drop_last``, ``order``, ``rank``,
@@ -617,6 +688,9 @@ class Loader:
         # readable after close too
         self._batch_size = self._option(core, "batch_size")
         self._depth = self._option(core, "depth")
+        size = ctypes.c_size_t()
+        _L.stoker_loader_state_save(core.handle, None, 0, ctypes.byref(size))
+        core.state_size = size.value
 
     # ---- helpers ----
 
@@ -655,9 +729,13 @@ class Loader:
 
     def _call_released(self, core, fn, *args):
         """Runs a call that needs every batch released, collecting garbage once if batches
-        are only held by unreachable objects. The caller holds core.calls."""
+        are only held by unreachable objects. A batch an interrupted next() left undelivered
+        is released first. The caller holds core.calls."""
+        self._drop_leftover(core)
+        core.sweep()
         if core.outstanding:
             gc.collect()
+            core.sweep()
         rc = fn(core.handle, *args)
         if rc == _lib.E_STATE and core.outstanding:
             raise StateError(rc, "%s; %d batch(es) are still held by Batch objects or arrays/"
@@ -680,39 +758,80 @@ class Loader:
 
     def __next__(self):
         """The next batch of the current epoch; StopIteration at its end."""
-        b = self._next()
-        if b is None:
+        got = self._next()
+        if got is None:
             raise StopIteration
-        return b
+        batch, held, handout, token = got
+        held[handout] = handout.owner = token  # handed over: no signal is checked after this
+        return batch
 
     def _next(self):
+        """None at the epoch's end, else (batch, held, handout, token): the caller hands the
+        batch over with ``held[handout] = handout.owner = token`` just before returning it
+        (see _Handout), after the consumer lock is let go."""
         with self._consumer() as core:
             return self._next_locked(core)
 
-    def _next_locked(self, core):
-        out = ctypes.c_void_p()
-        rc = _L.stoker_loader_next(core.handle, ctypes.byref(out))
-        if rc == _lib.E_STATE and core.outstanding:
-            # the next batch's slot is held (the ring rule); by unreachable objects alone?
-            gc.collect()
-            rc = _L.stoker_loader_next(core.handle, ctypes.byref(out))
-            if rc == _lib.E_STATE and core.outstanding:
-                raise StateError(rc, _HOLD_RULE % self.depth)
-        if rc == _lib.END:
+    def _leftover(self, core):
+        """The hand-out of a next() that an interrupt (or another exception) stopped before
+        the batch was handed over, or None. One that a thread is still handing over is that
+        thread's. The caller holds core.calls."""
+        h = core.pending
+        if h is None or h.owner is not None:
             return None
-        if rc != 0:
-            self._fail(rc, core)
-        with core.lock:
-            core.outstanding += 1
-        ref = _BatchRef(core, out.value, -1)
+        if h.thread is not None and h.thread != threading.get_ident():
+            return None
+        return h
+
+    def _drop_leftover(self, core):
+        """Releases the batch an interrupted next() got and never delivered."""
+        h = self._leftover(core)
+        if h is not None:
+            core.pending = None
+            if h.out.value:  # nothing checks for a signal between the store and the call
+                _L.stoker_batch_release(h.out)
+
+    def _next_locked(self, core):
+        core.sweep()
+        h = self._leftover(core)
+        if h is not None and not h.out.value:
+            # The interrupted call handed out nothing: it never ran, or its batch failed
+            # (consumed, as ever), or it ended the epoch, which this call reports.
+            epoch = self._c_position(core)[0]
+            core.pending = None
+            if epoch != h.epoch:
+                return None
+            h = None
+        if h is None:
+            h = _Handout()
+            h.epoch, h.position = self._c_position(core)
+            h.state = self._c_state_blob(core)
+            core.pending = h  # from here the library's batch is kept, whatever happens
+            rc = _L.stoker_loader_next(core.handle, ctypes.byref(h.out))
+            if rc == _lib.E_STATE and core.outstanding:
+                # the next batch's slot is held (the ring rule); by unreachable objects alone?
+                gc.collect()
+                core.sweep()
+                rc = _L.stoker_loader_next(core.handle, ctypes.byref(h.out))
+                if rc == _lib.E_STATE and core.outstanding:
+                    core.pending = None
+                    raise StateError(rc, _HOLD_RULE % self.depth)
+            if rc != 0:
+                core.pending = None
+                if rc == _lib.END:
+                    return None
+                self._fail(rc, core)
         view = _lib.BatchView()
         view.struct_size = ctypes.sizeof(view)
-        rc = _L.stoker_batch_get_view(out, ctypes.byref(view))
+        rc = _L.stoker_batch_get_view(h.out, ctypes.byref(view))
         if rc != 0:
-            ref.release()
+            self._drop_leftover(core)
             self._fail(rc, core)
-        ref.device = int(view.device)
-        return Batch(ref, view)
+        ref = _BatchRef(core, h, int(view.device))
+        batch = Batch(ref, view)
+        token = weakref.ref(ref)
+        h.thread = threading.get_ident()
+        return batch, core.held, h, token
 
     # ---- epoch, size, state ----
 
@@ -735,8 +854,20 @@ class Loader:
         return n.value
 
     def _state_blob(self, core):
-        """The loader's saved state (stoker_loader_state_save). The caller holds
-        core.calls."""
+        """The loader's saved state (stoker_loader_state_save), from before the batch an
+        interrupted next() has not delivered yet. The caller holds core.calls."""
+        h = self._leftover(core)
+        if h is not None and h.out.value:
+            return h.state
+        return self._c_state_blob(core)
+
+    def _c_state_blob(self, core):
+        """The C loader's saved state. The caller holds core.calls."""
+        if core.state_size:
+            buf = ctypes.create_string_buffer(core.state_size)
+            rc = _L.stoker_loader_state_save(core.handle, buf, len(buf), None)
+            if rc == 0:
+                return buf.raw
         size = ctypes.c_size_t()
         rc = _L.stoker_loader_state_save(core.handle, None, 0, ctypes.byref(size))
         buf = ctypes.create_string_buffer(size.value)
@@ -747,7 +878,15 @@ class Loader:
         return buf.raw[:size.value]
 
     def _position(self, core):
-        """(epoch, batches of it handed out), from the consumer's side (core.calls held)."""
+        """(epoch, batches of it handed out), from the consumer's side (core.calls held):
+        before the batch an interrupted next() has not delivered yet."""
+        h = self._leftover(core)
+        if h is not None and h.out.value:
+            return h.epoch, h.position
+        return self._c_position(core)
+
+    def _c_position(self, core):
+        """The C loader's (epoch, position). The caller holds core.calls."""
         epoch, position = ctypes.c_int64(), ctypes.c_int64()
         rc = _L.stoker_loader_position(core.handle, ctypes.byref(epoch), ctypes.byref(position))
         if rc != 0:
@@ -951,6 +1090,7 @@ class Loader:
             return
         gc.collect() if core.outstanding else None
         with core.calls:  # a call in progress in another thread ends first
+            core.sweep()
             core.close()
 
     @property
