@@ -348,7 +348,12 @@ static double consume(job *j, stoker__split *s, double busy_scale)
     j->ready--;
     if (j->blocked)
         begin_batch(j, s, j->t);
-    j->delivered++;
+    if (j->delivered++ == 0) { /* as the loader: the first delivery starts the first period */
+        j->period_t0 = j->t;
+        j->period_busy = 0;
+        j->t += j->step_s * jitter(j);
+        return waited;
+    }
     j->period_wait += waited;
     j->period_ready += ready;
     if (++j->period_n == 8) {
@@ -368,7 +373,8 @@ static double consume(job *j, stoker__split *s, double busy_scale)
 
 static void job_start(job *j, stoker__split *s)
 {
-    stoker__split_init(s, NULL, true);
+    const stoker__split_config cfg = {.ahead = 0.75 * j->depth}; /* as the GPU stage sets it */
+    stoker__split_init(s, &cfg, true);
     begin_batch(j, s, 0);
 }
 
@@ -456,8 +462,8 @@ static void check_fast_consumer(void)
     T_ASSERT(hi == 0);
 }
 
-/* The consumer waits, but the workers are half idle (reads, not decoding, hold them up): the
- * GPU's decoding would not help, and the share stays 0. */
+/* The consumer waits, but the workers are mostly idle (reads, not decoding, hold them up):
+ * the GPU's decoding would not help, and the share stays 0. */
 static void check_not_cpu_bound(void)
 {
     job j = {.cpu_rate = 11400, .gpu_rate = 10000, .step_s = 256 / 19000.0, .slowdown = 0.3,
@@ -465,7 +471,7 @@ static void check_not_cpu_bound(void)
     stoker__split s;
     job_start(&j, &s);
     double lo, hi, rate;
-    job_run(&j, &s, 10, 10, 0.5, &lo, &hi, &rate);
+    job_run(&j, &s, 10, 10, 0.3, &lo, &hi, &rate);
     char why[160];
     stoker__split_describe(&s, why, sizeof why);
     printf("workers not busy: share %.3f..%.3f; %s\n", lo, hi, why);

@@ -378,6 +378,10 @@ static int start_on_device(stoker__gdec *gd, stoker__err *err)
 int stoker__gdec_start(stoker__gdec *gd, stoker__ring *ring, stoker__err *err)
 {
     gd->ring = ring;
+    /* ahead of the consumer: the ring three-quarters full at its calls, where producers are
+     * held back by it; fewer ready batches only say that the two sides keep pace */
+    const double ahead = 0.75 * ring->depth;
+    gd->split.cfg.ahead = ahead > gd->split.cfg.ahead ? ahead : gd->split.cfg.ahead;
     if (gd->emulated)
         return start_on_device(gd, err);
     const int prev = stoker__cuda_use_device(gd->device);

@@ -44,8 +44,11 @@ typedef struct stoker__split_config {
                              (0: 0.02) */
     double wait_low;      /* ... below which, with batches ahead, it takes less (0: 0.005) */
     double ahead;         /* batches ready at the consumer's calls, on average, that count as
-                             ahead of it (0: 1.5) */
-    double busy_high;     /* the workers' busy share at which the CPU is the limit (0: 0.7) */
+                             ahead of it (0: 1.5); the GPU stage sets 3/4 of the ring, so that
+                             only producers held back by a full ring take the share down */
+    double busy_high;     /* the workers' busy share at which the CPU is the limit (0: 0.5;
+                             saturated workers show 65-80%: the rest is time between
+                             records that the measure leaves out) */
     double gain;          /* of the waited share, added to the share (0: 0.6) */
     double step_min;      /* least rise (0: 0.02) */
     double step_down;     /* fall per period with batches ahead (0: 0.02) */
