@@ -747,6 +747,11 @@ typedef struct stoker_stats {
                                  stage), or under STOKER_DECODER_AUTO the split's last
                                  decision with the consumer's wait and the workers' load it
                                  was made on (empty: nothing to say) */
+    int64_t full_checks;      /* JPEGs decoded to the end of their data, past the crop, to
+                                 find damage there: a record of a data set not checked when
+                                 packed (or of an HDF5 file) on its first use, and again on
+                                 each use while it is found damaged (read-ahead included; 0
+                                 for a checked data set) */
 } stoker_stats;
 
 /* Fills `stats` (struct_size set by the caller). Any thread. 0 or STOKER_E_INVALID. */

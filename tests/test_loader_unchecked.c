@@ -9,8 +9,6 @@
 #include "jpegutil.h"
 #include "test_loader_util.h"
 
-#include "loader/loader.h"
-
 #define N 16
 #define W 160
 #define H 320 /* tall: the eval crop's rows end well above the bottom */
@@ -92,14 +90,6 @@ static const int32_t TRANSFORMS[] = {STOKER_TRANSFORM_TRAIN, STOKER_TRANSFORM_EV
                                      STOKER_TRANSFORM_RESIZE};
 static const char *const TNAMES[] = {"train", "eval", "resize"};
 
-/* Images the workers decoded to their end to look for damage (read-ahead included). */
-static uint64_t whole_decodes(const stoker_loader *l)
-{
-    stoker__pool_stats ps;
-    stoker__pool_stats_get(&l->pool, &ps);
-    return ps.whole;
-}
-
 /* on_corrupt error, one record per batch: a damaged record's batch fails naming its shard
  * and the record, on every epoch; every other batch holds its own record. */
 static void check_error(const char *path, int t)
@@ -137,6 +127,8 @@ static void check_error(const char *path, int t)
         T_EQ_INT(pos, N);
     }
     T_EQ_INT(tl_stats(l).skipped, 0);
+    /* every record on its first use, a damaged one again on the second epoch */
+    T_ASSERT(tl_stats(l).full_checks >= N + NDAMAGED);
     stoker_loader_destroy(l);
 }
 
@@ -174,8 +166,8 @@ static void check_skip(const char *path, int t)
 }
 
 /* `epochs` epochs of a clean data set, one worker (so that no record is decoded twice at
- * once): the images decoded to their end. */
-static uint64_t clean_run(const char *path, int t, int epochs)
+ * once): the images decoded to their end (stats.full_checks). */
+static int64_t clean_run(const char *path, int t, int epochs)
 {
     stoker_config *cfg = cfg_for(TRANSFORMS[t], STOKER_ON_CORRUPT_ERROR, 4, 1);
     stoker_loader *l = tl_open(path, cfg);
@@ -189,7 +181,7 @@ static uint64_t clean_run(const char *path, int t, int epochs)
             T_OK(stoker_batch_release(b));
         }
     }
-    const uint64_t n = whole_decodes(l);
+    const int64_t n = tl_stats(l).full_checks;
     stoker_loader_destroy(l);
     return n;
 }
@@ -210,9 +202,9 @@ int main(void)
         check_skip(unchecked, t);
         /* a clean record of an unchecked data set: decoded to its end once, whatever the
          * epochs; of a checked one, never (its crops stop where they end) */
-        const uint64_t one = clean_run(clean, t, 1), three = clean_run(clean, t, 3);
-        printf("%s: decoded to the end: %llu after 1 epoch, %llu after 3 (%d records)\n",
-               TNAMES[t], (unsigned long long)one, (unsigned long long)three, N);
+        const int64_t one = clean_run(clean, t, 1), three = clean_run(clean, t, 3);
+        printf("%s: decoded to the end: %lld after 1 epoch, %lld after 3 (%d records)\n",
+               TNAMES[t], (long long)one, (long long)three, N);
         T_EQ_INT(three, N);
         T_EQ_INT(one, N);
         T_EQ_INT(clean_run(checked, t, 2), 0);

@@ -99,6 +99,7 @@ class Stats(ctypes.Structure):
         ("cpu_busy", ctypes.c_double),
         ("gpu_busy", ctypes.c_double),
         ("decoder_note", ctypes.c_char * 160),
+        ("full_checks", ctypes.c_int64),
     ]
 
 

@@ -1061,8 +1061,10 @@ class Loader:
         """Loader statistics as a dict (stoker_loader_stats_json: one snapshot), the JPEG
         decoder's figures among them: ``decoder`` (the one in effect, a name), ``cpu_decoded``,
         ``gpu_decoded``, ``gpu_retried``, ``gpu_fallbacks``, ``gpu_share``, ``cpu_busy``,
-        ``gpu_busy`` and ``decoder_note`` (a str). Does not wait for a next() in progress
-        in another thread."""
+        ``gpu_busy`` and ``decoder_note`` (a str), and ``full_checks`` (JPEGs decoded to the
+        end of their data to find damage past the crop: a record of a data set not checked
+        when packed, on its first use). Does not wait for a next() in progress in another
+        thread."""
         cap = 4096
         for _ in range(3):
             buf = ctypes.create_string_buffer(cap)

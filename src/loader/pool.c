@@ -173,6 +173,8 @@ static bool process_into(stoker__pool *p, stoker__worker *w, stoker__slot *s, ui
                                           dst, cap, &w->err);
     const uint64_t ns = stoker__now_ns() - t0;
     count_add(&w->stats.process_ns, ns);
+    if (whole)
+        count_add(&w->stats.whole, 1);
     if (p->gd)
         stoker__gdec_cpu_time(p->gd, s, ns);
     if (rc < 0) {
@@ -183,11 +185,9 @@ static bool process_into(stoker__pool *p, stoker__worker *w, stoker__slot *s, ui
         return false;
     }
     count_add(&w->stats.decoded, 1);
-    if (whole && (uint64_t)id < p->plan->records) {
+    if (whole && (uint64_t)id < p->plan->records)
         atomic_fetch_or_explicit(&p->clean[(uint64_t)id / 64], UINT64_C(1) << ((uint64_t)id % 64),
                                  memory_order_relaxed);
-        count_add(&w->stats.whole, 1);
-    }
     return true;
 }
 

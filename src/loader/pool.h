@@ -31,7 +31,7 @@ typedef struct stoker__wstats {
     atomic_uint_fast64_t reduced; /* images decoded at a DCT reduction */
     atomic_uint_fast64_t dropped; /* bytes dropped from the page cache behind the reads */
     atomic_uint_fast64_t decoded; /* images this worker decoded (the process step succeeded) */
-    atomic_uint_fast64_t whole;   /* of those, decoded to their end to look for damage */
+    atomic_uint_fast64_t whole;   /* images decoded to their end to look for damage */
 } stoker__wstats;
 
 /* The workers' counters, summed. */

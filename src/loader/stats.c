@@ -172,6 +172,7 @@ static void fill_stats(const stoker_loader *l, stoker_stats *s)
     s->records_read = (int64_t)ps.records;
     s->bytes_read = (int64_t)ps.bytes;
     s->reduced = (int64_t)ps.reduced;
+    s->full_checks = (int64_t)ps.whole;
     s->dropped_bytes = (int64_t)ps.dropped;
     s->reads_in_flight = ps.reads_in_flight;
     s->read_seconds = ps.read_s;
@@ -223,7 +224,8 @@ int stoker_loader_stats_json(const stoker_loader *l, char *buf, size_t cap, size
                  "\"normalize_seconds\":%.6f,\"reduced\":%" PRId64 ",\"dropped_bytes\":%" PRId64
                  ",\"decoder\":\"%s\",\"cpu_decoded\":%" PRId64 ",\"gpu_decoded\":%" PRId64
                  ",\"gpu_retried\":%" PRId64 ",\"gpu_fallbacks\":%" PRId64
-                 ",\"gpu_share\":%.4f,\"cpu_busy\":%.4f,\"gpu_busy\":%.4f,\"decoder_note\":\"%s\"}",
+                 ",\"gpu_share\":%.4f,\"cpu_busy\":%.4f,\"gpu_busy\":%.4f,\"decoder_note\":\"%s\","
+                 "\"full_checks\":%" PRId64 "}",
                  stoker_backend_name(s.backend), stoker_simd_name(s.simd), s.threads, s.depth,
                  s.device, s.batches, s.records, s.bytes, s.skipped, s.records_read, s.bytes_read,
                  s.pinned_bytes, s.seconds, s.records_per_sec, s.bytes_per_sec, s.wait_seconds,
@@ -231,7 +233,7 @@ int stoker_loader_stats_json(const stoker_loader *l, char *buf, size_t cap, size
                  s.decode_seconds, s.resize_seconds, s.normalize_seconds, s.reduced,
                  s.dropped_bytes, stoker_enum_name(STOKER_ENUM_DECODER, s.decoder), s.cpu_decoded,
                  s.gpu_decoded, s.gpu_retried, s.gpu_fallbacks, s.gpu_share, s.cpu_busy, s.gpu_busy,
-                 note);
+                 note, s.full_checks);
     if (n < 0)
         return STOKER_E_INVALID;
     if (needed)

@@ -120,3 +120,23 @@ def test_skip_replaces_and_counts_every_epoch(datasets, source, transform):
                 del b
             assert pos == N
         assert loader.stats()["skipped"] == replaced == 2 * len(BAD)
+
+
+@pytest.mark.parametrize("checked", [False, True])
+def test_a_clean_record_is_decoded_to_the_end_once(tmp_path, checked):
+    """stats()["full_checks"]: each record of an unchecked data set once, on its first use,
+    however many epochs follow; none of a checked one. One thread, so that no record is
+    decoded twice at the same time."""
+    path = str(tmp_path / "clean")
+    with stoker.Writer(path, kind="jpeg", fsync=False, jpeg_checked=checked) as w:
+        for i in range(N):
+            w.add(clean_jpeg(i), i)
+    opts = dict(OPTS, threads=1)
+    with stoker.Loader(path, batch_size=4, transform="train", **opts) as loader:
+        counts = []
+        for _ in range(3):
+            for b in loader:
+                b.release()
+                del b
+            counts.append(loader.stats()["full_checks"])
+    assert counts == [0, 0, 0] if checked else counts == [N, N, N]
