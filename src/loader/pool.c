@@ -8,9 +8,13 @@
 #include "loader/process.h"
 
 #include <fcntl.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #define DIRECT_ALIGN 4096u
 #define MAX_COALESCE (UINT64_C(64) << 20) /* bytes one coalesced read may cover */
@@ -674,6 +678,18 @@ static void *gpu_main(void *arg)
     return NULL;
 }
 
+/* STOKER_WORKER_NICE=N (1..19) lowers the CPU workers' scheduling priority by N, so that the
+ * consumer's threads (a training step's Python and autograd threads, which launch its
+ * kernels) take a core before them when the cores are all busy: a switch to measure with
+ * (docs/GPU.md). Linux gives each thread its own nice value. */
+static void lower_priority(void)
+{
+    const char *v = getenv("STOKER_WORKER_NICE");
+    const long n = v ? strtol(v, NULL, 10) : 0;
+    if (n > 0 && n < 20)
+        (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), (int)n);
+}
+
 static void *worker_main(void *arg)
 {
     stoker__worker *w = arg;
@@ -681,6 +697,7 @@ static void *worker_main(void *arg)
     char name[16];
     snprintf(name, sizeof name, "stoker-w%u", w->index);
     stoker__thread_name(name);
+    lower_priority();
     while (!atomic_load_explicit(&p->stop, memory_order_acquire)) {
         if (atomic_load_explicit(&p->halt, memory_order_acquire) || p->smp->nbatches == 0) {
             park(p);
