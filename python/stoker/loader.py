@@ -579,8 +579,10 @@ class Loader:
     reader (buffered reads), so the cache keeps what is still to come and never pushes the
     training job's memory out; ``stats()["dropped_bytes"]`` counts the bytes dropped.
     ``decoder`` None = "auto": who decodes JPEGs. "auto": the hardware JPEG decoder of the
-    batches' GPU (nvJPEG) beside the CPU workers, the split adapting so that neither
-    waits, when batches go to a GPU that has one and the data set's JPEGs were checked when
+    batches' GPU (nvJPEG) takes what the CPU workers cannot give the training step (its
+    share rises while the consumer waits for batches with the workers busy and falls while
+    batches wait for the consumer; ``stats()["decoder_note"]`` says why it is what it is),
+    when batches go to a GPU that has one and the data set's JPEGs were checked when
     packed (``Dataset.jpeg_checked``; the hardware decoder reports no damaged data), else
     the workers alone; "gpu": every record the hardware decoder can take goes to the GPU,
     checked or not; "cpu": the workers alone.

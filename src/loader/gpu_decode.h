@@ -24,9 +24,12 @@
  * So a batch is READY only when each of its records is final, whichever side decoded it,
  * and the SKIP replacements, retries and counts work as on the CPU alone.
  *
- * The split (split.h) is updated once per batch, by whoever publishes it, from the CPU's
- * decode time and the GPU's run time of that batch. With STOKER_DECODER_GPU every eligible
- * record goes to the GPU (until GPU failures make the split fall back to the CPU).
+ * The split (split.h) is fed once per batch, by whoever publishes it, the CPU's decode time
+ * and the GPU's run time of that batch (its cap: where both sides finish together), and
+ * once a period of deliveries, by the consumer's thread, what the consumer waited and how
+ * many batches were ready (the share itself). Each batch's GPU records are a multiple of
+ * QUANTUM. With STOKER_DECODER_GPU every eligible record goes to the GPU (until GPU
+ * failures make the split fall back to the CPU).
  *
  * Per slot, the stage holds a staging area for the routed records' bytes (pinned host
  * memory: nvJPEG reads it while decoding), their geometry, and device memory for a batch of
