@@ -820,30 +820,77 @@ static int open_layout(h5_open *o)
     return rc < 0 ? rc : 0;
 }
 
+/* The records libhdf5 allocates while reading variable-length data, kept so that all of them
+ * are freed after the read, whether it succeeded or not: a read that fails part way (an I/O
+ * error) leaves records converted in libhdf5's own buffers, which neither the caller's buffer
+ * nor H5Dvlen_reclaim reaches. */
+enum { VL_BLOCK = 256 };
+typedef struct vl_kept {
+    void *p[VL_BLOCK];
+    size_t n;
+} vl_kept;
+
+static void *vl_alloc(size_t size, void *info)
+{
+    vl_kept *k = info;
+    if (k->n == VL_BLOCK) /* one record a block element: never more than VL_BLOCK */
+        return NULL;
+    void *p = malloc(size ? size : 1);
+    if (p)
+        k->p[k->n++] = p;
+    return p;
+}
+
+static void vl_free(void *p, void *info)
+{
+    (void)p;
+    (void)info; /* freed by vl_release, after the read */
+}
+
+static void vl_release(vl_kept *k)
+{
+    for (size_t i = 0; i < k->n; i++)
+        free(k->p[i]);
+    k->n = 0;
+}
+
 /* Variable-length records: their lengths, read once in blocks (the bytes stay on disk). */
 static int open_vlen(h5_open *o)
 {
     stoker__h5 *h = o->h;
     h->lens = stoker__malloc((h->records ? h->records : 1) * sizeof *h->lens);
     H5_FAIL_IF(!h->lens, -ENOMEM, "%s: out of memory", h->file);
-    enum { BLOCK = 256 };
-    hvl_t v[BLOCK];
-    for (uint64_t s = 0; s < h->records; s += BLOCK) {
-        const hsize_t start = s, count = h->records - s < BLOCK ? h->records - s : BLOCK;
+    static vl_kept kept; /* under stoker's HDF5 lock, as every libhdf5 call */
+    const hid_t xfer = H5Pcreate(H5P_DATASET_XFER);
+    if (xfer >= 0 && H5Pset_vlen_mem_manager(xfer, vl_alloc, &kept, vl_free, &kept) < 0) {
+        H5Pclose(xfer);
+        H5_FAIL_IF(true, STOKER_E_CORRUPT, "%s: dataset %s: cannot set up reading its records",
+                   h->file, h->name);
+    }
+    H5_FAIL_IF(xfer < 0, -ENOMEM, "%s: dataset %s: cannot set up reading its records", h->file,
+               h->name);
+    hvl_t v[VL_BLOCK];
+    int rc = 0;
+    for (uint64_t s = 0; s < h->records && rc == 0; s += VL_BLOCK) {
+        const hsize_t start = s, count = h->records - s < VL_BLOCK ? h->records - s : VL_BLOCK;
         const hid_t ms = H5Screate_simple(1, &count, NULL);
         H5Sselect_hyperslab(o->space, H5S_SELECT_SET, &start, NULL, &count, NULL);
-        const herr_t r = H5Dread(h->did, h->mtype, ms, o->space, H5P_DEFAULT, v);
+        const herr_t r = H5Dread(h->did, h->mtype, ms, o->space, xfer, v);
+        vl_release(&kept);
         for (hsize_t i = 0; r >= 0 && i < count; i++)
             h->lens[s + i] = v[i].len;
-        char why[256];
-        if (r < 0)
-            stoker__h5_why(why, sizeof why);
-        else
-            H5Dvlen_reclaim(h->mtype, ms, H5P_DEFAULT, v);
         H5Sclose(ms);
-        H5_FAIL_IF(r < 0, STOKER_E_CORRUPT, "%s: dataset %s: reading records %llu..: %s", h->file,
-                   h->name, (unsigned long long)s, why);
+        if (r < 0) {
+            char why[256];
+            stoker__h5_why(why, sizeof why);
+            rc = stoker__fail(&o->ds->err, STOKER_E_CORRUPT,
+                              "%s: dataset %s: reading records %llu..: %s", h->file, h->name,
+                              (unsigned long long)s, why);
+        }
     }
+    H5Pclose(xfer);
+    if (rc < 0)
+        return rc;
     for (uint64_t i = 0; i < h->records; i++)
         H5_FAIL_IF(h->lens[i] > o->max_record_size, STOKER_E_LIMIT,
                    "%s: dataset %s: record %llu: %llu bytes exceed the limit of %llu "
