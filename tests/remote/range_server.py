@@ -266,24 +266,34 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def _refuse_method(self):
         self.close_connection = True  # its body, if any, is not read
-        self._send(Plan(405, [("Allow", "GET, HEAD")], b"405 method not allowed\n"), {})
+        entry = self._record()
+        entry["status"] = 405
+        self._send(Plan(405, [("Allow", "GET, HEAD")], b"405 method not allowed\n"), entry)
 
     do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _refuse_method
 
-    def _serve(self, head):
-        srv = self.server
+    def _record(self):
+        """Parses the target and logs the request; returns its log entry."""
         url = urllib.parse.urlsplit(self.path)
         self.url_path = urllib.parse.unquote(url.path)
         self.url_query = url.query
         entry = {"method": self.command, "path": self.url_path, "range": self.headers.get("Range"),
-                 "status": None, "sent": 0, "faults": []}
-        srv.record(entry)
+                 "status": None, "sent": 0, "faults": [], "client": self.client_address[1]}
+        self.server.record(entry)
+        return entry
+
+    def _serve(self, head):
+        srv = self.server
+        entry = self._record()
         plan = self.authorize()
+        refused = plan is not None
         path = None
-        if plan is None:
+        if not refused:
             path, plan = self.resolve(self.url_path)
         with srv.lock:
-            rules = [r for r in srv.rules if r.matches(self.command, self.url_path)]
+            # A request refused by authorize() is answered as is: the rules do not see it.
+            rules = [] if refused else [r for r in srv.rules
+                                        if r.matches(self.command, self.url_path)]
             delay = 0
             etag_changed = False
             for r in rules:
@@ -397,8 +407,25 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return Plan(206, headers, path=path, start=plan.start, length=plan.length)
         return plan  # reset and cut act while sending
 
-    def _send(self, plan, entry, head=False, fault=None):
+    def _write(self, data, entry, counted):
+        """Sends body bytes. The counters are updated first: a client that has read the last
+        byte of a response sees them complete. counted: bytes of a file (bytes_sent counts
+        those only, not error texts)."""
         srv = self.server
+        with srv.lock:
+            entry["sent"] += len(data)
+            if counted:
+                srv.bytes_sent += len(data)
+        try:
+            self.wfile.write(data)
+        except OSError:
+            with srv.lock:  # not sent after all (a part may have been: not known)
+                entry["sent"] -= len(data)
+                if counted:
+                    srv.bytes_sent -= len(data)
+            raise
+
+    def _send(self, plan, entry, head=False, fault=None):
         if fault is not None and fault.kind == "reset" and fault.at == "headers":
             raise _Abort()
         self.send_response(plan.status)
@@ -414,23 +441,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if fault is not None and fault.kind in ("cut", "reset"):
             limit = min(length - 1, length // 2 if fault.bytes is None else fault.bytes)
         sent = 0
-        try:
-            if plan.path is None:
-                self.wfile.write(plan.body[:limit])
-                sent = min(limit, len(plan.body))
-            else:
-                with open(plan.path, "rb") as f:
-                    f.seek(plan.start)
-                    while sent < limit:
-                        data = f.read(min(CHUNK, limit - sent))
-                        if not data:
-                            break  # the file shrank under us: the client sees it cut short
-                        self.wfile.write(data)
-                        sent += len(data)
-        finally:
-            entry["sent"] = sent
-            with srv.lock:
-                srv.bytes_sent += sent
+        if plan.path is None:
+            self._write(plan.body[:limit], entry, counted=False)
+            sent = min(limit, len(plan.body))
+        else:
+            with open(plan.path, "rb") as f:
+                f.seek(plan.start)
+                while sent < limit:
+                    data = f.read(min(CHUNK, limit - sent))
+                    if not data:
+                        break  # the file shrank under us: the client sees it cut short
+                    self._write(data, entry, counted=True)
+                    sent += len(data)
         if sent < length:
             if fault is not None and fault.kind == "reset":
                 raise _Abort()
@@ -484,8 +506,10 @@ class Server(http.server.ThreadingHTTPServer):
 
 
 class RangeServer:
-    """A running server. Counters: requests, bytes_sent (body bytes), faults_injected
-    ({kind: count}); log: one dict per request (method, path, range, status, sent, faults)."""
+    """A running server. Counters: requests, bytes_sent (bytes of files sent in bodies, error
+    texts not counted), faults_injected
+    ({kind: count}); log: one dict per request (method, path, range, status, sent: body bytes
+    sent, faults: the kinds that fired, client: the client's port, one per connection)."""
 
     def __init__(self, server, lifetime):
         self._server = server
