@@ -31,6 +31,7 @@
  * and a byte that is XORed in (0: the region is zeroed from the offset to its end). The
  * first two bytes of record 0 of the JPEG file are never damaged (see apply_damage). */
 #include "common/common.h"
+#include "fuzz_util.h"
 #include "jpegutil.h"
 #include "transform/transform.h"
 
@@ -211,18 +212,9 @@ static void setup(void)
     snprintf(g_work, sizeof g_work, "%s/work.h5", tmp);
     free(tmp);
     stoker__err err = {0};
-    for (int t = 0; t < 4; t++) {
-        g_xps[t] = (stoker__xform_params){.transform = TRANSFORMS[t],
-                                          .size = SIZE,
-                                          .dtype = STOKER_DTYPE_UINT8,
-                                          .dct_scale = t == 3 ? STOKER_DCT_SCALE_ALWAYS
-                                                              : STOKER_DCT_SCALE_DEFAULT,
-                                          .mean = {0.485f, 0.456f, 0.406f},
-                                          .std = {0.229f, 0.224f, 0.225f},
-                                          .max_pixels = MAX_PIXELS};
-        if (stoker__xform_params_prepare(&g_xps[t], STOKER_SIMD_AUTO, &err) != 0)
+    for (int t = 0; t < 4; t++)
+        if (fuzz_xform_params(&g_xps[t], TRANSFORMS[t], SIZE, t == 3, MAX_PIXELS, &err) != 0)
             BREACH("image pipeline: %s", err.msg);
-    }
     if (stoker__xform_scratch_create(&g_xs) != 0)
         BREACH("image pipeline: out of memory");
 }

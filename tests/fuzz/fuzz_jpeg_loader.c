@@ -30,6 +30,7 @@
  * data, counted from its first byte, or back from the record's last byte when the offset's
  * bit 15 is set), a 2-byte offset (little-endian, modulo the length it counts in), and a
  * byte XORed in (0: the record is cut short there). */
+#include "fuzz_util.h"
 #include "jpegutil.h"
 #include "test_loader_util.h"
 #include "transform/transform.h"
@@ -85,18 +86,9 @@ static void setup(void)
     snprintf(g_dir, sizeof g_dir, "%s/ds", tmp);
     free(tmp);
     stoker__err err = {0};
-    for (int t = 0; t < 4; t++) {
-        g_xps[t] = (stoker__xform_params){.transform = TRANSFORMS[t],
-                                          .size = SIZE,
-                                          .dtype = STOKER_DTYPE_UINT8,
-                                          .dct_scale = t == 3 ? STOKER_DCT_SCALE_ALWAYS
-                                                              : STOKER_DCT_SCALE_DEFAULT,
-                                          .mean = {0.485f, 0.456f, 0.406f},
-                                          .std = {0.229f, 0.224f, 0.225f},
-                                          .max_pixels = MAX_PIXELS};
-        if (stoker__xform_params_prepare(&g_xps[t], STOKER_SIMD_AUTO, &err) != 0)
+    for (int t = 0; t < 4; t++)
+        if (fuzz_xform_params(&g_xps[t], TRANSFORMS[t], SIZE, t == 3, MAX_PIXELS, &err) != 0)
             BREACH("image pipeline: %s", err.msg);
-    }
     if (stoker__xform_scratch_create(&g_xs) != 0)
         BREACH("set-up");
 }
