@@ -269,6 +269,7 @@ def test_reset_before_headers(serve):
         request(srv, "/data/obj.bin")
     assert request(srv, "/data/obj.bin")[2] == DATA
     assert srv.faults_injected == {"reset": 1}
+    assert [e["status"] for e in srv.log] == [None, 200]  # nothing answered the first
 
 
 def raw_get(srv, path, extra=b""):

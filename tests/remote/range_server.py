@@ -318,7 +318,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             time.sleep(delay / 1000.0)
         if fault is not None:
             plan = self._apply(fault, plan, path)
-        entry["status"] = plan.status
+        # a reset before the headers answers nothing: no status in the log
+        aborted = fault is not None and fault.kind == "reset" and fault.at == "headers"
+        entry["status"] = None if aborted else plan.status
         self._send(plan, entry, head=head, fault=fault)
 
     def _eligible(self, rule, plan, head):
