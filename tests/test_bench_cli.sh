@@ -317,6 +317,16 @@ for i in range(96):
                                                              quality=85)
 PYEOF
 "$STOKER_PACK" --shard-size 200K "$TMP/jpg" "$TMP/jds" > /dev/null 2>&1
+# the same JPEGs unchecked: each decoded to its end once, on its first use (full_checks)
+"$STOKER_PACK" --no-validate "$TMP/jpg" "$TMP/jds_unchecked" > /dev/null 2>&1
+"$STOKER_BENCH" "$TMP/jds_unchecked" --epochs 3 --batch-size 16 --threads 2 --size 32 \
+    --device cpu --json > "$TMP/unchecked.json"
+"$STOKER_BENCH" "$TMP/jds_unchecked" --epochs 1 --batch-size 16 --threads 2 --size 32 \
+    --device cpu > "$TMP/unchecked.txt"
+# (a record read ahead into the next epoch while its first use is still being decoded may
+# be checked twice: at most a batch more)
+grep -Eq "full_checks=(9[6-9]|10[0-9]|11[0-2])( |$)" "$TMP/unchecked.txt" ||
+    { echo "full_checks not 96..112 in:"; cat "$TMP/unchecked.txt"; exit 1; }
 
 # a consumer of 80 ms a batch makes the run long enough for a timeline of several points
 "$STOKER_BENCH" "$TMP/jds" --epochs 2 --batch-size 16 --threads 2 --size 64 --json \
@@ -335,7 +345,7 @@ resampler=fast dct_scale=train dtype=float16 layout=nchw gpu_normalize=0 decoder
 # host batches: the workers decode every image, even with --decoder gpu, and the report
 # says why the GPU decoded none
 grep -Eq "^decoder      cpu: cpu_decoded=[1-9][0-9]* gpu_decoded=0 gpu_retried=0 \
-gpu_fallbacks=0 gpu_share=0.00 cpu_busy=[01]\.[0-9]+ gpu_busy=0.00 \(.+\)$" "$TMP/io.txt"
+gpu_fallbacks=0 gpu_share=0.00 cpu_busy=[01]\.[0-9]+ gpu_busy=0.00 full_checks=0 \(.+\)$" "$TMP/io.txt"
 grep -Eq "^stats .* reduced=[1-9][0-9]*( |$)" "$TMP/io.txt" # 80..300-pixel images, 32 out
 grep -q "^verdict      [a-z]" "$TMP/io.txt"
 
@@ -406,6 +416,10 @@ assert (co["transform"], co["size"], co["dtype"], co["layout"], co["dct"], co["a
      "sleep"), co
 assert c["reduced"] == 0, c
 assert c["bytes"] == c["records"] * 32 * 32 * 3
+
+u = json.load(open(tmp + "/unchecked.json"))
+assert 96 <= u["full_checks"] <= 96 + 16, u  # once per record over three epochs
+assert o["full_checks"] == 0, o   # a checked data set's JPEGs never
 
 i = json.load(open(tmp + "/int.json"))
 assert i["interrupted"] is True and i["records"] > 0, i

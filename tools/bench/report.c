@@ -152,9 +152,10 @@ static void decoder_text(const result *r)
 {
     const stoker_stats *st = &r->stats;
     printf("decoder      %s: cpu_decoded=%" PRId64 " gpu_decoded=%" PRId64 " gpu_retried=%" PRId64
-           " gpu_fallbacks=%" PRId64 " gpu_share=%.2f cpu_busy=%.2f gpu_busy=%.2f",
+           " gpu_fallbacks=%" PRId64 " gpu_share=%.2f cpu_busy=%.2f gpu_busy=%.2f"
+           " full_checks=%" PRId64,
            decoder_in_effect(r), st->cpu_decoded, st->gpu_decoded, st->gpu_retried,
-           st->gpu_fallbacks, st->gpu_share, st->cpu_busy, st->gpu_busy);
+           st->gpu_fallbacks, st->gpu_share, st->cpu_busy, st->gpu_busy, st->full_checks);
     if (st->decoder_note[0]) {
         fputs(" (", stdout);
         cli_put_escaped(stdout, st->decoder_note);
@@ -271,9 +272,9 @@ static void json_decoder(const result *r)
     const stoker_stats *st = &r->stats;
     printf(",\"decoder\":\"%s\",\"cpu_decoded\":%" PRId64 ",\"gpu_decoded\":%" PRId64
            ",\"gpu_retried\":%" PRId64 ",\"gpu_fallbacks\":%" PRId64 ",\"gpu_share\":%.4f,"
-           "\"cpu_busy\":%.4f,\"gpu_busy\":%.4f,\"decoder_note\":",
+           "\"cpu_busy\":%.4f,\"gpu_busy\":%.4f,\"full_checks\":%" PRId64 ",\"decoder_note\":",
            decoder_in_effect(r), st->cpu_decoded, st->gpu_decoded, st->gpu_retried,
-           st->gpu_fallbacks, st->gpu_share, st->cpu_busy, st->gpu_busy);
+           st->gpu_fallbacks, st->gpu_share, st->cpu_busy, st->gpu_busy, st->full_checks);
     cli_put_json_string(stdout, st->decoder_note);
 }
 
