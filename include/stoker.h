@@ -368,6 +368,29 @@ STOKER_API int stoker_config_set_log(stoker_config *cfg, stoker_log_fn fn, void 
 /* A static name of an option ("batch_size"), or NULL for an unknown one. */
 STOKER_API const char *stoker_option_name(stoker_option opt);
 
+/* ---- what each option is ----
+ * Read from the library's one table of options (src/common/config.c), which also gives
+ * each option its name, range and default (a new config's value), so that bindings and
+ * tools list options from it instead of keeping lists of their own. */
+#define STOKER_OPTION_INT 1    /* set with stoker_config_set_int */
+#define STOKER_OPTION_FLOAT 2  /* set with stoker_config_set_float */
+#define STOKER_OPTION_STRING 3 /* set with stoker_config_set_string */
+#define STOKER_FOR_WRITER 1    /* read by stoker_writer_create */
+#define STOKER_FOR_DATASET 2   /* read by stoker_dataset_open */
+#define STOKER_FOR_LOADER 4    /* read by stoker_loader_create */
+
+/* A static one-line description of option `opt`: what it sets and its default, as the
+ * comment beside its key above says at length; NULL for an unknown option. Thread-safe. */
+STOKER_API const char *stoker_option_doc(stoker_option opt);
+/* What option `opt` is: *type, a STOKER_OPTION_* (which stoker_config_set_* takes it);
+ * *applies, STOKER_FOR_* bits (the objects it has an effect on); *values, the stoker_enum
+ * that names its values (STOKER_ENUM_DCT for STOKER_OPT_DCT), or 0; *min and *max, the
+ * range stoker_config_set_int takes (a few options take only some values of it: ALIGN),
+ * 0 and 0 for an option that is not an integer. Any pointer may be NULL. Returns 0, or
+ * STOKER_E_INVALID for an unknown option (nothing is written). Thread-safe. */
+STOKER_API int stoker_option_describe(stoker_option opt, int32_t *type, int32_t *applies,
+                                      int32_t *values, int64_t *min, int64_t *max);
+
 /* ---- names of enum values ----
  * One table per enum, used by stoker-bench and the Python binding alike, so a value is
  * spelt the same everywhere: "float16", "nchw", "train", "islow", "io_uring", ... */

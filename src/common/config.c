@@ -3,76 +3,156 @@
 
 #include <string.h>
 
-enum opt_kind { OPT_INT = 1, OPT_FLOAT, OPT_STRING };
+enum opt_kind {
+    OPT_INT = STOKER_OPTION_INT,
+    OPT_FLOAT = STOKER_OPTION_FLOAT,
+    OPT_STRING = STOKER_OPTION_STRING,
+};
+
+enum { ZERO_IS_DEFAULT = 1 }; /* flags: set_int takes 0 as "the default" */
 
 typedef struct opt_desc {
     stoker_option key;
     const char *name;
     enum opt_kind kind;
-    int64_t def;
-    int64_t min, max;
-    int slot; /* float/string slot */
+    uint8_t applies; /* STOKER_FOR_* bits */
+    uint8_t flags;
+    stoker_enum values; /* the enum naming its values, or 0 */
+    int64_t def;        /* an integer's default */
+    int64_t min, max;   /* an integer's range */
+    double fdef;        /* a float's default */
+    const char *sdef;   /* a string's default */
+    int slot;           /* float/string slot */
+    const char *doc;    /* one line: what it sets, its default */
 } opt_desc;
 
 #define GiB (INT64_C(1) << 30)
 #define MiB (INT64_C(1) << 20)
+#define W STOKER_FOR_WRITER
+#define D STOKER_FOR_DATASET
+#define L STOKER_FOR_LOADER
 
-/* Defaults are documented in stoker.h and docs/SEMANTICS.md; keep the three in step. */
+/* Rows: an integer (range, default, flags), one of an enum's values (the enum names them),
+ * a float or a string (their slot in the config). */
+#define INT(key, name, applies, def, min, max, flags, doc)                                         \
+    {key, name, OPT_INT, applies, flags, (stoker_enum)0, def, min, max, 0, NULL, 0, doc}
+#define ENUM(key, name, applies, values, def, max, flags, doc)                                     \
+    {key, name, OPT_INT, applies, flags, values, def, 0, max, 0, NULL, 0, doc}
+#define FLOAT(key, name, slot, def, doc)                                                           \
+    {key, name, OPT_FLOAT, L, 0, (stoker_enum)0, 0, 0, 0, def, NULL, slot, doc}
+#define STRING(key, name, applies, slot, def, doc)                                                 \
+    {key, name, OPT_STRING, applies, 0, (stoker_enum)0, 0, 0, 0, 0, def, slot, doc}
+
+/* The one table of options: every option's name, type, the objects it applies to, its
+ * range, default and doc line. stoker_option_name/_doc/_describe and stoker_enum_* (for
+ * STOKER_ENUM_OPTION) read it; so do the Python binding (at run time) and
+ * tests/python/test_option_table.py, which fails while a row's option is missing from
+ * stoker.h, the Python binding's keywords and properties or stoker-bench's flags (unless
+ * listed there as left out on purpose). The doc line is the short form of the comment
+ * beside the key in stoker.h; defaults are also in docs/SEMANTICS.md. */
 static const opt_desc OPTS[] = {
-    {STOKER_OPT_SHARD_SIZE, "shard_size", OPT_INT, 256 * MiB, 4096, INT64_C(1) << 40, 0},
-    {STOKER_OPT_ALIGN, "align", OPT_INT, 4096, 0, 4096, 0},
-    {STOKER_OPT_OVERWRITE, "overwrite", OPT_INT, 0, 0, 1, 0},
-    {STOKER_OPT_FSYNC, "fsync", OPT_INT, 1, 0, 1, 0},
-    {STOKER_OPT_JPEG_CHECKED, "jpeg_checked", OPT_INT, 0, 0, 1, 0},
-    {STOKER_OPT_MAX_RECORD_SIZE, "max_record_size", OPT_INT, GiB, 1, INT64_C(1) << 40, 0},
-    {STOKER_OPT_MAX_RECORDS, "max_records", OPT_INT, INT64_C(1) << 28, 1, INT64_C(1) << 32, 0},
-    {STOKER_OPT_MAX_PIXELS, "max_pixels", OPT_INT, INT64_C(1) << 28, 1, INT64_C(1) << 40, 0},
-    {STOKER_OPT_MAX_SHARDS, "max_shards", OPT_INT, INT64_C(1) << 20, 1, INT64_C(1) << 24, 0},
-    {STOKER_OPT_BATCH_SIZE, "batch_size", OPT_INT, 256, 1, INT64_C(1) << 24, 0},
-    {STOKER_OPT_SHUFFLE, "shuffle", OPT_INT, 1, 0, 1, 0},
-    {STOKER_OPT_SEED, "seed", OPT_INT, 0, INT64_MIN, INT64_MAX, 0},
-    {STOKER_OPT_DROP_LAST, "drop_last", OPT_INT, 0, 0, 1, 0},
-    {STOKER_OPT_RANK, "rank", OPT_INT, 0, 0, INT64_C(1) << 20, 0},
-    {STOKER_OPT_WORLD_SIZE, "world_size", OPT_INT, 1, 0, INT64_C(1) << 20, 0},
-    {STOKER_OPT_DIST_ENV, "dist_env", OPT_INT, 0, 0, 1, 0},
-    {STOKER_OPT_EPOCH, "epoch", OPT_INT, 0, 0, INT64_C(1) << 40, 0},
-    {STOKER_OPT_ORDER, "order", OPT_INT, STOKER_ORDER_RECORDS, 0, 2, 0},
-    {STOKER_OPT_THREADS, "threads", OPT_INT, 0, 0, 1024, 0},
-    {STOKER_OPT_DEPTH, "depth", OPT_INT, 0, 0, 1024, 0},
-    {STOKER_OPT_BACKEND, "backend", OPT_INT, STOKER_BACKEND_AUTO, 0, 2, 0},
-    {STOKER_OPT_DIRECT_IO, "direct_io", OPT_INT, 0, 0, 1, 0},
-    {STOKER_OPT_READ_AHEAD, "read_ahead", OPT_INT, 64, 0, 4096, 0},
-    {STOKER_OPT_ON_CORRUPT, "on_corrupt", OPT_INT, STOKER_ON_CORRUPT_ERROR, 0, 2, 0},
-    {STOKER_OPT_SIMD, "simd", OPT_INT, STOKER_SIMD_AUTO, 0, 3, 0},
-    {STOKER_OPT_DEVICE, "device", OPT_INT, 0, -1, 1024, 0},
-    {STOKER_OPT_DEVICE_BUFFERS, "device_buffers", OPT_INT, 0, 0, 64, 0},
-    {STOKER_OPT_GPU_NORMALIZE, "gpu_normalize", OPT_INT, 0, 0, 1, 0},
-    {STOKER_OPT_MAX_CACHE, "max_cache", OPT_INT, 0, 0, INT64_MAX, 0},
-    {STOKER_OPT_DECODER, "decoder", OPT_INT, STOKER_DECODER_AUTO, 0, 2, 0},
-    {STOKER_OPT_TRANSFORM, "transform", OPT_INT, STOKER_TRANSFORM_DEFAULT, 0, 4, 0},
-    {STOKER_OPT_SIZE, "size", OPT_INT, 224, 0, 65535, 0},
-    {STOKER_OPT_RESIZE, "resize", OPT_INT, 0, 0, 65535, 0},
-    {STOKER_OPT_DTYPE, "dtype", OPT_INT, STOKER_DTYPE_DEFAULT, 0, 13, 0},
-    {STOKER_OPT_LAYOUT, "layout", OPT_INT, STOKER_LAYOUT_NCHW, 0, 2, 0},
-    {STOKER_OPT_DCT, "dct", OPT_INT, STOKER_DCT_ISLOW, 0, 2, 0},
-    {STOKER_OPT_ANTIALIAS, "antialias", OPT_INT, STOKER_ANTIALIAS_OVER_2X, 0, 2, 0},
-    {STOKER_OPT_RESAMPLER, "resampler", OPT_INT, STOKER_RESAMPLER_FAST, 0, 2, 0},
-    {STOKER_OPT_DCT_SCALE, "dct_scale", OPT_INT, STOKER_DCT_SCALE_TRAIN, 0, 3, 0},
-    {STOKER_OPT_MEAN_R, "mean_r", OPT_FLOAT, 0, 0, 0, 0},
-    {STOKER_OPT_MEAN_G, "mean_g", OPT_FLOAT, 0, 0, 0, 1},
-    {STOKER_OPT_MEAN_B, "mean_b", OPT_FLOAT, 0, 0, 0, 2},
-    {STOKER_OPT_STD_R, "std_r", OPT_FLOAT, 0, 0, 0, 3},
-    {STOKER_OPT_STD_G, "std_g", OPT_FLOAT, 0, 0, 0, 4},
-    {STOKER_OPT_STD_B, "std_b", OPT_FLOAT, 0, 0, 0, 5},
-    {STOKER_OPT_H5_IMAGES, "h5_images", OPT_STRING, 0, 0, 0, 0},
-    {STOKER_OPT_H5_LABELS, "h5_labels", OPT_STRING, 0, 0, 0, 1},
+    /* writer */
+    INT(STOKER_OPT_SHARD_SIZE, "shard_size", W, 256 * MiB, 4096, INT64_C(1) << 40, 0,
+        "target shard size in bytes; default 256 MiB"),
+    INT(STOKER_OPT_ALIGN, "align", W, 4096, 0, 4096, ZERO_IS_DEFAULT,
+        "payload alignment in bytes: 1, 512 or 4096; default 4096"),
+    INT(STOKER_OPT_OVERWRITE, "overwrite", W, 0, 0, 1, 0,
+        "1: replace a previous data set (only); default 0"),
+    INT(STOKER_OPT_FSYNC, "fsync", W, 1, 0, 1, 0,
+        "1: fsync shards and manifest before publishing; default 1"),
+    INT(STOKER_OPT_JPEG_CHECKED, "jpeg_checked", W, 0, 0, 1, 0,
+        "1: the caller vouches that libjpeg decoded every JPEG record without damage; default 0"),
+    /* limits on untrusted input */
+    INT(STOKER_OPT_MAX_RECORD_SIZE, "max_record_size", W | D | L, GiB, 1, INT64_C(1) << 40, 0,
+        "largest record in bytes; default 1 GiB"),
+    INT(STOKER_OPT_MAX_RECORDS, "max_records", W | D | L, INT64_C(1) << 28, 1, INT64_C(1) << 32,
+        0, "most records per shard; default 2^28"),
+    INT(STOKER_OPT_MAX_PIXELS, "max_pixels", L, INT64_C(1) << 28, 1, INT64_C(1) << 40, 0,
+        "most pixels of a decoded image; default 2^28"),
+    INT(STOKER_OPT_MAX_SHARDS, "max_shards", W | D | L, INT64_C(1) << 20, 1, INT64_C(1) << 24, 0,
+        "most shards per data set; default 2^20"),
+    /* loader: order */
+    INT(STOKER_OPT_BATCH_SIZE, "batch_size", L, 256, 1, INT64_C(1) << 24, 0,
+        "records per batch, per rank; default 256"),
+    INT(STOKER_OPT_SHUFFLE, "shuffle", L, 1, 0, 1, 0, "1: shuffle every epoch; default 1"),
+    INT(STOKER_OPT_SEED, "seed", L, 0, INT64_MIN, INT64_MAX, 0,
+        "the 64-bit seed of the order and the random crops; default 0"),
+    INT(STOKER_OPT_DROP_LAST, "drop_last", L, 0, 0, 1, 0,
+        "1: drop an epoch's last, partial batch; default 0"),
+    INT(STOKER_OPT_RANK, "rank", L, 0, 0, INT64_C(1) << 20, 0,
+        "this process's rank; default 0 (or RANK with dist_env)"),
+    INT(STOKER_OPT_WORLD_SIZE, "world_size", L, 1, 0, INT64_C(1) << 20, ZERO_IS_DEFAULT,
+        "number of ranks; default 1 (or WORLD_SIZE with dist_env)"),
+    INT(STOKER_OPT_DIST_ENV, "dist_env", L, 0, 0, 1, 0,
+        "1: take rank, world size and local rank from RANK, WORLD_SIZE, LOCAL_RANK; default 0"),
+    INT(STOKER_OPT_EPOCH, "epoch", L, 0, 0, INT64_C(1) << 40, 0, "first epoch; default 0"),
+    ENUM(STOKER_OPT_ORDER, "order", L, STOKER_ENUM_ORDER, STOKER_ORDER_RECORDS, 2,
+         ZERO_IS_DEFAULT, "how each epoch's permutation is drawn; default records"),
+    /* loader: machinery */
+    INT(STOKER_OPT_THREADS, "threads", L, 0, 0, 1024, 0,
+        "worker threads; default online cores - 1 (at least 1)"),
+    INT(STOKER_OPT_DEPTH, "depth", L, 0, 0, 1024, ZERO_IS_DEFAULT,
+        "batch slots in flight; default 4, more for image transforms (up to 16, +4 with GPU "
+        "decoding)"),
+    ENUM(STOKER_OPT_BACKEND, "backend", L, STOKER_ENUM_BACKEND, STOKER_BACKEND_AUTO, 2, 0,
+         "the read back-end: auto, io_uring or pread; default auto"),
+    INT(STOKER_OPT_DIRECT_IO, "direct_io", L, 0, 0, 1, 0,
+        "1: O_DIRECT reads of aligned shards; default 0"),
+    INT(STOKER_OPT_READ_AHEAD, "read_ahead", L, 64, 0, 4096, ZERO_IS_DEFAULT,
+        "reads in flight per reader; default 64"),
+    ENUM(STOKER_OPT_ON_CORRUPT, "on_corrupt", L, STOKER_ENUM_ON_CORRUPT, STOKER_ON_CORRUPT_ERROR,
+         2, ZERO_IS_DEFAULT, "a corrupt record fails its batch (error) or is replaced (skip); "
+         "default error"),
+    ENUM(STOKER_OPT_SIMD, "simd", L, STOKER_ENUM_SIMD, STOKER_SIMD_AUTO, 3, 0,
+         "the SIMD level of the transforms; default auto (the best available)"),
+    INT(STOKER_OPT_DEVICE, "device", L, 0, -1, 1024, 0,
+        "CUDA device ordinal + 1, -1 the CPU; default GPU 0 (or LOCAL_RANK) when usable, else "
+        "the CPU"),
+    INT(STOKER_OPT_DEVICE_BUFFERS, "device_buffers", L, 0, 0, 64, 0,
+        "device batch buffers (at least 2); default 6"),
+    INT(STOKER_OPT_GPU_NORMALIZE, "gpu_normalize", L, 0, 0, 1, 0,
+        "1: uint8 crosses PCIe and is normalised on the GPU; default 0"),
+    INT(STOKER_OPT_MAX_CACHE, "max_cache", L, 0, 0, INT64_MAX, 0,
+        "bytes of page cache the data set may fill; default half the memory available"),
+    ENUM(STOKER_OPT_DECODER, "decoder", L, STOKER_ENUM_DECODER, STOKER_DECODER_AUTO, 2, 0,
+         "who decodes JPEGs: auto, cpu or gpu; default auto"),
+    /* loader: transforms */
+    ENUM(STOKER_OPT_TRANSFORM, "transform", L, STOKER_ENUM_TRANSFORM, STOKER_TRANSFORM_DEFAULT,
+         4, 0, "the image transform; default train for JPEG data sets, none for raw records"),
+    INT(STOKER_OPT_SIZE, "size", L, 224, 0, 65535, ZERO_IS_DEFAULT,
+        "output crop size C; default 224"),
+    INT(STOKER_OPT_RESIZE, "resize", L, 0, 0, 65535, 0,
+        "eval short side S; default round(C * 256 / 224)"),
+    ENUM(STOKER_OPT_DTYPE, "dtype", L, STOKER_ENUM_DTYPE, STOKER_DTYPE_DEFAULT, 13, 0,
+         "the batches' dtype; default float16 for images, the stored dtype for raw records"),
+    ENUM(STOKER_OPT_LAYOUT, "layout", L, STOKER_ENUM_LAYOUT, STOKER_LAYOUT_NCHW, 2,
+         ZERO_IS_DEFAULT, "the batches' layout of images; default nchw"),
+    ENUM(STOKER_OPT_DCT, "dct", L, STOKER_ENUM_DCT, STOKER_DCT_ISLOW, 2, ZERO_IS_DEFAULT,
+         "libjpeg's IDCT; default islow"),
+    ENUM(STOKER_OPT_ANTIALIAS, "antialias", L, STOKER_ENUM_ANTIALIAS, STOKER_ANTIALIAS_OVER_2X, 2,
+         ZERO_IS_DEFAULT, "when a resize is antialiased; default over2x"),
+    ENUM(STOKER_OPT_RESAMPLER, "resampler", L, STOKER_ENUM_RESAMPLER, STOKER_RESAMPLER_FAST, 2,
+         ZERO_IS_DEFAULT, "the resize's weights: fast (16 bits) or pillow; default fast"),
+    ENUM(STOKER_OPT_DCT_SCALE, "dct_scale", L, STOKER_ENUM_DCT_SCALE, STOKER_DCT_SCALE_TRAIN, 3,
+         ZERO_IS_DEFAULT, "which transforms decode large crops at 1/2, 1/4 or 1/8; default train"),
+    FLOAT(STOKER_OPT_MEAN_R, "mean_r", 0, 0.485, "red mean of normalisation; default 0.485"),
+    FLOAT(STOKER_OPT_MEAN_G, "mean_g", 1, 0.456, "green mean of normalisation; default 0.456"),
+    FLOAT(STOKER_OPT_MEAN_B, "mean_b", 2, 0.406, "blue mean of normalisation; default 0.406"),
+    FLOAT(STOKER_OPT_STD_R, "std_r", 3, 0.229, "red std of normalisation (> 0); default 0.229"),
+    FLOAT(STOKER_OPT_STD_G, "std_g", 4, 0.224, "green std of normalisation (> 0); default 0.224"),
+    FLOAT(STOKER_OPT_STD_B, "std_b", 5, 0.225, "blue std of normalisation (> 0); default 0.225"),
+    /* sources */
+    STRING(STOKER_OPT_H5_IMAGES, "h5_images", D | L, 0, "images",
+           "the HDF5 dataset holding the records; default \"images\""),
+    STRING(STOKER_OPT_H5_LABELS, "h5_labels", D | L, 1, "labels",
+           "the HDF5 dataset holding the labels; default \"labels\""),
 };
-static const double FLOAT_DEFAULTS[6] = {0.485, 0.456, 0.406, 0.229, 0.224, 0.225};
-static const char *const STRING_DEFAULTS[2] = {"images", "labels"};
+
+#define NOPTS (sizeof OPTS / sizeof OPTS[0])
 
 static const opt_desc *find(stoker_option opt, enum opt_kind kind)
 {
-    for (size_t i = 0; i < sizeof OPTS / sizeof OPTS[0]; i++)
+    for (size_t i = 0; i < NOPTS; i++)
         if (OPTS[i].key == opt)
             return OPTS[i].kind == kind ? &OPTS[i] : NULL;
     return NULL;
@@ -81,10 +161,11 @@ static const opt_desc *find(stoker_option opt, enum opt_kind kind)
 static void set_defaults(stoker_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
-    for (size_t i = 0; i < sizeof OPTS / sizeof OPTS[0]; i++)
+    for (size_t i = 0; i < NOPTS; i++)
         if (OPTS[i].kind == OPT_INT)
             cfg->ints[OPTS[i].key] = OPTS[i].def;
-    memcpy(cfg->floats, FLOAT_DEFAULTS, sizeof cfg->floats);
+        else if (OPTS[i].kind == OPT_FLOAT)
+            cfg->floats[OPTS[i].slot] = OPTS[i].fdef;
 }
 
 int stoker_config_create(stoker_config **out)
@@ -114,13 +195,7 @@ int stoker_config_set_int(stoker_config *cfg, stoker_option opt, int64_t value)
         return STOKER_E_INVALID;
     if (opt == STOKER_OPT_ALIGN && value != 0 && value != 1 && value != 512 && value != 4096)
         return STOKER_E_INVALID;
-    /* 0 means "the default" for counts and enum-valued options */
-    if (value == 0 &&
-        (opt == STOKER_OPT_ALIGN || opt == STOKER_OPT_DEPTH || opt == STOKER_OPT_READ_AHEAD ||
-         opt == STOKER_OPT_WORLD_SIZE || opt == STOKER_OPT_LAYOUT || opt == STOKER_OPT_DCT ||
-         opt == STOKER_OPT_ANTIALIAS || opt == STOKER_OPT_RESAMPLER ||
-         opt == STOKER_OPT_DCT_SCALE || opt == STOKER_OPT_ON_CORRUPT || opt == STOKER_OPT_SIZE ||
-         opt == STOKER_OPT_ORDER))
+    if (value == 0 && (d->flags & ZERO_IS_DEFAULT)) /* "the default" for counts and enums */
         value = d->def;
     cfg->ints[opt] = value;
     cfg->int_set[opt] = 1;
@@ -177,7 +252,7 @@ int stoker_config_get_string(const stoker_config *cfg, stoker_option opt, const 
     const opt_desc *d = find(opt, OPT_STRING);
     if (!cfg || !d || !value)
         return STOKER_E_INVALID;
-    *value = cfg->strings[d->slot] ? cfg->strings[d->slot] : STRING_DEFAULTS[d->slot];
+    *value = cfg->strings[d->slot] ? cfg->strings[d->slot] : d->sdef;
     return 0;
 }
 
@@ -194,7 +269,7 @@ int stoker_config_set_log(stoker_config *cfg, stoker_log_fn fn, void *user, int3
 /* The index-th option of the table (names.c lists them), or STOKER_E_INVALID past the end. */
 int stoker__option_at(int32_t index, int32_t *value)
 {
-    if (index < 0 || (size_t)index >= sizeof OPTS / sizeof OPTS[0])
+    if (index < 0 || (size_t)index >= NOPTS)
         return STOKER_E_INVALID;
     *value = (int32_t)OPTS[index].key;
     return 0;
@@ -202,10 +277,40 @@ int stoker__option_at(int32_t index, int32_t *value)
 
 const char *stoker_option_name(stoker_option opt)
 {
-    for (size_t i = 0; i < sizeof OPTS / sizeof OPTS[0]; i++)
+    for (size_t i = 0; i < NOPTS; i++)
         if (OPTS[i].key == opt)
             return OPTS[i].name;
     return NULL;
+}
+
+const char *stoker_option_doc(stoker_option opt)
+{
+    for (size_t i = 0; i < NOPTS; i++)
+        if (OPTS[i].key == opt)
+            return OPTS[i].doc;
+    return NULL;
+}
+
+int stoker_option_describe(stoker_option opt, int32_t *type, int32_t *applies, int32_t *values,
+                           int64_t *min, int64_t *max)
+{
+    for (size_t i = 0; i < NOPTS; i++) {
+        const opt_desc *d = &OPTS[i];
+        if (d->key != opt)
+            continue;
+        if (type)
+            *type = (int32_t)d->kind;
+        if (applies)
+            *applies = d->applies;
+        if (values)
+            *values = (int32_t)d->values;
+        if (min)
+            *min = d->min;
+        if (max)
+            *max = d->max;
+        return 0;
+    }
+    return STOKER_E_INVALID;
 }
 
 int64_t stoker__cfg_int(const stoker_config *cfg, stoker_option opt)
@@ -226,7 +331,7 @@ double stoker__cfg_float(const stoker_config *cfg, stoker_option opt)
     const opt_desc *d = find(opt, OPT_FLOAT);
     if (!d)
         return 0;
-    return cfg ? cfg->floats[d->slot] : FLOAT_DEFAULTS[d->slot];
+    return cfg ? cfg->floats[d->slot] : d->fdef;
 }
 
 const char *stoker__cfg_string(const stoker_config *cfg, stoker_option opt)
@@ -234,7 +339,7 @@ const char *stoker__cfg_string(const stoker_config *cfg, stoker_option opt)
     const opt_desc *d = find(opt, OPT_STRING);
     if (!d)
         return NULL;
-    return cfg && cfg->strings[d->slot] ? cfg->strings[d->slot] : STRING_DEFAULTS[d->slot];
+    return cfg && cfg->strings[d->slot] ? cfg->strings[d->slot] : d->sdef;
 }
 
 stoker__log stoker__cfg_log(const stoker_config *cfg)
