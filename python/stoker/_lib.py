@@ -35,6 +35,14 @@ ENUM_LAYOUT = 15
 ENUM_FIELD = 16
 ENUM_DECODER = 17
 
+# What stoker_option_describe reports (STOKER_OPTION_* and STOKER_FOR_* in the header).
+OPTION_INT = 1
+OPTION_FLOAT = 2
+OPTION_STRING = 3
+FOR_WRITER = 1
+FOR_DATASET = 2
+FOR_LOADER = 4
+
 MAX_DIMS = 8
 
 c_int64_p = ctypes.POINTER(ctypes.c_int64)
@@ -131,6 +139,9 @@ _SIGNATURES = {
     "stoker_config_get_float": (_int, [_vp, _int, ctypes.POINTER(ctypes.c_double)]),
     "stoker_config_set_string": (_int, [_vp, _int, _str]),
     "stoker_option_name": (_str, [_int]),
+    "stoker_option_doc": (_str, [_int]),
+    "stoker_option_describe": (_int, [_int, ctypes.POINTER(_i32), ctypes.POINTER(_i32),
+                                      ctypes.POINTER(_i32), c_int64_p, c_int64_p]),
     "stoker_enum_name": (_str, [_int, _i32]),
     "stoker_enum_parse": (_int, [_int, _str, ctypes.POINTER(_i32)]),
     "stoker_enum_at": (_int, [_int, _i32, ctypes.POINTER(_i32)]),
@@ -321,6 +332,36 @@ DTYPE = Enum(ENUM_DTYPE)
 LAYOUT = Enum(ENUM_LAYOUT)
 FIELD = Enum(ENUM_FIELD)
 DECODER = Enum(ENUM_DECODER)
+
+
+
+class Option:
+    """One row of the library's table of options (stoker_option_describe, stoker_option_doc):
+    ``name``, ``value`` (its key), ``type`` (OPTION_INT, _FLOAT or _STRING), ``applies``
+    (FOR_* bits), ``values`` (the Enum naming its values, or None), ``min`` and ``max`` (an
+    integer's range), ``doc`` (one line: what it sets, its default)."""
+
+    def __init__(self, name, value):
+        t, a, e = ctypes.c_int32(), ctypes.c_int32(), ctypes.c_int32()
+        lo, hi = ctypes.c_int64(), ctypes.c_int64()
+        if lib.stoker_option_describe(value, ctypes.byref(t), ctypes.byref(a), ctypes.byref(e),
+                                      ctypes.byref(lo), ctypes.byref(hi)) != 0:
+            raise ImportError("stoker: %s does not describe its option %r" % (path, name))
+        self.name, self.value, self.type, self.applies = name, value, t.value, a.value
+        self.values = (_ENUMS.get(e.value) or Enum(e.value)) if e.value else None
+        self.min, self.max = lo.value, hi.value
+        self.doc = text(lib.stoker_option_doc(value))
+
+    def __repr__(self):
+        return "Option(%r)" % self.name
+
+
+_ENUMS = {t.kind: t for t in (STATUS, CAPABILITY, SIMD, BACKEND, ON_CORRUPT, ORDER, TRANSFORM,
+                              DCT, ANTIALIAS, RESAMPLER, DCT_SCALE, DTYPE, LAYOUT, FIELD,
+                              DECODER)}
+
+# Every option of the library, by name, in the order of its table.
+OPTIONS = {name: Option(name, value) for name, value in OPTION.values.items()}
 
 # The statuses the binding tests for by value.
 END = STATUS["end"]

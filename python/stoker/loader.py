@@ -451,18 +451,23 @@ def _enum_name(table):
     return lambda value: table.name(value, str(value))
 
 
-# How a value of stoker_loader_get_int reads in Python, by option (else an int).
-_OPTION_VALUE = {
-    "seed": _seed, "shuffle": bool, "drop_last": bool, "direct_io": bool,
-    "gpu_normalize": bool, "order": _enum_name(_lib.ORDER),
-    "backend": _enum_name(_lib.BACKEND), "simd": _enum_name(_lib.SIMD),
-    "on_corrupt": _enum_name(_lib.ON_CORRUPT), "transform": _enum_name(_lib.TRANSFORM),
-    "dtype": _enum_name(_lib.DTYPE), "layout": _enum_name(_lib.LAYOUT),
-    "dct": _enum_name(_lib.DCT), "antialias": _enum_name(_lib.ANTIALIAS),
-    "resampler": _enum_name(_lib.RESAMPLER), "dct_scale": _enum_name(_lib.DCT_SCALE),
-    "decoder": _enum_name(_lib.DECODER),
+def _option_value(option):
+    """How a value of stoker_loader_get_int reads in Python, by the option's row of the
+    library's table: a name for an option an enum names, a bool for a flag (0 or 1), else
+    an int."""
+    if option.values is not None:
+        return _enum_name(option.values)
+    if option.type == _lib.OPTION_INT and (option.min, option.max) == (0, 1):
+        return bool
+    return int
+
+
+# How a value of stoker_loader_get_int reads in Python, by option.
+_OPTION_VALUE = {name: _option_value(o) for name, o in _lib.OPTIONS.items()}
+_OPTION_VALUE.update({
+    "seed": _seed,
     "device": lambda value: "cpu" if value < 0 else _device_name(value - 1),
-}
+})
 
 
 def _three_floats(name, value):
@@ -655,16 +660,14 @@ class Loader:
             ("resize", check_int("resize", resize, 1, allow_none=True)),
             ("dtype", None if dtype is None else dtype_code(dtype)),
         ]
-        named = (("order", order, _lib.ORDER), ("backend", backend, _lib.BACKEND),
-                 ("on_corrupt", on_corrupt, _lib.ON_CORRUPT))  # a name, never None
-        optional = (("simd", simd, _lib.SIMD), ("dct", dct, _lib.DCT),
-                    ("antialias", antialias, _lib.ANTIALIAS),
-                    ("resampler", resampler, _lib.RESAMPLER),
-                    ("dct_scale", dct_scale, _lib.DCT_SCALE),
-                    ("decoder", decoder, _lib.DECODER),
-                    ("transform", transform, _lib.TRANSFORM), ("layout", layout, _lib.LAYOUT))
-        ints += [(name, choice(name, value, table, opt[name]))
-                 for name, value, table in named + tuple(o for o in optional if o[1] is not None)]
+        # options the library's enums name (their table: _lib.OPTIONS[name].values)
+        named = (("order", order), ("backend", backend),
+                 ("on_corrupt", on_corrupt))  # a name, never None
+        optional = (("simd", simd), ("dct", dct), ("antialias", antialias),
+                    ("resampler", resampler), ("dct_scale", dct_scale), ("decoder", decoder),
+                    ("transform", transform), ("layout", layout))
+        ints += [(name, choice(name, value, _lib.OPTIONS[name].values, opt[name]))
+                 for name, value in named + tuple(o for o in optional if o[1] is not None)]
         with Config() as cfg:
             for name, value in ints:
                 if value is not None:
