@@ -114,6 +114,7 @@ struct stoker__nvjpeg {
     bool called; /* an nvJPEG function ran: the library stays loaded (see close) */
     nj_api api;
     int device;
+    size_t pitch_align;                     /* the planes' rows this many bytes apart at least */
     unsigned flags;                         /* nvjpegCreateEx's */
     nj_handle handle, state, stream, check; /* check: the decode parameters of supported() */
     /* per image of a batch, grown on demand; params[i] is created once and reused */
@@ -447,6 +448,12 @@ int stoker__nvjpeg_open(stoker__nvjpeg **out, int device, char *why, size_t cap)
         return -ENOMEM;
     }
     nj->device = device;
+    /* The planes' rows are packed (1 byte apart at least); STOKER_NVJPEG_PITCH_ALIGN (a power
+     * of two up to 4096) pads them, to measure whether nvJPEG's copies out of its hardware
+     * decoder's surfaces depend on the pitch (docs/GPU.md) */
+    const char *pa = getenv("STOKER_NVJPEG_PITCH_ALIGN");
+    const long a = pa ? strtol(pa, NULL, 10) : 1;
+    nj->pitch_align = a > 1 && a <= 4096 && (a & (a - 1)) == 0 ? (size_t)a : 1;
     const char *name = NULL;
     int rc = STOKER_E_UNSUPPORTED;
     nj->lib = load(&name, why, cap);
@@ -665,23 +672,9 @@ static int gather(stoker__nvjpeg *nj, int32_t n, const uint8_t *const data[], co
  * outputs and the conversion's inputs at them. A grayscale image gets room for two more
  * planes of its size, which the conversion does not read: nvJPEG's planar output of a
  * one-component image is not documented to leave them alone. */
-/* The planes' rows are pitch_align bytes apart at least (1: tight). STOKER_NVJPEG_PITCH_ALIGN
- * sets another, to measure whether nvJPEG's copies out of its hardware decoder's surfaces
- * depend on it (docs/GPU.md). */
-static size_t pitch_align(void)
-{
-    static size_t align;
-    if (!align) {
-        const char *v = getenv("STOKER_NVJPEG_PITCH_ALIGN");
-        const long a = v ? strtol(v, NULL, 10) : 1;
-        align = a > 1 && a <= 4096 && (a & (a - 1)) == 0 ? (size_t)a : 1;
-    }
-    return align;
-}
-
 static int plan_planes(stoker__nvjpeg *nj, int32_t m, stoker__err *err)
 {
-    const size_t pa = pitch_align();
+    const size_t pa = nj->pitch_align;
     size_t need = 0;
     for (int32_t k = 0; k < m; k++) {
         const stoker__gpu_ycc *g = &nj->ycc[k];
