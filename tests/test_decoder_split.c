@@ -410,20 +410,28 @@ static void job_run(job *j, stoker__split *s, double seconds, double tail, doubl
     *rate = (double)(j->delivered - n0) / (j->t - t0);
 }
 
+/* A job whose share must stay 0 for `seconds`, the workers' busy share scaled by busy_scale;
+ * the split's last word must contain `why_part`. */
+static void check_cpu_alone(job *j, double seconds, double busy_scale, const char *what,
+                            const char *why_part)
+{
+    stoker__split s;
+    job_start(j, &s);
+    double lo, hi, rate;
+    job_run(j, &s, seconds, seconds, busy_scale, &lo, &hi, &rate);
+    char why[160];
+    stoker__split_describe(&s, why, sizeof why);
+    printf("%s: share %.3f..%.3f, %.0f img/s; %s\n", what, lo, hi, rate * j->records, why);
+    T_ASSERT(hi == 0);
+    T_CONTAINS(why, why_part);
+}
+
 /* ResNet-50 beside 16 cores: the CPU alone makes 12k img/s, the model takes 4.7k. */
 static void check_slow_consumer(void)
 {
     job j = {.cpu_rate = 12000, .gpu_rate = 10000, .step_s = 256 / 4700.0, .slowdown = 0.1,
              .records = 256, .depth = 4, .seed = 11};
-    stoker__split s;
-    job_start(&j, &s);
-    double lo, hi, rate;
-    job_run(&j, &s, 20, 20, 1, &lo, &hi, &rate);
-    char why[160];
-    stoker__split_describe(&s, why, sizeof why);
-    printf("slow consumer: share %.3f..%.3f, %.0f img/s; %s\n", lo, hi, rate * 256, why);
-    T_ASSERT(hi == 0);
-    T_CONTAINS(why, "the CPU decodes alone");
+    check_cpu_alone(&j, 20, 1, "slow consumer", "the CPU decodes alone");
 }
 
 /* ResNet-18 at 176 px: the model takes 19k img/s, the CPU alone makes 11.4k, the GPU 10k, and
@@ -468,15 +476,7 @@ static void check_not_cpu_bound(void)
 {
     job j = {.cpu_rate = 11400, .gpu_rate = 10000, .step_s = 256 / 19000.0, .slowdown = 0.3,
              .records = 256, .depth = 4, .seed = 13};
-    stoker__split s;
-    job_start(&j, &s);
-    double lo, hi, rate;
-    job_run(&j, &s, 10, 10, 0.3, &lo, &hi, &rate);
-    char why[160];
-    stoker__split_describe(&s, why, sizeof why);
-    printf("workers not busy: share %.3f..%.3f; %s\n", lo, hi, why);
-    T_ASSERT(hi == 0);
-    T_CONTAINS(why, "the CPU is not the limit");
+    check_cpu_alone(&j, 10, 0.3, "workers not busy", "the CPU is not the limit");
 }
 
 int main(void)
