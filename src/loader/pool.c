@@ -242,9 +242,12 @@ static void read_failed(stoker__worker *w, stoker__slot *s, const stoker__read_d
 {
     const stoker__read_req *r = &w->reqs[d->tag];
     const uint32_t last = w->req_last[d->tag];
+    /* the record whose bytes hold the failing offset (by file offsets: the read may begin
+     * below its first record, aligned for O_DIRECT, and pass padding between records) */
+    const uint64_t bad = r->offset + d->got;
     uint32_t k = w->req_first[d->tag];
-    for (uint64_t at = 0; k + 1 < last && at + s->locs[k].length <= d->got; k++)
-        at += s->locs[k].length;
+    while (k + 1 < last && s->locs[k + 1].offset <= bad)
+        k++;
     char ids[128] = "", one[32], rest[40] = "", also[224] = "";
     size_t used = 0;
     uint32_t more = 0, listed = 0;
