@@ -219,11 +219,9 @@ int stoker__gdec_create(stoker__gdec **out, const stoker__plan *plan, char *why,
         return stoker__fail(err, -ENOMEM, "cannot create the GPU decode stage's condition");
     }
     gd->has_locks = true;
-    stoker__split_init(&gd->split, NULL, true);
     gd->pinned = plan->decoder == STOKER_DECODER_GPU ? 0 : atomic_load(&pinned_share);
-    gd->share = plan->decoder == STOKER_DECODER_GPU ? 1.0
-                : gd->pinned > 0                    ? gd->pinned
-                                                    : stoker__split_share(&gd->split);
+    /* auto starts with the CPU alone (the split starts at 0; made in start, with the ring) */
+    gd->share = plan->decoder == STOKER_DECODER_GPU ? 1.0 : gd->pinned;
     gd->epart = 1.0;
     stoker__gpu_output *o = &gd->out;
     o->size = plan->xform.size;
@@ -380,8 +378,8 @@ int stoker__gdec_start(stoker__gdec *gd, stoker__ring *ring, stoker__err *err)
     gd->ring = ring;
     /* ahead of the consumer: the ring three-quarters full at its calls, where producers are
      * held back by it; fewer ready batches only say that the two sides keep pace */
-    const double ahead = 0.75 * ring->depth;
-    gd->split.cfg.ahead = ahead > gd->split.cfg.ahead ? ahead : gd->split.cfg.ahead;
+    const stoker__split_config cfg = {.ahead = 0.75 * ring->depth};
+    stoker__split_init(&gd->split, &cfg, true);
     if (gd->emulated)
         return start_on_device(gd, err);
     const int prev = stoker__cuda_use_device(gd->device);
@@ -565,19 +563,22 @@ void stoker__gdec_batch_done(stoker__gdec *gd, stoker__slot *s, uint64_t gpu_ns,
     pthread_mutex_unlock(&gd->mu);
 }
 
-void stoker__gdec_consumed(stoker__gdec *gd, double waited, double ready, double busy_s)
+void stoker__gdec_consumed(stoker__gdec *gd, double waited, double ready,
+                           double (*busy)(void *ctx), void *ctx)
 {
+    if (gd->plan->decoder == STOKER_DECODER_GPU || gd->pinned > 0)
+        return; /* a share the split does not decide */
     const uint64_t now = stoker__now_ns();
-    if (gd->period.t0_ns == 0 || gd->plan->decoder == STOKER_DECODER_GPU || gd->pinned > 0) {
+    if (gd->period.t0_ns == 0) {
         gd->period.t0_ns = now; /* the first delivery starts the first period */
-        gd->period.busy0 = busy_s;
+        gd->period.busy0 = busy(ctx);
         return;
     }
     gd->period.waited += waited;
     gd->period.ready += ready;
     if (++gd->period.n < PERIOD)
         return;
-    const double seconds = (double)(now - gd->period.t0_ns) * 1e-9;
+    const double seconds = (double)(now - gd->period.t0_ns) * 1e-9, busy_s = busy(ctx);
     const stoker__split_period p = {
         .seconds = seconds,
         .waited = gd->period.waited,

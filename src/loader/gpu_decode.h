@@ -83,10 +83,11 @@ void stoker__gdec_batch_done(stoker__gdec *gd, stoker__slot *s, uint64_t gpu_ns,
 /* ---- the consumer ---- */
 
 /* The consumer was handed a batch after waiting `waited` seconds, with `ready` batches ready
- * and not yet taken at its call; busy_s: the CPU workers' busy seconds so far. Once a period
- * of deliveries, the split decides the GPU's share from them (split.h). The consumer's
- * thread alone. */
-void stoker__gdec_consumed(stoker__gdec *gd, double waited, double ready, double busy_s);
+ * and not yet taken at its call. Once a period of deliveries, the split decides the GPU's
+ * share from them and from the CPU workers' busy seconds so far, which busy(ctx) reads (only
+ * then: it sums every worker's counters). The consumer's thread alone. */
+void stoker__gdec_consumed(stoker__gdec *gd, double waited, double ready,
+                           double (*busy)(void *ctx), void *ctx);
 
 /* ---- the GPU worker ---- */
 

@@ -169,15 +169,20 @@ int stoker_loader_position(const stoker_loader *l, int64_t *epoch, int64_t *posi
 
 /* ---- next and release ---- */
 
+/* The CPU workers' busy seconds so far (their time on records), for the split. */
+static double workers_busy(void *ctx)
+{
+    stoker__pool_stats ps;
+    stoker__pool_stats_get(ctx, &ps);
+    return ps.read_s + ps.crc_s + ps.process_s;
+}
+
 /* Tells the GPU decode stage what the consumer saw at a delivery: its split follows the
  * consumer's waits (split.h). */
 static void tell_split(stoker_loader *l, double waited, uint64_t ready)
 {
-    if (!l->gdec)
-        return;
-    stoker__pool_stats ps;
-    stoker__pool_stats_get(&l->pool, &ps);
-    stoker__gdec_consumed(l->gdec, waited, (double)ready, ps.read_s + ps.crc_s + ps.process_s);
+    if (l->gdec)
+        stoker__gdec_consumed(l->gdec, waited, (double)ready, workers_busy, &l->pool);
 }
 
 /* A host batch from the ring. A failed batch is given back at once: it counts as consumed. */
