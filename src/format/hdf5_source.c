@@ -862,12 +862,11 @@ static int open_vlen(h5_open *o)
     H5_FAIL_IF(!h->lens, -ENOMEM, "%s: out of memory", h->file);
     static vl_kept kept; /* under stoker's HDF5 lock, as every libhdf5 call */
     const hid_t xfer = H5Pcreate(H5P_DATASET_XFER);
-    if (xfer >= 0 && H5Pset_vlen_mem_manager(xfer, vl_alloc, &kept, vl_free, &kept) < 0) {
+    const bool set =
+        xfer >= 0 && H5Pset_vlen_mem_manager(xfer, vl_alloc, &kept, vl_free, &kept) >= 0;
+    if (!set && xfer >= 0)
         H5Pclose(xfer);
-        H5_FAIL_IF(true, STOKER_E_CORRUPT, "%s: dataset %s: cannot set up reading its records",
-                   h->file, h->name);
-    }
-    H5_FAIL_IF(xfer < 0, -ENOMEM, "%s: dataset %s: cannot set up reading its records", h->file,
+    H5_FAIL_IF(!set, -ENOMEM, "%s: dataset %s: cannot set up reading its records", h->file,
                h->name);
     hvl_t v[VL_BLOCK];
     int rc = 0;

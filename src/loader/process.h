@@ -16,9 +16,10 @@ void stoker__process_destroy(stoker__process *pr); /* NULL ok */
 /* Record `id` of `epoch` (src, n bytes) to its sample at dst (cap bytes). Randomness (train)
  * depends on (seed, epoch, id) only (the order's seed: a restored state may bring its own),
  * so any worker makes the same sample. An image over the pixel limit is a corrupt record like
- * any other damage (the policy decides), its cause kept in the message. `whole`: the JPEG is decoded to its end, past its crop, so that
- * damage anywhere in it is found (stoker__xform_jpeg_whole). Returns 0, STOKER_E_CORRUPT,
- * STOKER_E_LIMIT (dst too small) or -ENOMEM. */
+ * any other damage (the policy decides), its cause kept in the message. `whole`: the JPEG is
+ * decoded to its end, past its crop, so that damage anywhere in it is found
+ * (stoker__xform_jpeg_whole). Returns 0, STOKER_E_CORRUPT, STOKER_E_LIMIT (dst too small) or
+ * -ENOMEM. */
 int stoker__process_record(stoker__process *pr, uint64_t seed, int64_t epoch, int64_t id,
                            const uint8_t *src, uint64_t n, bool whole, uint8_t *dst,
                            uint64_t cap, stoker__err *err);
