@@ -1,0 +1,98 @@
+/* The remote source's client: HTTP(S) and S3 over libcurl's multi interface. One thread
+ * drives every transfer of a client (keep-alive, HTTP/2 where the server offers it), at most
+ * `max_transfers` at once; callers queue requests from any thread and are told on completion.
+ *
+ * A request is one GET of a byte range (or of a whole object) or one HEAD. Faults that a new
+ * attempt may cure (5xx, 429, a connection refused or reset, a timeout, a body cut short, a
+ * reply that is not the range asked for) are retried with exponential backoff and jitter,
+ * honouring Retry-After, within `retries` attempts and `retry_seconds`; then the request
+ * fails with a message naming the URL, the byte range and the last status or cause. A 200
+ * with the whole object in reply to a range request is cut to the range asked for (never
+ * mistaken for it); a 206 whose Content-Range is not the range asked for is a fault.
+ *
+ * URLs: http://, https:// (certificates verified; `ca_bundle` names another CA file) and
+ * s3://BUCKET/KEY, signed with AWS Signature Version 4 (libcurl's CURLOPT_AWS_SIGV4,
+ * `x-amz-content-sha256: UNSIGNED-PAYLOAD`, `x-amz-security-token` with a session token);
+ * path-style (ENDPOINT/BUCKET/KEY) when an endpoint is set (MinIO and other compatible
+ * stores), virtual-hosted style (https://BUCKET.s3.REGION.amazonaws.com/KEY) on AWS.
+ * Internal to src/remote/. */
+#ifndef STOKER_REMOTE_HTTP_H
+#define STOKER_REMOTE_HTTP_H
+
+#include "common/common.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct stoker__http stoker__http;
+
+/* Settings; a zero field takes the default in brackets. */
+typedef struct stoker__http_opts {
+    uint32_t max_transfers;  /* in flight at once [16] */
+    uint32_t retries;        /* attempts after the first, per request [8] */
+    double retry_seconds;    /* most time one request may spend retrying [60] */
+    double connect_timeout;  /* seconds to connect [10] */
+    double stall_timeout;    /* a transfer that moves no byte for this long fails [30] */
+    const char *ca_bundle;   /* a CA file for HTTPS [NULL: the system's] */
+    const char *header;      /* one extra request header, "Name: value" (a bearer token:
+                                "Authorization: Bearer ..."), for http(s):// URLs [none] */
+    /* S3, for s3:// URLs. NULL takes the standard environment: AWS_ACCESS_KEY_ID,
+     * AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION then AWS_DEFAULT_REGION (else
+     * us-east-1), AWS_ENDPOINT_URL_S3 then AWS_ENDPOINT_URL (none: AWS itself). */
+    const char *s3_region, *s3_endpoint, *access_key, *secret_key, *session_token;
+} stoker__http_opts;
+
+typedef struct stoker__http_req stoker__http_req;
+struct stoker__http_req {
+    /* ---- in (not touched by the client) ---- */
+    const char *url;     /* http://, https:// or s3://BUCKET/KEY */
+    bool head;           /* HEAD: only the size and validators */
+    uint64_t offset;     /* GET: the byte range [offset, offset + length) */
+    uint64_t length;     /* 0: the whole object */
+    const char *if_match; /* an ETag the object must still have (sent as If-Match; a 412, or
+                             a reply with another ETag, fails at once with -ESTALE); NULL */
+    int fd;              /* the body goes to this file at file offset 0 (pwrite, so any
+                            attempt rewrites it from the start); -1: to buf */
+    uint8_t *buf;        /* else the body goes here, at most `cap` bytes (a longer body
+                            fails with STOKER_E_LIMIT) */
+    size_t cap;
+    void (*done)(stoker__http_req *r, void *ctx); /* on the client's thread, once */
+    void *ctx;
+
+    /* ---- out (valid in done) ---- */
+    int rc;              /* 0; -ENOENT (404), -EACCES (401, 403), -ESTALE (the ETag
+                            changed), STOKER_E_LIMIT, -ECANCELED (the client was destroyed),
+                            -EIO or -ETIMEDOUT (retries spent) */
+    long status;         /* the last HTTP status (0: none came) */
+    uint64_t size;       /* the object's size (Content-Range's total, or Content-Length of a
+                            200 or HEAD); UINT64_MAX when the server did not say */
+    uint64_t got;        /* body bytes delivered (length for a range) */
+    uint32_t attempts;   /* 1 + retries used */
+    char etag[128];      /* the ETag as sent (quotes included), "" if none */
+    char last_modified[64];
+    char msg[512];       /* on failure: "URL (bytes A-B): cause" */
+    void *internal_;     /* the client's own */
+};
+
+typedef struct stoker__http_stats {
+    uint64_t requests;   /* attempts sent */
+    uint64_t bytes;      /* body bytes received */
+    uint64_t retries;
+    uint64_t failures;   /* requests that failed for good */
+    uint64_t busy_ns;    /* time with at least one transfer in flight */
+} stoker__http_stats;
+
+int stoker__http_create(stoker__http **out, const stoker__http_opts *o, stoker__err *err);
+/* Fails what is queued or in flight with -ECANCELED (each `done` is called) and joins. */
+void stoker__http_destroy(stoker__http *h);
+/* Queues r (any thread); its done runs once, on the client's thread. 0, or -ENOMEM /
+ * STOKER_E_INVALID (a URL it cannot take: r->msg says why; done is then not called). */
+int stoker__http_submit(stoker__http *h, stoker__http_req *r);
+/* Submits r and waits for it (done and ctx are the client's own here). Returns r->rc. */
+int stoker__http_run(stoker__http *h, stoker__http_req *r);
+void stoker__http_stats_get(stoker__http *h, stoker__http_stats *s);
+
+/* Whether `path` is a URL the client takes (http://, https://, s3://). */
+bool stoker__http_is_url(const char *path);
+
+#endif
