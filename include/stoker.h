@@ -213,6 +213,24 @@ typedef enum stoker_option {
     /* ---- sources (string options, stoker_config_set_string) ---- */
     STOKER_OPT_H5_IMAGES = 120,  /* HDF5 dataset holding the records; default "images" */
     STOKER_OPT_H5_LABELS = 121,  /* HDF5 dataset holding the labels; default "labels" */
+    /* remote data sets (http://, https://, s3://; docs/REMOTE.md) */
+    STOKER_OPT_CACHE_DIR = 122,   /* the block cache's directory; default $STOKER_CACHE_DIR,
+                                     else $XDG_CACHE_HOME/stoker, else ~/.cache/stoker */
+    STOKER_OPT_CA_BUNDLE = 123,   /* a CA certificate file for HTTPS; default the system's */
+    STOKER_OPT_HTTP_HEADER = 124, /* one extra request header for http(s)://, "Name: value"
+                                     (e.g. "Authorization: Bearer TOKEN"); default none */
+    STOKER_OPT_S3_REGION = 125,   /* default $AWS_REGION, $AWS_DEFAULT_REGION, us-east-1 */
+    STOKER_OPT_S3_ENDPOINT = 126, /* an S3-compatible endpoint (path-style requests); default
+                                     $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, none (AWS) */
+    STOKER_OPT_CACHE_LIMIT = 130,   /* bytes the block cache may hold; 0 (default): a quarter
+                                       of the cache's file system, at least 4 x the window */
+    STOKER_OPT_BLOCK_SIZE = 131,    /* bytes per fetched block; default 16 MiB */
+    STOKER_OPT_FETCH_WINDOW = 132,  /* bytes fetched ahead of the workers; default 512 MiB */
+    STOKER_OPT_FETCH_TRANSFERS = 133, /* transfers in flight; default 16 */
+    STOKER_OPT_FETCH_RETRIES = 134, /* attempts after the first, per request; default 8 */
+    STOKER_OPT_FETCH_RETRY_MS = 135, /* most time one request spends retrying; default 60000 */
+    STOKER_OPT_FETCH_TIMEOUT_MS = 136, /* a transfer moving no byte this long fails (and is
+                                          retried); also the connect timeout; default 30000 */
 } stoker_option;
 
 typedef enum stoker_backend {
@@ -775,6 +793,15 @@ typedef struct stoker_stats {
                                  packed (or of an HDF5 file) on its first use, and again on
                                  each use while it is found damaged (read-ahead included; 0
                                  for a checked data set) */
+    /* remote data sets (docs/REMOTE.md); 0 for local ones */
+    int64_t remote_bytes;     /* body bytes fetched over the network */
+    int64_t remote_requests;  /* requests sent (retries included) */
+    int64_t remote_retries;   /* requests sent again after a fault */
+    int64_t cache_hits;       /* blocks found in the block cache */
+    int64_t cache_misses;     /* blocks this process fetched (or found another fetching) */
+    int64_t cache_bytes;      /* bytes of blocks in the cache at the last count */
+    int64_t cache_limit;      /* the limit in effect (bytes) */
+    double fetch_wait_seconds; /* time workers waited for blocks not yet fetched */
 } stoker_stats;
 
 /* Fills `stats` (struct_size set by the caller). Any thread. 0 or STOKER_E_INVALID. */

@@ -3,7 +3,7 @@
  * stoker_dataset_read and stoker__dataset_locate; the same input written twice gives the
  * same bytes; a raw field; a record larger than the staging buffer and than a shard; the
  * manifest's mark of a JPEG data set checked when written (version 2), and its absence. */
-#include "format/dataset.h"
+#include "source/dataset.h"
 #include "testutil.h"
 
 #include <dirent.h>

@@ -2,7 +2,7 @@
  * io_uring setup failure, corrupt payloads with both policies, failed allocations during
  * create, no allocation in steady state, destroy at any moment. Run it under ASan and TSan
  * too: no leak, no race, no hang. */
-#include "format/dataset.h"
+#include "source/dataset.h"
 #include "io/reader.h"
 #include "test_loader_util.h"
 

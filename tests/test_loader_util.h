@@ -6,7 +6,7 @@
 
 #include "testutil.h"
 
-#include "format/dataset.h"
+#include "source/dataset.h"
 
 #include <fcntl.h>
 #include <unistd.h>

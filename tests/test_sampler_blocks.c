@@ -2,7 +2,7 @@
  * block of consecutive ids takes consecutive positions (the partial last block included),
  * drawn from (seed, epoch) alone, then padded and cut into rank slices by the same rule as
  * the record order; and the loader delivering it, state save/restore included. */
-#include "format/dataset.h"
+#include "source/dataset.h"
 #include "loader/sampler.h"
 #include "test_loader_util.h"
 

@@ -170,3 +170,23 @@ def dtype_code(value):
     if code is None:
         raise ValueError("unknown dtype %r (one of %s)" % (value, ", ".join(_lib.DTYPE)))
     return code
+
+
+# Remote data sets' options (docs/REMOTE.md), keywords of Loader and Dataset alike: the
+# integers (bytes, counts, milliseconds; 0 or more) and the strings.
+REMOTE_INTS = ("cache_limit", "block_size", "fetch_window", "fetch_transfers",
+               "fetch_retries", "fetch_retry_ms", "fetch_timeout_ms")
+REMOTE_STRINGS = ("cache_dir", "ca_bundle", "http_header", "s3_region", "s3_endpoint")
+
+
+def set_remote(cfg, values):
+    """Sets the remote options given (not None) in `values`, a dict of keyword arguments."""
+    for name in REMOTE_INTS:
+        if values.get(name) is not None:
+            cfg.set_int(_lib.OPTION[name], check_int(name, values[name], 0))
+    for name in REMOTE_STRINGS:
+        value = values.get(name)
+        if value is not None:
+            if not isinstance(value, (str, bytes, os.PathLike)):
+                raise TypeError("%s must be a str, not %s" % (name, type(value).__name__))
+            cfg.set_string(_lib.OPTION[name], value)

@@ -108,6 +108,14 @@ class Stats(ctypes.Structure):
         ("gpu_busy", ctypes.c_double),
         ("decoder_note", ctypes.c_char * 160),
         ("full_checks", ctypes.c_int64),
+        ("remote_bytes", ctypes.c_int64),
+        ("remote_requests", ctypes.c_int64),
+        ("remote_retries", ctypes.c_int64),
+        ("cache_hits", ctypes.c_int64),
+        ("cache_misses", ctypes.c_int64),
+        ("cache_bytes", ctypes.c_int64),
+        ("cache_limit", ctypes.c_int64),
+        ("fetch_wait_seconds", ctypes.c_double),
     ]
 
 

@@ -6,7 +6,8 @@ import os
 import threading
 
 from . import _lib
-from ._config import Config, c_string, check_int, check_bool, check_path, choice, dtype_code
+from ._config import (Config, c_string, check_int, check_bool, check_path, choice,
+                      dtype_code, set_remote)
 from .errors import error, StateError
 
 _L = _lib.lib
@@ -221,7 +222,15 @@ class Dataset:
     ``ds[i]`` -> ``(payload bytes, label)``; ``ds.array(i)`` for raw records (numpy).
     Any thread: calls are taken one at a time (close waits for the call in progress)."""
 
-    def __init__(self, path, max_record_size=None):
+    def __init__(self, path, max_record_size=None, cache_dir=None, cache_limit=None,
+                 block_size=None, fetch_window=None, fetch_transfers=None, fetch_retries=None,
+                 fetch_retry_ms=None, fetch_timeout_ms=None, ca_bundle=None, http_header=None,
+                 s3_region=None, s3_endpoint=None):
+        remote = dict(cache_dir=cache_dir, cache_limit=cache_limit, block_size=block_size,
+                      fetch_window=fetch_window, fetch_transfers=fetch_transfers,
+                      fetch_retries=fetch_retries, fetch_retry_ms=fetch_retry_ms,
+                      fetch_timeout_ms=fetch_timeout_ms, ca_bundle=ca_bundle,
+                      http_header=http_header, s3_region=s3_region, s3_endpoint=s3_endpoint)
         raw_path = check_path("path", path)
         self.path = os.fsdecode(raw_path)
         self._handle = ctypes.c_void_p()
@@ -233,6 +242,7 @@ class Dataset:
             if max_record_size is not None:
                 cfg.set_int(_lib.OPTION["max_record_size"], check_int("max_record_size",
                                                                 max_record_size, 1))
+            set_remote(cfg, remote)
             rc = _L.stoker_dataset_open(ctypes.byref(self._handle), raw_path, cfg.handle)
         if rc != 0:
             msg = _lib.text(_L.stoker_dataset_errmsg(self._handle)) if self._handle else ""

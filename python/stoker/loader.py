@@ -20,7 +20,7 @@ import threading
 import weakref
 
 from . import _dlpack, _lib
-from ._config import (Config, INT64_MAX, check_bool, check_int, check_path, choice,
+from ._config import (Config, INT64_MAX, check_bool, check_int, check_path, choice, set_remote,
                       dtype_code, is_bool)
 from .errors import error, StateError
 
@@ -628,7 +628,15 @@ class Loader:
                  read_ahead=None, simd=None, dct=None, max_record_size=None,
                  max_pixels=None, h5_images=None, h5_labels=None, device_buffers=None,
                  order="records", gpu_normalize=False, antialias=None, resampler=None,
-                 dct_scale=None, max_cache=None, decoder=None):
+                 dct_scale=None, max_cache=None, decoder=None, cache_dir=None,
+                 cache_limit=None, block_size=None, fetch_window=None, fetch_transfers=None,
+                 fetch_retries=None, fetch_retry_ms=None, fetch_timeout_ms=None,
+                 ca_bundle=None, http_header=None, s3_region=None, s3_endpoint=None):
+        remote = dict(cache_dir=cache_dir, cache_limit=cache_limit, block_size=block_size,
+                      fetch_window=fetch_window, fetch_transfers=fetch_transfers,
+                      fetch_retries=fetch_retries, fetch_retry_ms=fetch_retry_ms,
+                      fetch_timeout_ms=fetch_timeout_ms, ca_bundle=ca_bundle,
+                      http_header=http_header, s3_region=s3_region, s3_endpoint=s3_endpoint)
         self._core = None
         self._active = None
         raw_path = check_path("path", path)
@@ -681,6 +689,7 @@ class Loader:
                 cfg.set_string(opt["h5_images"], h5_images)
             if h5_labels is not None:
                 cfg.set_string(opt["h5_labels"], h5_labels)
+            set_remote(cfg, remote)
             core = _Core()
             rc = _L.stoker_loader_create(ctypes.byref(core.handle), raw_path, cfg.handle)
         if rc != 0:
@@ -1068,7 +1077,9 @@ class Loader:
         ``gpu_decoded``, ``gpu_retried``, ``gpu_fallbacks``, ``gpu_share``, ``cpu_busy``,
         ``gpu_busy`` and ``decoder_note`` (a str), and ``full_checks`` (JPEGs decoded to the
         end of their data to find damage past the crop: a record of a data set not checked
-        when packed, on its first use). Does not wait for a next() in progress in another
+        when packed, on its first use); for a remote data set, ``remote_bytes``,
+        ``remote_requests``, ``remote_retries``, ``cache_hits``, ``cache_misses``,
+        ``cache_bytes``, ``cache_limit`` and ``fetch_wait_seconds``. Does not wait for a next() in progress in another
         thread."""
         cap = 4096
         for _ in range(3):

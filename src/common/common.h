@@ -136,6 +136,9 @@ uint64_t stoker__now_ns(void); /* CLOCK_MONOTONIC nanoseconds (vDSO, ~20 ns a ca
 
 /* Online CPU count (at least 1). */
 int stoker__online_cpus(void);
+/* Reads `len` bytes at `off` (retrying EINTR and short reads); 0, -errno, or
+ * STOKER_E_CORRUPT when the file ends first. No message is set. */
+int stoker__pread_full(int fd, void *buf, size_t len, uint64_t off);
 
 /* Names the calling thread (truncated to 15 bytes). */
 void stoker__thread_name(const char *name);

@@ -4,7 +4,7 @@
 
 #include "common/common.h"
 
-#define STOKER__NUM_INT_OPTS 128
+#define STOKER__NUM_INT_OPTS 160
 #define STOKER__NUM_STR_OPTS 8
 
 struct stoker_config {

@@ -230,3 +230,21 @@ size_t stoker_dtype_size(int32_t dtype)
     static const uint8_t sizes[] = {0, 1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8, 1};
     return dtype >= 0 && dtype < (int32_t)sizeof sizes ? sizes[dtype] : 0;
 }
+
+int stoker__pread_full(int fd, void *buf, size_t len, uint64_t off)
+{
+    uint8_t *p = buf;
+    while (len > 0) {
+        const ssize_t r = pread(fd, p, len, (off_t)off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -errno;
+        if (r == 0)
+            return STOKER_E_CORRUPT;
+        p += r;
+        len -= (size_t)r;
+        off += (uint64_t)r;
+    }
+    return 0;
+}

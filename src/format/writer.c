@@ -3,7 +3,7 @@
  * atomic publish by rename of a hidden temporary directory. Files hold nothing but the
  * records and options, so the same input always gives the same bytes. */
 #include "common/config.h"
-#include "format/format.h"
+#include "format/manifest.h"
 
 #include <dirent.h>
 #include <fcntl.h>

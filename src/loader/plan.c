@@ -5,7 +5,7 @@
 
 #include "common/config.h"
 #include "cuda/cuda.h"
-#include "format/dataset.h"
+#include "source/dataset.h"
 #include "io/reader.h"
 #include "loader/gpu_decode.h"
 
@@ -395,7 +395,7 @@ static int plan_decoder(stoker__plan *p, const stoker_config *cfg, stoker_datase
      * counts as corrupt into a delivered one. GPU is the user's choice to send the rest. */
     if (p->gpu_decode && p->decoder == STOKER_DECODER_AUTO && !stoker_dataset_jpeg_checked(ds)) {
         p->gpu_decode = false;
-        why = stoker__dataset_is_hdf5(ds)
+        why = strcmp(stoker__dataset_source(ds), "hdf5") == 0
                   ? "HDF5 records were not checked when written: decoder gpu sends them to the "
                     "GPU"
                   : "the data set's JPEGs were not checked when packed (stoker-pack checks them "

@@ -7,7 +7,7 @@
 #define STOKER_LOADER_PLAN_H
 
 #include "common/common.h"
-#include "format/dataset.h"
+#include "source/dataset.h"
 #include "transform/transform.h"
 
 #include <inttypes.h>

@@ -114,6 +114,7 @@ static void prepare(void *ctx, stoker__slot *s, uint64_t seq)
     b->count = (int64_t)stoker__sampler_batch_count(p->smp, pos);
     b->replaced = 0;
     stoker__sampler_batch(p->smp, epoch, pos, b->ids);
+    stoker__dataset_progress(p->ds, seq); /* what batches before it needed may go */
     memset(s->marks, 0, (size_t)b->count);
     if (p->gd)
         stoker__gdec_prepare(p->gd, s);
@@ -811,8 +812,27 @@ int stoker__pool_create(stoker__pool *p, const stoker__plan *plan, stoker_datase
     return 0;
 }
 
+/* The order to come, for a source that reads ahead (remote shards): batch seq's ids. */
+static uint64_t future_batch(void *ctx, uint64_t seq, int64_t *ids)
+{
+    const stoker__pool *p = ctx;
+    if (p->smp->nbatches == 0)
+        return 0;
+    uint64_t epoch, pos;
+    stoker__pool_position(p, seq, &epoch, &pos);
+    stoker__sampler_batch(p->smp, epoch, pos, ids);
+    return stoker__sampler_batch_count(p->smp, pos);
+}
+
+static void follow(stoker__pool *p)
+{
+    const stoker__future f = {future_batch, p, 0, p->smp->batch};
+    stoker__dataset_follow(p->ds, &f);
+}
+
 int stoker__pool_start(stoker__pool *p, stoker__err *err)
 {
+    follow(p);
     for (uint32_t i = 0; i < p->nworkers; i++) {
         stoker__worker *w = &p->workers[i];
         const int rc = stoker__thread_start(&w->thread, w->gpu ? gpu_main : worker_main, w);
@@ -826,6 +846,8 @@ int stoker__pool_start(stoker__pool *p, stoker__err *err)
 
 void stoker__pool_destroy(stoker__pool *p)
 {
+    if (p->ds)
+        stoker__dataset_follow(p->ds, NULL);
     atomic_store_explicit(&p->stop, true, memory_order_release);
     atomic_store_explicit(&p->halt, true, memory_order_release);
     for (uint32_t i = 0; p->workers && i < p->nworkers; i++)
@@ -865,6 +887,7 @@ void stoker__pool_pause(stoker__pool *p)
     while (p->parked < p->nworkers)
         stoker__timed_wait(&p->cond, &p->mu);
     pthread_mutex_unlock(&p->mu);
+    stoker__dataset_follow(p->ds, NULL); /* the order may change now */
 }
 
 void stoker__pool_resume(stoker__pool *p, uint64_t epoch, uint64_t pos)
@@ -876,6 +899,7 @@ void stoker__pool_resume(stoker__pool *p, uint64_t epoch, uint64_t pos)
     p->base_epoch = epoch;
     p->base_pos = pos;
     p->paused = false;
+    follow(p); /* before any worker prepares a batch of the new order */
     atomic_store_explicit(&p->halt, false, memory_order_release);
     pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->mu);

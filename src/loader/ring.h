@@ -20,7 +20,7 @@
 #ifndef STOKER_LOADER_RING_H
 #define STOKER_LOADER_RING_H
 
-#include "format/dataset.h"
+#include "source/dataset.h"
 #include "loader/batch.h"
 
 #include <inttypes.h>

@@ -187,6 +187,17 @@ static void fill_stats(const stoker_loader *l, stoker_stats *s)
         s->bytes_per_sec = (double)s->bytes / s->seconds;
     }
     s->wait_seconds = LOAD(l->c_wait);
+    stoker__remote_stats rs;
+    if (stoker__dataset_remote_stats(l->ds, &rs)) {
+        s->remote_bytes = (int64_t)rs.bytes_fetched;
+        s->remote_requests = (int64_t)rs.requests;
+        s->remote_retries = (int64_t)rs.retries;
+        s->cache_hits = (int64_t)rs.cache_hits;
+        s->cache_misses = (int64_t)rs.cache_misses;
+        s->cache_bytes = (int64_t)rs.cache_bytes;
+        s->cache_limit = (int64_t)rs.cache_limit;
+        s->fetch_wait_seconds = (double)rs.wait_ns * 1e-9;
+    }
     const uint64_t calls = LOAD(l->c_next_calls);
     s->ready_slots = calls ? (double)LOAD(l->c_ready_sum) / (double)calls : 0;
     fill_decoder(l, &ps, s);
@@ -225,7 +236,11 @@ int stoker_loader_stats_json(const stoker_loader *l, char *buf, size_t cap, size
                  ",\"decoder\":\"%s\",\"cpu_decoded\":%" PRId64 ",\"gpu_decoded\":%" PRId64
                  ",\"gpu_retried\":%" PRId64 ",\"gpu_fallbacks\":%" PRId64
                  ",\"gpu_share\":%.4f,\"cpu_busy\":%.4f,\"gpu_busy\":%.4f,\"decoder_note\":\"%s\","
-                 "\"full_checks\":%" PRId64 "}",
+                 "\"full_checks\":%" PRId64 ",\"remote_bytes\":%" PRId64
+                 ",\"remote_requests\":%" PRId64 ",\"remote_retries\":%" PRId64
+                 ",\"cache_hits\":%" PRId64 ",\"cache_misses\":%" PRId64
+                 ",\"cache_bytes\":%" PRId64 ",\"cache_limit\":%" PRId64
+                 ",\"fetch_wait_seconds\":%.6f}",
                  stoker_backend_name(s.backend), stoker_simd_name(s.simd), s.threads, s.depth,
                  s.device, s.batches, s.records, s.bytes, s.skipped, s.records_read, s.bytes_read,
                  s.pinned_bytes, s.seconds, s.records_per_sec, s.bytes_per_sec, s.wait_seconds,
@@ -233,7 +248,9 @@ int stoker_loader_stats_json(const stoker_loader *l, char *buf, size_t cap, size
                  s.decode_seconds, s.resize_seconds, s.normalize_seconds, s.reduced,
                  s.dropped_bytes, stoker_enum_name(STOKER_ENUM_DECODER, s.decoder), s.cpu_decoded,
                  s.gpu_decoded, s.gpu_retried, s.gpu_fallbacks, s.gpu_share, s.cpu_busy, s.gpu_busy,
-                 note, s.full_checks);
+                 note, s.full_checks, s.remote_bytes, s.remote_requests, s.remote_retries,
+                 s.cache_hits, s.cache_misses, s.cache_bytes, s.cache_limit,
+                 s.fetch_wait_seconds);
     if (n < 0)
         return STOKER_E_INVALID;
     if (needed)

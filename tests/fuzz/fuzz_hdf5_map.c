@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #ifdef STOKER_HAVE_HDF5
 #include "format/format.h"
-#include "format/hdf5_source.h"
+#include "source/hdf5.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -80,7 +80,7 @@ static bool fuzz_map(stoker__h5 *h, fuzz_in *in, uint64_t file_size)
  * planned reads made (with pread here) and handed back, then both assembled. */
 static void fuzz_planned(stoker_dataset *ds, int64_t id, uint64_t round, uint8_t *buf)
 {
-    const stoker__h5 *h = ds->source;
+    const stoker__h5 *h = ds->state;
     const int64_t last = id + 1 < (int64_t)h->records ? id + 1 : id;
     stoker__recloc loc = {.length = h->row_bytes, .fetch = 1};
     for (int64_t i = id; i <= last; i++) {
@@ -122,7 +122,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const int fd = memfd_create("fuzz_hdf5_map", MFD_CLOEXEC);
     if (fd < 0)
         return 0;
-    stoker_dataset *ds = stoker__dataset_alloc();
+    stoker_dataset *ds = stoker__calloc(1, sizeof *ds); /* the source alone: no open */
     stoker__h5 *h = stoker__calloc(1, sizeof *h);
     if (ds && h && write(fd, data, size) == (ssize_t)size && fuzz_map(h, &in, size)) {
         h->fd = fd;
@@ -130,16 +130,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
          * thread's cache */
         static uint64_t runs;
         h->serial = UINT64_MAX - 1 - runs++;
-        ds->source = h;
+        ds->state = h;
         fuzz_records(ds, h);
     }
     close(fd);
     if (h)
         stoker__free(h->chunks);
     stoker__free(h);
-    if (ds)
-        ds->source = NULL; /* freed above: close finds no source kind to close */
-    stoker_dataset_close(ds);
+    stoker__free(ds);
     return 0;
 }
 

@@ -60,6 +60,11 @@ LOADER_NOT_PROPERTIES = {
     "direct_io", "read_ahead", "device_buffers", "gpu_normalize",
     # names inside an HDF5 file, as given
     "h5_images", "h5_labels",
+    # remote data sets' settings: stats() reports those in effect (cache_limit, block_size,
+    # fetch_window); the others are as given
+    "cache_dir", "cache_limit", "block_size", "fetch_window", "fetch_transfers",
+    "fetch_retries", "fetch_retry_ms", "fetch_timeout_ms", "ca_bundle", "http_header",
+    "s3_region", "s3_endpoint",
 }
 
 WRITER_NOT_KEYWORDS = {

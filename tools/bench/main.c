@@ -57,6 +57,7 @@ enum {
     OPT_MIN_SECONDS,
     OPT_DUMP_INDICES,
     OPT_PLOT,
+    OPT_REMOTE, /* remote data sets' options, as `remote_opts`: OPT_REMOTE + row */
     OPT_HELP = 'h', /* -h too */
 };
 
@@ -96,9 +97,31 @@ static const struct option long_opts[] = {
     {"min-seconds", required_argument, NULL, OPT_MIN_SECONDS},
     {"dump-indices", required_argument, NULL, OPT_DUMP_INDICES},
     {"plot", required_argument, NULL, OPT_PLOT},
+    {"cache-dir", required_argument, NULL, OPT_REMOTE + 0},
+    {"ca-bundle", required_argument, NULL, OPT_REMOTE + 1},
+    {"http-header", required_argument, NULL, OPT_REMOTE + 2},
+    {"s3-region", required_argument, NULL, OPT_REMOTE + 3},
+    {"s3-endpoint", required_argument, NULL, OPT_REMOTE + 4},
+    {"cache-limit", required_argument, NULL, OPT_REMOTE + 5},
+    {"block-size", required_argument, NULL, OPT_REMOTE + 6},
+    {"fetch-window", required_argument, NULL, OPT_REMOTE + 7},
+    {"fetch-transfers", required_argument, NULL, OPT_REMOTE + 8},
+    {"fetch-retries", required_argument, NULL, OPT_REMOTE + 9},
+    {"fetch-retry-ms", required_argument, NULL, OPT_REMOTE + 10},
+    {"fetch-timeout-ms", required_argument, NULL, OPT_REMOTE + 11},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
+
+/* Remote data sets' options (docs/REMOTE.md), in long_opts' order from OPT_REMOTE: strings
+ * first, then sizes and counts (K, M, G suffixes taken as for --max-cache). */
+static const stoker_option remote_opts[] = {
+    STOKER_OPT_CACHE_DIR,     STOKER_OPT_CA_BUNDLE,     STOKER_OPT_HTTP_HEADER,
+    STOKER_OPT_S3_REGION,     STOKER_OPT_S3_ENDPOINT,   STOKER_OPT_CACHE_LIMIT,
+    STOKER_OPT_BLOCK_SIZE,    STOKER_OPT_FETCH_WINDOW,  STOKER_OPT_FETCH_TRANSFERS,
+    STOKER_OPT_FETCH_RETRIES, STOKER_OPT_FETCH_RETRY_MS, STOKER_OPT_FETCH_TIMEOUT_MS,
+};
+#define REMOTE_STRINGS 5
 
 /* An option that takes a value of one of the library's enums, named as the library's table
  * names it (any case, or an alias), and the library option it sets. */
@@ -167,6 +190,8 @@ _Static_assert(COUNT(choices) == OPT_DECODER - OPT_BACKEND + 1, "a row of choice
 _Static_assert(COUNT(ints) == OPT_RESIZE - OPT_EPOCHS + 1, "a row of ints per option");
 _Static_assert(COUNT(flags) == OPT_GPU_NORMALIZE - OPT_NO_SHUFFLE + 1, "a row of flags per option");
 _Static_assert(OPT_MAX_CACHE - OPT_BACKEND < 64, "a bit of `given` per option");
+_Static_assert(COUNT(remote_opts) == sizeof ((opts *)0)->remote / sizeof(char *),
+               "a string of `remote` per remote option");
 
 /* Whether `opt` takes `value`: the tables also name values that are only ever reported
  * (the "hdf5" back-end), which a config refuses. */
@@ -241,7 +266,15 @@ static int take_option(int c, const char *name, const char *arg, opts *o)
     case OPT_MIN_SECONDS: return cli_double(name, arg, 0, 1e6, &o->min_seconds);
     case OPT_DUMP_INDICES: o->dump = arg; return 0;
     case OPT_PLOT: o->plot = arg; return 0;
-    default: return -1; /* CLI_ERROR: reported */
+    default:
+        if (c >= OPT_REMOTE && c < OPT_REMOTE + (int)COUNT(remote_opts)) {
+            int64_t v = 0;
+            if (c - OPT_REMOTE >= REMOTE_STRINGS && cli_size(name, arg, &v) < 0)
+                return -1;
+            o->remote[c - OPT_REMOTE] = arg;
+            return 0;
+        }
+        return -1; /* CLI_ERROR: reported */
     }
 }
 
@@ -268,7 +301,11 @@ static void usage(FILE *f)
           "                   [--rank R --world-size W] [--size N] [--resize S]\n"
           "                   [--device cpu|cuda|N] [--direct] [--max-cache SIZE] [--warmup N]\n"
           "                   [--compute-ms X] [--compute-sleep] [--io] [--json]\n"
-          "                   [--plot FILE.svg] [--dump-indices FILE] [--gpu-normalize]\n",
+          "                   [--plot FILE.svg] [--dump-indices FILE] [--gpu-normalize]\n"
+          "                   [--cache-dir DIR] [--cache-limit SIZE] [--block-size SIZE]\n"
+          "                   [--fetch-window SIZE] [--fetch-transfers N] [--fetch-retries N]\n"
+          "                   [--fetch-retry-ms MS] [--fetch-timeout-ms MS] [--ca-bundle FILE]\n"
+          "                   [--http-header 'NAME: VALUE'] [--s3-region R] [--s3-endpoint URL]\n",
           f);
     int col = 0;
     for (size_t i = 0; i < COUNT(choices); i++) { /* the names the library's tables give */
@@ -301,6 +338,9 @@ static void usage(FILE *f)
           "the workers when batches go to a GPU that has one, else the workers); the report\n"
           "gives the decoder in effect, the images each side decoded and why the GPU\n"
           "decoded none.\n"
+          "DATA may be a URL (http://, https://, s3://BUCKET/PREFIX) of a packed data set:\n"
+          "blocks are fetched ahead into the block cache (--cache-dir, --cache-limit) and the\n"
+          "report gives what was fetched (docs/REMOTE.md).\n"
           "SIGINT stops at the next batch and reports what was measured (exit status 130).\n",
           f);
 }
@@ -355,6 +395,19 @@ static int make_config(const opts *o, stoker_config **out)
         rc = set_option(c, STOKER_OPT_DEVICE, o->device);
     if (rc == 0 && GIVEN(o, OPT_MAX_CACHE))
         rc = set_option(c, STOKER_OPT_MAX_CACHE, o->max_cache);
+    for (size_t i = 0; rc == 0 && i < COUNT(remote_opts); i++) {
+        int64_t v = 0;
+        if (!o->remote[i])
+            continue;
+        if (i < REMOTE_STRINGS) {
+            rc = stoker_config_set_string(c, remote_opts[i], o->remote[i]);
+            if (rc)
+                cli_err("option %s = %s: %s", stoker_option_name(remote_opts[i]), o->remote[i],
+                        stoker_strerror(rc));
+        } else if (cli_size(stoker_option_name(remote_opts[i]), o->remote[i], &v) == 0) {
+            rc = set_option(c, remote_opts[i], v);
+        }
+    }
     *out = c;
     return rc;
 }

@@ -74,6 +74,7 @@ const char *bench_verdict(const result *r, char *why, size_t cap)
         {"decode", "JPEG decoding", s->decode},
         {"transform", "resize + normalise", transform},
         {"host-to-device copy", "host-to-device copies", s->h2d},
+        {"network", "waiting for remote blocks", r->stats.fetch_wait_seconds},
     };
     size_t best = 0;
     double total = 0;
@@ -225,6 +226,14 @@ void bench_report_text(const opts *o, const result *r)
     if (r->gpu.measured)
         printf("gpu          utilisation mean %.0f%%, max %.0f%% (%d samples)\n", r->gpu.mean,
                r->gpu.max, r->gpu.samples);
+    if (st->remote_requests > 0)
+        printf("remote       fetched %.1f MB in %" PRId64 " requests (%.1f MB each, %" PRId64
+               " retried); cache hits=%" PRId64 " misses=%" PRId64 ", %.1f MB of a %.1f MB limit;"
+               " workers waited %.2f s for blocks\n",
+               (double)st->remote_bytes / 1e6, st->remote_requests,
+               (double)st->remote_bytes / 1e6 / (double)st->remote_requests, st->remote_retries,
+               st->cache_hits, st->cache_misses, (double)st->cache_bytes / 1e6,
+               (double)st->cache_limit / 1e6, st->fetch_wait_seconds);
     printf("stats        skipped=%" PRId64 " records_read=%" PRId64 " ready_slots=%.2f "
            "reads_in_flight=%.2f reduced=%" PRId64 " dropped_bytes=%" PRId64 "\n",
            st->skipped, st->records_read, st->ready_slots, st->reads_in_flight, st->reduced,
@@ -276,6 +285,11 @@ static void json_decoder(const result *r)
            decoder_in_effect(r), st->cpu_decoded, st->gpu_decoded, st->gpu_retried,
            st->gpu_fallbacks, st->gpu_share, st->cpu_busy, st->gpu_busy, st->full_checks);
     cli_put_json_string(stdout, st->decoder_note);
+    printf(",\"remote_bytes\":%" PRId64 ",\"remote_requests\":%" PRId64
+           ",\"remote_retries\":%" PRId64 ",\"cache_hits\":%" PRId64 ",\"cache_misses\":%" PRId64
+           ",\"cache_bytes\":%" PRId64 ",\"cache_limit\":%" PRId64 ",\"fetch_wait_seconds\":%.6f",
+           st->remote_bytes, st->remote_requests, st->remote_retries, st->cache_hits,
+           st->cache_misses, st->cache_bytes, st->cache_limit, st->fetch_wait_seconds);
 }
 
 static void json_extras(const result *r)

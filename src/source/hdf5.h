@@ -5,7 +5,7 @@
 #define STOKER_FORMAT_HDF5_SOURCE_H
 
 #include "common/common.h"
-#include "format/format.h"
+#include "source/source.h"
 
 #include <hdf5.h>
 
@@ -104,7 +104,5 @@ int stoker__h5_decode(const stoker__h5 *h, uint32_t mask, uint8_t *raw, uint64_t
  * -errno when reading the file to tell failed (an I/O error the open reports as such). */
 int stoker__h5_detect(const char *path);
 
-/* Opens the HDF5 source into a freshly allocated handle (ds->err has the message). */
-int stoker__h5_open(stoker_dataset *ds, const char *path, const stoker_config *cfg);
 
 #endif

@@ -2,7 +2,7 @@
  * libhdf5's answers (which a damaged or malicious file can make anything) and decide whether
  * they describe records inside the file; no libhdf5 call here, so that tests can drive
  * them, and the chunk assembly after them, with arbitrary values. */
-#include "format/hdf5_source.h"
+#include "source/hdf5.h"
 
 bool stoker__h5_grid(stoker__h5 *h)
 {

@@ -1,11 +1,11 @@
 /* The internal face of an open data set: how the reader finds a record's bytes.
  *
- * Every source (the shard format; HDF5 in its own file) maps a record id to
+ * Every source (local shards, an HDF5 file, remote shards; source.h) maps a record id to
  * (file descriptor, offset, length, label, checksum). The reader reads those bytes itself
  * (io_uring or pread); the data set never reads payloads on the hot path. An open data set
  * is immutable, so any thread may call these concurrently. */
-#ifndef STOKER_FORMAT_DATASET_H
-#define STOKER_FORMAT_DATASET_H
+#ifndef STOKER_SOURCE_DATASET_H
+#define STOKER_SOURCE_DATASET_H
 
 #include "common/common.h"
 
@@ -29,8 +29,8 @@ int stoker__dataset_locate(const stoker_dataset *ds, int64_t id, stoker__recloc 
  * path of shard `shard` (for messages). */
 const char *stoker__dataset_path(const stoker_dataset *ds);
 uint32_t stoker__dataset_align(const stoker_dataset *ds);
-/* Whether the records come from an HDF5 file (no per-record checksum) rather than shards. */
-bool stoker__dataset_is_hdf5(const stoker_dataset *ds);
+/* The kind of source the records come from: "shards", "hdf5" or "remote". */
+const char *stoker__dataset_source(const stoker_dataset *ds);
 const char *stoker__dataset_shard_path(const stoker_dataset *ds, int32_t shard);
 
 /* Gives the kernel `advice` (POSIX_FADV_*) for every file of the data set, whole. */
@@ -87,6 +87,33 @@ void stoker__dataset_fetch_landed(stoker_dataset *ds, uint32_t cookie, uint64_t 
 /* true when the data set's records are read by the source itself, one at a time and
  * serialised (HDF5 layouts read with H5Dread): stats report STOKER_BACKEND_HDF5. */
 bool stoker__dataset_serialised(const stoker_dataset *ds);
+
+/* The loader's future order, for a source that reads ahead of need (remote shards fetch
+ * blocks in the order batches will want them). batch(ctx, seq, ids) writes the ids of the
+ * seq-th batch from the loader's start (or restart) and returns their count; 0 past the
+ * last batch the loader will deliver. `batch_cap` bounds the count. */
+typedef struct stoker__future {
+    uint64_t (*batch)(void *ctx, uint64_t seq, int64_t *ids);
+    void *ctx;
+    uint64_t first;     /* the first seq still to come */
+    uint64_t batch_cap;
+} stoker__future;
+
+/* Tells the source the future order (f NULL: forget it; call before the order changes and
+ * before ctx goes away). No-op for sources that do not read ahead. */
+void stoker__dataset_follow(stoker_dataset *ds, const stoker__future *f);
+/* Batches before `seq` are read: what they needed may go. */
+void stoker__dataset_progress(stoker_dataset *ds, uint64_t seq);
+
+/* Remote sources' counters . */
+typedef struct stoker__remote_stats {
+    uint64_t bytes_fetched, requests, retries;
+    uint64_t cache_hits, cache_misses, cache_bytes, cache_limit;
+    uint64_t wait_ns; /* time workers waited for blocks not yet fetched */
+    uint64_t block_size, window;
+} stoker__remote_stats;
+/* A remote source's counters; false, and zeros, for other sources. */
+bool stoker__dataset_remote_stats(stoker_dataset *ds, stoker__remote_stats *s);
 
 /* The largest payload of any record (for sizing buffers). */
 uint64_t stoker__dataset_max_record(const stoker_dataset *ds);

@@ -11,10 +11,12 @@
  *
  * libhdf5 1.10 is not robust against malicious files: an untrusted file should be
  * converted with stoker-pack in a separate process. */
-#include "format/hdf5_source.h"
+#include "source/hdf5.h"
 #include "common/config.h"
+#include "format/signature.h"
 
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,7 +51,7 @@ static herr_t errno_walk(unsigned n, const H5E_error2_t *e, void *data)
 /* libhdf5's automatic error function while we hold the lock: it prints nothing, and notes
  * the first failed system call that any call reports, even one whose failure its caller
  * takes as an answer (a lookup that fails reads as "no labels dataset"), so that an open
- * that read less than it asked for fails with that error (stoker__h5_open). */
+ * that read less than it asked for fails with that error (the HDF5 source's open). */
 static herr_t note_io_error(hid_t stack, void *data)
 {
     (void)data;
@@ -909,7 +911,7 @@ void stoker__h5_rows(const stoker__h5 *h, int64_t id, uint64_t *r0, uint64_t *r1
 
 static int h5_locate(const stoker_dataset *ds, int64_t id, stoker__recloc *loc)
 {
-    const stoker__h5 *h = ds->source;
+    const stoker__h5 *h = ds->state;
     if (id < 0 || (uint64_t)id >= h->records)
         return STOKER_E_INVALID;
     uint64_t r0, r1;
@@ -925,18 +927,19 @@ static int h5_locate(const stoker_dataset *ds, int64_t id, stoker__recloc *loc)
     return 0;
 }
 
-static int h5_direct_fd(stoker_dataset *ds, int32_t shard)
+/* No O_DIRECT (HDF5 offsets are not aligned: the loader refuses direct I/O first) and no
+ * keys (the record id is the key: the index along axis 0). */
+static const char *h5_file_path(const stoker_dataset *ds, int32_t file)
 {
-    (void)ds;
-    (void)shard;
-    return -EINVAL; /* HDF5 offsets are not aligned: the loader refuses direct I/O first */
+    const stoker__h5 *h = ds->state;
+    return file == 0 && h ? stoker__h5_bytes_file(h) : NULL;
 }
 
-static const char *h5_key(stoker_dataset *ds, int64_t id)
+static void h5_advise(const stoker_dataset *ds, int advice)
 {
-    (void)ds;
-    (void)id;
-    return NULL; /* the record id is the key: the index along axis 0 */
+    const stoker__h5 *h = ds->state;
+    if (h->fd >= 0)
+        posix_fadvise(h->fd, 0, 0, advice);
 }
 
 /* Closes the memory type, dataset and file the source holds open. HDF5 lock held. */
@@ -974,20 +977,14 @@ static void h5_free(stoker__h5 *h)
 
 static void h5_close(stoker_dataset *ds)
 {
-    h5_free(ds->source);
-    ds->source = NULL;
-    if (ds->shards)
-        stoker__free(ds->shards[0].path);
-    stoker__free(ds->shards);
-    stoker__free(ds->first);
-    ds->shards = NULL;
-    ds->first = NULL;
+    h5_free(ds->state);
+    ds->state = NULL;
 }
 
 /* Records that libhdf5 reads (H5Dread, one at a time, under the global lock). */
 static bool h5_serialised(const stoker_dataset *ds)
 {
-    const stoker__h5 *h = ds->source;
+    const stoker__h5 *h = ds->state;
     return h && (h->mode == H5M_READ || h->mode == H5M_VLEN);
 }
 
@@ -995,13 +992,21 @@ static bool h5_serialised(const stoker_dataset *ds)
  * inflated whole. Blob layouts have rows of bytes, not records: no natural block. */
 static uint64_t h5_block_records(const stoker_dataset *ds)
 {
-    const stoker__h5 *h = ds->source;
+    const stoker__h5 *h = ds->state;
     return h->mode == H5M_CHUNKS && !h->offs ? h->cdims[0] : 0;
 }
 
 static const stoker__source_ops H5_OPS = {
-    "hdf5", h5_locate, h5_direct_fd, h5_key, h5_close, stoker__h5_fetch, h5_block_records,
-    stoker__h5_plan, stoker__h5_landed, h5_serialised,
+    .name = "hdf5",
+    .locate = h5_locate,
+    .file_path = h5_file_path,
+    .close = h5_close,
+    .advise = h5_advise,
+    .fetch = stoker__h5_fetch,
+    .plan = stoker__h5_plan,
+    .landed = stoker__h5_landed,
+    .block_records = h5_block_records,
+    .serialised = h5_serialised,
 };
 
 /* ---- open: the whole sequence ---- */
@@ -1074,29 +1079,21 @@ static void open_release(h5_open *o)
 /* The field: RAW with shape dims[1..]; blobs and vlen are JPEG when record 0 is one. */
 static int fill_handle(stoker_dataset *ds, stoker__h5 *h, int32_t dtype)
 {
-    stoker__manifest *m = &ds->m;
+    stoker__dsinfo *m = &ds->info;
     m->version = 0;
     m->align = 1;
     m->records = h->records;
+    m->files = 1;
     m->kind = STOKER_FIELD_RAW;
     m->dtype = dtype;
     m->ndim = h->rank - 1;
     for (int d = 1; d < h->rank; d++)
         m->shape[d - 1] = (int64_t)h->dims[d];
-    ds->shards = stoker__calloc(1, sizeof *ds->shards);
-    ds->first = stoker__calloc(2, sizeof *ds->first);
-    STOKER_RETURN_IF(!ds->shards || !ds->first, &ds->err, -ENOMEM, "%s: out of memory", h->file);
-    ds->shards[0].path = stoker__strdup(stoker__h5_bytes_file(h));
-    STOKER_RETURN_IF(!ds->shards[0].path, &ds->err, -ENOMEM, "%s: out of memory", h->file);
-    ds->shards[0].fd = h->fd;
-    ds->shards[0].direct_fd = -1;
-    ds->nshards = 1;
-    ds->first[1] = h->records;
     for (int64_t i = 0; i < (int64_t)h->records; i++) {
         stoker__recloc loc;
         h5_locate(ds, i, &loc);
-        ds->payload_bytes += loc.length;
-        ds->max_record = loc.length > ds->max_record ? loc.length : ds->max_record;
+        m->payload_bytes += loc.length;
+        m->max_record = loc.length > m->max_record ? loc.length : m->max_record;
     }
     if (!h->offs && !h->lens)
         return 0;
@@ -1135,7 +1132,7 @@ static const char *mode_name(int mode)
  * a record's length not read), and the message says so if it does not already. */
 static int failed_read_at_open(stoker_dataset *ds, int rc, int io)
 {
-    const stoker__h5 *h = ds->source;
+    const stoker__h5 *h = ds->state;
     char was[STOKER_ERRMSG_CAP];
     snprintf(was, sizeof was, "%s", ds->err.msg);
     if (rc == 0)
@@ -1147,12 +1144,11 @@ static int failed_read_at_open(stoker_dataset *ds, int rc, int io)
                         strerror(io));
 }
 
-int stoker__h5_open(stoker_dataset *ds, const char *path, const stoker_config *cfg)
+static int hdf5_open(stoker_dataset *ds, const char *path, const stoker_config *cfg)
 {
     ds->ops = &H5_OPS;
-    ds->path = stoker__strdup(path);
-    stoker__h5 *h = ds->source = stoker__calloc(1, sizeof *h);
-    STOKER_RETURN_IF(!ds->path || !h, &ds->err, -ENOMEM, "%s: out of memory", path);
+    stoker__h5 *h = ds->state = stoker__calloc(1, sizeof *h);
+    STOKER_RETURN_IF(!h, &ds->err, -ENOMEM, "%s: out of memory", path);
     h->fd = -1;
     h->serial = atomic_fetch_add(&h5_serial, 1) + 1;
     const char *images = stoker__cfg_string(cfg, STOKER_OPT_H5_IMAGES);
@@ -1195,3 +1191,10 @@ int stoker__h5_open(stoker_dataset *ds, const char *path, const stoker_config *c
     }
     return rc;
 }
+
+const stoker__source stoker__hdf5_source = {
+    .name = "hdf5",
+    .claims = stoker__h5_detect,
+    .open = hdf5_open,
+    .refusal = "an HDF5 file, not a shard data set; convert it with stoker-pack to verify it",
+};

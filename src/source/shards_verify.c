@@ -1,6 +1,6 @@
 /* stoker_dataset_verify: every check open makes, plus each shard's whole-file CRC32C (the
  * manifest's) and every record's CRC32C, continuing past problems and reporting each. */
-#include "format/format.h"
+#include "source/shards.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -10,6 +10,7 @@
 
 typedef struct verifier {
     stoker_dataset *ds;
+    stoker__shards *S;
     stoker_verify_fn fn;
     void *user;
     int64_t problems;
@@ -50,14 +51,14 @@ static int stream_crc(verifier *v, int fd, uint64_t off, uint64_t len, uint32_t 
 /* The whole file against the manifest's size and CRC32C. */
 static void check_file(verifier *v, int32_t i)
 {
-    const stoker__mshard *ms = &v->ds->m.shards[i];
-    const char *p = v->ds->shards[i].path;
-    const int fd = openat(v->ds->dirfd, ms->name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    const stoker__mshard *ms = &v->S->m.shards[i];
+    const char *p = v->S->files[i].path;
+    const int fd = openat(v->S->dirfd, ms->name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0)
-        return; /* stoker__shard_open reports it */
+        return; /* stoker__shards_open_file reports it */
     struct stat st;
     uint32_t crc = 0;
-    /* a wrong size or type is reported by stoker__shard_open */
+    /* a wrong size or type is reported by stoker__shards_open_file */
     const bool same =
         fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == ms->bytes;
     const int rc = same ? stream_crc(v, fd, 0, ms->bytes, &crc) : 0;
@@ -72,9 +73,9 @@ static void check_file(verifier *v, int32_t i)
 static void check_records(verifier *v, int32_t i)
 {
     stoker_dataset *ds = v->ds;
-    const stoker__shard *sh = &ds->shards[i];
+    const stoker__shard_file *sh = &v->S->files[i];
     for (uint64_t r = 0; r < sh->records; r++) {
-        const int64_t id = (int64_t)(ds->first[i] + r);
+        const int64_t id = (int64_t)(v->S->first[i] + r);
         stoker__recloc loc;
         ds->ops->locate(ds, id, &loc);
         uint32_t crc = 0;
@@ -92,11 +93,10 @@ static void check_records(verifier *v, int32_t i)
 
 static void check_shards(verifier *v)
 {
-    stoker_dataset *ds = v->ds;
-    for (int32_t i = 0; i < ds->nshards; i++) {
+    for (int32_t i = 0; i < v->S->n; i++) {
         check_file(v, i);
         stoker__err err = {0};
-        const int rc = stoker__shard_open(ds, i, &err);
+        const int rc = stoker__shards_open_file(v->ds, i, &err);
         if (rc < 0) {
             report(v, i, -1, rc, "%s", err.msg);
             continue;
@@ -105,30 +105,18 @@ static void check_shards(verifier *v)
     }
 }
 
-int stoker_dataset_verify(const char *path, const stoker_config *cfg, stoker_verify_fn fn,
+int stoker__shards_verify(stoker_dataset *ds, const stoker_config *cfg, stoker_verify_fn fn,
                           void *user, int64_t *problems)
 {
-    verifier v = {stoker__dataset_alloc(), fn, user, 0, NULL};
-    int rc = 0;
-    if (!v.ds) {
-        rc = -ENOMEM;
-        report(&v, -1, -1, rc, "%s: out of memory", path ? path : "(null)");
-        goto done;
-    }
-    v.buf = stoker__malloc(STK_WRITE_CHUNK);
-    if (!v.buf) {
-        rc = stoker__fail(&v.ds->err, -ENOMEM, "%s: out of memory for the read buffer", path);
-    } else if ((rc = stoker__dataset_open_manifest(v.ds, path, cfg)) == 0 &&
-               (rc = stoker__dataset_shards_alloc(v.ds)) == 0) {
+    verifier v = {ds, NULL, fn, user, 0, stoker__malloc(STK_WRITE_CHUNK)};
+    int rc = v.buf ? 0 : stoker__fail(&ds->err, -ENOMEM, "%s: out of memory for the read buffer",
+                                      ds->path);
+    if (rc == 0 && (rc = stoker__shards_begin(ds, ds->path, cfg)) == 0) {
+        v.S = ds->state;
         check_shards(&v);
         rc = v.problems > 0 ? STOKER_E_CORRUPT : 0;
     }
-    if (rc < 0 && v.problems == 0)
-        report(&v, -1, -1, rc, "%s", v.ds->err.msg);
-done:
     stoker__free(v.buf);
-    stoker_dataset_close(v.ds);
-    if (problems)
-        *problems = v.problems;
+    *problems = v.problems;
     return rc;
 }

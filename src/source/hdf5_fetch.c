@@ -15,7 +15,7 @@
  * A chunk is always decoded whole, so that a deflated chunk's checksum (at its end) is
  * checked before any of its records goes out.
  * The cache lives in thread-specific data and is freed when the thread exits. */
-#include "format/hdf5_source.h"
+#include "source/hdf5.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -366,7 +366,7 @@ int stoker__h5_plan(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, u
                     stoker__fetch_read *out, uint32_t cap, uint32_t *n)
 {
     (void)loc;
-    const stoker__h5 *h = ds->source;
+    const stoker__h5 *h = ds->state;
     h5_cache *c = h->mode == H5M_CHUNKS ? thread_cache() : NULL;
     *n = 0;
     if (!c)
@@ -521,7 +521,7 @@ static int serial_read(const stoker__h5 *h, int64_t id, uint64_t len, uint8_t *d
 int stoker__h5_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, uint8_t *dst,
                      const uint8_t **out, stoker__err *err)
 {
-    const stoker__h5 *h = ds->source;
+    const stoker__h5 *h = ds->state;
     h5_cache local;
     memset(&local, 0, sizeof local);
     h5_cache *c = thread_cache();

@@ -1,0 +1,43 @@
+/* The list of sources stoker_dataset_open chooses from: the first whose claims() says 1
+ * opens the path. A source this build lacks stays in the list as a refusal, so that its
+ * paths get a message saying so rather than another source's misreading. */
+#include "source/source.h"
+
+#include <string.h>
+
+extern const stoker__source stoker__shards_source;
+#ifdef STOKER_HAVE_HDF5
+extern const stoker__source stoker__hdf5_source;
+#endif
+static int url_claims(const char *path)
+{
+    return strncmp(path, "http://", 7) == 0 || strncmp(path, "https://", 8) == 0 ||
+           strncmp(path, "s3://", 5) == 0;
+}
+
+static const stoker__source stoker__remote_source = {
+    .name = "remote",
+    .claims = url_claims,
+    .refusal = "a URL; this build cannot read remote data sets",
+};
+
+static const stoker__source *const SOURCES[] = {
+    &stoker__remote_source, /* http://, https://, s3:// */
+#ifdef STOKER_HAVE_HDF5
+    &stoker__hdf5_source, /* a file with HDF5's signature, or FILE:/dataset */
+#endif
+    &stoker__shards_source, /* anything else: a packed data set, or an error saying why not */
+};
+
+const stoker__source *stoker__source_for(const char *path, int *rc)
+{
+    *rc = 0;
+    for (size_t i = 0; i < sizeof SOURCES / sizeof SOURCES[0]; i++) {
+        const int c = SOURCES[i]->claims(path);
+        if (c != 0) {
+            *rc = c < 0 ? c : 0;
+            return SOURCES[i];
+        }
+    }
+    return &stoker__shards_source; /* not reached: the shard source claims every path */
+}
