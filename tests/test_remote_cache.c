@@ -185,11 +185,23 @@ static uint64_t block_bytes(const char *cache)
     return total;
 }
 
+/* A path under this run's directory, freed at the end (scratch_free). */
+static char *scratches[32];
+static int nscratch;
+
 static char *scratch(const char *name)
 {
+    T_ASSERT(nscratch < 32);
     char *p = malloc(4200);
     snprintf(p, 4200, "%s/%s", root, name);
-    return p;
+    return scratches[nscratch++] = p;
+}
+
+static void scratch_free(void)
+{
+    while (nscratch > 0)
+        free(scratches[--nscratch]);
+    free(root);
 }
 
 static void wait_ok(pid_t pid)
@@ -830,6 +842,7 @@ int main(void)
     test_tag();
     test_default_dir();
     t_rmrf(root);
+    scratch_free();
     printf("ok\n");
     return 0;
 }

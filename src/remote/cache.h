@@ -15,7 +15,9 @@
  * block in use by any process is never evicted. Eviction (least recently used first, by
  * the files' access times, which acquire updates) keeps the bytes of block files at or
  * under `limit`, and removes only files of the cache's own naming inside object
- * directories it created: nothing it did not write. Internal to src/remote/. */
+ * directories it created: nothing it did not write. Each handle counts the bytes itself
+ * (cache.c, "Counting"), so with P processes sharing a cache the bytes may pass the limit
+ * by about P * limit / 64 until a count. Internal to src/remote/. */
 #ifndef STOKER_REMOTE_CACHE_H
 #define STOKER_REMOTE_CACHE_H
 
@@ -28,17 +30,26 @@ typedef struct stoker__cache stoker__cache;
 typedef struct stoker__cache_obj stoker__cache_obj;
 
 /* Opens (creating it and its tag when missing) the cache at `dir`; NULL or "" takes the
- * default: $STOKER_CACHE_DIR, else $XDG_CACHE_HOME/stoker, else $HOME/.cache/stoker.
- * A directory that exists, is not empty and has no CACHEDIR.TAG is refused (the cache
- * never adopts a directory holding anyone else's files). */
+ * default: $STOKER_CACHE_DIR, else $XDG_CACHE_HOME/stoker, else $HOME/.cache/stoker (an
+ * empty variable counts as unset; a relative XDG_CACHE_HOME is ignored, as the XDG rules
+ * say). A directory that exists, is not empty and has no CACHEDIR.TAG is refused with
+ * STOKER_E_EXISTS (the cache never adopts a directory holding anyone else's files).
+ * `limit`: the most bytes of block files, > 0 (UINT64_MAX: no limit); 0 is
+ * STOKER_E_INVALID. *out is NULL on failure. A child of fork opens its own handle. */
 int stoker__cache_open(stoker__cache **out, const char *dir, uint64_t limit, stoker__err *err);
-/* Releases every pin of this handle's objects and frees it (files stay). */
+/* Releases every pin of this handle's objects and frees it (files stay). Every descriptor
+ * the handle gave out and still holds is closed: pins, and the temporary files of fetches
+ * neither committed nor aborted (those files are removed). Call it after their last use;
+ * NULL is accepted. */
 void stoker__cache_close(stoker__cache *c);
 const char *stoker__cache_dir(const stoker__cache *c);
 uint64_t stoker__cache_limit(const stoker__cache *c);
 
 /* An object's blocks, keyed by its URL, `validator` (the ETag, or Last-Modified and size:
- * whatever changes when the object does), size and block size. Freed by close. */
+ * whatever changes when the object does; NULL is ""), size and block size. The same key
+ * gives the same object again. Freed by close. Errors: STOKER_E_INVALID (block size 0, a
+ * control character in the URL or validator), STOKER_E_LIMIT (more than 10^10 blocks),
+ * STOKER_E_CORRUPT (the key's directory holds another object's `object` file), -errno. */
 int stoker__cache_object(stoker__cache *c, const char *url, const char *validator,
                          uint64_t size, uint32_t block_size, stoker__cache_obj **out,
                          stoker__err *err);
@@ -52,16 +63,25 @@ enum {
     STOKER__BLOCK_BUSY = 2,  /* another process is fetching it now: ask again later */
 };
 /* Takes block `block` of o: READY, FETCH or BUSY as above, or a negative error (the
- * message in err). Thread-safe; never blocks on another process. */
+ * message in err): STOKER_E_INVALID (no such block), STOKER_E_CORRUPT (the block's file
+ * is not what the cache writes: a link, or not the block's size), -errno. BUSY also
+ * answers while an evictor is removing the block at that instant. Thread-safe (the
+ * handle's mutex); never blocks on another process. */
 int stoker__cache_acquire(stoker__cache_obj *o, uint64_t block, int *fd, stoker__err *err);
 /* Publishes a block written to tmp_fd (FETCH) after checking its size: tmp_fd is closed and
  * *fd receives the block file, pinned as READY. Makes room first by evicting unpinned
- * blocks; STOKER_E_LIMIT when pinned blocks alone fill the limit (nothing is published). */
+ * blocks; STOKER_E_LIMIT when pinned blocks alone fill the limit (nothing is published).
+ * Any failure gives the fetch up as abort does (tmp_fd closed, the temporary file removed,
+ * the lock released; STOKER_E_CORRUPT for a size other than stoker__cache_block_bytes),
+ * except STOKER_E_INVALID when this handle does not fetch `block` through tmp_fd: then
+ * nothing is touched. */
 int stoker__cache_commit(stoker__cache_obj *o, uint64_t block, int tmp_fd, int *fd,
                          stoker__err *err);
-/* Gives up a FETCH: the temporary file is removed and the fetch lock released. */
+/* Gives up a FETCH: the temporary file is removed, tmp_fd closed and the fetch lock
+ * released. A descriptor that is not this handle's fetch of `block` is left alone. */
 void stoker__cache_abort(stoker__cache_obj *o, uint64_t block, int tmp_fd);
-/* Unpins a READY block (closes fd). */
+/* Unpins a READY block (closes fd). A descriptor that is not this handle's pin of `block`
+ * is left alone. */
 void stoker__cache_release(stoker__cache_obj *o, uint64_t block, int fd);
 
 typedef struct stoker__cache_stats {
