@@ -572,7 +572,7 @@ static int make_room(stoker__cache *c, uint64_t need, stoker__err *err)
     tree t = {0};
     int rc = count_tree(c, &t, err);
     if (rc == 0 && !fits(t.total, need, c->limit)) {
-        const uint64_t room = c->limit - need, extra = slack / need * need;
+        const uint64_t room = c->limit - need, extra = need ? slack / need * need : 0;
         evict_until(c, &t, room - (extra < room ? extra : room));
     }
     if (rc == 0) {
