@@ -36,9 +36,11 @@ typedef struct stoker__http_opts {
     const char *ca_bundle;   /* a CA file for HTTPS [NULL: the system's] */
     const char *header;      /* one extra request header, "Name: value" (a bearer token:
                                 "Authorization: Bearer ..."), for http(s):// URLs [none] */
-    /* S3, for s3:// URLs. NULL takes the standard environment: AWS_ACCESS_KEY_ID,
-     * AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION then AWS_DEFAULT_REGION (else
-     * us-east-1), AWS_ENDPOINT_URL_S3 then AWS_ENDPOINT_URL (none: AWS itself). */
+    /* S3, for s3:// URLs. NULL takes the standard environment, read by create:
+     * AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION then
+     * AWS_DEFAULT_REGION (else us-east-1), AWS_ENDPOINT_URL_S3 then AWS_ENDPOINT_URL (none:
+     * AWS itself; an endpoint without a scheme is https://). AWS_SESSION_TOKEN goes with the
+     * environment's keys only: with keys given here, only `session_token` is sent. */
     const char *s3_region, *s3_endpoint, *access_key, *secret_key, *session_token;
 } stoker__http_opts;
 
@@ -82,14 +84,24 @@ typedef struct stoker__http_stats {
     uint64_t busy_ns;    /* time with at least one transfer in flight */
 } stoker__http_stats;
 
+/* Creates a client and starts its thread ("stoker-http"). o may be NULL (all defaults).
+ * 0; STOKER_E_INVALID (a negative time, a header that is not "Name: value"), -ENOMEM, -EIO
+ * (libcurl's initialisation failed) or a thread's start failure, with *out NULL and err
+ * set. */
 int stoker__http_create(stoker__http **out, const stoker__http_opts *o, stoker__err *err);
-/* Fails what is queued or in flight with -ECANCELED (each `done` is called) and joins. */
+/* Fails what is queued, in flight or waiting to retry with -ECANCELED (each `done` is called,
+ * on the client's thread) and joins; NULL is a no-op. Not concurrently with another call on
+ * h, nor from a `done` callback. */
 void stoker__http_destroy(stoker__http *h);
-/* Queues r (any thread); its done runs once, on the client's thread. 0, or -ENOMEM /
- * STOKER_E_INVALID (a URL it cannot take: r->msg says why; done is then not called). */
+/* Queues r (any thread, and from a `done` callback); its done runs once, on the client's
+ * thread; r and the strings it points to stay untouched and alive until then. 0, or
+ * -ENOMEM / STOKER_E_INVALID (a URL it cannot take, an s3:// URL without credentials, no
+ * target or a range longer than buf: r->msg says why; done is then not called). */
 int stoker__http_submit(stoker__http *h, stoker__http_req *r);
-/* Submits r and waits for it (done and ctx are the client's own here). Returns r->rc. */
+/* Submits r and waits for it (done and ctx are the client's own here). Returns r->rc, or
+ * submit's refusal. Any thread but the client's own (never from a `done` callback). */
 int stoker__http_run(stoker__http *h, stoker__http_req *r);
+/* The counters so far (any thread; each read on its own, not a snapshot of all). */
 void stoker__http_stats_get(stoker__http *h, stoker__http_stats *s);
 
 /* Whether `path` is a URL the client takes (http://, https://, s3://). */

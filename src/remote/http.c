@@ -1,0 +1,1210 @@
+/* The remote source's client (http.h): libcurl's multi interface, driven by one thread per
+ * client.
+ *
+ * Threads and ownership: stoker__http_submit (any thread) builds a request's transfer
+ * state (its URL, its header list) and appends it to `queue` under `lock`; the client's
+ * thread takes the queue whole under the lock and owns everything else: the multi handle,
+ * the easy handles, the ready, active and timer lists and each transfer once taken. `lock`
+ * is the only lock of the client, and no callback runs under it. Counters are relaxed
+ * atomics: they are read by anyone, and order nothing.
+ *
+ * A request's life: queued -> ready -> active (an easy handle in the multi handle) -> done,
+ * or back to the timer list for a retry, never sleeping the thread: a retry waits as a due
+ * time that bounds curl_multi_poll's wait. Each attempt's reply is checked as it comes: at
+ * the end of a final response's headers (the status, the Content-Range, the ETag), then
+ * byte by byte (the part of the body that is delivered), then at its end (the bytes due). */
+#include "remote/http.h"
+#include "common/rng.h"
+
+#include <curl/curl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BACKOFF_FIRST 0.05   /* seconds before the first retry (then x2, with jitter) */
+#define BACKOFF_MAX 5.0      /* the longest backoff between two attempts */
+#define RETRY_AFTER_MAX 30.0 /* the longest Retry-After honoured */
+#define POLL_MAX_MS 1000     /* the longest wait in curl_multi_poll */
+#define ERRBODY_CAP 1024     /* bytes of an error reply's body kept (S3's <Code>) */
+
+/* What an attempt's checks decided before the transfer ended (they abort it). */
+enum verdict {
+    V_NONE = 0,
+    V_DONE,  /* every byte asked for is in: the rest of a 200 is not wanted */
+    V_RETRY, /* a fault a new attempt may cure: x->cause says which */
+    V_FAIL,  /* a failure for good: x->fail_rc, the message in r->msg */
+};
+
+typedef struct xfer xfer;
+struct xfer {
+    stoker__http *h;
+    stoker__http_req *r;
+    xfer *next;              /* in the queue, ready, active or timer list */
+    char *url;               /* the URL sent (an s3:// URL made http(s)) */
+    struct curl_slist *hdrs; /* the request's own headers */
+    bool s3;
+    bool ranged;     /* a GET of [offset, offset + length) */
+    double started;  /* the first attempt's start, for retry_seconds */
+    double due;      /* in the timer list: when the next attempt may start */
+    CURL *easy;      /* while active */
+    char cause[256]; /* the last failed attempt's cause, for the final message */
+    bool timed_out;  /* that cause was a timeout */
+    /* ---- the attempt in progress (attempt_reset) ---- */
+    int verdict, fail_rc;
+    long status;
+    bool have_crange, have_clen;
+    uint64_t cr_first, cr_last, cr_total, clen;
+    double retry_after;          /* seconds; < 0: none */
+    uint64_t pos;                /* body bytes received */
+    uint64_t keep_from, keep_to; /* the body's bytes that are delivered (to is exclusive) */
+    uint64_t got;                /* body bytes delivered */
+    char errbody[ERRBODY_CAP + 1];
+    size_t errlen;
+    char errbuf[CURL_ERROR_SIZE];
+};
+
+typedef struct xlist {
+    xfer *head, *tail;
+} xlist;
+
+struct stoker__http {
+    uint32_t max_transfers, retries;
+    double retry_seconds, connect_timeout;
+    long stall_seconds;
+    char *ca_bundle, *header;
+    char *region, *endpoint, *access_key, *secret_key, *session_token, *sigv4;
+    CURLM *multi;
+    pthread_t thread;
+    bool has_thread;
+
+    pthread_mutex_t lock; /* guards queue and stopping */
+    xlist queue;
+    bool stopping;
+
+    /* the client's thread only */
+    xlist ready, active;
+    xfer *timers; /* sorted by due time */
+    uint32_t nactive;
+    CURL **idle; /* easy handles kept for the next transfers (max_transfers) */
+    uint32_t nidle;
+    uint64_t jitter;
+
+    _Atomic uint64_t n_requests, n_bytes, n_retries, n_failures, busy_ns;
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+
+static void curl_init(void)
+{
+    curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static void count(_Atomic uint64_t *c, uint64_t n)
+{
+    atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+/* ---- lists ---- */
+
+static void list_push(xlist *l, xfer *x)
+{
+    x->next = NULL;
+    if (l->tail)
+        l->tail->next = x;
+    else
+        l->head = x;
+    l->tail = x;
+}
+
+static xfer *list_pop(xlist *l)
+{
+    xfer *x = l->head;
+    if (x) {
+        l->head = x->next;
+        if (!l->head)
+            l->tail = NULL;
+        x->next = NULL;
+    }
+    return x;
+}
+
+static void list_remove(xlist *l, xfer *x)
+{
+    xfer *prev = NULL;
+    for (xfer *it = l->head; it; prev = it, it = it->next) {
+        if (it != x)
+            continue;
+        if (prev)
+            prev->next = x->next;
+        else
+            l->head = x->next;
+        if (l->tail == x)
+            l->tail = prev;
+        x->next = NULL;
+        return;
+    }
+}
+
+static void timer_insert(stoker__http *h, xfer *x)
+{
+    xfer **at = &h->timers;
+    while (*at && (*at)->due <= x->due)
+        at = &(*at)->next;
+    x->next = *at;
+    *at = x;
+}
+
+/* ---- the request's URL and headers (submit's thread) ---- */
+
+static const char *env_or(const char *opt, const char *name)
+{
+    if (opt)
+        return opt;
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+bool stoker__http_is_url(const char *path)
+{
+    return path && (strncasecmp(path, "http://", 7) == 0 || strncasecmp(path, "https://", 8) == 0 ||
+                    strncasecmp(path, "s3://", 5) == 0);
+}
+
+/* A prefix for messages: "URL (bytes A-B)" for a range, "URL" otherwise. */
+static void req_prefix(const stoker__http_req *r, char *buf, size_t cap)
+{
+    if (!r->head && r->length > 0)
+        snprintf(buf, cap, "%s (bytes %llu-%llu)", r->url, (unsigned long long)r->offset,
+                 (unsigned long long)(r->offset + r->length - 1));
+    else
+        snprintf(buf, cap, "%s", r->url);
+}
+
+/* Sets r->msg to "PREFIX: cause" and returns code. */
+static int req_fail(stoker__http_req *r, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int req_fail(stoker__http_req *r, int code, const char *fmt, ...)
+{
+    char prefix[400], cause[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cause, sizeof cause, fmt, ap);
+    va_end(ap);
+    req_prefix(r, prefix, sizeof prefix);
+    snprintf(r->msg, sizeof r->msg, "%.*s: %.*s", 300, prefix, 200, cause);
+    r->rc = code;
+    return code;
+}
+
+/* Copies v, cut to cap - 1 bytes. */
+static void copy_value(char *dst, size_t cap, const char *v)
+{
+    const size_t n = strnlen(v, cap - 1);
+    memcpy(dst, v, n);
+    dst[n] = '\0';
+}
+
+/* S3's URI encoding of a key: every byte but the unreserved ones and '/' as %XX. */
+static char *s3_encode_key(const char *key)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    const size_t n = strlen(key);
+    char *out = stoker__malloc(3 * n + 1);
+    if (!out)
+        return NULL;
+    char *o = out;
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
+        const int c = *p;
+        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+            c == '-' || c == '.' || c == '_' || c == '~' || c == '/') {
+            *o++ = (char)c;
+        } else {
+            *o++ = '%';
+            *o++ = hex[c >> 4];
+            *o++ = hex[c & 15];
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+/* The http(s) URL of s3://BUCKET/KEY: path-style under an endpoint; else virtual-hosted on
+ * AWS, or path-style on AWS for a bucket with a dot (which the wildcard certificate of
+ * *.s3.REGION.amazonaws.com does not cover). */
+static int s3_url(const stoker__http *h, stoker__http_req *r, char **out)
+{
+    const char *bucket = r->url + 5;
+    const char *slash = strchr(bucket, '/');
+    if (!slash || slash == bucket || slash[1] == '\0')
+        return req_fail(r, STOKER_E_INVALID, "not s3://BUCKET/KEY");
+    if (!h->access_key || !h->secret_key)
+        return req_fail(r, STOKER_E_INVALID,
+                        "no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+                        "(and AWS_SESSION_TOKEN for temporary ones)");
+    const int blen = (int)(slash - bucket);
+    char *key = s3_encode_key(slash + 1);
+    if (!key)
+        return req_fail(r, -ENOMEM, "out of memory");
+    const size_t cap = strlen(key) + (size_t)blen + strlen(h->region) +
+                       (h->endpoint ? strlen(h->endpoint) : 0) + 64;
+    char *url = stoker__malloc(cap);
+    if (url && h->endpoint)
+        snprintf(url, cap, "%s/%.*s/%s", h->endpoint, blen, bucket, key);
+    else if (url && memchr(bucket, '.', (size_t)blen))
+        snprintf(url, cap, "https://s3.%s.amazonaws.com/%.*s/%s", h->region, blen, bucket, key);
+    else if (url)
+        snprintf(url, cap, "https://%.*s.s3.%s.amazonaws.com/%s", blen, bucket, h->region, key);
+    stoker__free(key);
+    if (!url)
+        return req_fail(r, -ENOMEM, "out of memory");
+    *out = url;
+    return 0;
+}
+
+/* Appends "Name: value" to *l; false when out of memory (*l is kept for the caller). */
+static bool header_add(struct curl_slist **l, const char *name, const char *value)
+{
+    const size_t n = strlen(name) + strlen(value) + 3;
+    char *line = stoker__malloc(n);
+    if (!line)
+        return false;
+    snprintf(line, n, "%s: %s", name, value);
+    struct curl_slist *nl = curl_slist_append(*l, line); /* copies the line */
+    stoker__free(line);
+    if (!nl)
+        return false;
+    *l = nl;
+    return true;
+}
+
+static int xfer_build(stoker__http *h, xfer *x, stoker__http_req *r)
+{
+    x->h = h;
+    x->r = r;
+    x->ranged = !r->head && r->length > 0;
+    x->s3 = strncasecmp(r->url, "s3://", 5) == 0;
+    if (x->s3) {
+        const int rc = s3_url(h, r, &x->url);
+        if (rc < 0)
+            return rc;
+    } else {
+        x->url = stoker__strdup(r->url);
+        if (!x->url)
+            return req_fail(r, -ENOMEM, "out of memory");
+    }
+    bool ok = true;
+    if (x->s3) {
+        /* curl's SigV4 signs these as it signs every header of the list */
+        ok = header_add(&x->hdrs, "x-amz-content-sha256", "UNSIGNED-PAYLOAD");
+        if (ok && h->session_token)
+            ok = header_add(&x->hdrs, "x-amz-security-token", h->session_token);
+    } else if (h->header) {
+        struct curl_slist *nl = curl_slist_append(x->hdrs, h->header);
+        ok = nl != NULL;
+        x->hdrs = nl ? nl : x->hdrs;
+    }
+    if (ok && r->if_match)
+        ok = header_add(&x->hdrs, "If-Match", r->if_match);
+    if (!ok)
+        return req_fail(r, -ENOMEM, "out of memory for the request's headers");
+    return 0;
+}
+
+static void xfer_free(xfer *x)
+{
+    curl_slist_free_all(x->hdrs);
+    stoker__free(x->url);
+    stoker__free(x);
+}
+
+/* ---- completion (client's thread) ---- */
+
+/* Ends a request: r's outputs are set (rc and msg by the caller), x is freed, then done. */
+static void complete(stoker__http *h, xfer *x, int rc)
+{
+    stoker__http_req *r = x->r;
+    r->rc = rc;
+    if (rc < 0)
+        count(&h->n_failures, 1);
+    r->internal_ = NULL;
+    xfer_free(x);
+    r->done(r, r->ctx);
+}
+
+static void cancel(stoker__http *h, xfer *x)
+{
+    req_fail(x->r, -ECANCELED, "canceled (the client was destroyed)");
+    complete(h, x, -ECANCELED);
+}
+
+/* ---- parsing a reply (client's thread, in curl's callbacks) ---- */
+
+/* Digits only (no sign, no space): strtoull takes both. */
+static const char *parse_u64(const char *s, uint64_t *v)
+{
+    if (*s < '0' || *s > '9')
+        return NULL;
+    uint64_t n = 0;
+    for (; *s >= '0' && *s <= '9'; s++)
+        if (stoker__mul_ovf(n, 10, &n) || stoker__add_ovf(n, (uint64_t)(*s - '0'), &n))
+            return NULL;
+    *v = n;
+    return s;
+}
+
+/* "bytes A-B/TOTAL", or a star for TOTAL when the server does not know it (a 416 puts the
+ * star for A-B: no range at all). */
+static void parse_content_range(xfer *x, const char *v)
+{
+    uint64_t a, b, t = UINT64_MAX;
+    if (strncasecmp(v, "bytes ", 6) != 0)
+        return;
+    const char *p = parse_u64(v + 6, &a);
+    if (!p || *p != '-' || !(p = parse_u64(p + 1, &b)) || *p != '/' || b < a)
+        return;
+    if (strcmp(p + 1, "*") != 0 && (!(p = parse_u64(p + 1, &t)) || *p != '\0' || b >= t))
+        return;
+    x->have_crange = true;
+    x->cr_first = a;
+    x->cr_last = b;
+    x->cr_total = t;
+}
+
+static void parse_retry_after(xfer *x, const char *v)
+{
+    uint64_t s;
+    const char *end = parse_u64(v, &s);
+    if (end && *end == '\0') {
+        x->retry_after = s > 86400 ? 86400.0 : (double)s;
+        return;
+    }
+    const time_t when = curl_getdate(v, NULL); /* an HTTP-date */
+    if (when != (time_t)-1)
+        x->retry_after = when > time(NULL) ? (double)(when - time(NULL)) : 0.0;
+}
+
+static void response_reset(xfer *x)
+{
+    x->status = 0;
+    x->have_crange = x->have_clen = false;
+    x->retry_after = -1.0;
+    x->pos = x->got = 0;
+    x->errlen = 0;
+    x->r->etag[0] = x->r->last_modified[0] = '\0';
+}
+
+static void attempt_reset(xfer *x)
+{
+    response_reset(x);
+    x->verdict = V_NONE;
+    x->fail_rc = 0;
+    x->errbuf[0] = '\0';
+}
+
+static void verdict_retry(xfer *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void verdict_retry(xfer *x, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(x->cause, sizeof x->cause, fmt, ap);
+    va_end(ap);
+    x->timed_out = false;
+    x->verdict = V_RETRY;
+}
+
+/* A 2xx GET of a range: which body bytes are the range's. */
+static void check_range_reply(xfer *x)
+{
+    const stoker__http_req *r = x->r;
+    const uint64_t last = r->offset + r->length - 1;
+    if (x->status == 206) {
+        if (x->have_crange && x->cr_first == r->offset && x->cr_last == last) {
+            x->keep_from = 0;
+            x->keep_to = r->length;
+            x->r->size = x->cr_total;
+        } else if (x->have_crange && x->cr_first == r->offset && x->cr_last + 1 == x->cr_total) {
+            x->fail_rc = req_fail(x->r, -EIO, "past the end of the object (%llu bytes)",
+                                  (unsigned long long)x->cr_total);
+            x->verdict = V_FAIL;
+        } else if (x->have_crange) {
+            verdict_retry(x, "a reply of bytes %llu-%llu/%llu", (unsigned long long)x->cr_first,
+                          (unsigned long long)x->cr_last, (unsigned long long)x->cr_total);
+        } else {
+            verdict_retry(x, "a 206 without a valid Content-Range");
+        }
+        return;
+    }
+    /* a 200: the whole object, of which the range is cut (the rest skipped) */
+    x->r->size = x->have_clen ? x->clen : UINT64_MAX;
+    if (x->have_clen && x->clen <= last) {
+        x->fail_rc = req_fail(x->r, -EIO, "past the end of the object (%llu bytes)",
+                              (unsigned long long)x->clen);
+        x->verdict = V_FAIL;
+        return;
+    }
+    x->keep_from = r->offset;
+    x->keep_to = r->offset + r->length;
+}
+
+/* A 2xx GET of the whole object. */
+static void check_whole_reply(xfer *x)
+{
+    if (x->status == 206 &&
+        !(x->have_crange && x->cr_first == 0 && x->cr_last + 1 == x->cr_total)) {
+        verdict_retry(x, "a partial reply (206) to a request for the whole object");
+        return;
+    }
+    if (x->status == 206)
+        x->clen = x->cr_total, x->have_clen = true;
+    x->keep_from = 0;
+    x->keep_to = x->have_clen ? x->clen : UINT64_MAX;
+    x->r->size = x->have_clen ? x->clen : UINT64_MAX;
+}
+
+/* The headers of a 2xx response are in: decide what of its body is delivered. */
+static void headers_done(xfer *x)
+{
+    stoker__http_req *r = x->r;
+    if (r->if_match && r->etag[0] && strcmp(r->etag, r->if_match) != 0) {
+        x->fail_rc =
+            req_fail(r, -ESTALE, "the object changed (ETag %s, expected %s)", r->etag, r->if_match);
+        x->verdict = V_FAIL;
+        return;
+    }
+    if (r->head) {
+        r->size = x->have_clen ? x->clen : UINT64_MAX;
+        return;
+    }
+    if (x->status != 200 && x->status != 206) {
+        x->fail_rc = req_fail(r, -EIO, "unexpected status %ld", x->status);
+        x->verdict = V_FAIL;
+        return;
+    }
+    if (x->ranged)
+        check_range_reply(x);
+    else
+        check_whole_reply(x);
+    if (x->verdict == V_NONE && r->fd < 0 && x->keep_to != UINT64_MAX &&
+        x->keep_to - x->keep_from > r->cap) {
+        x->fail_rc = req_fail(r, STOKER_E_LIMIT, "%llu bytes do not fit the buffer of %zu",
+                              (unsigned long long)(x->keep_to - x->keep_from), r->cap);
+        x->verdict = V_FAIL;
+    }
+}
+
+static void header_field(xfer *x, const char *name, size_t nlen, const char *v)
+{
+    stoker__http_req *r = x->r;
+    if (nlen == 13 && strncasecmp(name, "content-range", 13) == 0) {
+        parse_content_range(x, v);
+    } else if (nlen == 14 && strncasecmp(name, "content-length", 14) == 0) {
+        const char *end = parse_u64(v, &x->clen);
+        x->have_clen = end && *end == '\0';
+    } else if (nlen == 4 && strncasecmp(name, "etag", 4) == 0) {
+        copy_value(r->etag, sizeof r->etag, v);
+    } else if (nlen == 13 && strncasecmp(name, "last-modified", 13) == 0) {
+        copy_value(r->last_modified, sizeof r->last_modified, v);
+    } else if (nlen == 11 && strncasecmp(name, "retry-after", 11) == 0) {
+        parse_retry_after(x, v);
+    }
+}
+
+/* CURLOPT_HEADERFUNCTION: one line of a response's head (each response of a redirect or an
+ * interim 1xx begins with its status line, which starts the parse afresh). */
+static size_t on_header(char *line, size_t size, size_t n, void *p)
+{
+    xfer *x = p;
+    const size_t len = size * n;
+    size_t end = len;
+    while (end > 0 && (line[end - 1] == '\r' || line[end - 1] == '\n'))
+        end--;
+    if (len >= 5 && strncasecmp(line, "HTTP/", 5) == 0) {
+        response_reset(x);
+        const char *sp = memchr(line, ' ', end);
+        if (sp)
+            x->status = strtol(sp + 1, NULL, 10);
+        return len;
+    }
+    if (end == 0) {
+        if (x->status >= 200 && x->status < 300)
+            headers_done(x);
+        return x->verdict == V_NONE ? len : 0;
+    }
+    const char *colon = memchr(line, ':', end);
+    if (!colon)
+        return len;
+    const char *v = colon + 1;
+    while (v < line + end && (*v == ' ' || *v == '\t'))
+        v++;
+    size_t vlen = (size_t)(line + end - v);
+    while (vlen > 0 && (v[vlen - 1] == ' ' || v[vlen - 1] == '\t'))
+        vlen--;
+    char value[512];
+    snprintf(value, sizeof value, "%.*s", (int)(vlen < sizeof value ? vlen : sizeof value - 1), v);
+    header_field(x, line, (size_t)(colon - line), value);
+    return len;
+}
+
+/* Writes body bytes at `at` of the target; false with V_FAIL set on failure. */
+static bool deliver(xfer *x, const char *data, size_t n, uint64_t at)
+{
+    stoker__http_req *r = x->r;
+    if (r->fd < 0) {
+        if (at + n > r->cap) {
+            x->fail_rc =
+                req_fail(r, STOKER_E_LIMIT, "a body longer than the buffer of %zu", r->cap);
+            x->verdict = V_FAIL;
+            return false;
+        }
+        memcpy(r->buf + at, data, n);
+        return true;
+    }
+    while (n > 0) {
+        const ssize_t w = pwrite(r->fd, data, n, (off_t)at);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            const int e = w < 0 ? errno : EIO;
+            x->fail_rc = req_fail(r, -e, "writing the body: %s", strerror(e));
+            x->verdict = V_FAIL;
+            return false;
+        }
+        data += w;
+        n -= (size_t)w;
+        at += (uint64_t)w;
+    }
+    return true;
+}
+
+/* CURLOPT_WRITEFUNCTION: body bytes. Those of [keep_from, keep_to) are delivered; an error
+ * reply's are kept (its start) for the message. */
+static size_t on_body(char *data, size_t size, size_t n, void *p)
+{
+    xfer *x = p;
+    const size_t len = size * n;
+    count(&x->h->n_bytes, len);
+    if (x->verdict != V_NONE)
+        return 0;
+    if (x->status < 200 || x->status >= 300) {
+        const size_t take = len < ERRBODY_CAP - x->errlen ? len : ERRBODY_CAP - x->errlen;
+        memcpy(x->errbody + x->errlen, data, take);
+        x->errlen += take;
+        return len;
+    }
+    const uint64_t from = x->pos, to = x->pos + len;
+    x->pos = to;
+    const uint64_t lo = from > x->keep_from ? from : x->keep_from;
+    const uint64_t hi = to < x->keep_to ? to : x->keep_to;
+    if (lo < hi) {
+        if (!deliver(x, data + (lo - from), (size_t)(hi - lo), lo - x->keep_from))
+            return 0;
+        x->got += hi - lo;
+    }
+    if (to > x->keep_to) {
+        if (x->ranged && x->status == 200) {
+            x->verdict = V_DONE; /* the rest of the object is not wanted */
+            return 0;
+        }
+        verdict_retry(x, "a body longer than promised");
+        return 0;
+    }
+    if (x->ranged && x->status == 200 && to == x->keep_to && !(x->have_clen && x->clen == to)) {
+        x->verdict = V_DONE;
+        return 0;
+    }
+    return len;
+}
+
+/* ---- starting an attempt (client's thread) ---- */
+
+static CURL *easy_take(stoker__http *h)
+{
+    if (h->nidle > 0) {
+        CURL *e = h->idle[--h->nidle];
+        curl_easy_reset(e); /* keeps its connections, DNS and TLS session caches */
+        return e;
+    }
+    return curl_easy_init();
+}
+
+static void easy_give(stoker__http *h, CURL *e)
+{
+    if (h->nidle < h->max_transfers)
+        h->idle[h->nidle++] = e;
+    else
+        curl_easy_cleanup(e);
+}
+
+/* Sets every option of one attempt; a CURLcode other than CURLE_OK when one is refused. */
+static CURLcode easy_setup(const stoker__http *h, xfer *x, CURL *e)
+{
+    const stoker__http_req *r = x->r;
+    CURLcode c = CURLE_OK;
+#define SET(opt, val)                                                                              \
+    do {                                                                                           \
+        if (c == CURLE_OK)                                                                         \
+            c = curl_easy_setopt(e, opt, val);                                                     \
+    } while (0)
+    SET(CURLOPT_URL, x->url);
+    SET(CURLOPT_PRIVATE, x);
+    SET(CURLOPT_ERRORBUFFER, x->errbuf);
+    SET(CURLOPT_NOSIGNAL, 1L);
+    SET(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+    SET(CURLOPT_PIPEWAIT, 1L);
+    SET(CURLOPT_TCP_KEEPALIVE, 1L);
+    SET(CURLOPT_TCP_KEEPIDLE, 30L);
+    SET(CURLOPT_TCP_KEEPINTVL, 15L);
+    SET(CURLOPT_CONNECTTIMEOUT_MS, (long)(h->connect_timeout * 1000.0));
+    SET(CURLOPT_LOW_SPEED_LIMIT, 1L);
+    SET(CURLOPT_LOW_SPEED_TIME, h->stall_seconds);
+    SET(CURLOPT_SSL_VERIFYPEER, 1L);
+    SET(CURLOPT_SSL_VERIFYHOST, 2L);
+    if (h->ca_bundle)
+        SET(CURLOPT_CAINFO, h->ca_bundle);
+    SET(CURLOPT_HEADERFUNCTION, on_header);
+    SET(CURLOPT_HEADERDATA, x);
+    SET(CURLOPT_WRITEFUNCTION, on_body);
+    SET(CURLOPT_WRITEDATA, x);
+    SET(CURLOPT_HTTPHEADER, x->hdrs);
+    if (r->head)
+        SET(CURLOPT_NOBODY, 1L);
+    if (x->ranged) {
+        char range[48];
+        snprintf(range, sizeof range, "%llu-%llu", (unsigned long long)r->offset,
+                 (unsigned long long)(r->offset + r->length - 1));
+        SET(CURLOPT_RANGE, range); /* copied by curl */
+    }
+    if (x->s3) {
+        SET(CURLOPT_AWS_SIGV4, h->sigv4);
+        SET(CURLOPT_USERNAME, h->access_key);
+        SET(CURLOPT_PASSWORD, h->secret_key);
+        SET(CURLOPT_PATH_AS_IS, 1L); /* a key's "." and ".." segments are its own */
+    } else {
+        /* a redirect keeps no credential of ours: curl sends a custom Authorization to
+         * the first host only */
+        SET(CURLOPT_FOLLOWLOCATION, 1L);
+        SET(CURLOPT_MAXREDIRS, 8L);
+#if LIBCURL_VERSION_NUM >= 0x075500
+        SET(CURLOPT_PROTOCOLS_STR, "http,https");
+        SET(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#else
+        SET(CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+        SET(CURLOPT_REDIR_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+    }
+#undef SET
+    return c;
+}
+
+static void attempt_start(stoker__http *h, xfer *x)
+{
+    stoker__http_req *r = x->r;
+    if (r->attempts == 0)
+        x->started = stoker__now();
+    r->attempts++;
+    count(&h->n_requests, 1);
+    attempt_reset(x);
+    CURL *e = easy_take(h);
+    if (!e) {
+        req_fail(r, -ENOMEM, "out of memory for a transfer");
+        complete(h, x, -ENOMEM);
+        return;
+    }
+    const CURLcode c = easy_setup(h, x, e);
+    const CURLMcode mc = c == CURLE_OK ? curl_multi_add_handle(h->multi, e) : CURLM_OK;
+    if (c != CURLE_OK || mc != CURLM_OK) {
+        easy_give(h, e);
+        const int rc = c == CURLE_OUT_OF_MEMORY || mc == CURLM_OUT_OF_MEMORY ? -ENOMEM : -EIO;
+        req_fail(r, rc, "cannot start the transfer: %s",
+                 c != CURLE_OK ? curl_easy_strerror(c) : curl_multi_strerror(mc));
+        complete(h, x, rc);
+        return;
+    }
+    x->easy = e;
+    list_push(&h->active, x);
+    h->nactive++;
+}
+
+/* ---- judging a finished attempt (client's thread) ---- */
+
+static bool curl_retryable(CURLcode c)
+{
+    switch (c) {
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_GOT_NOTHING:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_WEIRD_SERVER_REPLY: return true;
+    default: return false;
+    }
+}
+
+/* S3's <Code> in an error reply's body, into code (empty when there is none). */
+static void s3_error_code(const xfer *x, char *code, size_t cap)
+{
+    code[0] = '\0';
+    char body[ERRBODY_CAP + 1];
+    memcpy(body, x->errbody, x->errlen);
+    body[x->errlen] = '\0';
+    const char *a = strstr(body, "<Code>");
+    const char *b = a ? strstr(a, "</Code>") : NULL;
+    if (b && b - a - 6 < 64)
+        snprintf(code, cap, " %.*s", (int)(b - a - 6), a + 6);
+}
+
+/* The verdict on an error status: V_RETRY or V_FAIL (rc and message set). */
+static int judge_status(xfer *x)
+{
+    const long s = x->status;
+    stoker__http_req *r = x->r;
+    if (s == 408 || s == 429 || s >= 500) {
+        snprintf(x->cause, sizeof x->cause, "last status %ld", s);
+        x->timed_out = false;
+        return V_RETRY;
+    }
+    char code[80];
+    s3_error_code(x, code, sizeof code);
+    if (s == 404)
+        x->fail_rc = req_fail(r, -ENOENT, "not found (404%s)", code);
+    else if (s == 401 || s == 403)
+        x->fail_rc = req_fail(r, -EACCES, "access denied (%ld%s): check the credentials", s, code);
+    else if (s == 412)
+        x->fail_rc = req_fail(r, -ESTALE, "the object changed (412: its ETag is no longer %s)",
+                              r->if_match ? r->if_match : "the one asked for");
+    else if (s == 416)
+        x->fail_rc = req_fail(r, -EIO, "past the end of the object (416%s)", code);
+    else
+        x->fail_rc = req_fail(r, -EIO, "status %ld%s", s, code);
+    return V_FAIL;
+}
+
+/* A 2xx that completed: are all the bytes due in? */
+static int judge_body(xfer *x)
+{
+    stoker__http_req *r = x->r;
+    if (r->head)
+        return V_DONE;
+    const uint64_t due = x->keep_to == UINT64_MAX ? x->got : x->keep_to - x->keep_from;
+    if (x->got == due)
+        return V_DONE;
+    if (x->ranged && x->status == 200 && !x->have_clen && x->pos <= r->offset + r->length - 1) {
+        x->fail_rc = req_fail(r, -EIO, "past the end of the object (%llu bytes)",
+                              (unsigned long long)x->pos);
+        return V_FAIL;
+    }
+    snprintf(x->cause, sizeof x->cause, "the body was cut short at %llu of %llu bytes",
+             (unsigned long long)x->got, (unsigned long long)due);
+    x->timed_out = false;
+    return V_RETRY;
+}
+
+static int judge(xfer *x, CURLcode res)
+{
+    stoker__http_req *r = x->r;
+    r->status = x->status;
+    if (x->verdict == V_FAIL || x->verdict == V_RETRY)
+        return x->verdict;
+    if (res != CURLE_OK && x->verdict != V_DONE) {
+        copy_value(x->cause, sizeof x->cause, x->errbuf[0] ? x->errbuf : curl_easy_strerror(res));
+        x->timed_out = res == CURLE_OPERATION_TIMEDOUT;
+        if (curl_retryable(res))
+            return V_RETRY;
+        x->fail_rc = req_fail(r, -EIO, "%s", x->cause);
+        return V_FAIL;
+    }
+    if (x->status < 200 || x->status >= 300)
+        return judge_status(x);
+    return judge_body(x);
+}
+
+/* The delay before attempt n + 1 (n >= 1): exponential with jitter in [1/2, 1] of it, and
+ * not shorter than the server's Retry-After. */
+static double backoff(stoker__http *h, const xfer *x)
+{
+    double d = BACKOFF_FIRST;
+    for (uint32_t i = 1; i < x->r->attempts && d < BACKOFF_MAX; i++)
+        d *= 2.0;
+    d = d < BACKOFF_MAX ? d : BACKOFF_MAX;
+    h->jitter = stoker__mix64(h->jitter + 0x9E3779B97F4A7C15ull);
+    d *= 0.5 + 0.5 * (double)(h->jitter >> 11) * 0x1.0p-53;
+    if (x->retry_after >= 0.0) {
+        const double ra = x->retry_after < RETRY_AFTER_MAX ? x->retry_after : RETRY_AFTER_MAX;
+        d = d > ra ? d : ra;
+    }
+    return d;
+}
+
+static void retry_or_fail(stoker__http *h, xfer *x)
+{
+    stoker__http_req *r = x->r;
+    const double now = stoker__now();
+    const double delay = backoff(h, x);
+    if (r->attempts <= h->retries && now + delay - x->started <= h->retry_seconds) {
+        x->due = now + delay;
+        timer_insert(h, x);
+        count(&h->n_retries, 1);
+        return;
+    }
+    const int rc = x->timed_out ? -ETIMEDOUT : -EIO;
+    req_fail(r, rc, "%s after %u attempts", x->cause, r->attempts);
+    complete(h, x, rc);
+}
+
+static void attempt_done(stoker__http *h, CURL *e, CURLcode res)
+{
+    xfer *x = NULL;
+    curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&x);
+    curl_multi_remove_handle(h->multi, e);
+    easy_give(h, e);
+    list_remove(&h->active, x);
+    h->nactive--;
+    x->easy = NULL;
+    const int v = judge(x, res);
+    if (v == V_RETRY) {
+        retry_or_fail(h, x);
+    } else if (v == V_FAIL) {
+        complete(h, x, x->fail_rc);
+    } else {
+        x->r->got = x->got;
+        x->r->msg[0] = '\0';
+        complete(h, x, 0);
+    }
+}
+
+/* ---- the client's thread ---- */
+
+/* Moves what was submitted to the ready list; true when the client is stopping. */
+static bool take_queue(stoker__http *h)
+{
+    pthread_mutex_lock(&h->lock);
+    const bool stopping = h->stopping;
+    if (h->queue.head) {
+        if (h->ready.tail)
+            h->ready.tail->next = h->queue.head;
+        else
+            h->ready.head = h->queue.head;
+        h->ready.tail = h->queue.tail;
+        h->queue.head = h->queue.tail = NULL;
+    }
+    pthread_mutex_unlock(&h->lock);
+    return stopping;
+}
+
+/* Retries that are due go first, ahead of new requests. */
+static void timers_due(stoker__http *h, double now)
+{
+    xlist due = {0};
+    while (h->timers && h->timers->due <= now) {
+        xfer *x = h->timers;
+        h->timers = x->next;
+        list_push(&due, x);
+    }
+    if (due.head) {
+        due.tail->next = h->ready.head;
+        h->ready.head = due.head;
+        if (!h->ready.tail)
+            h->ready.tail = due.tail;
+    }
+}
+
+/* How long curl_multi_poll may wait (curl shortens it for its own timeouts): none when a
+ * ready request has a free slot, else until the next retry is due. */
+static int poll_wait_ms(const stoker__http *h)
+{
+    if (h->ready.head && h->nactive < h->max_transfers)
+        return 0;
+    if (!h->timers)
+        return POLL_MAX_MS;
+    const double ms = (h->timers->due - stoker__now()) * 1000.0 + 1.0;
+    return ms < 0 ? 0 : ms > POLL_MAX_MS ? POLL_MAX_MS : (int)ms;
+}
+
+static void cancel_all(stoker__http *h)
+{
+    for (xfer *x; (x = list_pop(&h->active));) {
+        curl_multi_remove_handle(h->multi, x->easy);
+        curl_easy_cleanup(x->easy);
+        cancel(h, x);
+    }
+    h->nactive = 0;
+    for (xfer *x; (x = list_pop(&h->ready));)
+        cancel(h, x);
+    while (h->timers) {
+        xfer *x = h->timers;
+        h->timers = x->next;
+        cancel(h, x);
+    }
+    pthread_mutex_lock(&h->lock);
+    xlist q = h->queue;
+    h->queue.head = h->queue.tail = NULL;
+    pthread_mutex_unlock(&h->lock);
+    for (xfer *x; (x = list_pop(&q));)
+        cancel(h, x);
+}
+
+static void *client_main(void *arg)
+{
+    stoker__http *h = arg;
+    stoker__thread_name("stoker-http");
+    uint64_t mark = stoker__now_ns();
+    bool busy = false;
+    while (!take_queue(h)) {
+        timers_due(h, stoker__now());
+        while (h->nactive < h->max_transfers && h->ready.head)
+            attempt_start(h, list_pop(&h->ready));
+        int running = 0;
+        curl_multi_perform(h->multi, &running);
+        int left = 0;
+        for (CURLMsg *m; (m = curl_multi_info_read(h->multi, &left));)
+            if (m->msg == CURLMSG_DONE)
+                attempt_done(h, m->easy_handle, m->data.result);
+        const uint64_t now = stoker__now_ns();
+        if (busy)
+            count(&h->busy_ns, now - mark);
+        mark = now;
+        busy = h->nactive > 0;
+        const int wait = poll_wait_ms(h);
+        if (wait > 0)
+            curl_multi_poll(h->multi, NULL, 0, wait, NULL);
+    }
+    if (busy)
+        count(&h->busy_ns, stoker__now_ns() - mark);
+    cancel_all(h);
+    return NULL;
+}
+
+/* ---- the API ---- */
+
+static int dup_opt(char **dst, const char *src, stoker__err *err)
+{
+    if (!src)
+        return 0;
+    *dst = stoker__strdup(src);
+    STOKER_RETURN_IF(!*dst, err, -ENOMEM, "out of memory");
+    return 0;
+}
+
+/* S3's settings: the options, else the environment (http.h). A session token from the
+ * environment goes with the environment's keys only, never with keys given as options. */
+static int s3_settings(stoker__http *h, const stoker__http_opts *o, stoker__err *err)
+{
+    int rc;
+    const bool env_keys = !o->access_key && !o->secret_key;
+    const char *region = env_or(o->s3_region, "AWS_REGION");
+    region = region ? region : env_or(NULL, "AWS_DEFAULT_REGION");
+    const char *endpoint = env_or(o->s3_endpoint, "AWS_ENDPOINT_URL_S3");
+    endpoint = endpoint ? endpoint : env_or(NULL, "AWS_ENDPOINT_URL");
+    STOKER_FORWARD(dup_opt(&h->region, region ? region : "us-east-1", err));
+    STOKER_FORWARD(dup_opt(&h->access_key, env_or(o->access_key, "AWS_ACCESS_KEY_ID"), err));
+    STOKER_FORWARD(dup_opt(&h->secret_key, env_or(o->secret_key, "AWS_SECRET_ACCESS_KEY"), err));
+    STOKER_FORWARD(dup_opt(&h->session_token,
+                           o->session_token ? o->session_token
+                           : env_keys       ? env_or(NULL, "AWS_SESSION_TOKEN")
+                                            : NULL,
+                           err));
+    if (endpoint) {
+        const size_t n = strlen(endpoint) + 9;
+        h->endpoint = stoker__malloc(n);
+        STOKER_FAIL_IF(!h->endpoint, err, -ENOMEM, "out of memory");
+        snprintf(h->endpoint, n, "%s%s", strstr(endpoint, "://") ? "" : "https://", endpoint);
+        for (size_t len = strlen(h->endpoint); len > 0 && h->endpoint[len - 1] == '/';)
+            h->endpoint[--len] = '\0';
+    }
+    const size_t n = strlen(h->region) + 16;
+    h->sigv4 = stoker__malloc(n);
+    STOKER_FAIL_IF(!h->sigv4, err, -ENOMEM, "out of memory");
+    snprintf(h->sigv4, n, "aws:amz:%s:s3", h->region);
+    return 0;
+fail:
+    return rc;
+}
+
+static int check_opts(const stoker__http_opts *o, stoker__err *err)
+{
+    STOKER_RETURN_IF(o->retry_seconds < 0 || o->connect_timeout < 0 || o->stall_timeout < 0, err,
+                     STOKER_E_INVALID, "http client: a negative time");
+    STOKER_RETURN_IF(o->max_transfers > 4096, err, STOKER_E_INVALID,
+                     "http client: max_transfers %u is over 4096", o->max_transfers);
+    STOKER_RETURN_IF(o->header && (!strchr(o->header, ':') || strpbrk(o->header, "\r\n")), err,
+                     STOKER_E_INVALID, "http client: the header \"%s\" is not \"Name: value\"",
+                     o->header);
+    return 0;
+}
+
+int stoker__http_create(stoker__http **out, const stoker__http_opts *o, stoker__err *err)
+{
+    static const stoker__http_opts defaults = {0};
+    stoker__http *h = NULL;
+    int rc = 0;
+    *out = NULL;
+    o = o ? o : &defaults;
+    rc = check_opts(o, err);
+    if (rc < 0)
+        return rc;
+    pthread_once(&curl_once, curl_init);
+    STOKER_RETURN_IF(curl_init_rc != CURLE_OK, err, -EIO, "libcurl's initialisation failed: %s",
+                     curl_easy_strerror(curl_init_rc));
+    h = stoker__calloc(1, sizeof *h);
+    STOKER_RETURN_IF(!h, err, -ENOMEM, "out of memory");
+    pthread_mutex_init(&h->lock, NULL);
+    h->max_transfers = o->max_transfers ? o->max_transfers : 16;
+    h->retries = o->retries ? o->retries : 8;
+    h->retry_seconds = o->retry_seconds > 0 ? o->retry_seconds : 60.0;
+    h->connect_timeout = o->connect_timeout > 0 ? o->connect_timeout : 10.0;
+    const double stall = o->stall_timeout > 0 ? o->stall_timeout : 30.0;
+    h->stall_seconds = stall < 1.0 ? 1 : (long)(stall + 0.999); /* curl counts whole seconds */
+    h->jitter = stoker__now_ns() ^ (uint64_t)(uintptr_t)h;
+    STOKER_FORWARD(dup_opt(&h->ca_bundle, o->ca_bundle, err));
+    STOKER_FORWARD(dup_opt(&h->header, o->header, err));
+    STOKER_FORWARD(s3_settings(h, o, err));
+    h->idle = stoker__calloc(h->max_transfers, sizeof *h->idle);
+    STOKER_FAIL_IF(!h->idle, err, -ENOMEM, "out of memory");
+    h->multi = curl_multi_init();
+    STOKER_FAIL_IF(!h->multi, err, -ENOMEM, "out of memory for libcurl's multi handle");
+    curl_multi_setopt(h->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+    rc = stoker__thread_start(&h->thread, client_main, h);
+    STOKER_FAIL_IF(rc != 0, err, -rc, "cannot start the http client's thread: %s",
+                   stoker_strerror(-rc));
+    h->has_thread = true;
+    *out = h;
+    return 0;
+fail:
+    stoker__http_destroy(h);
+    return rc;
+}
+
+void stoker__http_destroy(stoker__http *h)
+{
+    if (!h)
+        return;
+    if (h->has_thread) {
+        pthread_mutex_lock(&h->lock);
+        h->stopping = true;
+        pthread_mutex_unlock(&h->lock);
+        curl_multi_wakeup(h->multi);
+        pthread_join(h->thread, NULL);
+    }
+    for (uint32_t i = 0; i < h->nidle; i++)
+        curl_easy_cleanup(h->idle[i]);
+    if (h->multi)
+        curl_multi_cleanup(h->multi);
+    stoker__free(h->idle);
+    stoker__free(h->ca_bundle);
+    stoker__free(h->header);
+    stoker__free(h->region);
+    stoker__free(h->endpoint);
+    stoker__free(h->access_key);
+    stoker__free(h->secret_key);
+    stoker__free(h->session_token);
+    stoker__free(h->sigv4);
+    pthread_mutex_destroy(&h->lock);
+    stoker__free(h);
+}
+
+static int check_req(stoker__http_req *r)
+{
+    if (!r->url || !r->done)
+        return req_fail(r, STOKER_E_INVALID, "a request without a URL or a done callback");
+    if (!stoker__http_is_url(r->url))
+        return req_fail(r, STOKER_E_INVALID, "not an http://, https:// or s3:// URL");
+    uint64_t end;
+    if (!r->head && r->length > 0 && stoker__add_ovf(r->offset, r->length, &end))
+        return req_fail(r, STOKER_E_INVALID, "the range overflows");
+    if (!r->head && r->fd < 0 && !r->buf)
+        return req_fail(r, STOKER_E_INVALID, "no fd and no buffer for the body");
+    if (!r->head && r->fd < 0 && r->length > r->cap)
+        return req_fail(r, STOKER_E_INVALID, "the range is longer than the buffer of %zu", r->cap);
+    return 0;
+}
+
+int stoker__http_submit(stoker__http *h, stoker__http_req *r)
+{
+    r->rc = 0;
+    r->status = 0;
+    r->size = UINT64_MAX;
+    r->got = 0;
+    r->attempts = 0;
+    r->etag[0] = r->last_modified[0] = r->msg[0] = '\0';
+    r->internal_ = NULL;
+    int rc = check_req(r);
+    if (rc < 0)
+        return rc;
+    xfer *x = stoker__calloc(1, sizeof *x);
+    if (!x)
+        return req_fail(r, -ENOMEM, "out of memory");
+    rc = xfer_build(h, x, r);
+    if (rc < 0) {
+        xfer_free(x);
+        return rc;
+    }
+    r->internal_ = x;
+    pthread_mutex_lock(&h->lock);
+    const bool stopping = h->stopping;
+    if (!stopping)
+        list_push(&h->queue, x);
+    pthread_mutex_unlock(&h->lock);
+    if (stopping) {
+        r->internal_ = NULL;
+        xfer_free(x);
+        return req_fail(r, STOKER_E_STATE, "the client is being destroyed");
+    }
+    curl_multi_wakeup(h->multi);
+    return 0;
+}
+
+typedef struct waiter {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool done;
+} waiter;
+
+static void run_done(stoker__http_req *r, void *ctx)
+{
+    (void)r;
+    waiter *w = ctx;
+    pthread_mutex_lock(&w->lock);
+    w->done = true;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+}
+
+int stoker__http_run(stoker__http *h, stoker__http_req *r)
+{
+    waiter w = {.done = false};
+    pthread_mutex_init(&w.lock, NULL);
+    pthread_cond_init(&w.cond, NULL);
+    r->done = run_done;
+    r->ctx = &w;
+    int rc = stoker__http_submit(h, r);
+    if (rc == 0) {
+        pthread_mutex_lock(&w.lock);
+        while (!w.done)
+            pthread_cond_wait(&w.cond, &w.lock);
+        pthread_mutex_unlock(&w.lock);
+        rc = r->rc;
+    }
+    pthread_cond_destroy(&w.cond);
+    pthread_mutex_destroy(&w.lock);
+    return rc;
+}
+
+void stoker__http_stats_get(stoker__http *h, stoker__http_stats *s)
+{
+    s->requests = atomic_load_explicit(&h->n_requests, memory_order_relaxed);
+    s->bytes = atomic_load_explicit(&h->n_bytes, memory_order_relaxed);
+    s->retries = atomic_load_explicit(&h->n_retries, memory_order_relaxed);
+    s->failures = atomic_load_explicit(&h->n_failures, memory_order_relaxed);
+    s->busy_ns = atomic_load_explicit(&h->busy_ns, memory_order_relaxed);
+}
