@@ -146,7 +146,7 @@ def test_many_concurrent(serve, root):
     assert res["retries"] == 0
     assert connections(srv) <= 8, connections(srv)
     # one at a time would take 200 x 20 ms of latency alone
-    assert res["elapsed"] < 3.0, res
+    assert res["elapsed"] < 3.5, res  # room for a slow machine, still under 4 s
 
 
 # ---- faults a new attempt cures
