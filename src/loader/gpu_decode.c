@@ -141,6 +141,7 @@ struct stoker__gdec {
     fifo queue;           /* batches for the GPU worker */
     fifo retries;         /* batches with records left for the CPU */
     atomic_uint rpending; /* retries.len, read without mu by workers looking for work */
+    atomic_uint qpending; /* queue.len, read without mu by the consumer (the split's measure) */
     stoker__split split;
     _Atomic double share; /* for the batches prepared next (read without mu in prepare,
                              under a slot's mutex, which is a leaf) */
@@ -151,7 +152,7 @@ struct stoker__gdec {
     struct {
         uint64_t t0_ns;  /* the delivery before the period */
         double busy0;    /* the workers' busy seconds then */
-        double waited, ready;
+        double waited, ready, queued;
         uint32_t n;
     } period;
     /* counters */
@@ -576,6 +577,7 @@ void stoker__gdec_consumed(stoker__gdec *gd, double waited, double ready,
     }
     gd->period.waited += waited;
     gd->period.ready += ready;
+    gd->period.queued += atomic_load_explicit(&gd->qpending, memory_order_relaxed);
     if (++gd->period.n < PERIOD)
         return;
     const double seconds = (double)(now - gd->period.t0_ns) * 1e-9, busy_s = busy(ctx);
@@ -583,13 +585,14 @@ void stoker__gdec_consumed(stoker__gdec *gd, double waited, double ready,
         .seconds = seconds,
         .waited = gd->period.waited,
         .ahead = gd->period.ready / gd->period.n,
-        .busy = seconds > 0 ? (busy_s - gd->period.busy0) / (seconds * gd->plan->threads) : 0};
+        .busy = seconds > 0 ? (busy_s - gd->period.busy0) / (seconds * gd->plan->threads) : 0,
+        .gpu_queued = gd->period.queued / gd->period.n};
     pthread_mutex_lock(&gd->mu);
     atomic_store(&gd->share, stoker__split_consumed(&gd->split, &p));
     pthread_mutex_unlock(&gd->mu);
     gd->period.t0_ns = now;
     gd->period.busy0 = busy_s;
-    gd->period.waited = gd->period.ready = 0;
+    gd->period.waited = gd->period.ready = gd->period.queued = 0;
     gd->period.n = 0;
 }
 
@@ -599,6 +602,7 @@ void stoker__gdec_submit(stoker__gdec *gd, stoker__slot *s)
 {
     pthread_mutex_lock(&gd->mu);
     fifo_push(&gd->queue, s);
+    atomic_store_explicit(&gd->qpending, gd->queue.len, memory_order_relaxed);
     pthread_cond_signal(&gd->cv);
     pthread_mutex_unlock(&gd->mu);
 }
@@ -617,8 +621,10 @@ static int next_step(stoker__gdec *gd, stoker__slot **s)
     const lane *old = gd->in_flight ? &gd->lanes[gd->next_lane] : NULL;
     if (old && old->finished == old->begun)
         return STOKER__GDEC_END; /* publishes a batch: cheap, and first */
-    if (gd->in_flight < LANES && (*s = fifo_pop(&gd->queue)))
+    if (gd->in_flight < LANES && (*s = fifo_pop(&gd->queue))) {
+        atomic_store_explicit(&gd->qpending, gd->queue.len, memory_order_relaxed);
         return STOKER__GDEC_BEGIN;
+    }
     /* nothing to begin: wait for the oldest run when its end will not be signalled, or when
      * every lane is in flight */
     if (old && (!old->notify || gd->in_flight == LANES))
@@ -649,6 +655,7 @@ void stoker__gdec_drop_queue(stoker__gdec *gd)
 {
     pthread_mutex_lock(&gd->mu);
     gd->queue.head = gd->queue.len = 0;
+    atomic_store(&gd->qpending, 0);
     gd->retries.head = gd->retries.len = 0;
     atomic_store(&gd->rpending, 0);
     pthread_mutex_unlock(&gd->mu);

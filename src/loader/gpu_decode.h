@@ -25,9 +25,9 @@
  * and the SKIP replacements, retries and counts work as on the CPU alone.
  *
  * The split (split.h) is fed once per batch, by whoever publishes it, the CPU's decode time
- * and the GPU's run time of that batch (its cap: where both sides finish together), and
- * once a period of deliveries, by the consumer's thread, what the consumer waited and how
- * many batches were ready (the share itself). Each batch's GPU records are a multiple of
+ * and the GPU's run time of that batch (the rates it reports), and once a period of
+ * deliveries, by the consumer's thread, what the consumer waited, how many batches were ready
+ * and how many waited for the GPU worker (the share itself). Each batch's GPU records are a multiple of
  * QUANTUM. With STOKER_DECODER_GPU every eligible record goes to the GPU (until GPU
  * failures make the split fall back to the CPU).
  *

@@ -14,7 +14,9 @@
 #define DEFAULT_BUSY_HIGH 0.5
 #define DEFAULT_GAIN 0.6
 #define DEFAULT_STEP_MIN 0.02
+#define DEFAULT_STEP_MAX 0.05
 #define DEFAULT_STEP_DOWN 0.02
+#define DEFAULT_GPU_BEHIND 1.0
 #define MAX_WAIT_DOUBLINGS 6 /* a fallback lasts at most 64 times retry_after batches */
 
 static double clamp(double v, double lo, double hi)
@@ -43,7 +45,9 @@ void stoker__split_init(stoker__split *s, const stoker__split_config *cfg, bool 
     c->busy_high = or_default(c->busy_high, 0, 1, DEFAULT_BUSY_HIGH);
     c->gain = or_default(c->gain, 0, 10, DEFAULT_GAIN);
     c->step_min = or_default(c->step_min, 0, 1, DEFAULT_STEP_MIN);
+    c->step_max = or_default(c->step_max, c->step_min, 1, fmax(DEFAULT_STEP_MAX, c->step_min));
     c->step_down = or_default(c->step_down, 0, 1, DEFAULT_STEP_DOWN);
+    c->gpu_behind = or_default(c->gpu_behind, 0, 1e9, DEFAULT_GPU_BEHIND);
     s->gpu = gpu;
     s->share = 0;
     s->cap = gpu ? 1 - c->floor : 0;
@@ -119,8 +123,6 @@ double stoker__split_update(stoker__split *s, const stoker__split_batch *b)
         measure(&s->gpu_rate, b->gpu_records, b->gpu_ns, w);
     }
     s->cap = balance(s);
-    if (!s->retrying && s->share > s->cap)
-        s->share = s->cap;
     return s->share;
 }
 
@@ -131,7 +133,13 @@ double stoker__split_consumed(stoker__split *s, const stoker__split_period *p)
     const stoker__split_config *c = &s->cfg;
     s->last = *p;
     const double waited = clamp(p->waited / p->seconds, 0, 1);
-    if (waited > c->wait_high) {
+    if (waited > c->wait_high && p->gpu_queued >= c->gpu_behind) {
+        /* batches wait for the GPU, not for the workers: past its capacity */
+        s->share -= c->step_down;
+        if (s->share < c->floor)
+            s->share = 0;
+        s->reason = STOKER__SPLIT_GPU_BEHIND;
+    } else if (waited > c->wait_high) {
         if (p->busy < c->busy_high) {
             s->reason = STOKER__SPLIT_NOT_CPU;
             return s->share;
@@ -139,9 +147,10 @@ double stoker__split_consumed(stoker__split *s, const stoker__split_period *p)
         /* the CPU made 1 - waited of what the consumer asked for: the GPU takes the rest of
          * the records, which is waited / eligible_part of the eligible ones (damped) */
         const double ep = s->eligible_part > 0 ? s->eligible_part : 1;
-        const double want = s->share + fmax(c->gain * waited / ep, c->step_min);
-        s->share = fmax(s->share, fmin(fmax(want, c->floor), s->cap));
-        s->reason = s->share >= s->cap ? STOKER__SPLIT_CAPPED : STOKER__SPLIT_MORE;
+        const double want = s->share + clamp(c->gain * waited / ep, c->step_min, c->step_max);
+        const double top = 1 - c->floor;
+        s->share = fmax(s->share, fmin(fmax(want, c->floor), top));
+        s->reason = s->share >= top ? STOKER__SPLIT_CAPPED : STOKER__SPLIT_MORE;
     } else if (waited < c->wait_low && p->ahead >= c->ahead) {
         s->share -= c->step_down;
         if (s->share < c->floor) /* below the floor the GPU would be measured poorly */
@@ -183,8 +192,8 @@ void stoker__split_describe(const stoker__split *s, char *buf, size_t cap)
                  "the GPU takes %.0f%% of the images it can", waited, busy, share);
         break;
     case STOKER__SPLIT_CAPPED:
-        snprintf(buf, cap, "the consumer waited %.1f%% of its time; the GPU takes %.0f%%, where "
-                 "both sides finish a batch together", waited, share);
+        snprintf(buf, cap, "the consumer waited %.1f%% of its time with the workers %.0f%% busy: "
+                 "the GPU takes its most, %.0f%%", waited, busy, share);
         break;
     case STOKER__SPLIT_NOT_CPU:
         snprintf(buf, cap, "the consumer waited %.1f%% of its time with the workers only %.0f%% "
@@ -197,6 +206,10 @@ void stoker__split_describe(const stoker__split *s, char *buf, size_t cap)
     case STOKER__SPLIT_LESS:
         snprintf(buf, cap, "%.1f batches ready at the consumer's calls, waited %.1f%%: %s",
                  ahead, waited, s->share > 0 ? "the GPU takes less" : "the CPU decodes alone");
+        break;
+    case STOKER__SPLIT_GPU_BEHIND:
+        snprintf(buf, cap, "the consumer waited %.1f%% of its time with %.1f batches queued for "
+                 "the GPU: the GPU takes less, %.0f%%", waited, s->last.gpu_queued, share);
         break;
     case STOKER__SPLIT_FALLBACK:
         snprintf(buf, cap, "the GPU failed %d batches in a row: the CPU decodes alone for %lld "

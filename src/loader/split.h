@@ -7,20 +7,24 @@
  * starts at 0 and moves on what the consumer sees, decided once a period of deliveries
  * (stoker__split_consumed):
  *
- *   the consumer waited more than wait_high of its time, with the workers busy (at least
- *   busy_high of their time): the GPU takes more, by gain times the waited share (the share
- *   of the records the CPU fell short by), at least step_min;
+ *   the consumer waited more than wait_high of its time with batches queued for the GPU
+ *   (gpu_behind or more at its calls, on average): the GPU is the slower side, and takes
+ *   step_down less (below the floor: none);
+ *   it waited more than wait_high with the workers busy (at least busy_high of their time):
+ *   the GPU takes more, by gain times the waited share (the share of the records the CPU fell
+ *   short by), at least step_min and at most step_max;
  *   it waited less than wait_low, with `ahead` or more batches ready at its calls: the
  *   producers outrun it, and the GPU takes step_down less (down to 0: the CPU alone);
  *   anything between: the share holds (a dead band, so a steady job settles and stays).
  *
- * A consumer that never waits on the CPU alone keeps a share of 0. The share never passes
- * the point where both sides would finish a batch together (the loader's own best, the
- * `cap`): past it the GPU is the slower side and more share only slows the batches down. The
- * cap comes from each side's smoothed throughput, from every batch's measures
- * (stoker__split_update): the GPU's part of all records is r_gpu / (r_cpu + r_gpu), divided
- * by the eligible fraction; at most 1 - floor, so the CPU keeps some records while both
- * work. Before the GPU was measured the cap is 1 - floor.
+ * A consumer that never waits on the CPU alone keeps a share of 0; the share is at most
+ * 1 - floor, so the CPU keeps some records while both work. Where the GPU falls behind is
+ * read from its queue, not from its measured rate: a run's time at a small share is mostly
+ * its latency beside the consumer's kernels (two runs overlap), so the point where both sides
+ * would finish a batch together by the smoothed rates (`cap`, from every batch's measures,
+ * stoker__split_update: r_gpu / (r_cpu + r_gpu) over the eligible fraction) held the share
+ * well below what the GPU keeps up with beside ResNet-18 (docs/GPU.md). The cap is kept as a
+ * figure, no longer as a bound.
  *
  * A GPU batch that fails (its records go back to the CPU) leaves the share as it was;
  * `max_failures` failed batches in a row send everything to the CPU for `retry_after`
@@ -51,7 +55,11 @@ typedef struct stoker__split_config {
                              records that the measure leaves out) */
     double gain;          /* of the waited share, added to the share (0: 0.6) */
     double step_min;      /* least rise (0: 0.02) */
+    double step_max;      /* greatest rise (0: 0.05): the consumer's waits come in bursts, and
+                             one burst must not send the GPU past what it keeps up with */
     double step_down;     /* fall per period with batches ahead (0: 0.02) */
+    double gpu_behind;    /* batches waiting for the GPU decode stage at the consumer's calls,
+                             on average, at which the GPU is the slower side (0: 1) */
 } stoker__split_config;
 
 /* What one batch measured. Busy time is the wall time a side needed for its records of the
@@ -71,24 +79,27 @@ typedef struct stoker__split_period {
     double waited;  /* of it, the consumer's time waiting for batches */
     double ahead;   /* batches ready (not yet taken) at its calls, on average */
     double busy;    /* the CPU workers' busy share over the period (0..1) */
+    double gpu_queued; /* batches waiting for the GPU decode stage (none of its runs free for
+                          them) at the consumer's calls, on average */
 } stoker__split_period;
 
 /* Why the share is what it is (the last decision). */
 enum {
     STOKER__SPLIT_START = 0, /* nothing seen yet: the CPU alone */
     STOKER__SPLIT_MORE,      /* the consumer waited for a busy CPU: the GPU took more */
-    STOKER__SPLIT_CAPPED,    /* ... but the GPU is already as busy as helps */
+    STOKER__SPLIT_CAPPED,    /* ... and the GPU takes its most, 1 - floor */
     STOKER__SPLIT_NOT_CPU,   /* the consumer waited, yet the workers were not the limit */
     STOKER__SPLIT_HOLD,      /* batches come as the consumer needs them */
     STOKER__SPLIT_LESS,      /* batches ahead of the consumer: the GPU took less */
-    STOKER__SPLIT_FALLBACK   /* GPU failures: the CPU alone for a while */
+    STOKER__SPLIT_FALLBACK,  /* GPU failures: the CPU alone for a while */
+    STOKER__SPLIT_GPU_BEHIND /* the consumer waited with batches queued for the GPU: less */
 };
 
 typedef struct stoker__split {
     stoker__split_config cfg;  /* defaults resolved */
     bool gpu;                  /* a GPU side exists */
     double share;              /* of the eligible records, for the next batch */
-    double cap;                /* the share at which both sides finish together */
+    double cap;                /* the share at which both sides finish together (a figure) */
     double cpu_rate, gpu_rate; /* records per second, smoothed; 0 until measured */
     double eligible_part;      /* eligible / records, smoothed; 0 until measured */
     int32_t failures;          /* failed GPU batches in a row */
@@ -112,7 +123,8 @@ double stoker__split_consumed(stoker__split *s, const stoker__split_period *p);
 /* The share for the next batch (what the last update or decision returned). */
 double stoker__split_share(const stoker__split *s);
 
-/* The share at which both sides would finish a batch together (the highest the share goes). */
+/* The share at which both sides would finish a batch together, by their measured rates (a
+ * figure: it does not bound the share). */
 double stoker__split_cap(const stoker__split *s);
 
 /* The smoothed eligible / records (1 until measured). */
