@@ -170,7 +170,9 @@ typedef enum stoker_option {
                                     drawn; default RECORDS */
 
     /* ---- loader: machinery ---- */
-    STOKER_OPT_THREADS = 60,     /* worker threads; 0 = online cores - 1 (at least 1) */
+    STOKER_OPT_THREADS = 60,     /* worker threads; 0 = online cores - 1 (at least 1); online
+                                    cores - 3 under DECODER_AUTO with the GPU decode stage
+                                    planned, on 8 cores or more (docs/GPU.md) */
     STOKER_OPT_DEPTH = 61,       /* batch slots in flight; 0 = default: 4, and for image
                                     transforms 2 + ceil(3 x threads / pieces of 32 records
                                     per batch), from 4 to 16, and 4 more when the GPU

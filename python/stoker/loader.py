@@ -562,7 +562,8 @@ class Loader:
     = GPU 0 (or ``LOCAL_RANK``) when a GPU is usable, else "cpu" (also "cuda", "cuda:N", an
     int); ``rank``/``world_size`` None = torch.distributed's when it is initialised, else
     the ``RANK``/``WORLD_SIZE`` environment variables, else 0/1; ``batch_size`` is per rank;
-    ``threads`` None = cores - 1; ``depth`` None = the library's (4; for image transforms
+    ``threads`` None = cores - 1 (cores - 3 under decoder "auto"
+    beside a GPU, on 8 cores or more); ``depth`` None = the library's (4; for image transforms
     from 4 to 16 slots by threads and batch size; ``loader.depth`` says which);
     ``mean``/``std`` (three floats) ImageNet's; ``order``
     "records" (a permutation of all records) or "blocks" (a permutation of blocks of

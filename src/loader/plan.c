@@ -366,6 +366,8 @@ static int plan_gpu_normalize(stoker__plan *p, const stoker_config *cfg, const c
 }
 
 #define GPU_DECODE_SLOTS 4 /* default depth beyond the workers' with the GPU decode stage */
+#define AUTO_SPARE 3      /* cores left to other threads under AUTO with the GPU stage */
+#define AUTO_SPARE_FROM 8 /* ... on machines of this many cores or more */
 
 /* Who decodes JPEGs: the GPU decode stage runs where it is asked for (AUTO or GPU), the
  * records are JPEG images with a transform, and their batches go to a device this build has
@@ -403,8 +405,18 @@ static int plan_decoder(stoker__plan *p, const stoker_config *cfg, stoker_datase
     }
     if (why)
         snprintf(p->decoder_note, sizeof p->decoder_note, "%s", why);
+    const bool own_depth = stoker__cfg_int(cfg, STOKER_OPT_DEPTH) > 0;
+    /* AUTO decodes beside the GPU stage's own thread and a training step's two launching
+     * threads (Python's and autograd's): three cores left, not one (docs/GPU.md) */
+    const long cpus = stoker__online_cpus();
+    if (p->gpu_decode && p->decoder == STOKER_DECODER_AUTO &&
+        stoker__cfg_int(cfg, STOKER_OPT_THREADS) <= 0 && cpus >= AUTO_SPARE_FROM) {
+        p->threads = (uint32_t)(cpus - AUTO_SPARE);
+        if (!own_depth)
+            p->depth = default_depth(p);
+    }
     /* batches wait for the GPU's share besides the workers': slots for those in its queue */
-    if (p->gpu_decode && stoker__cfg_int(cfg, STOKER_OPT_DEPTH) <= 0)
+    if (p->gpu_decode && !own_depth)
         p->depth += GPU_DECODE_SLOTS;
     return 0;
 }
