@@ -49,7 +49,8 @@ again before the table that ends the run.
 
 --trace LIB sets CUDA_INJECTION64_PATH=LIB in the stoker children's environment
 (bench/cuda_trace.c, built as libbench_cuda_trace.so: each child's report goes to its
-stderr, or to STOKER_TRACE_OUT). --json OUT keeps every child's record, --md OUT the
+stderr, or to STOKER_TRACE_OUT). --json OUT keeps every child's record (a stoker child's
+split_trace: the GPU's share and the split's note every 40 timed steps), --md OUT the
 tables. Exit status 1 when a child failed (the tables say which and why), 2 for bad
 arguments.
 """
@@ -73,6 +74,7 @@ MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # ImageNet's
 STOKER_NAMED = {"cpu": {"decoder": "cpu"}, "default": {}, "auto": {"decoder": "auto"},
                 "gpu": {"decoder": "gpu"}}
 TORCH_KEYS = ("workers", "pipeline")
+TRACE_EVERY = 40  # timed steps between samples of the split's share and note
 STATS_KEYS = ("decoder", "gpu_share", "gpu_decoded", "cpu_decoded", "gpu_retried",
               "gpu_fallbacks", "cpu_busy", "gpu_busy", "decoder_note", "wait_seconds",
               "threads", "depth", "device", "records")
@@ -396,6 +398,14 @@ def loader_stats(info):
     return loader.stats()
 
 
+def trace_split(info, step):
+    """The split's share and last word at a timed step (stoker feeds): info["split_trace"]."""
+    st = loader_stats(info)
+    if st and st.get("decoder_note") is not None:
+        info.setdefault("split_trace", []).append(
+            [step, round(st.get("gpu_share", 0.0), 3), st["decoder_note"]])
+
+
 def train(torch, a, model_name, feed, info):
     device = torch.device(a.device)
     cuda = device.type == "cuda"
@@ -451,6 +461,8 @@ def train(torch, a, model_name, feed, info):
             scaler.step(opt)
             scaler.update()
             images += x.shape[0]
+            if step >= a.warmup and (step - a.warmup) % TRACE_EVERY == 0:
+                trace_split(info, step - a.warmup)
             if step == 0:
                 first_loss = loss.detach()
             del x, y
@@ -648,7 +660,8 @@ def parse_args(argv):
     p.add_argument("--steps", type=int, default=200, help="timed steps (default 200)")
     p.add_argument("--warmup", type=int, default=30, help="untimed steps first (default 30)")
     p.add_argument("--threads", type=int, default=None,
-                   help="stoker worker threads (default: the library's, cores - 1)")
+                   help="stoker worker threads (default: the library's, cores - 1; cores - 3 "
+                   "under auto beside a GPU)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                    help="DataLoader workers (default: cores)")
     p.add_argument("--amp", choices=("auto", "bf16", "fp16", "none"), default="auto",
@@ -750,7 +763,7 @@ def main(argv):
         ("timing", "%d warm-up + %d timed steps; %d repetition(s), feeds in order, reversed "
                    "every second repetition" % (a.warmup, a.steps, a.repeat)),
         ("threads", "stoker %s; DataLoader %d workers"
-         % (a.threads if a.threads else "library default (cores - 1)", a.workers)),
+         % (a.threads if a.threads else "library default", a.workers)),
         ("data", "stoker %s; ImageFolder %s" % (a.data or "-", a.imagefolder or "-"))]}
     print("train.py: %s" % "; ".join(v for _, v in meta["lines"][1:]), flush=True)
 
