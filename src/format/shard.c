@@ -155,12 +155,10 @@ int32_t stoker__shard_find(const uint64_t *first, int32_t n, uint64_t id)
     return lo;
 }
 
-void stoker__shard_entry(const uint8_t *index, uint64_t r, stoker__recloc *loc)
+stoker__shard_rec stoker__shard_entry(const uint8_t *index, uint64_t r)
 {
     const uint8_t *e = index + r * STK_ENTRY_SIZE;
-    loc->offset = stoker__get_u64(e + STK_E_OFFSET);
-    loc->length = stoker__get_u64(e + STK_E_LENGTH);
-    loc->label = (int64_t)stoker__get_u64(e + STK_E_LABEL);
-    loc->crc = stoker__get_u32(e + STK_E_CRC);
-    loc->has_crc = 1;
+    return (stoker__shard_rec){stoker__get_u64(e + STK_E_OFFSET), stoker__get_u64(e + STK_E_LENGTH),
+                               (int64_t)stoker__get_u64(e + STK_E_LABEL),
+                               stoker__get_u32(e + STK_E_CRC)};
 }

@@ -7,7 +7,6 @@
 #include "common/common.h"
 #include "format/format.h"
 #include "format/manifest.h"
-#include "source/dataset.h"
 
 /* What a shard's checks need besides its bytes. */
 typedef struct stoker__shard_ctx {
@@ -33,7 +32,12 @@ int stoker__shard_check_index(const stoker__shard_ctx *c, const uint8_t *f, cons
 /* The shard holding record id, from first[] (first[i]: shard i's first id; first[n]: the
  * total). id must be < first[n]. */
 int32_t stoker__shard_find(const uint64_t *first, int32_t n, uint64_t id);
-/* Entry r of an index into loc (offset, length, label, crc; fd, shard and fetch untouched). */
-void stoker__shard_entry(const uint8_t *index, uint64_t r, stoker__recloc *loc);
+/* Entry r of an index. */
+typedef struct stoker__shard_rec {
+    uint64_t offset, length;
+    int64_t label;
+    uint32_t crc;
+} stoker__shard_rec;
+stoker__shard_rec stoker__shard_entry(const uint8_t *index, uint64_t r);
 
 #endif

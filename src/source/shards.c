@@ -21,7 +21,7 @@ static int shards_locate(const stoker_dataset *ds, int64_t id, stoker__recloc *l
     if (id < 0 || (uint64_t)id >= S->first[S->n])
         return STOKER_E_INVALID;
     const int32_t i = stoker__shard_find(S->first, S->n, (uint64_t)id);
-    stoker__shard_entry(S->files[i].index, (uint64_t)id - S->first[i], loc);
+    stoker__shard_locate(S->files[i].index, (uint64_t)id - S->first[i], loc);
     loc->fd = S->files[i].fd;
     loc->shard = i;
     loc->fetch = 0;

@@ -4,7 +4,7 @@
 #define STOKER_SOURCE_SHARDS_H
 
 #include "format/manifest.h"
-#include "format/shard.h"
+#include "source/shard_rec.h"
 #include "source/source.h"
 
 #include <pthread.h>
