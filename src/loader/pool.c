@@ -846,13 +846,17 @@ int stoker__pool_start(stoker__pool *p, stoker__err *err)
 
 void stoker__pool_destroy(stoker__pool *p)
 {
-    if (p->ds)
+    if (p->ds) {
         stoker__dataset_follow(p->ds, NULL);
+        stoker__dataset_interrupt(p->ds, true); /* no worker waits on the network */
+    }
     atomic_store_explicit(&p->stop, true, memory_order_release);
     atomic_store_explicit(&p->halt, true, memory_order_release);
     for (uint32_t i = 0; p->workers && i < p->nworkers; i++)
         if (p->workers[i].started)
             pthread_join(p->workers[i].thread, NULL);
+    if (p->ds) /* the data set may outlive the loader */
+        stoker__dataset_interrupt(p->ds, false);
     for (uint32_t i = 0; p->workers && i < p->nworkers; i++) {
         stoker__worker *w = &p->workers[i];
         stoker__reader_close(w->reader);
@@ -883,11 +887,14 @@ void stoker__pool_pause(stoker__pool *p)
     atomic_store_explicit(&p->halt, true, memory_order_release);
     pthread_mutex_unlock(&p->mu);
     stoker__ring_wake_all(p->ring);
+    /* a batch a worker gives up on fails in its slot, which the restart resets */
+    stoker__dataset_interrupt(p->ds, true);
     pthread_mutex_lock(&p->mu);
     while (p->parked < p->nworkers)
         stoker__timed_wait(&p->cond, &p->mu);
     pthread_mutex_unlock(&p->mu);
     stoker__dataset_follow(p->ds, NULL); /* the order may change now */
+    stoker__dataset_interrupt(p->ds, false);
 }
 
 void stoker__pool_resume(stoker__pool *p, uint64_t epoch, uint64_t pos)

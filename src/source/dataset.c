@@ -229,19 +229,13 @@ int stoker_dataset_read(stoker_dataset *ds, int64_t id, void *buf, size_t cap, s
         const int frc = stoker__dataset_fetch(ds, id, &loc, buf, &got, &err);
         if (frc < 0)
             return stoker__dataset_fail(ds, frc, "%s", err.msg);
-        const uint32_t crc = loc.has_crc ? stoker_crc32c(0, buf, (size_t)loc.length) : 0;
-        if (loc.has_crc && crc != loc.crc)
-            return stoker__dataset_fail(ds, STOKER_E_CORRUPT,
-                                        "%s: record %lld (shard record %llu): CRC32C mismatch "
-                                        "(stored %08x, computed %08x)",
-                                        p, (long long)id, sr, loc.crc, crc);
-        return 0;
+    } else {
+        const int rc = stoker__pread_full(loc.fd, buf, (size_t)loc.length, loc.offset);
+        if (rc < 0)
+            return stoker__dataset_fail(
+                ds, rc, "%s: record %lld (shard record %llu): read: %s", p, (long long)id, sr,
+                rc == STOKER_E_CORRUPT ? "file ends early" : stoker_strerror(rc));
     }
-    const int rc = stoker__pread_full(loc.fd, buf, (size_t)loc.length, loc.offset);
-    if (rc < 0)
-        return stoker__dataset_fail(
-            ds, rc, "%s: record %lld (shard record %llu): read: %s", p, (long long)id, sr,
-            rc == STOKER_E_CORRUPT ? "file ends early" : stoker_strerror(rc));
     const uint32_t crc = loc.has_crc ? stoker_crc32c(0, buf, (size_t)loc.length) : 0;
     if (loc.has_crc && crc != loc.crc)
         return stoker__dataset_fail(ds, STOKER_E_CORRUPT,
@@ -322,6 +316,12 @@ void stoker__dataset_progress(stoker_dataset *ds, uint64_t seq)
 {
     if (ds && ds->ready && ds->ops->progress)
         ds->ops->progress(ds, seq);
+}
+
+void stoker__dataset_interrupt(stoker_dataset *ds, bool on)
+{
+    if (ds && ds->ready && ds->ops->interrupt)
+        ds->ops->interrupt(ds, on);
 }
 
 bool stoker__dataset_remote_stats(stoker_dataset *ds, stoker__remote_stats *s)

@@ -104,6 +104,11 @@ typedef struct stoker__future {
 void stoker__dataset_follow(stoker_dataset *ds, const stoker__future *f);
 /* Batches before `seq` are read: what they needed may go. */
 void stoker__dataset_progress(stoker_dataset *ds, uint64_t seq);
+/* on: reads waiting inside the source for something other than local I/O (a remote block
+ * still on its way) give up at once with STOKER_E_CANCELED, as does every such read begun
+ * until off. A stopping loader sets it before it waits for its workers, so that neither a
+ * restart nor the loader's end waits on the network. No-op for other sources. */
+void stoker__dataset_interrupt(stoker_dataset *ds, bool on);
 
 /* Remote sources' counters . */
 typedef struct stoker__remote_stats {

@@ -52,6 +52,8 @@ typedef struct stoker__source_ops {
     /* The loader's future order (dataset.h). NULL: the source does not read ahead */
     void (*follow)(stoker_dataset *ds, const stoker__future *f);
     void (*progress)(stoker_dataset *ds, uint64_t seq);
+    /* NULL: no read of the source waits on anything but local I/O */
+    void (*interrupt)(stoker_dataset *ds, bool on);
     /* NULL: not remote */
     void (*remote_stats)(stoker_dataset *ds, stoker__remote_stats *s);
 } stoker__source_ops;
