@@ -9,6 +9,9 @@ extern const stoker__source stoker__shards_source;
 #ifdef STOKER_HAVE_HDF5
 extern const stoker__source stoker__hdf5_source;
 #endif
+#ifdef STOKER_HAVE_CURL
+extern const stoker__source stoker__remote_source;
+#else
 static int url_claims(const char *path)
 {
     return strncmp(path, "http://", 7) == 0 || strncmp(path, "https://", 8) == 0 ||
@@ -18,8 +21,9 @@ static int url_claims(const char *path)
 static const stoker__source stoker__remote_source = {
     .name = "remote",
     .claims = url_claims,
-    .refusal = "a URL; this build cannot read remote data sets",
+    .refusal = "a URL; this build cannot read remote data sets (it was built without libcurl)",
 };
+#endif
 
 static const stoker__source *const SOURCES[] = {
     &stoker__remote_source, /* http://, https://, s3:// */
