@@ -1,0 +1,312 @@
+"""Remote data sets through the real library: a packed data set served over HTTP (and as a
+path-style S3 endpoint) by the test servers in tests/remote, on 127.0.0.1 only, with faults
+injected. Batches read through them equal the local data set's, byte for byte."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import conftest as h
+import stoker
+
+REMOTE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "remote")
+sys.path.insert(0, REMOTE)
+import range_server  # noqa: E402
+import s3_server  # noqa: E402
+
+BLOCK = 16384  # small blocks: many of them, and records across block edges
+RECORDS = 400
+
+
+def _remote_built():
+    """Whether this build reads URLs (it refuses them, saying so, without libcurl)."""
+    try:
+        stoker.Dataset("http://127.0.0.1:9/x", cache_dir="/nonexistent-dir-for-probe")
+    except stoker.StokerError as e:
+        return "built without libcurl" not in str(e)
+    return True
+
+
+pytestmark = pytest.mark.skipif(not _remote_built(), reason="built without libcurl")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """A directory served over HTTP holding `raw` (400 raw records over several shards)
+    and `var` (variable-length records, alignment 1)."""
+    root = tmp_path_factory.mktemp("served")
+    h.write_raw(root / "raw", RECORDS, shard_size=60 * 4096 + 8192)
+    with stoker.Writer(root / "var", kind="bytes", align=1, shard_size=64 * 1024,
+                       fsync=False) as w:
+        for i in range(300):
+            w.add(h.var_record(i) * 40, h.label_of(i))
+    return root
+
+
+def opts(tmp_path, **kw):
+    o = dict(cache_dir=str(tmp_path / "cache"), block_size=BLOCK, fetch_window=8 * BLOCK,
+             fetch_transfers=4, cache_limit=4 << 20, fetch_retries=6, fetch_retry_ms=20000,
+             fetch_timeout_ms=5000)
+    o.update(kw)
+    return o
+
+
+def epochs(path, n=2, **kw):
+    """(ids, labels, data) of n shuffled epochs."""
+    out = []
+    with stoker.Loader(path, 32, seed=11, device="cpu", threads=2, **kw) as loader:
+        for e in range(n):
+            loader.set_epoch(e)
+            for b in loader:
+                out.append((b.indices.copy(), b.labels.copy(), b.numpy().copy()))
+    return out
+
+
+def same(a, b):
+    assert len(a) == len(b)
+    for (ia, la, da), (ib, lb, db) in zip(a, b):
+        assert np.array_equal(ia, ib) and np.array_equal(la, lb) and np.array_equal(da, db)
+
+
+def test_batches_equal_the_local_data_set(served, tmp_path):
+    with range_server.start(served) as srv:
+        got = epochs(srv.url + "/raw", **opts(tmp_path))
+        bulk = [e for e in srv.log if e["method"] == "GET" and e.get("range")]
+    same(got, epochs(str(served / "raw")))
+    # blocks, never one request per record: most GETs are whole blocks
+    sizes = [e["sent"] for e in bulk]
+    assert sum(1 for s in sizes if s == BLOCK) > len(sizes) // 2, sizes[:20]
+
+
+def test_dataset_reads_records_and_reports_the_source(served, tmp_path):
+    with range_server.start(served) as srv:
+        with stoker.Dataset(srv.url + "/var/", **opts(tmp_path)) as ds, \
+                stoker.Dataset(str(served / "var")) as local:
+            assert len(ds) == len(local) == 300
+            assert ds.classes == local.classes
+            for i in (0, 1, 57, 299, 150):
+                assert ds.read(i) == local.read(i)
+                assert ds.label(i) == local.label(i)
+
+
+@pytest.mark.parametrize("fault", [
+    "503:prob=0.1,seed=1", "429:every=7,retry_after=0", "reset:at=headers,prob=0.2,seed=2",
+    "reset:at=body,prob=0.2,seed=3", "cut:prob=0.2,seed=4", "full:every=4",
+    "badrange:every=5", "500:times=3", "latency:ms=5",
+])
+def test_faults_retries_cure_leave_the_batches_unchanged(served, tmp_path, fault):
+    want = epochs(str(served / "raw"), n=1)
+    with range_server.start(served, faults=[fault]) as srv:
+        got = epochs(srv.url + "/raw", n=1, **opts(tmp_path))
+        assert sum(srv.faults_injected.values()) > 0
+    same(got, want)
+
+
+def test_a_fault_that_lasts_fails_the_batch_naming_url_and_range(served, tmp_path):
+    with range_server.start(served) as srv:
+        url = srv.url + "/raw"
+        loader = stoker.Loader(url, 32, seed=1, device="cpu", threads=2,
+                               **opts(tmp_path, fetch_retries=2, fetch_retry_ms=2000))
+        srv.set_faults(["503:path=/raw/*.stk"])  # shards, after the open
+        t0 = time.monotonic()
+        with pytest.raises(stoker.StokerError) as e:
+            for _ in loader:
+                pass
+        loader.close()
+        assert time.monotonic() - t0 < 60
+    msg = str(e.value)
+    assert "/raw/" in msg and "503" in msg and "bytes" in msg, msg
+
+
+def test_a_changed_object_fails_naming_it_and_a_new_run_reads_the_new_one(served, tmp_path):
+    with range_server.start(served) as srv:
+        url = srv.url + "/raw"
+        loader = stoker.Loader(url, 32, seed=1, device="cpu", threads=2, **opts(tmp_path))
+        srv.set_faults(["etag:path=/raw/*.stk"])  # every shard changes after the open
+        with pytest.raises(stoker.StokerError) as e:
+            for _ in loader:
+                pass
+        loader.close()
+        assert "chang" in str(e.value).lower(), str(e.value)
+        srv.set_faults([])
+        same(epochs(url, n=1, **opts(tmp_path)), epochs(str(served / "raw"), n=1))
+
+
+def test_a_restart_and_the_close_do_not_wait_on_the_network(served, tmp_path):
+    """Workers waiting for blocks of a server that stalls give up when the loader stops."""
+    with range_server.start(served) as srv:
+        url = srv.url + "/raw"
+        loader = stoker.Loader(url, 32, seed=1, device="cpu", threads=2, **opts(tmp_path))
+        srv.set_faults(["latency:ms=30000,path=/raw/*.stk"])  # every block stalls
+        time.sleep(0.5)  # the workers wait for their first blocks now
+        t0 = time.monotonic()
+        loader.set_epoch(1)
+        assert time.monotonic() - t0 < 5
+        t0 = time.monotonic()
+        loader.close()
+        assert time.monotonic() - t0 < 5
+        assert sum(srv.faults_injected.values()) > 0
+        srv.set_faults([])
+
+
+def test_open_errors_name_what_is_wrong(served, tmp_path):
+    with range_server.start(served) as srv:
+        with pytest.raises(stoker.StokerError) as e:
+            stoker.Dataset(srv.url + "/nothing-here", **opts(tmp_path))
+        assert "nothing-here" in str(e.value) and "not a stoker data set" in str(e.value)
+        srv.set_faults(["403"])
+        with pytest.raises(stoker.StokerError) as e:
+            stoker.Dataset(srv.url + "/raw", **opts(tmp_path))
+        assert "credentials" in str(e.value), str(e.value)
+        srv.set_faults([])
+        with pytest.raises(stoker.StokerError) as e:
+            stoker.Dataset(srv.url + "/data/file.h5", **opts(tmp_path))
+        assert "HDF5" in str(e.value) and "stoker-pack" in str(e.value)
+
+
+def test_a_cache_limit_below_what_is_in_flight_is_refused_at_create(served, tmp_path):
+    with range_server.start(served) as srv:
+        with pytest.raises(stoker.StokerError) as e:
+            stoker.Loader(srv.url + "/raw", 32, device="cpu",
+                          **opts(tmp_path, cache_limit=BLOCK))
+        assert "cache_limit" in str(e.value) and "in flight" in str(e.value)
+
+
+def test_a_second_run_reads_the_cache(served, tmp_path):
+    with range_server.start(served) as srv:
+        epochs(srv.url + "/raw", n=1, **opts(tmp_path))
+        first = srv.count()
+        srv.reset_stats()
+        with stoker.Loader(srv.url + "/raw", 32, seed=11, device="cpu", threads=2,
+                           **opts(tmp_path)) as loader:
+            for _ in loader:
+                pass
+            st = loader.stats()
+        blocks = [e for e in srv.log if e["method"] == "GET" and e["sent"] == BLOCK]
+    assert first > 0 and not blocks, blocks[:5]
+    assert st["cache_hits"] > 0 and st["cache_misses"] == 0
+    assert st["cache_limit"] == 4 << 20 and st["remote_requests"] > 0
+
+
+def test_the_cache_limit_holds_and_nothing_else_is_touched(served, tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n")
+    (cache / "mine.txt").write_text("keep me")
+    limit = 12 * BLOCK
+    with range_server.start(served) as srv:
+        with stoker.Loader(srv.url + "/raw", 32, seed=2, device="cpu", threads=2,
+                           **opts(tmp_path, cache_limit=limit, fetch_window=4 * BLOCK,
+                                  fetch_transfers=2)) as loader:
+            for e in range(2):
+                loader.set_epoch(e)
+                for _ in loader:
+                    pass
+    total = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(cache)
+                for f in fs if f.startswith("b") and f[1:].isdigit())
+    assert 0 < total <= limit
+    assert (cache / "mine.txt").read_text() == "keep me"
+
+
+WORKER = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import stoker
+url, cache, block = sys.argv[2], sys.argv[3], int(sys.argv[4])
+with stoker.Loader(url, 32, seed=5, device="cpu", threads=2, cache_dir=cache,
+                   block_size=block, fetch_window=8 * block, fetch_transfers=4,
+                   cache_limit=4 << 20) as loader:
+    n = sum(1 for _ in loader)
+print(n)
+"""
+
+
+def test_two_processes_on_one_cache_fetch_each_block_once(served, tmp_path):
+    env = dict(os.environ, STOKER_LIBRARY=stoker._lib.path)
+    py = os.path.join(h.ROOT, "python")
+    with range_server.start(served) as srv:
+        url = srv.url + "/raw"
+        procs = [subprocess.Popen([sys.executable, "-c", WORKER, py, url, str(tmp_path / "c"),
+                                   str(BLOCK)], env=env, stdout=subprocess.PIPE, text=True)
+                 for _ in range(2)]
+        outs = [p.communicate(timeout=120)[0] for p in procs]
+        assert all(p.returncode == 0 for p in procs), outs
+        ranges = [(e["path"], e["range"]) for e in srv.log
+                  if e["method"] == "GET" and e["sent"] == BLOCK]
+    assert ranges and len(ranges) == len(set(ranges)), "a block was fetched twice"
+
+
+def test_a_killed_process_leaves_a_cache_the_next_run_uses(served, tmp_path):
+    env = dict(os.environ, STOKER_LIBRARY=stoker._lib.path)
+    py = os.path.join(h.ROOT, "python")
+    with range_server.start(served, faults=["latency:ms=30"]) as srv:
+        url = srv.url + "/raw"
+        p = subprocess.Popen([sys.executable, "-c", WORKER, py, url, str(tmp_path / "c"),
+                              str(BLOCK)], env=env, stdout=subprocess.PIPE, text=True)
+        time.sleep(1.5)  # mid-fetch
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=30)
+        srv.set_faults([])
+        got = epochs(url, n=1, **opts(tmp_path, cache_dir=str(tmp_path / "c")))
+    same(got, epochs(str(served / "raw"), n=1))
+
+
+def test_s3_path_style_with_signatures(served, tmp_path, monkeypatch):
+    bucket = tmp_path / "s3"
+    bucket.mkdir()
+    os.symlink(served, bucket / "bucket")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDTEST")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret/for+tests")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "tok")
+    monkeypatch.setenv("AWS_REGION", "eu-west-3")
+    with s3_server.start(bucket, keys={"AKIDTEST": ("secret/for+tests", "tok")},
+                         region="eu-west-3") as srv:
+        got = epochs("s3://bucket/raw", n=1, **opts(tmp_path, s3_endpoint=srv.url))
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong")
+        with pytest.raises(stoker.StokerError) as e:
+            stoker.Dataset("s3://bucket/raw", **opts(tmp_path, s3_endpoint=srv.url))
+        assert "credentials" in str(e.value)
+    same(got, epochs(str(served / "raw"), n=1))
+
+
+def test_stoker_pack_info_and_verify_and_bench_take_urls(served, tmp_path):
+    build = os.environ.get("STOKER_BUILD_DIR") or os.path.join(h.ROOT, "build")
+    pack, bench = os.path.join(build, "stoker-pack"), os.path.join(build, "stoker-bench")
+    if not (os.access(pack, os.X_OK) and os.access(bench, os.X_OK)):
+        pytest.skip("the tools are not built")
+    env = dict(os.environ, STOKER_CACHE_DIR=str(tmp_path / "cache"))
+    with range_server.start(served) as srv:
+        url = srv.url + "/raw"
+        out = subprocess.run([pack, "--info", url], capture_output=True, text=True, env=env,
+                             timeout=120)
+        assert out.returncode == 0 and str(RECORDS) in out.stdout, out.stderr
+        out = subprocess.run([pack, "--verify", url], capture_output=True, text=True, env=env,
+                             timeout=120)
+        assert out.returncode == 0 and "intact" in out.stdout, out.stdout + out.stderr
+        out = subprocess.run([bench, url, "--epochs", "1", "--batch-size", "32", "--device",
+                              "cpu", "--json", "--block-size", str(BLOCK)], capture_output=True,
+                             text=True, env=env, timeout=120)
+        assert out.returncode == 0, out.stderr
+        rep = json.loads(out.stdout)
+        assert rep["remote_requests"] > 0 and rep["remote_bytes"] > 0
+
+
+def test_verify_finds_a_damaged_record_remotely(served, tmp_path, monkeypatch):
+    import shutil
+    copy = tmp_path / "served"
+    shutil.copytree(served / "raw", copy / "raw")
+    shutil.copytree(served / "var", copy / "var")
+    shard = sorted((copy / "raw").glob("shard-*.stk"))[0]
+    data = bytearray(shard.read_bytes())
+    data[4096 + 5] ^= 0xFF  # the first record's payload
+    shard.write_bytes(bytes(data))
+    monkeypatch.setenv("STOKER_CACHE_DIR", str(tmp_path / "cache"))
+    with range_server.start(copy) as srv:
+        problems = stoker.verify(srv.url + "/raw")
+        assert stoker.verify(srv.url + "/var") == []
+    assert [p for p in problems if p[1] == 0 and "CRC32C" in p[3]], problems
