@@ -761,7 +761,7 @@ def main(argv):
         stoker = import_stoker()  # the keywords are checked here, before any child runs
         import inspect
         known = set(inspect.signature(stoker.Loader.__init__).parameters) - {
-            "self", "path", "batch_size"}
+            "self", "path", "batch_size"} | {"labels"}  # labels: the feed's own
         for f in a.feed_list:
             bad = sorted(set(f["kw"]) - known) if f["kind"] == "stoker" else []
             if bad:
