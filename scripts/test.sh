@@ -127,12 +127,24 @@ if [ "${STOKER_QUICK:-0}" != 1 ]; then
     cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTOKER_SANITIZE=thread \
         -DSTOKER_WITH_CUDA=OFF > build-tsan/configure.log 2>&1 ||
         { cat build-tsan/configure.log; exit 1; }
+    remote_tests=""
+    if grep -q '^STOKER_CURL_FOUND:INTERNAL=1' build-tsan/CMakeCache.txt; then
+        remote_tests="test_remote_cache test_remote_http test_remote_loader"
+    fi
+    # shellcheck disable=SC2086
     cmake --build build-tsan --target test_stress test_loader test_loader_faults \
-        test_decoder_route -j "$jobs" > build-tsan/make.log 2>&1 ||
+        test_decoder_route $remote_tests -j "$jobs" > build-tsan/make.log 2>&1 ||
         { tail -n 50 build-tsan/make.log; exit 1; }
     (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
         ctest --output-on-failure -j "$jobs" \
-        -R '^(test_stress|test_loader|test_loader_faults|test_decoder_route)$')
+        -R '^(test_stress|test_loader|test_loader_faults|test_decoder_route|test_remote_cache)$')
+    if [ -n "$remote_tests" ]; then
+        # the remote client and the remote source's threads, driven against the test servers
+        TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" STOKER_BUILD_DIR="$root/build-tsan" \
+            STOKER_LIBRARY="$root/build/libstoker.so" PYTHONPATH="$root/python" \
+            /usr/bin/python3 -m pytest -q tests/python/test_remote_http.py \
+            "tests/python/test_remote.py::test_the_c_loader_equals_the_local_one_across_a_restart"
+    fi
 fi
 
 step "install and build consumers (find_package and pkg-config, C and C++)"

@@ -310,3 +310,27 @@ def test_verify_finds_a_damaged_record_remotely(served, tmp_path, monkeypatch):
         problems = stoker.verify(srv.url + "/raw")
         assert stoker.verify(srv.url + "/var") == []
     assert [p for p in problems if p[1] == 0 and "CRC32C" in p[3]], problems
+
+
+def _c_program(name):
+    build = os.environ.get("STOKER_BUILD_DIR") or os.path.join(
+        os.path.dirname(REMOTE), "..", "build")
+    path = os.path.join(build, "tests", name)
+    if not os.path.exists(path):
+        pytest.skip("%s was not built (%s)" % (name, path))
+    return path
+
+
+@pytest.mark.parametrize("faults", [[], ["503:prob=0.05,seed=3", "latency:ms=2"]])
+def test_the_c_loader_equals_the_local_one_across_a_restart(served, tmp_path, faults):
+    """tests/test_remote_loader.c (also run under ThreadSanitizer by scripts/test.sh)."""
+    prog = _c_program("test_remote_loader")
+    with range_server.start(served, faults=faults) as srv:
+        env = dict(os.environ, STOKER_TEST_REMOTE_URL=srv.url + "/var",
+                   STOKER_TEST_REMOTE_LOCAL=str(served / "var"),
+                   STOKER_TEST_REMOTE_CACHE=str(tmp_path / "cache"))
+        out = subprocess.run([prog], env=env, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "requests=" in out.stdout
+        if faults:
+            assert sum(srv.faults_injected.values()) > 0
