@@ -294,6 +294,9 @@ def test_stoker_pack_info_and_verify_and_bench_take_urls(served, tmp_path):
         assert out.returncode == 0, out.stderr
         rep = json.loads(out.stdout)
         assert rep["remote_requests"] > 0 and rep["remote_bytes"] > 0
+        out = subprocess.run([bench, url, "--io"], capture_output=True, text=True, env=env,
+                             timeout=120)  # a local disk's figure: refused, saying why
+        assert out.returncode == 2 and "is a URL" in out.stderr, out.stderr
 
 
 def test_verify_finds_a_damaged_record_remotely(served, tmp_path, monkeypatch):

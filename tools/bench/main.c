@@ -363,6 +363,10 @@ static int parse(int argc, char **argv, opts *o)
         return cli_usage("unexpected argument '%s' (expected one data set)", argv[optind + 1]);
     o->data = argv[optind];
     o->epochs_exact = GIVEN(o, OPT_EPOCHS);
+    if (o->io && strstr(o->data, "://"))
+        return cli_usage("--io measures the read bandwidth of the disk a local data set lies "
+                         "on; %s is a URL (the report's remote line gives what was fetched)",
+                         o->data);
     if (o->compute_sleep && o->compute_ms <= 0)
         return cli_usage("--compute-sleep sleeps instead of spinning for --compute-ms X per "
                          "batch: give --compute-ms with it");
