@@ -258,9 +258,11 @@ typedef enum stoker_order {
     STOKER_ORDER_DEFAULT = 0, /* = RECORDS */
     STOKER_ORDER_RECORDS = 1, /* a permutation of all records */
     STOKER_ORDER_BLOCKS = 2,  /* a permutation of blocks of consecutive ids (a chunked HDF5
-                                 dataset: one chunk's rows along axis 0; else 64 ids), each
-                                 block's ids visited together in a permutation of their own:
-                                 compressed chunks are inflated once per epoch (docs/HDF5.md) */
+                                 dataset: one chunk's rows along axis 0; a remote data set:
+                                 the records of four fetched blocks, on average; else 64 ids),
+                                 each block's ids visited together in a permutation of their
+                                 own: compressed chunks are inflated once per epoch
+                                 (docs/HDF5.md), remote blocks fetched once (docs/REMOTE.md) */
 } stoker_order;
 
 typedef enum stoker_transform {

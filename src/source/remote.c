@@ -621,6 +621,25 @@ static void remote_close(stoker_dataset *ds)
     ds->state = NULL;
 }
 
+/* The block order's run of consecutive ids: the records of RUN_BLOCKS fetched blocks, on
+ * average. A run rarely begins on a block's edge, so the blocks at its two ends are shared
+ * with other runs, visited at other times of the epoch: with runs of one block's records
+ * every block would be fetched twice an epoch once the data set outgrows the cache; with
+ * four, about 1.25 times. */
+#define RUN_BLOCKS 4
+static uint64_t remote_block_records(const stoker_dataset *ds)
+{
+    const remote *r = ds->state;
+    const uint64_t n = r->first[r->n];
+    double bytes = 0; /* of the files: records with their alignment's padding */
+    for (int32_t i = 0; i < r->n; i++)
+        bytes += (double)r->shards[i].size;
+    if (n == 0 || bytes == 0)
+        return 0;
+    const double k = RUN_BLOCKS * (double)r->block_size * (double)n / bytes;
+    return k < 1 ? 1 : k > (double)n ? n : (uint64_t)k;
+}
+
 static const stoker__source_ops REMOTE_OPS = {
     .name = "remote",
     .locate = remote_locate,
@@ -630,6 +649,7 @@ static const stoker__source_ops REMOTE_OPS = {
     .follow = remote_follow,
     .progress = remote_progress,
     .interrupt = remote_interrupt,
+    .block_records = remote_block_records,
     .remote_stats = remote_stats,
 };
 
@@ -950,6 +970,19 @@ static int remote_open(stoker_dataset *ds, const char *path, const stoker_config
     memcpy(in->shape, r->m.shape, sizeof in->shape);
     in->nclasses = r->m.nclasses;
     in->classes = r->m.classes;
+
+    uint64_t bytes = 0;
+    for (int32_t i = 0; i < r->n; i++)
+        bytes += r->shards[i].size;
+    const uint64_t limit = stoker__cache_limit(r->cache);
+    if (bytes > limit) {
+        const stoker__log log = stoker__cfg_log(cfg);
+        stoker__logf(&log, STOKER_LOG_WARN,
+                     "%s: the data set's %llu bytes exceed the block cache's limit of %llu: "
+                     "every epoch fetches again what was evicted, and in the record order each "
+                     "record may cost a block; the block order (order=blocks) reads each block "
+                     "once an epoch", path, (unsigned long long)bytes, (unsigned long long)limit);
+    }
     return 0;
 }
 

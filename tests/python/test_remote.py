@@ -213,6 +213,30 @@ def test_the_cache_limit_holds_and_nothing_else_is_touched(served, tmp_path):
     assert (cache / "mine.txt").read_text() == "keep me"
 
 
+def test_the_block_order_fetches_each_block_about_once_an_epoch(served, tmp_path):
+    """A data set larger than the cache: in the block order, runs of ids the size of a block."""
+    limit = 24 * BLOCK  # of 107 blocks
+    kw = opts(tmp_path, cache_limit=limit, fetch_window=8 * BLOCK, fetch_transfers=2)
+    with range_server.start(served) as srv:
+        url = srv.url + "/raw"
+        with stoker.Dataset(url, **kw) as ds:
+            nblocks = sum(-(-os.path.getsize(os.path.join(served, "raw", f)) // BLOCK)
+                          for f in os.listdir(served / "raw") if f.endswith(".stk")
+                          and f != "manifest.stk")
+        got = []
+        with stoker.Loader(url, 32, seed=3, device="cpu", threads=2, order="blocks",
+                           **kw) as loader:
+            srv.reset_stats()
+            for e in range(2):
+                loader.set_epoch(e)
+                for b in loader:
+                    got.append(b.indices.copy())
+            gets = srv.count(method="GET")
+    ids = np.concatenate(got)
+    assert sorted(ids[:len(ids) // 2]) == list(range(RECORDS))  # each epoch whole
+    assert gets <= 1.3 * 2 * nblocks, (gets, nblocks)  # the record order: 2-3 times as many
+
+
 WORKER = r"""
 import sys
 sys.path.insert(0, sys.argv[1])
@@ -294,6 +318,13 @@ def test_stoker_pack_info_and_verify_and_bench_take_urls(served, tmp_path):
         assert out.returncode == 0, out.stderr
         rep = json.loads(out.stdout)
         assert rep["remote_requests"] > 0 and rep["remote_bytes"] > 0
+        out = subprocess.run([bench, url, "--epochs", "1", "--batch-size", "32", "--device",
+                              "cpu", "--block-size", str(BLOCK), "--cache-limit", str(24 * BLOCK),
+                              "--fetch-window", str(8 * BLOCK), "--fetch-transfers", "2",
+                              "--order", "blocks"], capture_output=True, text=True, env=env,
+                             timeout=120)  # a data set larger than its cache: the warning
+        assert out.returncode == 0, out.stderr
+        assert "warning" in out.stderr and "exceed the block cache" in out.stderr, out.stderr
         out = subprocess.run([bench, url, "--io"], capture_output=True, text=True, env=env,
                              timeout=120)  # a local disk's figure: refused, saying why
         assert out.returncode == 2 and "is a URL" in out.stderr, out.stderr

@@ -382,10 +382,20 @@ static int set_option(stoker_config *c, stoker_option opt, int64_t v)
     return rc;
 }
 
+/* The library's warnings (a remote data set larger than its cache, ...) on stderr. */
+static void log_warning(void *user, int32_t level, const char *msg)
+{
+    (void)user;
+    (void)level;
+    fprintf(stderr, "stoker-bench: warning: %s\n", msg);
+}
+
 static int make_config(const opts *o, stoker_config **out)
 {
     stoker_config *c = NULL;
     int rc = stoker_config_create(&c);
+    if (rc == 0)
+        rc = stoker_config_set_log(c, log_warning, NULL, STOKER_LOG_WARN);
     for (size_t i = 0; rc == 0 && i < COUNT(choices); i++)
         if (GIVEN(o, OPT_BACKEND + (int)i))
             rc = set_option(c, choices[i].opt, *FIELD(o, const int32_t, choices[i].off));
