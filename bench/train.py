@@ -26,8 +26,8 @@ The feeds (`--feeds`, comma-separated; each one a row of the table):
               stoker:threads=12,decoder=auto (also cpu:threads=12 and the like); a value is
               parsed as an int, a float, true/false, none, or A/B/C for a tuple. One key is
               the feed's own: labels=pinned (default: the labels go to the device from
-              pinned buffers, queued like the step's kernels) or labels=pageable (from the
-              batch's numpy array: the copy waits for the queued steps first)
+              pinned memory, queued like the step's kernels) or labels=pageable (from the
+              batch's numpy array, a copy that may wait for the queued steps first)
   torch       PyTorch's DataLoader on DIR: --workers workers, pin_memory, 4 batches
               prefetched per worker, persistent workers; torchvision.io.decode_jpeg and
               RandomResizedCrop + horizontal flip on uint8 in the workers, normalised on the
@@ -323,13 +323,10 @@ def stoker_feed(torch, a, kw, device, dtype, info):
     opts.update(kw)
     info["labels"] = labels
     # The labels' copy to the device. From pageable memory (a plain numpy array) the copy
-    # waits for the stream's queued work, the previous step's kernels, before it returns:
-    # the host can no longer run ahead of the GPU. From pinned buffers it is queued like
-    # any kernel; each buffer is reused once its copy has been done (its event).
-    pinned = []
-    if device.type == "cuda" and labels == "pinned":
-        pinned = [(torch.empty(a.batch_size, dtype=torch.int64).pin_memory(),
-                   torch.cuda.Event()) for _ in range(4)]
+    # may wait for the stream's queued work, the previous step's kernels, before it returns:
+    # the host could no longer run ahead of the GPU. From pinned memory (torch's caching
+    # host allocator, which keeps a block until its copy is done) it is queued like a kernel.
+    pinned = device.type == "cuda" and labels == "pinned"
     loader = stoker.Loader(a.data, a.batch_size, **opts)
     info["loader_obj"] = loader
     if len(loader) == 0:
@@ -340,7 +337,6 @@ def stoker_feed(torch, a, kw, device, dtype, info):
                                                         "dtype", "layout", "backend")}
     info["stoker"] = stoker.version()
     info["batches_per_epoch"] = len(loader)
-    steps = 0
     try:
         while True:
             for batch in loader:
@@ -353,16 +349,10 @@ def stoker_feed(torch, a, kw, device, dtype, info):
                     x = x.contiguous(memory_format=torch.channels_last)
                 if x.dtype != dtype:
                     x = x.to(dtype)
+                y = torch.from_numpy(batch.labels)
                 if pinned:
-                    buf, done = pinned[steps % len(pinned)]
-                    done.synchronize()
-                    n = len(batch.labels)
-                    buf[:n].copy_(torch.from_numpy(batch.labels))
-                    y = buf[:n].to(device, non_blocking=True)
-                    done.record()
-                else:
-                    y = torch.from_numpy(batch.labels).to(device, non_blocking=True)
-                steps += 1
+                    y = y.pin_memory()
+                y = y.to(device, non_blocking=True)
                 del batch  # the batch lives on in x
                 yield x, y
                 del x, y
