@@ -25,9 +25,9 @@ The feeds (`--feeds`, comma-separated; each one a row of the table):
   stoker:KEY=VALUE,KEY=VALUE    stoker.Loader with any of its keywords, e.g.
               stoker:threads=12,decoder=auto (also cpu:threads=12 and the like); a value is
               parsed as an int, a float, true/false, none, or A/B/C for a tuple. One key is
-              the feed's own: labels=pinned (default: the labels go to the device from
-              pinned memory, queued like the step's kernels) or labels=pageable (from the
-              batch's numpy array, a copy that may wait for the queued steps first)
+              the feed's own: labels=pageable (default: the labels go to the device from the
+              batch's numpy array, as most training code does) or labels=pinned (through
+              torch's pinned memory first)
   torch       PyTorch's DataLoader on DIR: --workers workers, pin_memory, 4 batches
               prefetched per worker, persistent workers; torchvision.io.decode_jpeg and
               RandomResizedCrop + horizontal flip on uint8 in the workers, normalised on the
@@ -317,15 +317,14 @@ def stoker_feed(torch, a, kw, device, dtype, info):
                 device="cuda:%d" % device.index if device.type == "cuda" else "cpu",
                 threads=a.threads, drop_last=True, seed=a.seed)
     kw = dict(kw)
-    labels = kw.pop("labels", "pinned")
+    labels = kw.pop("labels", "pageable")
     if labels not in ("pinned", "pageable"):
         raise ValueError("labels=%s: pinned or pageable" % labels)
     opts.update(kw)
     info["labels"] = labels
-    # The labels' copy to the device. From pageable memory (a plain numpy array) the copy
-    # may wait for the stream's queued work, the previous step's kernels, before it returns:
-    # the host could no longer run ahead of the GPU. From pinned memory (torch's caching
-    # host allocator, which keeps a block until its copy is done) it is queued like a kernel.
+    # The labels' copy to the device: from pageable memory the CUDA runtime may make the
+    # copy wait for the stream's queued work; labels=pinned measures whether that costs the
+    # step (beside ResNet-18 on one H200 it did not: docs/GPU.md)
     pinned = device.type == "cuda" and labels == "pinned"
     loader = stoker.Loader(a.data, a.batch_size, **opts)
     info["loader_obj"] = loader

@@ -120,10 +120,7 @@ def main():
         for batch in loader:
             x = torch.from_dlpack(batch.data).to(device, non_blocking=True)
             x = x.float().div_(255.0).sub_(0.5).div_(0.25)
-            y = torch.from_numpy(batch.labels)
-            if device.type == "cuda":  # queued like a kernel, not after the queued steps
-                y = y.pin_memory()
-            y = y.to(device, non_blocking=True)
+            y = torch.from_numpy(batch.labels).to(device, non_blocking=True)
             ids.extend(int(i) for i in batch.indices)
             del batch
             loss = loss_fn(ddp(x), y)

@@ -49,9 +49,7 @@ def stoker_batches(args, device):
                     x = x.permute(0, 3, 1, 2)      # NCHW view with channels_last strides
                 else:
                     x = x.contiguous(memory_format=torch.channels_last)
-                # from pinned memory the copy is queued like a kernel; from the numpy
-                # array (pageable) it may first wait for the steps already queued
-                y = torch.from_numpy(batch.labels).pin_memory().to(device, non_blocking=True)
+                y = torch.from_numpy(batch.labels).to(device, non_blocking=True)
                 del batch  # the batch lives on in x (or is released after the copy)
                 yield x, y
     finally:
