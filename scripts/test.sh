@@ -119,6 +119,13 @@ if [ "${STOKER_QUICK:-0}" != 1 ]; then
         { tail -n 50 build-asan-make.log; exit 1; }
     (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
         ctest --output-on-failure -j "$jobs" -LE gpu)
+    if grep -q '^STOKER_CURL_FOUND:INTERNAL=1' build-asan/CMakeCache.txt; then
+        # the remote client and the remote source, driven against the test servers
+        ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+            STOKER_BUILD_DIR="$root/build-asan" STOKER_LIBRARY="$root/build/libstoker.so" \
+            PYTHONPATH="$root/python" /usr/bin/python3 -m pytest -q tests/python/test_remote_http.py \
+            "tests/python/test_remote.py::test_the_c_loader_equals_the_local_one_across_a_restart"
+    fi
 fi
 
 if [ "${STOKER_QUICK:-0}" != 1 ]; then
