@@ -2,7 +2,7 @@
 """A packed data set read locally and over HTTP with latency: stoker-bench's img/s for each.
 
     bench/remote.py DATA [--build build] [--latency-ms 20] [--epochs 1] [--repeat 3]
-                    [--block-size SIZE] [-- STOKER-BENCH FLAGS...]
+                    [--block-size SIZE] [--ceiling] [-- STOKER-BENCH FLAGS...]
 
 DATA is a data set directory written by stoker-pack. The script serves DATA's parent with
 tests/remote/range_server.py on 127.0.0.1 (a real HTTP/1.1 server with byte ranges; every
@@ -15,6 +15,12 @@ request waits --latency-ms before its first byte) and runs, --repeat times each,
 It prints each run's img/s, the ratio to the local run of the same repetition, and for the
 remote runs the requests, the bytes per request and the time workers waited for blocks.
 Flags after `--` go to every stoker-bench run (e.g. `-- --threads 2 --device cpu`).
+
+--ceiling also fetches every shard once from the same server with BUILD/bench_http_ceiling
+(bench/ceiling/http_ceiling.c: libcurl alone, one ranged GET per block, as many at once as
+stoker's fetch_transfers) and prints its MB/s beside the record bytes per second each cold
+run delivered (stoker-bench's bytes_per_sec, the batches' bytes: for raw records without a
+transform, the records' own): how close stoker comes to what plain ranged GETs pull.
 """
 import argparse
 import json
@@ -62,6 +68,21 @@ def bench(build, target, epochs, extra, env):
     return r
 
 
+def http_ceiling(a, extra, url, data):
+    """bench_http_ceiling's JSON for every shard of DATA, at stoker's block size and
+    transfers (as given after `--`, else the defaults)."""
+    def flag(name, default):
+        return extra[extra.index(name) + 1] if name in extra[:-1] else default
+    shards = sorted(f for f in os.listdir(data) if f.endswith(".stk") and f != "manifest.stk")
+    cmd = [os.path.join(a.build, "bench_http_ceiling")] + ["%s/%s" % (url, f) for f in shards]
+    cmd += ["--block", flag("--block-size", "16M"), "--transfers",
+            flag("--fetch-transfers", "16")]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit("remote.py: %s failed:\n%s" % (" ".join(cmd), out.stderr))
+    return json.loads(out.stdout)
+
+
 def main():
     argv = sys.argv[1:]
     extra = []
@@ -75,6 +96,7 @@ def main():
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--block-size", default=None)
+    p.add_argument("--ceiling", action="store_true")
     a = p.parse_args(argv)
     data = os.path.abspath(a.data.rstrip("/"))
     if a.block_size:
@@ -83,6 +105,7 @@ def main():
     proc, port = start_server(os.path.dirname(data), a.latency_ms, tmp)
     url = "http://127.0.0.1:%d/%s" % (port, os.path.basename(data))
     rows = []
+    ceiling = None
     try:
         for rep in range(a.repeat):
             cache = os.path.join(tmp, "cache%d" % rep)
@@ -93,6 +116,8 @@ def main():
                 rows.append((rep, name, r, local))
             rows.append((rep, "local", local, local))
             shutil.rmtree(cache, ignore_errors=True)
+        if a.ceiling:
+            ceiling = http_ceiling(a, extra, url, data)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -108,6 +133,15 @@ def main():
         print("%-4d %-7s %10.0f %7.3f %9d %12.2f %9.2fs %6.0f MiB" % (
             rep, name, rate, rate / local["records_per_sec"], reqs, per,
             r.get("fetch_wait_seconds", 0), r["max_rss_mib"]))
+    if ceiling:
+        print("ceiling: %d parallel ranged GETs of %d bytes pulled %.1f MB/s (%d requests)"
+              % (ceiling["transfers"], ceiling["block"], ceiling["mb_per_sec"],
+                 ceiling["requests"]))
+        for rep, name, r, _ in rows:
+            if name == "cold":
+                mbs = r["bytes_per_sec"] / 1e6
+                print("cold run %d delivered %.1f MB/s of batches: %.3f x the ceiling"
+                      % (rep, mbs, mbs / ceiling["mb_per_sec"]))
 
 
 if __name__ == "__main__":
