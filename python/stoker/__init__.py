@@ -17,7 +17,7 @@ package, else the system loader's search path.
 from . import _lib
 from .errors import (StokerError, InvalidError, FormatError, CorruptError, LimitError,
                      CudaError, UnsupportedError, StateError, ExistsError, CanceledError,
-                     EmptyError)
+                     EmptyError, StokerWarning)
 from .dataset import Writer, Dataset, verify
 from .loader import Loader, Batch, BatchData
 
@@ -47,4 +47,4 @@ def capabilities():
 __all__ = ["Loader", "Batch", "BatchData", "Writer", "Dataset", "verify", "version",
            "capabilities", "StokerError", "InvalidError", "FormatError", "CorruptError",
            "LimitError", "CudaError", "UnsupportedError", "StateError", "ExistsError",
-           "CanceledError", "EmptyError"]
+           "CanceledError", "EmptyError", "StokerWarning"]

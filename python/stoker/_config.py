@@ -3,11 +3,31 @@ import ctypes
 import math
 import os
 import sys
+import warnings
 
 from . import _lib
-from .errors import error
+from .errors import StokerWarning, error
 
 _L = _lib.lib
+LOG_WARN = 2  # STOKER_LOG_WARN
+
+
+def _warn(user, level, msg):
+    """The library's log callback: a StokerWarning. It may run on a library thread, and it
+    never raises into C: a warning filtered into an error is printed instead."""
+    text = (msg or b"").decode("utf-8", "replace")
+    try:
+        warnings.warn(text, StokerWarning, stacklevel=2)
+    except BaseException:  # noqa: B902 (an exception must not cross into C)
+        try:
+            sys.stderr.write("stoker: warning: %s\n" % text)
+        except BaseException:  # noqa: B902
+            pass
+
+
+# One callback object for the life of the process: a config's copy (a loader's, a data
+# set's) may call it as long as they live.
+_ON_LOG = _lib.LOG_FN(_warn)
 
 # The C API takes int64_t, which ctypes fills with any Python int modulo 2**64.
 INT64_MIN = -(1 << 63)
@@ -22,6 +42,7 @@ class Config:
         rc = _L.stoker_config_create(ctypes.byref(self.handle))
         if rc != 0:
             raise MemoryError("stoker_config_create failed: %s" % _lib.strerror(rc))
+        _L.stoker_config_set_log(self.handle, _ON_LOG, None, LOG_WARN)
 
     def __enter__(self):
         return self

@@ -121,6 +121,7 @@ class Stats(ctypes.Structure):
 
 VERIFY_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64,
                              ctypes.c_int32, ctypes.c_char_p)
+LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_char_p)
 
 _vp = ctypes.c_void_p
 _pp = ctypes.POINTER(ctypes.c_void_p)
@@ -146,6 +147,7 @@ _SIGNATURES = {
     "stoker_config_set_float": (_int, [_vp, _int, ctypes.c_double]),
     "stoker_config_get_float": (_int, [_vp, _int, ctypes.POINTER(ctypes.c_double)]),
     "stoker_config_set_string": (_int, [_vp, _int, _str]),
+    "stoker_config_set_log": (_int, [_vp, LOG_FN, _vp, _i32]),
     "stoker_option_name": (_str, [_int]),
     "stoker_option_doc": (_str, [_int]),
     "stoker_option_describe": (_int, [_int, ctypes.POINTER(_i32), ctypes.POINTER(_i32),

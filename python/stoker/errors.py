@@ -27,6 +27,13 @@ class StokerError(Exception):
         super().__init__("%s [%s]" % (text, self.codename))
 
 
+class StokerWarning(UserWarning):
+    """The library's warnings (its log at level "warn"): a remote data set larger than its
+    block cache, an HDF5 layout read one record at a time, batch memory that could not be
+    pinned, a GPU decode that failed and fell back to the CPU. Filter them with the
+    ``warnings`` module."""
+
+
 class InvalidError(StokerError, ValueError):
     """STOKER_E_INVALID: an argument or option is invalid for the call."""
 

@@ -980,8 +980,9 @@ static int remote_open(stoker_dataset *ds, const char *path, const stoker_config
         stoker__logf(&log, STOKER_LOG_WARN,
                      "%s: the data set's %llu bytes exceed the block cache's limit of %llu: "
                      "every epoch fetches again what was evicted, and in the record order each "
-                     "record may cost a block; the block order (order=blocks) reads each block "
-                     "once an epoch", path, (unsigned long long)bytes, (unsigned long long)limit);
+                     "record may cost a block; the block order (order=blocks) fetches each "
+                     "block about once an epoch",
+                     path, (unsigned long long)bytes, (unsigned long long)limit);
     }
     return 0;
 }
@@ -1024,8 +1025,9 @@ static int remote_verify(stoker_dataset *ds, const stoker_config *cfg, stoker_ve
         }
         if (whole && crc != r->m.shards[i].crc) {
             char msg[STOKER_ERRMSG_CAP];
-            snprintf(msg, sizeof msg, "%s: whole-file CRC32C mismatch (manifest %08x, computed %08x)",
-                     sh->url, r->m.shards[i].crc, crc);
+            snprintf(msg, sizeof msg,
+                     "%s: whole-file CRC32C mismatch (manifest %08x, computed %08x)", sh->url,
+                     r->m.shards[i].crc, crc);
             (*problems)++;
             if (fn)
                 fn(user, i, -1, STOKER_E_CORRUPT, msg);

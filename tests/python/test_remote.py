@@ -219,13 +219,15 @@ def test_the_block_order_fetches_each_block_about_once_an_epoch(served, tmp_path
     kw = opts(tmp_path, cache_limit=limit, fetch_window=8 * BLOCK, fetch_transfers=2)
     with range_server.start(served) as srv:
         url = srv.url + "/raw"
-        with stoker.Dataset(url, **kw) as ds:
+        with pytest.warns(stoker.StokerWarning), stoker.Dataset(url, **kw):
             nblocks = sum(-(-os.path.getsize(os.path.join(served, "raw", f)) // BLOCK)
                           for f in os.listdir(served / "raw") if f.endswith(".stk")
                           and f != "manifest.stk")
         got = []
-        with stoker.Loader(url, 32, seed=3, device="cpu", threads=2, order="blocks",
-                           **kw) as loader:
+        with pytest.warns(stoker.StokerWarning, match="exceed the block cache"):
+            loader = stoker.Loader(url, 32, seed=3, device="cpu", threads=2, order="blocks",
+                                   **kw)
+        with loader:
             srv.reset_stats()
             for e in range(2):
                 loader.set_epoch(e)
