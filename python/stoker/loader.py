@@ -568,7 +568,8 @@ class Loader:
     ``mean``/``std`` (three floats) ImageNet's; ``order``
     "records" (a permutation of all records) or "blocks" (a permutation of blocks of
     consecutive ids, each block's records together: a chunk's rows for chunked HDF5,
-    docs/HDF5.md). ``gpu_normalize`` True: ``(x/255 - mean)/std`` runs on the GPU, so only
+    docs/HDF5.md; four fetched blocks' records for a remote data set, docs/REMOTE.md).
+    ``gpu_normalize`` True: ``(x/255 - mean)/std`` runs on the GPU, so only
     uint8 crosses PCIe (JPEG pipelines and uint8 [H, W, 3] records; needs a GPU device).
     ``antialias`` None = "over2x" (bilinear, antialiased only along an axis shrunk by more
     than 2x; below that two-tap interpolation, as torchvision's ``antialias=False``) or
