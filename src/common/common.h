@@ -133,6 +133,10 @@ int stoker__option_at(int32_t index, int32_t *value);
 /* ---- time ---- */
 double stoker__now(void);      /* CLOCK_MONOTONIC seconds */
 uint64_t stoker__now_ns(void); /* CLOCK_MONOTONIC nanoseconds (vDSO, ~20 ns a call) */
+#define STOKER__WAIT_NS 20000000L /* bounded waits re-check their halt flag this often */
+/* A bounded wait on cond (mu held): returns after a signal or STOKER__WAIT_NS, so that the
+ * caller re-checks its halt flag. */
+void stoker__timed_wait(pthread_cond_t *cond, pthread_mutex_t *mu);
 
 /* Online CPU count (at least 1). */
 int stoker__online_cpus(void);

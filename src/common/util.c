@@ -174,6 +174,18 @@ void stoker__logf(const stoker__log *log, int32_t level, const char *fmt, ...)
     log->fn(log->user, level, buf);
 }
 
+void stoker__timed_wait(pthread_cond_t *cond, pthread_mutex_t *mu)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += STOKER__WAIT_NS;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(cond, mu, &ts);
+}
+
 uint64_t stoker__now_ns(void)
 {
     struct timespec t;

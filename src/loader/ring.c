@@ -3,27 +3,9 @@
 #include "loader/ring.h"
 
 #include <string.h>
-#include <time.h>
 
 #define PAGE 4096u
 #define FIRST_CAP_MAX (UINT64_C(64) << 20)
-
-static void deadline(struct timespec *ts)
-{
-    clock_gettime(CLOCK_REALTIME, ts);
-    ts->tv_nsec += STOKER__WAIT_NS;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
-void stoker__timed_wait(pthread_cond_t *cond, pthread_mutex_t *mu)
-{
-    struct timespec ts;
-    deadline(&ts);
-    pthread_cond_timedwait(cond, mu, &ts);
-}
 
 static void timed_wait(stoker__slot *s)
 {

@@ -27,7 +27,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#define STOKER__WAIT_NS 20000000L /* bounded waits re-check their halt flag this often */
 
 enum { SLOT_FREE = 0, SLOT_PREPARED, SLOT_READY, SLOT_OUT };
 
@@ -144,9 +143,5 @@ int stoker__ring_give_back(stoker__ring *r, stoker__slot *s);
 void stoker__ring_wake_all(stoker__ring *r);
 /* Every slot FREE for batches 0 .. depth - 1 (a restart; nobody else touches the ring). */
 void stoker__ring_reset(stoker__ring *r);
-
-/* A bounded wait on cond (mu held): returns after a signal or STOKER__WAIT_NS, so that the
- * caller re-checks its halt flag. */
-void stoker__timed_wait(pthread_cond_t *cond, pthread_mutex_t *mu);
 
 #endif

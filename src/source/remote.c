@@ -34,7 +34,6 @@
 #include <unistd.h>
 
 #define LOOK 4096u        /* batches the read-ahead may run before the workers */
-#define BUSY_POLL_MS 20   /* how often a block another process is fetching is looked at */
 #define OPEN_PARALLEL 64u /* requests queued at once while opening */
 #define FAIL_HOLD_NS 1000000000ull /* a failed block fails its readers this long */
 
@@ -342,14 +341,7 @@ static void *ahead_main(void *arg)
             continue;
         if (room) /* the order has no more batches */
             r->following = false;
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += BUSY_POLL_MS * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&r->cond, &r->mu, &until);
+        stoker__timed_wait(&r->cond, &r->mu); /* B_BUSY blocks are looked at again */
     }
     pthread_mutex_unlock(&r->mu);
     return NULL;
@@ -456,14 +448,7 @@ static int hold_block(remote *r, int32_t i, uint64_t b, stoker__err *err)
         }
         if (!t0)
             t0 = stoker__now_ns();
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += BUSY_POLL_MS * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&r->cond, &r->mu, &until);
+        stoker__timed_wait(&r->cond, &r->mu); /* B_BUSY blocks are looked at again */
     }
     k->users++;
     pthread_mutex_unlock(&r->mu);
@@ -655,15 +640,9 @@ static const stoker__source_ops REMOTE_OPS = {
 
 /* ---- opening ---- */
 
-static bool is_url(const char *path)
-{
-    return strncmp(path, "http://", 7) == 0 || strncmp(path, "https://", 8) == 0 ||
-           strncmp(path, "s3://", 5) == 0;
-}
-
 static int remote_claims(const char *path)
 {
-    return is_url(path);
+    return stoker__http_is_url(path);
 }
 
 static bool ends_with(const char *s, const char *tail)

@@ -4,6 +4,7 @@
 #include "source/source.h"
 
 #include <string.h>
+#include <strings.h>
 
 extern const stoker__source stoker__shards_source;
 #ifdef STOKER_HAVE_HDF5
@@ -14,8 +15,8 @@ extern const stoker__source stoker__remote_source;
 #else
 static int url_claims(const char *path)
 {
-    return strncmp(path, "http://", 7) == 0 || strncmp(path, "https://", 8) == 0 ||
-           strncmp(path, "s3://", 5) == 0;
+    return strncasecmp(path, "http://", 7) == 0 || strncasecmp(path, "https://", 8) == 0 ||
+           strncasecmp(path, "s3://", 5) == 0; /* as the client takes them */
 }
 
 static const stoker__source stoker__remote_source = {
