@@ -674,7 +674,6 @@ static int run_all(remote *r, stoker__http_req *reqs, uint32_t n, stoker__err *e
     int rc = 0;
     for (uint32_t at = 0; at < n && rc == 0; at += OPEN_PARALLEL) {
         const uint32_t end = at + OPEN_PARALLEL < n ? at + OPEN_PARALLEL : n;
-        uint32_t sent = 0;
         for (uint32_t i = at; i < end; i++) {
             reqs[i].done = batch_done;
             reqs[i].ctx = &w;
@@ -687,13 +686,12 @@ static int run_all(remote *r, stoker__http_req *reqs, uint32_t n, stoker__err *e
                 pthread_mutex_unlock(&w.mu);
                 reqs[i].rc = STOKER_E_INVALID;
             }
-            sent++;
         }
         pthread_mutex_lock(&w.mu);
         while (w.left > 0)
             pthread_cond_wait(&w.cond, &w.mu);
         pthread_mutex_unlock(&w.mu);
-        for (uint32_t i = at; i < at + sent && rc == 0; i++)
+        for (uint32_t i = at; i < end && rc == 0; i++)
             if (reqs[i].rc < 0)
                 rc = stoker__fail(err, reqs[i].rc, "%s", reqs[i].msg);
     }
@@ -968,6 +966,16 @@ static int remote_open(stoker_dataset *ds, const char *path, const stoker_config
 
 /* ---- verify: every record's CRC32C and every shard's, through the blocks ---- */
 
+static void verify_problem(int64_t *problems, stoker_verify_fn fn, void *user, int32_t shard,
+                           int64_t id, int rc, const char *msg)
+{
+    (*problems)++;
+    if (fn)
+        fn(user, shard, id, rc, msg);
+}
+
+/* Streams each shard's blocks once: the whole file's CRC32C and, as the bytes pass (records
+ * lie in ascending, non-overlapping order: the open checked the index), every record's. */
 static int remote_verify(stoker_dataset *ds, const stoker_config *cfg, stoker_verify_fn fn,
                          void *user, int64_t *problems)
 {
@@ -978,11 +986,12 @@ static int remote_verify(stoker_dataset *ds, const stoker_config *cfg, stoker_ve
     remote *r = ds->state;
     for (int32_t i = 0; i < r->n; i++) {
         rshard *sh = &r->shards[i];
-        uint32_t crc = 0;
+        uint32_t crc = 0, rcrc = 0; /* the file's; the record k's so far */
+        uint64_t k = 0;
         bool whole = true;
         for (uint64_t b = 0; b < sh->nblocks; b++) {
             stoker__err err = {0};
-            const uint64_t n = block_bytes(r, sh, b);
+            const uint64_t n = block_bytes(r, sh, b), at = b * r->block_size;
             uint8_t *buf = thread_buffer((size_t)n);
             int brc = buf ? hold_block(r, i, b, &err)
                           : stoker__fail(&err, -ENOMEM, "%s: out of memory", sh->url);
@@ -994,48 +1003,38 @@ static int remote_verify(stoker_dataset *ds, const stoker_config *cfg, stoker_ve
                                  (unsigned long long)b, stoker_strerror(brc));
             }
             if (brc < 0) {
-                (*problems)++;
-                if (fn)
-                    fn(user, i, -1, brc, err.msg);
+                verify_problem(problems, fn, user, i, -1, brc, err.msg);
                 whole = false;
                 break;
             }
             crc = stoker_crc32c(crc, buf, (size_t)n);
+            for (; k < sh->records; k++) {
+                const stoker__shard_rec e = stoker__shard_entry(sh->index, k);
+                const uint64_t lo = e.offset > at ? e.offset : at;
+                const uint64_t hi = e.offset + e.length < at + n ? e.offset + e.length : at + n;
+                if (lo < hi)
+                    rcrc = stoker_crc32c(rcrc, buf + (lo - at), (size_t)(hi - lo));
+                if (e.offset + e.length > at + n)
+                    break; /* goes on in the next block */
+                if (rcrc != e.crc) {
+                    char msg[STOKER_ERRMSG_CAP];
+                    const int64_t id = (int64_t)(r->first[i] + k);
+                    snprintf(msg, sizeof msg,
+                             "%s: record %lld (shard record %llu): CRC32C mismatch (stored %08x, "
+                             "computed %08x)",
+                             sh->url, (long long)id, (unsigned long long)k, e.crc, rcrc);
+                    verify_problem(problems, fn, user, i, id, STOKER_E_CORRUPT, msg);
+                }
+                rcrc = 0;
+            }
         }
         if (whole && crc != r->m.shards[i].crc) {
             char msg[STOKER_ERRMSG_CAP];
             snprintf(msg, sizeof msg,
                      "%s: whole-file CRC32C mismatch (manifest %08x, computed %08x)", sh->url,
                      r->m.shards[i].crc, crc);
-            (*problems)++;
-            if (fn)
-                fn(user, i, -1, STOKER_E_CORRUPT, msg);
+            verify_problem(problems, fn, user, i, -1, STOKER_E_CORRUPT, msg);
         }
-        for (uint64_t k = 0; whole && k < sh->records; k++) {
-            const int64_t id = (int64_t)(r->first[i] + k);
-            stoker__recloc loc;
-            remote_locate(ds, id, &loc);
-            const uint8_t *got = NULL;
-            stoker__err err = {0};
-            int frc = remote_fetch(ds, id, &loc, NULL, &got, &err);
-            const uint32_t c = frc == 0 ? stoker_crc32c(0, got, (size_t)loc.length) : 0;
-            if (frc == 0 && c != loc.crc)
-                frc = stoker__fail(&err, STOKER_E_CORRUPT,
-                                   "%s: record %lld (shard record %llu): CRC32C mismatch "
-                                   "(stored %08x, computed %08x)",
-                                   sh->url, (long long)id, (unsigned long long)k, loc.crc, c);
-            if (frc < 0) {
-                (*problems)++;
-                if (fn)
-                    fn(user, i, id, frc, err.msg);
-            }
-        }
-        /* unpin this shard's blocks before the next */
-        pthread_mutex_lock(&r->mu);
-        r->done = UINT64_MAX - 1;
-        unpin_passed(r);
-        r->done = 0;
-        pthread_mutex_unlock(&r->mu);
     }
     return *problems > 0 ? STOKER_E_CORRUPT : 0;
 }
