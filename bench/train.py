@@ -27,7 +27,15 @@ The feeds (`--feeds`, comma-separated; each one a row of the table):
               parsed as an int, a float, true/false, none, or A/B/C for a tuple. One key is
               the feed's own: labels=pageable (default: the labels go to the device from the
               batch's numpy array, as most training code does) or labels=pinned (through
-              torch's pinned memory first)
+              torch's pinned memory first). A key env.NAME sets NAME in the feed's child
+              process's environment (the library's measuring switches, docs/GPU.md), e.g.
+              stoker:env.STOKER_GPU_MIN_CALL=128. consume=background: the model trains
+              on the synthetic batch while a thread drops the loader's batches as fast as
+              they come: the step never waits, so what it loses against synthetic is what
+              the loader's work costs it; the loader's img/s over the timed steps is printed.
+              consume=discard: each step takes the loader's batch as a step does (DLPack,
+              the labels' copy) and drops it, then trains on the synthetic batch: the step
+              waits for data, yet its kernels do not wait for the batch's
   torch       PyTorch's DataLoader on DIR: --workers workers, pin_memory, 4 batches
               prefetched per worker, persistent workers; torchvision.io.decode_jpeg and
               RandomResizedCrop + horizontal flip on uint8 in the workers, normalised on the
@@ -68,6 +76,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import traceback
 
@@ -136,11 +145,16 @@ def parse_feeds(specs):
             feeds[-1]["kv"].append(rest)
     for f in feeds:
         kw = dict(STOKER_NAMED.get(f["name"], {}))
+        f["env"] = {}
         for kv in f["kv"]:
             key, eq, value = kv.partition("=")
-            if not eq or not key.strip():
+            key = key.strip()
+            if not eq or not key:
                 raise ValueError("%r in feed %r: KEY=VALUE expected" % (kv, f["name"]))
-            kw[key.strip()] = parse_value(value.strip())
+            if key.startswith("env."):  # the child's environment: the library's switches
+                f["env"][key[4:]] = value.strip()
+            else:
+                kw[key] = parse_value(value.strip())
         f["kw"] = kw
         kv = f.pop("kv")
         f["id"] = f["name"] + (":" + ",".join(kv) if kv else "")
@@ -320,8 +334,12 @@ def stoker_feed(torch, a, kw, device, dtype, info):
     labels = kw.pop("labels", "pageable")
     if labels not in ("pinned", "pageable"):
         raise ValueError("labels=%s: pinned or pageable" % labels)
+    consume = kw.pop("consume", "step")
+    if consume not in ("step", "background", "discard"):
+        raise ValueError("consume=%s: step, background or discard" % consume)
     opts.update(kw)
     info["labels"] = labels
+    info["consume"] = consume
     # The labels' copy to the device: from pageable memory the CUDA runtime may make the
     # copy wait for the stream's queued work; labels=pinned measures whether that costs the
     # step (beside ResNet-18 on one H200 it did not: docs/GPU.md)
@@ -336,6 +354,10 @@ def stoker_feed(torch, a, kw, device, dtype, info):
                                                         "dtype", "layout", "backend")}
     info["stoker"] = stoker.version()
     info["batches_per_epoch"] = len(loader)
+    if consume == "background":
+        yield from background_feed(torch, a, loader, device, dtype, info)
+        return
+    fixed = synthetic_feed(torch, a, device, dtype, {}) if consume == "discard" else None
     try:
         while True:
             for batch in loader:
@@ -353,9 +375,36 @@ def stoker_feed(torch, a, kw, device, dtype, info):
                     y = y.pin_memory()
                 y = y.to(device, non_blocking=True)
                 del batch  # the batch lives on in x
+                if fixed is not None:  # consume=discard: taken, and dropped
+                    del x, y
+                    x, y = next(fixed)
                 yield x, y
                 del x, y
     finally:
+        loader.close()
+
+
+def background_feed(torch, a, loader, device, dtype, info):
+    """consume=background: the model trains on the synthetic batch while a thread of its
+    own takes the loader's batches as fast as they come and drops them, so the step never
+    waits for data and what it loses against the synthetic feed is what the loader's work
+    costs it (cores, the device, the driver)."""
+    stop = threading.Event()
+
+    def drain():
+        while not stop.is_set():
+            for batch in loader:
+                del batch
+                if stop.is_set():
+                    break
+
+    t = threading.Thread(target=drain, name="stoker-drain", daemon=True)
+    t.start()
+    try:
+        yield from synthetic_feed(torch, a, device, dtype, info)
+    finally:
+        stop.set()
+        t.join()
         loader.close()
 
 
@@ -486,6 +535,9 @@ def train(torch, a, model_name, feed, info):
         info["stats"] = loader_stats(info)
     finally:
         batches.close()
+    st0, st1 = info.get("stats_start") or {}, info.get("stats") or {}
+    if info.get("consume") == "background" and "records" in st0 and "records" in st1:
+        info["loader_img_per_s"] = round((st1["records"] - st0["records"]) / seconds, 1)
     out = {"img_per_s": images / seconds, "seconds": round(seconds, 4), "images": images,
            "wait_share": waited / seconds, "waited_s": round(waited, 4),
            "loss_first": float(first_loss), "loss_last": float(loss.detach())}
@@ -750,7 +802,7 @@ def main(argv):
         stoker = import_stoker()  # the keywords are checked here, before any child runs
         import inspect
         known = set(inspect.signature(stoker.Loader.__init__).parameters) - {
-            "self", "path", "batch_size"} | {"labels"}  # labels: the feed's own
+            "self", "path", "batch_size"} | {"labels", "consume"}  # the feed's own
         for f in a.feed_list:
             bad = sorted(set(f["kw"]) - known) if f["kind"] == "stoker" else []
             if bad:
@@ -798,9 +850,9 @@ def main(argv):
                 else:
                     print("%s, %s, repetition %d/%d ..." % (m, f["title"], rep + 1, a.repeat),
                           flush=True)
-                    e = env
+                    e = dict(env, **f["env"])
                     if a.trace and f["kind"] == "stoker":
-                        e = dict(env, CUDA_INJECTION64_PATH=os.path.abspath(a.trace))
+                        e["CUDA_INJECTION64_PATH"] = os.path.abspath(a.trace)
                     t = time.time()
                     rec = run_child(a, spec, e, timeout)
                     rec["child_seconds"] = round(time.time() - t, 1)
@@ -808,6 +860,9 @@ def main(argv):
                 if rec.get("status") == "ok":
                     line = "  %s img/s, waits %s" % (fmt_int(rec["img_per_s"]),
                                                      fmt_pct(rec["wait_share"]))
+                    if rec.get("loader_img_per_s"):
+                        line += "; loader in the background %s img/s" % fmt_int(
+                            rec["loader_img_per_s"])
                     if rec.get("decoder_timed"):
                         line += "; " + decoder_line(rec["decoder_timed"])
                     if rec.get("pipeline"):

@@ -88,13 +88,15 @@ PYEOF
 step "bench/train.py: CPU smoke run of every feed (synthetic, stoker cpu and default, DataLoader)"
 timeout 300 /usr/bin/python3 bench/train.py --build "$root/build" --device cpu --models tiny \
     --make-data "$torch_tmp/train" --images 128 --size 32 --batch-size 16 --steps 6 \
-    --warmup 2 --workers 2 --feeds synthetic,cpu,default,torch --json "$torch_tmp/train.json" ||
+    --warmup 2 --workers 2 --json "$torch_tmp/train.json" \
+    --feeds synthetic,cpu,default,torch,cpu:consume=background,cpu:consume=discard ||
     { echo "test.sh: bench/train.py failed"; exit 1; }
 /usr/bin/python3 - "$torch_tmp/train.json" <<'PYEOF' ||
 import json, sys
 res = json.load(open(sys.argv[1]))
 runs = {r["feed"]: r for r in res["runs"]}
-assert sorted(runs) == ["cpu", "default", "synthetic", "torch"], sorted(runs)
+assert sorted(runs) == ["cpu", "cpu:consume=background", "cpu:consume=discard", "default",
+                        "synthetic", "torch"], sorted(runs)
 for r in runs.values():
     assert r["status"] == "ok" and r["img_per_s"] > 0 and r["images"] == 6 * 16, r
     assert 0 <= r["wait_share"] < 1 and r["input"]["shape"] == [16, 3, 32, 32], r
@@ -103,6 +105,9 @@ for feed in ("cpu", "default"):  # the decoder's figures: the CPU decoded the ti
     d = runs[feed]["decoder_timed"]
     assert d["decoder"] == "cpu" and d["gpu_decoded"] == 0 and d["cpu_decoded"] >= 6 * 16, d
 assert runs["torch"]["pipeline"] in ("torchvision", "pil") and runs["torch"]["workers"] == 2
+bg, dis = runs["cpu:consume=background"], runs["cpu:consume=discard"]
+assert bg["consume"] == "background" and bg["loader_img_per_s"] > 0, bg  # batches drained
+assert dis["consume"] == "discard" and dis["decoder_timed"]["cpu_decoded"] >= 6 * 16, dis
 rows = {r["feed"]: r for r in res["rows"]}
 assert rows["synthetic"]["x_synthetic"] == 1.0, rows
 assert all(r["img_per_s"] > 0 and r["x_synthetic"] > 0 for r in rows.values()), rows
