@@ -29,13 +29,13 @@ The feeds (`--feeds`, comma-separated; each one a row of the table):
               batch's numpy array, as most training code does) or labels=pinned (through
               torch's pinned memory first). A key env.NAME sets NAME in the feed's child
               process's environment (the library's measuring switches, docs/GPU.md), e.g.
-              stoker:env.STOKER_GPU_MIN_CALL=128. consume=background: the model trains
-              on the synthetic batch while a thread drops the loader's batches as fast as
-              they come: the step never waits, so what it loses against synthetic is what
-              the loader's work costs it; the loader's img/s over the timed steps is printed.
-              consume=discard: each step takes the loader's batch as a step does (DLPack,
-              the labels' copy) and drops it, then trains on the synthetic batch: the step
-              waits for data, yet its kernels do not wait for the batch's
+              stoker:env.STOKER_GPU_DECODE_PRIORITY=greatest. consume=background: the model
+              trains on the synthetic batch while a thread drops the loader's batches as
+              fast as they come: the step never waits, so what it loses against synthetic
+              is what the loader's work costs it (the loader's img/s over the timed steps
+              is printed). consume=discard: each step takes the loader's batch as a step
+              does (DLPack, the labels' copy) and drops it, then trains on the synthetic
+              batch: the step waits for data, yet its kernels do not wait for the batch's
   torch       PyTorch's DataLoader on DIR: --workers workers, pin_memory, 4 batches
               prefetched per worker, persistent workers; torchvision.io.decode_jpeg and
               RandomResizedCrop + horizontal flip on uint8 in the workers, normalised on the
