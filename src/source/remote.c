@@ -12,9 +12,11 @@
  *
  * Reading ahead: given the loader's future order (stoker__dataset_follow), a thread walks
  * the batches to come and starts every block they need, in the order they need them, while
- * the bytes of blocks started for batches the workers have not begun stay within
- * `fetch_window`. A started block is pinned (never evicted, by any process) until no batch
- * the workers may still read needs it.
+ * the bytes of blocks pinned stay within `fetch_window`; the oldest batch not yet read may
+ * pin up to half the cache's limit (its blocks are needed now: in a shuffled epoch over
+ * more data than the window, the first batch needs nearly every block, and the transfers
+ * would otherwise run only as many at once as workers wait). A started block is pinned (never
+ * evicted, by any process) until no batch the workers may still read needs it.
  *
  * Locking: one mutex (mu) guards the blocks' states, the window and the pins; the client's
  * thread takes it to publish a finished block, never while the client's own lock is held
@@ -81,6 +83,9 @@ typedef struct remote {
     uint64_t *first;
     uint32_t block_size;
     uint64_t window;
+    uint64_t now_max; /* the oldest batch's blocks may pin this much, beyond the window:
+                         half the cache's limit (the rest for the workers' own asks and
+                         for other processes sharing the cache) */
 
     pthread_mutex_t mu;
     pthread_cond_t cond;   /* a block changed state; the window or the order changed */
@@ -264,16 +269,27 @@ static void unpin_passed(remote *r)
 
 /* ---- reading ahead ---- */
 
+/* Whether the read-ahead may start more blocks: within the window, or for the oldest batch
+ * not yet read, whatever the window (mu held). */
+static bool window_room(const remote *r)
+{
+    return r->pinned_bytes < r->window || (r->scan <= r->done && r->pinned_bytes < r->now_max);
+}
+
 /* Starts the blocks the read-ahead's next records need, record by record, until the
  * window is full; false when the order has no batch `scan`. mu held; it is released
  * around the submissions. */
 static bool scan_some(remote *r)
 {
+    if (r->scan < r->done) { /* batches read already: their blocks are needed no more */
+        r->scan = r->done;
+        r->scan_j = r->scan_n = 0;
+    }
     if (r->scan_n == 0 && (r->scan_n = r->fut.batch(r->fut.ctx, r->scan, r->ids)) == 0)
         return false;
     pending *todo[64];
     uint32_t ntodo = 0;
-    for (; r->scan_j < r->scan_n && r->pinned_bytes < r->window; r->scan_j++) {
+    for (; r->scan_j < r->scan_n && window_room(r); r->scan_j++) {
         const uint64_t id = (uint64_t)r->ids[r->scan_j];
         if (id >= r->first[r->n])
             continue;
@@ -336,7 +352,7 @@ static void *ahead_main(void *arg)
     while (!r->stop) {
         if (r->busy_blocks > 0)
             poll_busy(r);
-        const bool room = r->following && r->pinned_bytes < r->window && r->scan < r->done + LOOK;
+        const bool room = r->following && window_room(r) && r->scan < r->done + LOOK;
         if (room && scan_some(r))
             continue;
         if (room) /* the order has no more batches */
@@ -898,6 +914,7 @@ static int remote_open(stoker_dataset *ds, const char *path, const stoker_config
         rc = stoker__cache_open(&r->cache, dir, limit, &cerr);
         STOKER_RETURN_IF(rc < 0, &ds->err, rc, "%s: the block cache: %s", path, cerr.msg);
     }
+    r->now_max = stoker__cache_limit(r->cache) / 2;
 
     const uint64_t max_records = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_MAX_RECORDS);
     const uint64_t max_size = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_MAX_RECORD_SIZE);

@@ -239,6 +239,20 @@ def test_the_block_order_fetches_each_block_about_once_an_epoch(served, tmp_path
     assert gets <= 1.3 * 2 * nblocks, (gets, nblocks)  # the record order: 2-3 times as many
 
 
+def test_a_cold_first_batch_keeps_the_transfers_busy_beyond_the_window(served, tmp_path):
+    """The first batch of a shuffled epoch needs blocks far beyond a small window: they are
+    fetched fetch_transfers at a time, not one at a time for the one waiting worker."""
+    kw = opts(tmp_path, fetch_window=2 * BLOCK, fetch_transfers=8)
+    with range_server.start(served, faults=["latency:ms=40,method=GET"]) as srv:
+        with stoker.Loader(srv.url + "/raw", 32, seed=4, device="cpu", threads=1,
+                           **kw) as loader:
+            srv.reset_stats()  # the open's requests are over; the first batch's are not
+            first = next(iter(loader))
+            peak = srv.peak_active
+            assert len(first.indices) == 32
+    assert peak >= 6, peak  # the window alone: 2 blocks and the worker's one
+
+
 WORKER = r"""
 import sys
 sys.path.insert(0, sys.argv[1])

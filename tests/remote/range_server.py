@@ -259,10 +259,21 @@ class Handler(http.server.BaseHTTPRequestHandler):
             pass  # the client went away; nothing to answer
 
     def do_GET(self):
-        self._serve(head=False)
+        self._serve_counted(head=False)
 
     def do_HEAD(self):
-        self._serve(head=True)
+        self._serve_counted(head=True)
+
+    def _serve_counted(self, head):
+        srv = self.server
+        with srv.lock:
+            srv.active += 1
+            srv.peak_active = max(srv.peak_active, srv.active)
+        try:
+            self._serve(head)
+        finally:
+            with srv.lock:
+                srv.active -= 1
 
     def _refuse_method(self):
         self.close_connection = True  # its body, if any, is not read
@@ -477,6 +488,8 @@ class Server(http.server.ThreadingHTTPServer):
         self.bytes_sent = 0
         self.faults_injected = {}
         self.connections = set()
+        self.active = 0       # requests being answered now
+        self.peak_active = 0  # the most at once since the start (or reset_stats)
 
     def record(self, entry):
         with self.lock:
@@ -509,9 +522,10 @@ class Server(http.server.ThreadingHTTPServer):
 
 class RangeServer:
     """A running server. Counters: requests, bytes_sent (bytes of files sent in bodies, error
-    texts not counted), faults_injected
-    ({kind: count}); log: one dict per request (method, path, range, status, sent: body bytes
-    sent, faults: the kinds that fired, client: the client's port, one per connection)."""
+    texts not counted), faults_injected ({kind: count}), peak_active (the most GETs and HEADs
+    answered at once); log: one dict per request (method, path, range, status, sent: body
+    bytes sent, faults: the kinds that fired, client: the client's port, one per
+    connection)."""
 
     def __init__(self, server, lifetime):
         self._server = server
@@ -546,6 +560,10 @@ class RangeServer:
         return self._server.bytes_sent
 
     @property
+    def peak_active(self):
+        return self._server.peak_active
+
+    @property
     def faults_injected(self):
         with self._server.lock:
             return dict(self._server.faults_injected)
@@ -564,6 +582,7 @@ class RangeServer:
     def stats(self):
         with self._server.lock:
             return {"url": self.url, "requests": self._server.requests,
+                    "peak_active": self._server.peak_active,
                     "bytes_sent": self._server.bytes_sent,
                     "faults_injected": dict(self._server.faults_injected),
                     "rules": [{"kind": r.kind, "path": r.path, "eligible": r.eligible,
@@ -576,6 +595,7 @@ class RangeServer:
             self._server.bytes_sent = 0
             self._server.faults_injected = {}
             self._server.log = []
+            self._server.peak_active = self._server.active
 
     def stop(self):
         if self._timer:
