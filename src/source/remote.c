@@ -379,11 +379,15 @@ static void remote_follow(stoker_dataset *ds, const stoker__future *f)
             r->following = false; /* no read-ahead: workers fetch on demand */
         }
     }
-    /* a new order: what the old one pinned goes once no reader holds it */
+    /* a new order: what the old one pinned goes once no reader holds it, and no block keeps
+     * the old order's need (its batch numbers mean nothing in the new one: a block the
+     * workers fetch before the read-ahead reaches it would stay pinned until the new order
+     * passed the old batch number) */
     r->scan = r->done = f ? f->first : 0;
     r->scan_j = r->scan_n = 0;
-    for (size_t i = 0; i < r->npinned; i++)
-        r->shards[r->pinned[i].shard].blocks[r->pinned[i].block].need = 0;
+    for (int32_t i = 0; i < r->n; i++)
+        for (uint64_t b = 0; b < r->shards[i].nblocks; b++)
+            r->shards[i].blocks[b].need = 0;
     unpin_passed(r);
     pthread_cond_broadcast(&r->cond);
     pthread_mutex_unlock(&r->mu);
