@@ -82,6 +82,7 @@ typedef struct remote {
     rshard *shards;
     uint64_t *first;
     uint32_t block_size;
+    uint64_t bytes; /* of the shard files, records with their alignment's padding */
     uint64_t window;
     uint64_t now_max; /* the oldest batch's blocks may pin this much, beyond the window:
                          half the cache's limit (the rest for the workers' own asks and
@@ -636,12 +637,9 @@ static uint64_t remote_block_records(const stoker_dataset *ds)
 {
     const remote *r = ds->state;
     const uint64_t n = r->first[r->n];
-    double bytes = 0; /* of the files: records with their alignment's padding */
-    for (int32_t i = 0; i < r->n; i++)
-        bytes += (double)r->shards[i].size;
-    if (n == 0 || bytes == 0)
+    if (n == 0 || r->bytes == 0)
         return 0;
-    const double k = RUN_BLOCKS * (double)r->block_size * (double)n / bytes;
+    const double k = RUN_BLOCKS * (double)r->block_size * (double)n / (double)r->bytes;
     return k < 1 ? 1 : k > (double)n ? n : (uint64_t)k;
 }
 
@@ -969,18 +967,17 @@ static int remote_open(stoker_dataset *ds, const char *path, const stoker_config
     in->nclasses = r->m.nclasses;
     in->classes = r->m.classes;
 
-    uint64_t bytes = 0;
     for (int32_t i = 0; i < r->n; i++)
-        bytes += r->shards[i].size;
+        r->bytes += r->shards[i].size;
     const uint64_t limit = stoker__cache_limit(r->cache);
-    if (bytes > limit) {
+    if (r->bytes > limit) {
         const stoker__log log = stoker__cfg_log(cfg);
         stoker__logf(&log, STOKER_LOG_WARN,
                      "%s: the data set's %llu bytes exceed the block cache's limit of %llu: "
                      "every epoch fetches again what was evicted, and in the record order each "
                      "record may cost a block; the block order (order=blocks) fetches each "
                      "block about once an epoch",
-                     path, (unsigned long long)bytes, (unsigned long long)limit);
+                     path, (unsigned long long)r->bytes, (unsigned long long)limit);
     }
     return 0;
 }
