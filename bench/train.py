@@ -389,19 +389,25 @@ def background_feed(torch, a, loader, device, dtype, info):
     own takes the loader's batches as fast as they come and drops them, so the step never
     waits for data and what it loses against the synthetic feed is what the loader's work
     costs it (cores, the device, the driver)."""
-    stop = threading.Event()
+    stop, failed = threading.Event(), []
 
     def drain():
-        while not stop.is_set():
-            for batch in loader:
-                del batch
-                if stop.is_set():
-                    break
+        try:
+            while not stop.is_set():
+                for batch in loader:
+                    del batch
+                    if stop.is_set():
+                        break
+        except BaseException as e:  # the run fails with it, never goes on unburdened
+            failed.append(e)
 
     t = threading.Thread(target=drain, name="stoker-drain", daemon=True)
     t.start()
     try:
-        yield from synthetic_feed(torch, a, device, dtype, info)
+        for xy in synthetic_feed(torch, a, device, dtype, info):
+            if failed:
+                raise RuntimeError("the background loader failed: %s" % failed[0])
+            yield xy
     finally:
         stop.set()
         t.join()
