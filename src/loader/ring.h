@@ -27,7 +27,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-
 enum { SLOT_FREE = 0, SLOT_PREPARED, SLOT_READY, SLOT_OUT };
 
 /* A record's marks in its slot (stoker__slot.marks), for the SKIP policy. */
