@@ -61,7 +61,9 @@ again before the table that ends the run.
 --trace LIB sets CUDA_INJECTION64_PATH=LIB in the stoker children's environment
 (bench/cuda_trace.c, built as libbench_cuda_trace.so: each child's report goes to its
 stderr, or to STOKER_TRACE_OUT). --json OUT keeps every child's record (a stoker child's
-split_trace: the GPU's share and the split's note every 40 timed steps), --md OUT the
+split_trace: the GPU's share and the split's note every 8 steps from the first, warm-up
+included, as [step counted from the first timed one, seconds since the first step, share,
+note]; step_waits_ms: each step's wait for its batch), --md OUT the
 tables. Exit status 1 when a child failed (the tables say which and why), 2 for bad
 arguments.
 """
@@ -86,7 +88,7 @@ MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # ImageNet's
 STOKER_NAMED = {"cpu": {"decoder": "cpu"}, "default": {}, "auto": {"decoder": "auto"},
                 "gpu": {"decoder": "gpu"}}
 TORCH_KEYS = ("workers", "pipeline")
-TRACE_EVERY = 40  # timed steps between samples of the split's share and note
+TRACE_EVERY = 8  # steps between samples of the split's share and note (its period)
 STATS_KEYS = ("decoder", "gpu_share", "gpu_decoded", "cpu_decoded", "gpu_retried",
               "gpu_fallbacks", "cpu_busy", "gpu_busy", "decoder_note", "wait_seconds",
               "threads", "depth", "device", "records")
@@ -468,12 +470,12 @@ def loader_stats(info):
     return loader.stats()
 
 
-def trace_split(info, step):
-    """The split's share and last word at a timed step (stoker feeds): info["split_trace"]."""
+def trace_split(info, step, seconds):
+    """The split's share and last word at a step (stoker feeds): info["split_trace"]."""
     st = loader_stats(info)
     if st and st.get("decoder_note") is not None:
         info.setdefault("split_trace", []).append(
-            [step, round(st.get("gpu_share", 0.0), 3), st["decoder_note"]])
+            [step, round(seconds, 3), round(st.get("gpu_share", 0.0), 3), st["decoder_note"]])
 
 
 def train(torch, a, model_name, feed, info):
@@ -511,6 +513,7 @@ def train(torch, a, model_name, feed, info):
     t_start = time.perf_counter()
     try:
         waited, images, t0, first_loss = 0.0, 0, None, None
+        step_waits = info["step_waits_ms"] = []
         for step in range(a.warmup + a.steps):
             if step == a.warmup:
                 sync()
@@ -519,7 +522,9 @@ def train(torch, a, model_name, feed, info):
                 waited, images, t0 = 0.0, 0, time.perf_counter()
             tw = time.perf_counter()
             x, y = next(batches)
-            waited += time.perf_counter() - tw
+            w = time.perf_counter() - tw
+            waited += w
+            step_waits.append(round(1000 * w, 2))
             if step == 0:
                 info["input"] = {"shape": list(x.shape), "dtype": str(x.dtype).replace(
                     "torch.", ""), "channels_last": x.is_contiguous(
@@ -531,8 +536,8 @@ def train(torch, a, model_name, feed, info):
             scaler.step(opt)
             scaler.update()
             images += x.shape[0]
-            if step >= a.warmup and (step - a.warmup) % TRACE_EVERY == 0:
-                trace_split(info, step - a.warmup)
+            if step % TRACE_EVERY == 0:
+                trace_split(info, step - a.warmup, time.perf_counter() - t_start)
             if step == 0:
                 first_loss = loss.detach()
             del x, y

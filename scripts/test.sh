@@ -101,6 +101,7 @@ for r in runs.values():
     assert r["status"] == "ok" and r["img_per_s"] > 0 and r["images"] == 6 * 16, r
     assert 0 <= r["wait_share"] < 1 and r["input"]["shape"] == [16, 3, 32, 32], r
     assert r["input"]["channels_last"] and r["loss_last"] == r["loss_last"], r  # not NaN
+    assert len(r["step_waits_ms"]) == 2 + 6 and min(r["step_waits_ms"]) >= 0, r
 for feed in ("cpu", "default"):  # the decoder's figures: the CPU decoded the timed images
     d = runs[feed]["decoder_timed"]
     assert d["decoder"] == "cpu" and d["gpu_decoded"] == 0 and d["cpu_decoded"] >= 6 * 16, d
