@@ -1,28 +1,33 @@
 /* What a server gives to plain parallel ranged GETs: the ceiling for stoker's remote reads.
  *
- *   http_ceiling URL... --block BYTES [--transfers N] [--seconds S]
+ *   http_ceiling URL... --block BYTES [--transfers N] [--seconds S] [--out DIR]
  *
  * Cuts every URL (its size from a HEAD) into blocks of BYTES and fetches each block once,
  * in order, with one ranged GET each, N at once (default 16) over libcurl's multi interface
  * with the options stoker's client uses (HTTP/2 where offered, keep-alive), the body
- * discarded. --seconds stops starting GETs after S seconds. One JSON line: urls, file_bytes,
+ * discarded, or with --out written to a file of its own in DIR (as `curl -o` would, and as
+ * stoker's block cache does; the files are removed after the timing). --seconds stops starting GETs after S seconds. One JSON line: urls, file_bytes,
  * block, transfers, requests, bytes, seconds, mb_per_sec (10^6 bytes), complete. Exit
  * status 2 for bad arguments, 1 when a request fails (the message names URL, range and
  * status). libcurl only: no library code, so it measures the server and the link alone. */
 #define _GNU_SOURCE
 #include <curl/curl.h>
 
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct job {
     const char *url;
     uint64_t offset, length, got;
     char range[64];
+    int fd; /* --out: the block's file; -1 when the body is discarded */
+    bool failed;
 } job;
 
 static double now(void)
@@ -48,9 +53,18 @@ static uint64_t parse_size(const char *s)
 
 static size_t discard(char *p, size_t size, size_t n, void *user)
 {
-    (void)p;
-    ((job *)user)->got += size * n;
-    return size * n;
+    job *j = user;
+    const size_t len = size * n;
+    for (size_t at = 0; j->fd >= 0 && at < len;) {
+        const ssize_t w = pwrite(j->fd, p + at, len - at, (off_t)(j->got + at));
+        if (w <= 0) {
+            j->failed = true;
+            return 0;
+        }
+        at += (size_t)w;
+    }
+    j->got += len;
+    return len;
 }
 
 static void setup(CURL *e)
@@ -60,6 +74,7 @@ static void setup(CURL *e)
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 512L << 10); /* as stoker's client */
 }
 
 static int64_t head_size(const char *url)
@@ -90,6 +105,7 @@ int main(int argc, char **argv)
 {
     uint64_t block = 0, transfers = 16;
     double seconds = 0;
+    const char *out = NULL;
     const char **urls = calloc((size_t)argc, sizeof *urls);
     int nurls = 0;
     for (int i = 1; i < argc; i++) {
@@ -99,6 +115,8 @@ int main(int argc, char **argv)
             transfers = strtoull(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc)
             seconds = strtod(argv[++i], NULL);
+        else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc)
+            out = argv[++i];
         else if (strncmp(argv[i], "--", 2) == 0) {
             fprintf(stderr, "http_ceiling: unknown option %s\n", argv[i]);
             return 2;
@@ -107,7 +125,7 @@ int main(int argc, char **argv)
     }
     if (!urls || nurls == 0 || block == 0 || transfers == 0 || transfers > 1024) {
         fprintf(stderr, "usage: http_ceiling URL... --block BYTES [--transfers N (1..1024)] "
-                        "[--seconds S]\n");
+                        "[--seconds S] [--out DIR]\n");
         return 2;
     }
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -134,7 +152,9 @@ int main(int argc, char **argv)
             j->length = (uint64_t)sizes[u] - off < block ? (uint64_t)sizes[u] - off : block;
             snprintf(j->range, sizeof j->range, "%" PRIu64 "-%" PRIu64, off,
                      off + j->length - 1);
+            j->fd = -1;
         }
+    char path[4096];
     CURLM *multi = curl_multi_init();
     curl_multi_setopt(multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
     uint64_t next = 0, done = 0, bytes = 0, running = 0;
@@ -147,7 +167,15 @@ int main(int argc, char **argv)
                 continue;
             CURL *e = curl_easy_init();
             setup(e);
-            job *j = &jobs[next++];
+            job *j = &jobs[next];
+            if (out) {
+                snprintf(path, sizeof path, "%s/block-%" PRIu64, out, next);
+                if ((j->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
+                    perror(path);
+                    return 1;
+                }
+            }
+            next++;
             curl_easy_setopt(e, CURLOPT_URL, j->url);
             curl_easy_setopt(e, CURLOPT_RANGE, j->range);
             curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, discard);
@@ -174,9 +202,13 @@ int main(int argc, char **argv)
             if (m->data.result != CURLE_OK || code != 206 || j->got != j->length) {
                 fprintf(stderr, "http_ceiling: %s: bytes %s: %s (status %ld, %" PRIu64
                         " of %" PRIu64 " bytes)\n", j->url, j->range,
-                        curl_easy_strerror(m->data.result), code, j->got, j->length);
+                        j->failed ? "writing its file failed"
+                                  : curl_easy_strerror(m->data.result), code, j->got,
+                        j->length);
                 status = 1;
             }
+            if (j->fd >= 0)
+                close(j->fd);
             bytes += j->got;
             done++;
             for (uint64_t s = 0; s < transfers; s++)
@@ -198,11 +230,16 @@ int main(int argc, char **argv)
         }
     curl_multi_cleanup(multi);
     curl_global_cleanup();
+    for (uint64_t i = 0; out && i < next; i++) { /* after the timing */
+        snprintf(path, sizeof path, "%s/block-%" PRIu64, out, i);
+        unlink(path);
+    }
     printf("{\"urls\": %d, \"file_bytes\": %" PRIu64 ", \"block\": %" PRIu64
            ", \"transfers\": %" PRIu64 ", \"requests\": %" PRIu64 ", \"bytes\": %" PRIu64
-           ", \"seconds\": %.6f, \"mb_per_sec\": %.1f, \"complete\": %s}\n",
+           ", \"seconds\": %.6f, \"mb_per_sec\": %.1f, \"complete\": %s, \"to_files\": %s}\n",
            nurls, file_bytes, block, transfers, done, bytes, dt,
-           dt > 0 ? (double)bytes / dt / 1e6 : 0.0, done == njobs ? "true" : "false");
+           dt > 0 ? (double)bytes / dt / 1e6 : 0.0, done == njobs ? "true" : "false",
+           out ? "true" : "false");
     free(jobs);
     free(easy);
     free(sizes);

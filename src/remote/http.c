@@ -29,6 +29,7 @@
 #define BACKOFF_MAX 5.0      /* the longest backoff between two attempts */
 #define RETRY_AFTER_MAX 30.0 /* the longest Retry-After honoured */
 #define POLL_MAX_MS 1000     /* the longest wait in curl_multi_poll */
+#define RECV_BUFFER (512L << 10) /* CURLOPT_BUFFERSIZE: libcurl's largest */
 #define ERRBODY_CAP 1024     /* bytes of an error reply's body kept (S3's <Code>) */
 
 /* What an attempt's checks decided before the transfer ended (they abort it). */
@@ -670,6 +671,9 @@ static CURLcode easy_setup(const stoker__http *h, xfer *x, CURL *e)
     SET(CURLOPT_HEADERDATA, x);
     SET(CURLOPT_WRITEFUNCTION, on_body);
     SET(CURLOPT_WRITEDATA, x);
+    /* one thread receives every transfer and writes the blocks to the cache: larger reads,
+     * fewer calls per byte (libcurl's default is 16 KiB a read and a write callback) */
+    SET(CURLOPT_BUFFERSIZE, RECV_BUFFER);
     SET(CURLOPT_HTTPHEADER, x->hdrs);
     if (r->head)
         SET(CURLOPT_NOBODY, 1L);
