@@ -16,14 +16,20 @@ It prints each run's img/s, the ratio to the local run of the same repetition, a
 remote runs the requests, the bytes per request and the time workers waited for blocks.
 Flags after `--` go to every stoker-bench run (e.g. `-- --threads 2 --device cpu`).
 
---ceiling also fetches every shard once from the same server with BUILD/bench_http_ceiling
+--ceiling also fetches every shard twice from the same server with BUILD/bench_http_ceiling
 (bench/ceiling/http_ceiling.c: libcurl alone, one ranged GET per block, as many at once as
-stoker's fetch_transfers) and prints its MB/s beside the record bytes per second each cold
-run delivered (stoker-bench's bytes_per_sec, the batches' bytes: for raw records without a
-transform, the records' own): how close stoker comes to what plain ranged GETs pull. With
+stoker's fetch_transfers), once with the bodies discarded and once written to files beside
+the block cache (as `curl -o` would), and prints their MB/s beside the record bytes per
+second each cold run delivered (stoker-bench's bytes_per_sec, the batches' bytes: for raw
+records without a transform, the records' own): how close stoker comes to what plain ranged
+GETs pull. With
 --ceiling every run times its first batch too (`--warmup 0` is added unless a --warmup is
 given after `--`): the first batch of a shuffled epoch waits for most blocks, and a run that
 left it untimed would count the blocks fetched meanwhile as free.
+
+For the remote runs it also prints the CPU seconds of stoker's HTTP client thread
+("stoker-http", which drives every transfer and writes the blocks to the cache), sampled
+from /proc while the run lasts: near the run's own seconds, that one thread is the limit.
 """
 import argparse
 import json
@@ -55,12 +61,38 @@ def start_server(root, latency_ms, tmp):
         return proc, int(f.read().strip())
 
 
+def thread_cpu(pid, name):
+    """CPU seconds of process pid's threads called name (0 when none, or it has gone)."""
+    total = 0.0
+    try:
+        tasks = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return 0.0
+    for t in tasks:
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, t)) as f:
+                st = f.read()
+        except OSError:
+            continue
+        comm, rest = st[st.index("(") + 1:st.rindex(")")], st[st.rindex(")") + 2:].split()
+        if comm == name:  # utime and stime: fields 14 and 15
+            total += (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def bench(build, target, epochs, extra, env):
-    """stoker-bench's JSON report, with the process's peak resident set (max_rss_mib)."""
+    """stoker-bench's JSON report, with the process's peak resident set (max_rss_mib) and
+    the CPU seconds of its HTTP client thread (http_cpu_s, sampled until it exits)."""
     cmd = [os.path.join(build, "stoker-bench"), target, "--epochs", str(epochs), "--json"]
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(cmd + extra, stdout=out, stderr=err, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
+        http_cpu = 0.0
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            http_cpu = max(http_cpu, thread_cpu(proc.pid, "stoker-http"))
+            time.sleep(0.05)
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
@@ -68,22 +100,26 @@ def bench(build, target, epochs, extra, env):
             sys.exit("remote.py: %s failed:\n%s" % (" ".join(cmd + extra), err.read()))
         r = json.load(out)
     r["max_rss_mib"] = usage.ru_maxrss / 1024.0  # KiB on Linux
+    r["http_cpu_s"] = http_cpu
     return r
 
 
-def http_ceiling(a, extra, url, data):
+def http_ceiling(a, extra, url, data, out=None):
     """bench_http_ceiling's JSON for every shard of DATA, at stoker's block size and
-    transfers (as given after `--`, else the defaults)."""
+    transfers (as given after `--`, else the defaults); with out, the blocks written there."""
     def flag(name, default):
         return extra[extra.index(name) + 1] if name in extra[:-1] else default
     shards = sorted(f for f in os.listdir(data) if f.endswith(".stk") and f != "manifest.stk")
     cmd = [os.path.join(a.build, "bench_http_ceiling")] + ["%s/%s" % (url, f) for f in shards]
     cmd += ["--block", flag("--block-size", "16M"), "--transfers",
             flag("--fetch-transfers", "16")]
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    if out.returncode != 0:
-        sys.exit("remote.py: %s failed:\n%s" % (" ".join(cmd), out.stderr))
-    return json.loads(out.stdout)
+    if out:
+        os.makedirs(out, exist_ok=True)
+        cmd += ["--out", out]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        sys.exit("remote.py: %s failed:\n%s" % (" ".join(cmd), res.stderr))
+    return json.loads(res.stdout)
 
 
 def main():
@@ -110,7 +146,7 @@ def main():
     proc, port = start_server(os.path.dirname(data), a.latency_ms, tmp)
     url = "http://127.0.0.1:%d/%s" % (port, os.path.basename(data))
     rows = []
-    ceiling = None
+    ceilings = []
     try:
         for rep in range(a.repeat):
             cache = os.path.join(tmp, "cache%d" % rep)
@@ -122,31 +158,37 @@ def main():
             rows.append((rep, "local", local, local))
             shutil.rmtree(cache, ignore_errors=True)
         if a.ceiling:
-            ceiling = http_ceiling(a, extra, url, data)
+            ceilings = [http_ceiling(a, extra, url, data),
+                        http_ceiling(a, extra, url, data, os.path.join(tmp, "ceiling"))]
     finally:
         proc.terminate()
         proc.wait(timeout=30)
         shutil.rmtree(tmp, ignore_errors=True)
     print("latency %d ms per request, %d epoch(s) a run, stoker-bench flags: %s"
           % (a.latency_ms, a.epochs, " ".join(extra) or "(defaults)"))
-    print("%-4s %-7s %10s %7s %9s %12s %10s %9s" % (
-        "rep", "run", "img/s", "x local", "requests", "MiB/request", "fetch wait", "max RSS"))
+    print("%-4s %-7s %10s %7s %9s %12s %10s %9s %16s" % (
+        "rep", "run", "img/s", "x local", "requests", "MiB/request", "fetch wait", "max RSS",
+        "http thread CPU"))
     for rep, name, r, local in rows:
         rate = r["records_per_sec"]
         reqs = r.get("remote_requests", 0)
         per = r.get("remote_bytes", 0) / reqs / 2**20 if reqs else 0
-        print("%-4d %-7s %10.0f %7.3f %9d %12.2f %9.2fs %6.0f MiB" % (
+        cpu = ("%.2fs of %.2fs" % (r["http_cpu_s"], r.get("seconds", 0))
+               if name != "local" else "-")
+        print("%-4d %-7s %10.0f %7.3f %9d %12.2f %9.2fs %6.0f MiB %16s" % (
             rep, name, rate, rate / local["records_per_sec"], reqs, per,
-            r.get("fetch_wait_seconds", 0), r["max_rss_mib"]))
-    if ceiling:
-        print("ceiling: %d parallel ranged GETs of %d bytes pulled %.1f MB/s (%d requests)"
-              % (ceiling["transfers"], ceiling["block"], ceiling["mb_per_sec"],
-                 ceiling["requests"]))
-        for rep, name, r, _ in rows:
-            if name == "cold":
-                mbs = r["bytes_per_sec"] / 1e6
-                print("cold run %d delivered %.1f MB/s of batches: %.3f x the ceiling"
-                      % (rep, mbs, mbs / ceiling["mb_per_sec"]))
+            r.get("fetch_wait_seconds", 0), r["max_rss_mib"], cpu))
+    for c in ceilings:
+        print("ceiling: %d parallel ranged GETs of %d bytes pulled %.1f MB/s (%d requests), "
+              "bodies %s" % (c["transfers"], c["block"], c["mb_per_sec"], c["requests"],
+                             "written to files" if c["to_files"] else "discarded"))
+    for rep, name, r, _ in rows:
+        if name == "cold" and ceilings:
+            mbs = r["bytes_per_sec"] / 1e6
+            print("cold run %d delivered %.1f MB/s of batches: %s" % (rep, mbs, ", ".join(
+                "%.3f x the ceiling with bodies %s" % (
+                    mbs / c["mb_per_sec"], "written" if c["to_files"] else "discarded")
+                for c in ceilings)))
 
 
 if __name__ == "__main__":
