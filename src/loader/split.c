@@ -15,6 +15,7 @@
 #define DEFAULT_GAIN 0.6
 #define DEFAULT_STEP_MIN 0.02
 #define DEFAULT_STEP_MAX 0.05
+#define MAX_RISE_DOUBLINGS 2 /* rises in a row may reach 4 times step_max */
 #define DEFAULT_STEP_DOWN 0.02
 #define DEFAULT_GPU_BEHIND 1.0
 #define MAX_WAIT_DOUBLINGS 6 /* a fallback lasts at most 64 times retry_after batches */
@@ -131,8 +132,11 @@ double stoker__split_consumed(stoker__split *s, const stoker__split_period *p)
     if (!s->gpu || s->fallback_left > 0 || s->retrying || !(p->seconds > 0))
         return s->share;
     const stoker__split_config *c = &s->cfg;
+    s->last_ahead = s->last.seconds > 0 ? s->last.ahead : INFINITY;
     s->last = *p;
     const double waited = clamp(p->waited / p->seconds, 0, 1);
+    const int32_t rises = s->rises;
+    s->rises = 0; /* unless this is a rise too */
     if (waited > c->wait_high && p->gpu_queued >= c->gpu_behind) {
         /* batches wait for the GPU, not for the workers: past its capacity */
         s->share -= c->step_down;
@@ -147,10 +151,19 @@ double stoker__split_consumed(stoker__split *s, const stoker__split_period *p)
         /* the CPU made 1 - waited of what the consumer asked for: the GPU takes the rest of
          * the records, which is waited / eligible_part of the eligible ones (damped) */
         const double ep = s->eligible_part > 0 ? s->eligible_part : 1;
-        const double want = s->share + clamp(c->gain * waited / ep, c->step_min, c->step_max);
+        const double most = c->step_max * (double)(1 << rises);
+        const double want = s->share + clamp(c->gain * waited / ep, c->step_min, most);
+        s->rises = rises < MAX_RISE_DOUBLINGS ? rises + 1 : rises;
         const double top = 1 - c->floor;
         s->share = fmax(s->share, fmin(fmax(want, c->floor), top));
         s->reason = s->share >= top ? STOKER__SPLIT_CAPPED : STOKER__SPLIT_MORE;
+    } else if (c->low > 0 && p->ahead < c->low && p->ahead <= s->last_ahead &&
+               p->busy >= c->busy_high && waited <= c->wait_high) {
+        /* the ring runs dry while the workers are busy: the GPU takes a little more before
+         * the consumer waits */
+        const double top = 1 - c->floor;
+        s->share = fmax(s->share, fmin(fmax(s->share + c->step_min, c->floor), top));
+        s->reason = s->share >= top ? STOKER__SPLIT_CAPPED : STOKER__SPLIT_DRY;
     } else if (waited < c->wait_low && p->ahead >= c->ahead) {
         s->share -= c->step_down;
         if (s->share < c->floor) /* below the floor the GPU would be measured poorly */
@@ -194,6 +207,10 @@ void stoker__split_describe(const stoker__split *s, char *buf, size_t cap)
     case STOKER__SPLIT_CAPPED:
         snprintf(buf, cap, "the consumer waited %.1f%% of its time with the workers %.0f%% busy: "
                  "the GPU takes its most, %.0f%%", waited, busy, share);
+        break;
+    case STOKER__SPLIT_DRY:
+        snprintf(buf, cap, "%.1f batches ready at the consumer's calls and falling, the workers "
+                 "%.0f%% busy: the GPU takes %.0f%% of the images it can", ahead, busy, share);
         break;
     case STOKER__SPLIT_NOT_CPU:
         snprintf(buf, cap, "the consumer waited %.1f%% of its time with the workers only %.0f%% "

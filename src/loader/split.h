@@ -12,7 +12,14 @@
  *   step_down less (below the floor: none);
  *   it waited more than wait_high with the workers busy (at least busy_high of their time):
  *   the GPU takes more, by gain times the waited share (the share of the records the CPU fell
- *   short by), at least step_min and at most step_max;
+ *   short by), at least step_min and at most step_max, or twice the last rise's most when the
+ *   last period rose too (up to 4 x step_max: a training job that starts waiting needs a
+ *   quarter to a half of its images from the GPU within a second or two, not a rise of 0.05
+ *   every period);
+ *   it did not wait, but fewer batches were ready at its calls than `low` and than at the
+ *   period before, with the workers busy: the ring runs dry, and the GPU takes step_min more
+ *   before the consumer waits (the waits that come with each batch the GPU's part holds back
+ *   are what a training step loses);
  *   it waited less than wait_low, with `ahead` or more batches ready at its calls: the
  *   producers outrun it, and the GPU takes step_down less (down to 0: the CPU alone);
  *   anything between: the share holds (a dead band, so a steady job settles and stays).
@@ -55,9 +62,13 @@ typedef struct stoker__split_config {
                              records that the measure leaves out) */
     double gain;          /* of the waited share, added to the share (0: 0.6) */
     double step_min;      /* least rise (0: 0.02) */
-    double step_max;      /* greatest rise (0: 0.05): the consumer's waits come in bursts, and
-                             one burst must not send the GPU past what it keeps up with */
+    double step_max;      /* greatest first rise (0: 0.05): the consumer's waits come in
+                             bursts, and one burst must not send the GPU past what it keeps
+                             up with; rises in a row may double it, twice */
     double step_down;     /* fall per period with batches ahead (0: 0.02) */
+    double low;           /* batches ready at the consumer's calls, on average, below which
+                             (and no more than the period before) the ring runs dry: with
+                             the workers busy the GPU takes step_min more (0: never) */
     double gpu_behind;    /* batches waiting for the GPU decode stage at the consumer's calls,
                              on average, at which the GPU is the slower side (0: 1) */
 } stoker__split_config;
@@ -92,7 +103,8 @@ enum {
     STOKER__SPLIT_HOLD,      /* batches come as the consumer needs them */
     STOKER__SPLIT_LESS,      /* batches ahead of the consumer: the GPU took less */
     STOKER__SPLIT_FALLBACK,  /* GPU failures: the CPU alone for a while */
-    STOKER__SPLIT_GPU_BEHIND /* the consumer waited with batches queued for the GPU: less */
+    STOKER__SPLIT_GPU_BEHIND, /* the consumer waited with batches queued for the GPU: less */
+    STOKER__SPLIT_DRY         /* the ring runs dry with the workers busy: the GPU took more */
 };
 
 typedef struct stoker__split {
@@ -108,6 +120,8 @@ typedef struct stoker__split {
     int64_t wait;              /* the next fallback's length */
     int32_t reason;            /* STOKER__SPLIT_* of the last decision */
     stoker__split_period last; /* the period it was made on */
+    double last_ahead;         /* the period's before it (INFINITY: none) */
+    int32_t rises;             /* rises in a row for waits (each may be twice the last's) */
 } stoker__split;
 
 /* A controller; cfg may be NULL (every default). gpu false: the share is always 0. */
