@@ -127,12 +127,20 @@ double stoker__split_update(stoker__split *s, const stoker__split_batch *b)
     return s->share;
 }
 
+/* The share up to `want`, never below the floor nor above 1 - floor, never down. */
+static void rise(stoker__split *s, double want, int32_t reason)
+{
+    const double top = 1 - s->cfg.floor;
+    s->share = fmax(s->share, fmin(fmax(want, s->cfg.floor), top));
+    s->reason = s->share >= top ? STOKER__SPLIT_CAPPED : reason;
+}
+
 double stoker__split_consumed(stoker__split *s, const stoker__split_period *p)
 {
     if (!s->gpu || s->fallback_left > 0 || s->retrying || !(p->seconds > 0))
         return s->share;
     const stoker__split_config *c = &s->cfg;
-    s->last_ahead = s->last.seconds > 0 ? s->last.ahead : INFINITY;
+    const double ahead_before = s->last.seconds > 0 ? s->last.ahead : INFINITY;
     s->last = *p;
     const double waited = clamp(p->waited / p->seconds, 0, 1);
     const int32_t rises = s->rises;
@@ -152,18 +160,13 @@ double stoker__split_consumed(stoker__split *s, const stoker__split_period *p)
          * the records, which is waited / eligible_part of the eligible ones (damped) */
         const double ep = s->eligible_part > 0 ? s->eligible_part : 1;
         const double most = c->step_max * (double)(1 << rises);
-        const double want = s->share + clamp(c->gain * waited / ep, c->step_min, most);
+        rise(s, s->share + clamp(c->gain * waited / ep, c->step_min, most), STOKER__SPLIT_MORE);
         s->rises = rises < MAX_RISE_DOUBLINGS ? rises + 1 : rises;
-        const double top = 1 - c->floor;
-        s->share = fmax(s->share, fmin(fmax(want, c->floor), top));
-        s->reason = s->share >= top ? STOKER__SPLIT_CAPPED : STOKER__SPLIT_MORE;
-    } else if (c->low > 0 && p->ahead < c->low && p->ahead <= s->last_ahead &&
-               p->busy >= c->busy_high && waited <= c->wait_high) {
-        /* the ring runs dry while the workers are busy: the GPU takes a little more before
-         * the consumer waits */
-        const double top = 1 - c->floor;
-        s->share = fmax(s->share, fmin(fmax(s->share + c->step_min, c->floor), top));
-        s->reason = s->share >= top ? STOKER__SPLIT_CAPPED : STOKER__SPLIT_DRY;
+    } else if (c->low > 0 && p->ahead < c->low && p->ahead <= ahead_before &&
+               p->busy >= c->busy_high) {
+        /* the consumer did not wait, but the ring runs dry while the workers are busy: the
+         * GPU takes a little more before it does */
+        rise(s, s->share + c->step_min, STOKER__SPLIT_DRY);
     } else if (waited < c->wait_low && p->ahead >= c->ahead) {
         s->share -= c->step_down;
         if (s->share < c->floor) /* below the floor the GPU would be measured poorly */

@@ -120,7 +120,6 @@ typedef struct stoker__split {
     int64_t wait;              /* the next fallback's length */
     int32_t reason;            /* STOKER__SPLIT_* of the last decision */
     stoker__split_period last; /* the period it was made on */
-    double last_ahead;         /* the period's before it (INFINITY: none) */
     int32_t rises;             /* rises in a row for waits (each may be twice the last's) */
 } stoker__split;
 
