@@ -22,10 +22,9 @@ stoker's fetch_transfers), once with the bodies discarded and once written to fi
 the block cache (as `curl -o` would), and prints their MB/s beside the record bytes per
 second each cold run delivered (stoker-bench's bytes_per_sec, the batches' bytes: for raw
 records without a transform, the records' own): how close stoker comes to what plain ranged
-GETs pull. With
---ceiling every run times its first batch too (`--warmup 0` is added unless a --warmup is
-given after `--`): the first batch of a shuffled epoch waits for most blocks, and a run that
-left it untimed would count the blocks fetched meanwhile as free.
+GETs pull. With --ceiling every run times its first batch too (`--warmup 0` is added unless
+a --warmup is given after `--`): the first batch of a shuffled epoch waits for most blocks,
+and a run that left it untimed would count the blocks fetched meanwhile as free.
 
 For the remote runs it also prints the CPU seconds of stoker's HTTP client thread
 ("stoker-http", which drives every transfer and writes the blocks to the cache), sampled

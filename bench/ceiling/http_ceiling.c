@@ -6,8 +6,9 @@
  * in order, with one ranged GET each, N at once (default 16) over libcurl's multi interface
  * with the options stoker's client uses (HTTP/2 where offered, keep-alive), the body
  * discarded, or with --out written to a file of its own in DIR (as `curl -o` would, and as
- * stoker's block cache does; the files are removed after the timing). --seconds stops starting GETs after S seconds. One JSON line: urls, file_bytes,
- * block, transfers, requests, bytes, seconds, mb_per_sec (10^6 bytes), complete. Exit
+ * stoker's block cache does; the files are removed after the timing, or a failure).
+ * --seconds stops starting GETs after S seconds. One JSON line: urls, file_bytes, block,
+ * transfers, requests, bytes, seconds, mb_per_sec (10^6 bytes), complete, to_files. Exit
  * status 2 for bad arguments, 1 when a request fails (the message names URL, range and
  * status). libcurl only: no library code, so it measures the server and the link alone. */
 #define _GNU_SOURCE
@@ -51,7 +52,8 @@ static uint64_t parse_size(const char *s)
     return v > 0 ? (uint64_t)(v * m) : 0;
 }
 
-static size_t discard(char *p, size_t size, size_t n, void *user)
+/* A body's bytes: counted, and with --out written to the block's file. */
+static size_t on_body(char *p, size_t size, size_t n, void *user)
 {
     job *j = user;
     const size_t len = size * n;
@@ -172,20 +174,22 @@ int main(int argc, char **argv)
                 snprintf(path, sizeof path, "%s/block-%" PRIu64, out, next);
                 if ((j->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
                     perror(path);
-                    return 1;
+                    curl_easy_cleanup(e);
+                    status = 1;
+                    break;
                 }
             }
             next++;
             curl_easy_setopt(e, CURLOPT_URL, j->url);
             curl_easy_setopt(e, CURLOPT_RANGE, j->range);
-            curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, discard);
+            curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
             curl_easy_setopt(e, CURLOPT_WRITEDATA, j);
             curl_easy_setopt(e, CURLOPT_PRIVATE, j);
             curl_multi_add_handle(multi, e);
             easy[s] = e;
             running++;
         }
-        if (running == 0)
+        if (running == 0 || status)
             break;
         int still = 0;
         curl_multi_perform(multi, &still);
@@ -225,12 +229,16 @@ int main(int argc, char **argv)
     const double dt = now() - t0;
     for (uint64_t s = 0; s < transfers; s++)
         if (easy[s]) {
+            job *j = NULL;
+            curl_easy_getinfo(easy[s], CURLINFO_PRIVATE, (char **)&j);
+            if (j && j->fd >= 0)
+                close(j->fd);
             curl_multi_remove_handle(multi, easy[s]);
             curl_easy_cleanup(easy[s]);
         }
     curl_multi_cleanup(multi);
     curl_global_cleanup();
-    for (uint64_t i = 0; out && i < next; i++) { /* after the timing */
+    for (uint64_t i = 0; out && i < next; i++) { /* after the timing, or a failure */
         snprintf(path, sizeof path, "%s/block-%" PRIu64, out, i);
         unlink(path);
     }
