@@ -8,8 +8,10 @@
  *   STOKER_TEST_HTTP_BUCKET  the bucket, for the s3 scenarios
  *   STOKER_TEST_HTTP_FILE, _OFFSET, _LENGTH, _TARGET (buf or fd): the request of get / fail
  *   STOKER_TEST_HTTP_EXPECT, _EXPECT_MSG: fail's code (EIO, ENOENT, EACCES, ESTALE,
- *                            ETIMEDOUT) and a part of its message
- *   STOKER_TEST_HTTP_RETRIES, _RETRY_SECONDS, _STALL, _MAX_TRANSFERS: the client's options
+ *                            ETIMEDOUT, EFBIG) and a part of its message
+ *   STOKER_TEST_HTTP_RETRIES, _RETRY_SECONDS, _STALL, _MAX_TRANSFERS, _WRITE_CHUNKS: the
+ *                            client's options
+ *   STOKER_TEST_HTTP_FSIZE   get / fail: the process's file size limit (RLIMIT_FSIZE)
  *
  * Each scenario checks its own outcome and prints one line, "rc=... attempts=... msg=...",
  * from which the driver checks the rest against the server's counters. Without libcurl, or
@@ -21,6 +23,8 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <stdatomic.h>
 #include <time.h>
 
@@ -76,6 +80,7 @@ static stoker__http *client(uint32_t max_transfers)
 {
     stoker__http_opts o = {0};
     o.max_transfers = (uint32_t)env_num("STOKER_TEST_HTTP_MAX_TRANSFERS", max_transfers);
+    o.write_chunks = (uint32_t)env_num("STOKER_TEST_HTTP_WRITE_CHUNKS", 0);
     o.retries = (uint32_t)env_num("STOKER_TEST_HTTP_RETRIES", 0);
     o.retry_seconds = env_num("STOKER_TEST_HTTP_RETRY_SECONDS", 0);
     o.stall_timeout = env_num("STOKER_TEST_HTTP_STALL", 0);
@@ -212,7 +217,8 @@ static int code_of(const char *name)
                  {"ENOENT", -ENOENT},
                  {"EACCES", -EACCES},
                  {"ESTALE", -ESTALE},
-                 {"ETIMEDOUT", -ETIMEDOUT}};
+                 {"ETIMEDOUT", -ETIMEDOUT},
+                 {"EFBIG", -EFBIG}};
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
         if (strcmp(codes[i].name, name) == 0)
             return codes[i].code;
@@ -378,12 +384,11 @@ typedef struct many {
     stoker__http *h;
     char url[4096];
     stoker__http_req req[MANY];
-    uint8_t *bufs[MANY];
+    target targets[MANY];
     atomic_int calls[MANY];
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    int left;
-    int first; /* each submitter's share: first + k * SUBMITTERS */
+    int n, left; /* requests; not yet done */
 } many;
 
 static void many_done(stoker__http_req *r, void *ctx)
@@ -404,29 +409,32 @@ typedef struct submitter {
 static void *submit_main(void *arg)
 {
     const submitter *s = arg;
-    for (int i = s->first; i < MANY; i += SUBMITTERS)
+    for (int i = s->first; i < s->m->n; i += SUBMITTERS)
         T_OK(stoker__http_submit(s->m->h, &s->m->req[i]));
     return NULL;
 }
 
+/* MANY ranges at once from SUBMITTERS threads, to buffers or (STOKER_TEST_HTTP_TARGET=fd)
+ * to files: there MANY / 4, of up to the whole object, so that bodies span the writers'
+ * chunks. */
 static int mode_many(void)
 {
     static many m;
     const file obj = load("obj.bin");
+    const bool to_fd = strcmp(env("STOKER_TEST_HTTP_TARGET", "buf"), "fd") == 0;
     m.h = client(8);
     url_of(m.url, sizeof m.url, "obj.bin");
     pthread_mutex_init(&m.lock, NULL);
     pthread_cond_init(&m.cond, NULL);
-    m.left = MANY;
+    m.n = to_fd ? MANY / 4 : MANY;
+    m.left = m.n;
     uint64_t seed = 11;
-    for (int i = 0; i < MANY; i++) {
+    for (int i = 0; i < m.n; i++) {
         stoker__http_req *r = &m.req[i];
         r->url = m.url;
-        r->length = 1 + t_rand(&seed) % 65536;
-        r->offset = t_rand(&seed) % (obj.size - r->length);
-        r->fd = -1;
-        r->buf = m.bufs[i] = malloc(r->length);
-        r->cap = r->length;
+        r->length = 1 + t_rand(&seed) % (to_fd ? obj.size : 65536);
+        r->offset = t_rand(&seed) % (obj.size - r->length + 1);
+        target_open(&m.targets[i], r, to_fd, r->length);
         r->done = many_done;
         r->ctx = &m;
     }
@@ -445,15 +453,16 @@ static int mode_many(void)
     pthread_mutex_unlock(&m.lock);
     const double elapsed = now() - t0;
     uint64_t attempts = 0;
-    for (int i = 0; i < MANY; i++) {
+    for (int i = 0; i < m.n; i++) {
         const stoker__http_req *r = &m.req[i];
         T_EQ_INT(atomic_load(&m.calls[i]), 1);
         if (r->rc != 0)
             T_FAIL("request %d: %d %s", i, r->rc, r->msg);
         T_EQ_INT(r->got, r->length);
-        check_bytes(m.bufs[i], &obj, r->offset, r->length, "many");
+        uint8_t *b = target_bytes(&m.targets[i], r->length);
+        check_bytes(b, &obj, r->offset, r->length, "many");
+        target_close(&m.targets[i], b);
         attempts += r->attempts;
-        free(m.bufs[i]);
     }
     stoker__http_stats s;
     stoker__http_stats_get(m.h, &s);
@@ -477,6 +486,13 @@ static int mode_get(bool expect_ok)
     const uint64_t off = (uint64_t)env_num("STOKER_TEST_HTTP_OFFSET", 0);
     const uint64_t len = (uint64_t)env_num("STOKER_TEST_HTTP_LENGTH", 0);
     const bool to_fd = strcmp(env("STOKER_TEST_HTTP_TARGET", "buf"), "fd") == 0;
+    const double fsize = env_num("STOKER_TEST_HTTP_FSIZE", 0); /* files' size limit: a write
+                                                                   past it fails (EFBIG) */
+    if (fsize > 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        const struct rlimit lim = {(rlim_t)fsize, (rlim_t)fsize};
+        T_OK(setrlimit(RLIMIT_FSIZE, &lim));
+    }
     stoker__http_req r;
     const int rc = get(h, name, off, len, to_fd, 0, &r, true);
     if (expect_ok) {

@@ -12,7 +12,18 @@
  * or back to the timer list for a retry, never sleeping the thread: a retry waits as a due
  * time that bounds curl_multi_poll's wait. Each attempt's reply is checked as it comes: at
  * the end of a final response's headers (the status, the Content-Range, the ETag), then
- * byte by byte (the part of the body that is delivered), then at its end (the bytes due). */
+ * byte by byte (the part of the body that is delivered), then at its end (the bytes due).
+ *
+ * Writers. A body that goes to a file is copied into chunks of WRITE_CHUNK bytes, and
+ * WRITERS threads of the client write them (pwrite), so that the client's thread only
+ * receives: writing fresh pages of a file costs more than receiving them, and one thread
+ * doing both was the limit of a fast link. `wlock` guards the chunks (the free list and the
+ * queue) and each transfer's `writes`, `werr` and `settling`. At most `max_chunks` chunks
+ * exist; when none is free the client's thread writes the bytes itself, so the memory stays
+ * bounded and a slow disk slows the transfers instead of queueing their bodies. A request
+ * whose chunks are still being written when its transfer ends is settled by the writer that
+ * writes the last of them: its done then runs on that writer's thread. A retry waits until
+ * the chunks of the attempt before it are written. */
 #include "remote/http.h"
 #include "common/rng.h"
 
@@ -31,6 +42,10 @@
 #define POLL_MAX_MS 1000     /* the longest wait in curl_multi_poll */
 #define RECV_BUFFER (512L << 10) /* CURLOPT_BUFFERSIZE: libcurl's largest */
 #define ERRBODY_CAP 1024     /* bytes of an error reply's body kept (S3's <Code>) */
+#define WRITE_CHUNK (1u << 20) /* bytes of a body handed to the writers at a time */
+#define WRITE_CHUNKS 32u     /* chunks at most, by default: bodies on their way to files */
+#define WRITERS 2u           /* threads writing the chunks */
+#define WRITES_WAIT 0.001    /* seconds a retry waits again for the attempt before's writes */
 
 /* What an attempt's checks decided before the transfer ended (they abort it). */
 enum verdict {
@@ -41,6 +56,17 @@ enum verdict {
 };
 
 typedef struct xfer xfer;
+
+/* A piece of a body on its way to the request's file: len bytes at file offset `at`. */
+typedef struct wchunk wchunk;
+struct wchunk {
+    wchunk *next; /* in the free list or the queue */
+    xfer *x;
+    uint64_t at;
+    size_t len;
+    uint8_t data[];
+};
+
 struct xfer {
     stoker__http *h;
     stoker__http_req *r;
@@ -66,6 +92,12 @@ struct xfer {
     char errbody[ERRBODY_CAP + 1];
     size_t errlen;
     char errbuf[CURL_ERROR_SIZE];
+    wchunk *fill; /* the chunk being filled (client's thread) */
+    /* ---- under the client's wlock ---- */
+    uint32_t writes; /* chunks queued or being written */
+    int werr;        /* the first failed write's errno (0: none) */
+    bool settling;   /* the transfer is over: the last write settles it with settle_rc */
+    int settle_rc;
 };
 
 typedef struct xlist {
@@ -95,6 +127,15 @@ struct stoker__http {
     uint64_t jitter;
 
     _Atomic uint64_t n_requests, n_bytes, n_retries, n_failures, busy_ns;
+
+    /* the writers (see the top of this file) */
+    pthread_mutex_t wlock;
+    pthread_cond_t wcond;
+    wchunk *wfree, *whead, *wtail; /* free chunks; the queue */
+    uint32_t nchunks, max_chunks;  /* chunks allocated; at most */
+    bool wstop;
+    pthread_t writers[WRITERS];
+    uint32_t nwriters;
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -323,7 +364,76 @@ static void xfer_free(xfer *x)
     stoker__free(x);
 }
 
-/* ---- completion (client's thread) ---- */
+/* ---- the writers ---- */
+
+/* Writes all n bytes at `at`: 0, or the errno of the failure. */
+static int pwrite_full(int fd, const uint8_t *data, size_t n, uint64_t at)
+{
+    while (n > 0) {
+        const ssize_t w = pwrite(fd, data, n, (off_t)at);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? errno : EIO;
+        data += w;
+        n -= (size_t)w;
+        at += (uint64_t)w;
+    }
+    return 0;
+}
+
+/* A free chunk for x's bytes from `at`, or NULL when all `max_chunks` are taken. */
+static wchunk *chunk_take(stoker__http *h, xfer *x, uint64_t at)
+{
+    pthread_mutex_lock(&h->wlock);
+    wchunk *c = h->wfree;
+    if (c)
+        h->wfree = c->next;
+    else if (h->nchunks < h->max_chunks && (c = stoker__malloc(sizeof *c + WRITE_CHUNK)) != NULL)
+        h->nchunks++;
+    pthread_mutex_unlock(&h->wlock);
+    if (c) {
+        c->next = NULL;
+        c->x = x;
+        c->at = at;
+        c->len = 0;
+    }
+    return c;
+}
+
+/* Queues x's chunk in filling for the writers (an empty one goes back). Returns 0, or the
+ * errno of a write of x's that failed: its bytes are not worth receiving any more. */
+static int fill_flush(stoker__http *h, xfer *x)
+{
+    wchunk *c = x->fill;
+    x->fill = NULL;
+    pthread_mutex_lock(&h->wlock);
+    if (c && c->len > 0) {
+        x->writes++;
+        if (h->wtail)
+            h->wtail->next = c;
+        else
+            h->whead = c;
+        h->wtail = c;
+        pthread_cond_signal(&h->wcond);
+    } else if (c) {
+        c->next = h->wfree;
+        h->wfree = c;
+    }
+    const int werr = x->werr;
+    pthread_mutex_unlock(&h->wlock);
+    return werr;
+}
+
+/* Gives x's chunk in filling back unwritten (an attempt that failed). */
+static void fill_drop(stoker__http *h, xfer *x)
+{
+    if (x->fill)
+        x->fill->len = 0;
+    fill_flush(h, x);
+}
+
+/* ---- completion ---- */
 
 /* Ends a request: r's outputs are set (rc and msg by the caller), x is freed, then done. */
 static void complete(stoker__http *h, xfer *x, int rc)
@@ -337,10 +447,70 @@ static void complete(stoker__http *h, xfer *x, int rc)
     r->done(r, r->ctx);
 }
 
+/* Completes x once its bytes are written: a transfer that succeeded fails if a write did. */
+static void finish(stoker__http *h, xfer *x, int rc, int werr)
+{
+    if (rc == 0 && werr != 0)
+        rc = req_fail(x->r, -werr, "writing the body: %s", strerror(werr));
+    complete(h, x, rc);
+}
+
+/* The end of x's last attempt (client's thread): completes it now, or leaves that to the
+ * writer of its last chunk. */
+static void settle(stoker__http *h, xfer *x, int rc)
+{
+    fill_drop(h, x); /* a successful attempt's last chunk was flushed already */
+    pthread_mutex_lock(&h->wlock);
+    const bool later = x->writes > 0;
+    if (later) {
+        x->settling = true;
+        x->settle_rc = rc;
+    }
+    const int werr = x->werr;
+    pthread_mutex_unlock(&h->wlock);
+    if (!later)
+        finish(h, x, rc, werr);
+}
+
+static void *writer_main(void *arg)
+{
+    stoker__http *h = arg;
+    stoker__thread_name("stoker-http-w");
+    pthread_mutex_lock(&h->wlock);
+    for (;;) {
+        wchunk *c = h->whead;
+        if (!c) {
+            if (h->wstop)
+                break;
+            pthread_cond_wait(&h->wcond, &h->wlock);
+            continue;
+        }
+        h->whead = c->next;
+        if (!h->whead)
+            h->wtail = NULL;
+        pthread_mutex_unlock(&h->wlock);
+        xfer *x = c->x;
+        const int e = pwrite_full(x->r->fd, c->data, c->len, c->at);
+        pthread_mutex_lock(&h->wlock);
+        if (e != 0 && x->werr == 0)
+            x->werr = e;
+        c->next = h->wfree;
+        h->wfree = c;
+        if (--x->writes == 0 && x->settling) {
+            const int rc = x->settle_rc, werr = x->werr;
+            pthread_mutex_unlock(&h->wlock);
+            finish(h, x, rc, werr);
+            pthread_mutex_lock(&h->wlock);
+        }
+    }
+    pthread_mutex_unlock(&h->wlock);
+    return NULL;
+}
+
 static void cancel(stoker__http *h, xfer *x)
 {
     req_fail(x->r, -ECANCELED, "canceled (the client was destroyed)");
-    complete(h, x, -ECANCELED);
+    settle(h, x, -ECANCELED);
 }
 
 /* ---- parsing a reply (client's thread, in curl's callbacks) ---- */
@@ -551,7 +721,8 @@ static size_t on_header(char *line, size_t size, size_t n, void *p)
     return len;
 }
 
-/* Writes body bytes at `at` of the target; false with V_FAIL set on failure. */
+/* Delivers body bytes at `at` of the target: copied to the buffer, or to chunks for the
+ * writers (written here when none is free). False with V_FAIL set on failure. */
 static bool deliver(xfer *x, const char *data, size_t n, uint64_t at)
 {
     stoker__http_req *r = x->r;
@@ -565,21 +736,32 @@ static bool deliver(xfer *x, const char *data, size_t n, uint64_t at)
         memcpy(r->buf + at, data, n);
         return true;
     }
+    int e = 0;
     while (n > 0) {
-        const ssize_t w = pwrite(r->fd, data, n, (off_t)at);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            const int e = w < 0 ? errno : EIO;
-            x->fail_rc = req_fail(r, -e, "writing the body: %s", strerror(e));
-            x->verdict = V_FAIL;
-            return false;
+        wchunk *c = x->fill;
+        if (c && (c->len == WRITE_CHUNK || c->at + c->len != at)) {
+            if ((e = fill_flush(x->h, x)) != 0)
+                break;
+            c = NULL;
         }
-        data += w;
-        n -= (size_t)w;
-        at += (uint64_t)w;
+        if (!c)
+            c = x->fill = chunk_take(x->h, x, at);
+        if (!c) { /* every chunk is taken: the writers are behind */
+            e = pwrite_full(r->fd, (const uint8_t *)data, n, at);
+            break;
+        }
+        const size_t take = n < WRITE_CHUNK - c->len ? n : WRITE_CHUNK - c->len;
+        memcpy(c->data + c->len, data, take);
+        c->len += take;
+        data += take;
+        n -= take;
+        at += take;
     }
-    return true;
+    if (e == 0)
+        return true;
+    x->fail_rc = req_fail(r, -e, "writing the body: %s", strerror(e));
+    x->verdict = V_FAIL;
+    return false;
 }
 
 /* CURLOPT_WRITEFUNCTION: body bytes. Those of [keep_from, keep_to) are delivered; an error
@@ -708,6 +890,16 @@ static CURLcode easy_setup(const stoker__http *h, xfer *x, CURL *e)
 static void attempt_start(stoker__http *h, xfer *x)
 {
     stoker__http_req *r = x->r;
+    if (r->attempts > 0) { /* a retry rewrites the file: the attempt before's writes first */
+        pthread_mutex_lock(&h->wlock);
+        const uint32_t writes = x->writes;
+        pthread_mutex_unlock(&h->wlock);
+        if (writes > 0) {
+            x->due = stoker__now() + WRITES_WAIT;
+            timer_insert(h, x);
+            return;
+        }
+    }
     if (r->attempts == 0)
         x->started = stoker__now();
     r->attempts++;
@@ -716,7 +908,7 @@ static void attempt_start(stoker__http *h, xfer *x)
     CURL *e = easy_take(h);
     if (!e) {
         req_fail(r, -ENOMEM, "out of memory for a transfer");
-        complete(h, x, -ENOMEM);
+        settle(h, x, -ENOMEM);
         return;
     }
     const CURLcode c = easy_setup(h, x, e);
@@ -726,7 +918,7 @@ static void attempt_start(stoker__http *h, xfer *x)
         const int rc = c == CURLE_OUT_OF_MEMORY || mc == CURLM_OUT_OF_MEMORY ? -ENOMEM : -EIO;
         req_fail(r, rc, "cannot start the transfer: %s",
                  c != CURLE_OK ? curl_easy_strerror(c) : curl_multi_strerror(mc));
-        complete(h, x, rc);
+        settle(h, x, rc);
         return;
     }
     x->easy = e;
@@ -863,7 +1055,7 @@ static void retry_or_fail(stoker__http *h, xfer *x)
     }
     const int rc = x->timed_out ? -ETIMEDOUT : -EIO;
     req_fail(r, rc, "%s after %u attempts", x->cause, r->attempts);
-    complete(h, x, rc);
+    settle(h, x, rc);
 }
 
 static void attempt_done(stoker__http *h, CURL *e, CURLcode res)
@@ -877,13 +1069,15 @@ static void attempt_done(stoker__http *h, CURL *e, CURLcode res)
     x->easy = NULL;
     const int v = judge(x, res);
     if (v == V_RETRY) {
+        fill_drop(h, x);
         retry_or_fail(h, x);
     } else if (v == V_FAIL) {
-        complete(h, x, x->fail_rc);
+        settle(h, x, x->fail_rc);
     } else {
+        fill_flush(h, x); /* its last bytes (a write's failure is finish's to report) */
         x->r->got = x->got;
         x->r->msg[0] = '\0';
-        complete(h, x, 0);
+        settle(h, x, 0);
     }
 }
 
@@ -1063,7 +1257,10 @@ int stoker__http_create(stoker__http **out, const stoker__http_opts *o, stoker__
     h = stoker__calloc(1, sizeof *h);
     STOKER_RETURN_IF(!h, err, -ENOMEM, "out of memory");
     pthread_mutex_init(&h->lock, NULL);
+    pthread_mutex_init(&h->wlock, NULL);
+    pthread_cond_init(&h->wcond, NULL);
     h->max_transfers = o->max_transfers ? o->max_transfers : 16;
+    h->max_chunks = o->write_chunks ? o->write_chunks : WRITE_CHUNKS;
     h->retries = o->retries ? o->retries : 8;
     h->retry_seconds = o->retry_seconds > 0 ? o->retry_seconds : 60.0;
     h->connect_timeout = o->connect_timeout > 0 ? o->connect_timeout : 10.0;
@@ -1078,6 +1275,11 @@ int stoker__http_create(stoker__http **out, const stoker__http_opts *o, stoker__
     h->multi = curl_multi_init();
     STOKER_FAIL_IF(!h->multi, err, -ENOMEM, "out of memory for libcurl's multi handle");
     curl_multi_setopt(h->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+    for (; h->nwriters < WRITERS; h->nwriters++) {
+        rc = stoker__thread_start(&h->writers[h->nwriters], writer_main, h);
+        STOKER_FAIL_IF(rc != 0, err, -rc, "cannot start the http client's writer thread: %s",
+                       stoker_strerror(-rc));
+    }
     rc = stoker__thread_start(&h->thread, client_main, h);
     STOKER_FAIL_IF(rc != 0, err, -rc, "cannot start the http client's thread: %s",
                    stoker_strerror(-rc));
@@ -1100,6 +1302,17 @@ void stoker__http_destroy(stoker__http *h)
         curl_multi_wakeup(h->multi);
         pthread_join(h->thread, NULL);
     }
+    pthread_mutex_lock(&h->wlock); /* the writers finish what is queued, then stop */
+    h->wstop = true;
+    pthread_cond_broadcast(&h->wcond);
+    pthread_mutex_unlock(&h->wlock);
+    for (uint32_t i = 0; i < h->nwriters; i++)
+        pthread_join(h->writers[i], NULL);
+    while (h->wfree) {
+        wchunk *c = h->wfree;
+        h->wfree = c->next;
+        stoker__free(c);
+    }
     for (uint32_t i = 0; i < h->nidle; i++)
         curl_easy_cleanup(h->idle[i]);
     if (h->multi)
@@ -1114,6 +1327,8 @@ void stoker__http_destroy(stoker__http *h)
     stoker__free(h->session_token);
     stoker__free(h->sigv4);
     pthread_mutex_destroy(&h->lock);
+    pthread_cond_destroy(&h->wcond);
+    pthread_mutex_destroy(&h->wlock);
     stoker__free(h);
 }
 

@@ -29,6 +29,8 @@ typedef struct stoker__http stoker__http;
 /* Settings; a zero field takes the default in brackets. */
 typedef struct stoker__http_opts {
     uint32_t max_transfers;  /* in flight at once [16] */
+    uint32_t write_chunks;   /* chunks of 1 MiB at most on their way to files [32]; fewer
+                                only to test the client's writing them itself */
     uint32_t retries;        /* attempts after the first, per request [8] */
     double retry_seconds;    /* most time one request may spend retrying [60] */
     double connect_timeout;  /* seconds to connect [10] */
@@ -53,12 +55,14 @@ struct stoker__http_req {
     uint64_t length;     /* 0: the whole object */
     const char *if_match; /* an ETag the object must still have (sent as If-Match; a 412, or
                              a reply with another ETag, fails at once with -ESTALE); NULL */
-    int fd;              /* the body goes to this file at file offset 0 (pwrite, so any
-                            attempt rewrites it from the start); -1: to buf */
+    int fd;              /* the body goes to this file at file offset 0 (pwrite, by the
+                            client's writer threads, so any attempt rewrites it from the
+                            start, once the attempt before's writes are done); -1: to buf */
     uint8_t *buf;        /* else the body goes here, at most `cap` bytes (a longer body
                             fails with STOKER_E_LIMIT) */
     size_t cap;
-    void (*done)(stoker__http_req *r, void *ctx); /* on the client's thread, once */
+    void (*done)(stoker__http_req *r, void *ctx); /* once: on the client's thread, or a
+                            writer's (a request to a file whose last bytes it wrote) */
     void *ctx;
 
     /* ---- out (valid in done) ---- */
@@ -84,19 +88,19 @@ typedef struct stoker__http_stats {
     uint64_t busy_ns;    /* time with at least one transfer in flight */
 } stoker__http_stats;
 
-/* Creates a client and starts its thread ("stoker-http"). o may be NULL (all defaults).
- * 0; STOKER_E_INVALID (a negative time, a header that is not "Name: value"), -ENOMEM, -EIO
- * (libcurl's initialisation failed) or a thread's start failure, with *out NULL and err
- * set. */
+/* Creates a client and starts its thread ("stoker-http") and its writers ("stoker-http-w").
+ * o may be NULL (all defaults). 0; STOKER_E_INVALID (a negative time, a header that is not
+ * "Name: value"), -ENOMEM, -EIO (libcurl's initialisation failed) or a thread's start
+ * failure, with *out NULL and err set. */
 int stoker__http_create(stoker__http **out, const stoker__http_opts *o, stoker__err *err);
 /* Fails what is queued, in flight or waiting to retry with -ECANCELED (each `done` is called,
- * on the client's thread) and joins; NULL is a no-op. Not concurrently with another call on
- * h, nor from a `done` callback. */
+ * on the client's thread or a writer's) and joins the threads; NULL is a no-op. Not
+ * concurrently with another call on h, nor from a `done` callback. */
 void stoker__http_destroy(stoker__http *h);
-/* Queues r (any thread, and from a `done` callback); its done runs once, on the client's
- * thread; r and the strings it points to stay untouched and alive until then. 0, or
- * -ENOMEM / STOKER_E_INVALID (a URL it cannot take, an s3:// URL without credentials, no
- * target or a range longer than buf: r->msg says why; done is then not called). */
+/* Queues r (any thread, and from a `done` callback); its done runs once (see `done`); r and
+ * the strings it points to stay untouched and alive until then. 0, or -ENOMEM /
+ * STOKER_E_INVALID (a URL it cannot take, an s3:// URL without credentials, no target or a
+ * range longer than buf: r->msg says why; done is then not called). */
 int stoker__http_submit(stoker__http *h, stoker__http_req *r);
 /* Submits r and waits for it (done and ctx are the client's own here). Returns r->rc, or
  * submit's refusal. Any thread but the client's own (never from a `done` callback). */

@@ -19,8 +19,8 @@
  * evicted, by any process) until no batch the workers may still read needs it.
  *
  * Locking: one mutex (mu) guards the blocks' states, the window and the pins; the client's
- * thread takes it to publish a finished block, never while the client's own lock is held
- * by this side (requests are submitted after mu is released). */
+ * thread (or one of its writers) takes it to publish a finished block, never while the
+ * client's own locks are held by this side (requests are submitted after mu is released). */
 #include "common/config.h"
 #include "format/manifest.h"
 #include "source/shard_rec.h"
@@ -209,7 +209,7 @@ static void submit(remote *r, pending *p)
     }
 }
 
-/* The client finished a block's transfer (its thread). */
+/* The client finished a block's transfer (its thread, or a writer's). */
 static void fetched(stoker__http_req *req, void *ctx)
 {
     pending *p = ctx;

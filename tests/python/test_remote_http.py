@@ -149,6 +149,26 @@ def test_many_concurrent(serve, root):
     assert res["elapsed"] < 3.5, res  # room for a slow machine, still under 4 s
 
 
+@pytest.mark.parametrize("chunks", [0, 1])
+def test_many_to_files(serve, root, chunks):
+    """50 ranges of up to the whole object written to files, 8 in flight: the client's
+    writers take the bodies in chunks of 1 MiB; with one chunk (for 8 bodies in flight)
+    the client's thread writes most bytes itself. Every byte lands where it belongs."""
+    srv = serve()
+    res, _, _ = run(srv, root, "many", target="fd", write_chunks=chunks)
+    assert srv.requests == res["requests"] == 50
+    assert res["retries"] == 0
+
+
+def test_write_fails(serve, root):
+    """A body that cannot be written (a write past the process's file size limit) fails the
+    request with the write's error, after one attempt: a full disk is no network fault."""
+    srv = serve()
+    res, _, _ = run(srv, root, "fail", offset=0, length=SIZE, target="fd", fsize=300000,
+                    expect="EFBIG", expect_msg="writing the body: File too large")
+    assert res["attempts"] == 1 and res["failures"] == 1
+
+
 # ---- faults a new attempt cures
 
 CURED = [
