@@ -27,8 +27,9 @@ a --warmup is given after `--`): the first batch of a shuffled epoch waits for m
 and a run that left it untimed would count the blocks fetched meanwhile as free.
 
 For the remote runs it also prints the CPU seconds of stoker's HTTP client thread
-("stoker-http", which drives every transfer and writes the blocks to the cache), sampled
-from /proc while the run lasts: near the run's own seconds, that one thread is the limit.
+("stoker-http", which drives every transfer) and of the client's writers ("stoker-http-w",
+which write the blocks to the cache), sampled from /proc while the run lasts: near the
+run's own seconds, that one thread is the limit.
 """
 import argparse
 import json
@@ -81,16 +82,18 @@ def thread_cpu(pid, name):
 
 def bench(build, target, epochs, extra, env):
     """stoker-bench's JSON report, with the process's peak resident set (max_rss_mib) and
-    the CPU seconds of its HTTP client thread (http_cpu_s, sampled until it exits)."""
+    the CPU seconds of its HTTP client thread and of the client's writers (http_cpu_s,
+    writers_cpu_s, sampled until it exits)."""
     cmd = [os.path.join(build, "stoker-bench"), target, "--epochs", str(epochs), "--json"]
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(cmd + extra, stdout=out, stderr=err, env=env)
-        http_cpu = 0.0
+        http_cpu = writers_cpu = 0.0
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
             http_cpu = max(http_cpu, thread_cpu(proc.pid, "stoker-http"))
+            writers_cpu = max(writers_cpu, thread_cpu(proc.pid, "stoker-http-w"))
             time.sleep(0.05)
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
@@ -100,6 +103,7 @@ def bench(build, target, epochs, extra, env):
         r = json.load(out)
     r["max_rss_mib"] = usage.ru_maxrss / 1024.0  # KiB on Linux
     r["http_cpu_s"] = http_cpu
+    r["writers_cpu_s"] = writers_cpu
     return r
 
 
@@ -165,16 +169,17 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
     print("latency %d ms per request, %d epoch(s) a run, stoker-bench flags: %s"
           % (a.latency_ms, a.epochs, " ".join(extra) or "(defaults)"))
-    print("%-4s %-7s %10s %7s %9s %12s %10s %9s %16s" % (
+    print("%-4s %-7s %10s %7s %9s %12s %10s %9s %24s" % (
         "rep", "run", "img/s", "x local", "requests", "MiB/request", "fetch wait", "max RSS",
-        "http thread CPU"))
+        "CPU: http thread, writers"))
     for rep, name, r, local in rows:
         rate = r["records_per_sec"]
         reqs = r.get("remote_requests", 0)
         per = r.get("remote_bytes", 0) / reqs / 2**20 if reqs else 0
-        cpu = ("%.2fs of %.2fs" % (r["http_cpu_s"], r.get("seconds", 0))
+        cpu = ("%.2fs, %.2fs of %.2fs" % (r["http_cpu_s"], r["writers_cpu_s"],
+                                         r.get("seconds", 0))
                if name != "local" else "-")
-        print("%-4d %-7s %10.0f %7.3f %9d %12.2f %9.2fs %6.0f MiB %16s" % (
+        print("%-4d %-7s %10.0f %7.3f %9d %12.2f %9.2fs %6.0f MiB %24s" % (
             rep, name, rate, rate / local["records_per_sec"], reqs, per,
             r.get("fetch_wait_seconds", 0), r["max_rss_mib"], cpu))
     for c in ceilings:
