@@ -20,7 +20,9 @@
  *
  * Locking: one mutex (mu) guards the blocks' states, the window and the pins; the client's
  * thread (or one of its writers) takes it to publish a finished block, never while the
- * client's own locks are held by this side (requests are submitted after mu is released). */
+ * client's own locks are held by this side (requests are submitted after mu is released).
+ * A reader holds a ready block without it (hold_block, try_unpin): records read from the
+ * cache would otherwise all pass through that one lock, twice each. */
 #include "common/config.h"
 #include "format/manifest.h"
 #include "source/shard_rec.h"
@@ -39,14 +41,15 @@
 #define OPEN_PARALLEL 64u /* requests queued at once while opening */
 #define FAIL_HOLD_NS 1000000000ull /* a failed block fails its readers this long */
 
-enum { B_NONE = 0, B_FETCHING, B_BUSY, B_READY, B_FAILED };
+/* B_DROPPING: being unpinned (try_unpin), seen only by readers without the lock */
+enum { B_NONE = 0, B_FETCHING, B_BUSY, B_READY, B_FAILED, B_DROPPING };
 
 typedef struct rblock {
     int fd;          /* the block file, pinned (B_READY) */
-    uint8_t st;
+    _Atomic uint8_t st;     /* changed under mu; read by readers without it (hold_block) */
     bool listed;     /* in r->pinned */
-    uint32_t users;  /* readers between their wait and their pread */
-    uint64_t need;   /* the last batch seq the read-ahead found needing it, + 1 */
+    _Atomic uint32_t users; /* readers between their hold and their pread */
+    _Atomic uint64_t need; /* the last batch seq the read-ahead found needing it, + 1 */
     int rc;          /* B_FAILED */
     uint64_t failed_at; /* when it failed: readers get the failure for FAIL_HOLD_NS, then
                            a reader asks again */
@@ -98,7 +101,8 @@ typedef struct remote {
     uint64_t scan;         /* the batch seq the read-ahead looks at */
     uint64_t scan_j;       /* ... and the record within it */
     uint64_t scan_n;       /* that batch's records (0: not drawn yet) */
-    uint64_t done;         /* the workers began batch `done` */
+    _Atomic uint64_t done; /* the workers began batch `done` (need and done are written
+                              under mu, read by drop_block without it) */
     uint64_t pinned_bytes; /* of blocks started and not yet unpinned (window's measure) */
     int64_t *ids;
     uint64_t busy_blocks;  /* blocks in B_BUSY (the read-ahead polls them) */
@@ -249,6 +253,25 @@ static void unpin(remote *r, rshard *sh, uint64_t b)
     r->pinned_bytes -= block_bytes(r, sh, b);
 }
 
+/* Unpins block b when it is ready and no reader holds it (mu held). Readers hold a ready
+ * block without mu: a reader adds itself to `users`, then reads the state; this sets the
+ * state, then reads `users` (both sequentially consistent), so one of the two sees the
+ * other: either the reader sees B_DROPPING and takes the slow way, or this sees the reader
+ * and leaves the block pinned. */
+static bool try_unpin(remote *r, rshard *sh, uint64_t b)
+{
+    rblock *k = &sh->blocks[b];
+    if (k->st != B_READY || k->users != 0)
+        return false;
+    k->st = B_DROPPING;
+    if (k->users != 0) {
+        k->st = B_READY;
+        return false;
+    }
+    unpin(r, sh, b);
+    return true;
+}
+
 /* Unpins every block no batch from `done` on needs and no reader holds (mu held). */
 static void unpin_passed(remote *r)
 {
@@ -259,10 +282,8 @@ static void unpin_passed(remote *r)
         rblock *k = &sh->blocks[b];
         if (!k->listed)
             continue; /* unpinned since (a stale entry) */
-        if (k->st == B_READY && k->users == 0 && k->need <= r->done) {
-            unpin(r, sh, b);
+        if (k->need <= r->done && try_unpin(r, sh, b))
             continue;
-        }
         r->pinned[kept++] = r->pinned[i];
     }
     r->npinned = kept;
@@ -277,20 +298,35 @@ static bool window_room(const remote *r)
     return r->pinned_bytes < r->window || (r->scan <= r->done && r->pinned_bytes < r->now_max);
 }
 
-/* Starts the blocks the read-ahead's next records need, record by record, until the
- * window is full; false when the order has no batch `scan`. mu held; it is released
- * around the submissions. */
-static bool scan_some(remote *r)
+enum { SCAN_ON, SCAN_FULL, SCAN_END };
+
+/* Walks the read-ahead's next records: each block they need is marked needed by their
+ * batch, and started when it is not, until the window is full. A block already pinned
+ * takes no room, so the walk goes on past a full window over pinned blocks, and they stay
+ * pinned while a batch ahead needs them, instead of being unpinned and pinned again batch
+ * after batch (a shuffled batch needs most blocks of a data set); but not once the blocks
+ * pinned pass what the oldest batch may pin (now_max) and the window: the workers' own asks
+ * pin blocks beyond both, which must go once read. SCAN_ON: it moved on; SCAN_FULL: a
+ * block must wait for room; SCAN_END: the order has no batch `scan`. mu held; it is
+ * released around the submissions. */
+static int scan_some(remote *r)
 {
     if (r->scan < r->done) { /* batches read already: their blocks are needed no more */
         r->scan = r->done;
         r->scan_j = r->scan_n = 0;
     }
     if (r->scan_n == 0 && (r->scan_n = r->fut.batch(r->fut.ctx, r->scan, r->ids)) == 0)
-        return false;
+        return SCAN_END;
     pending *todo[64];
     uint32_t ntodo = 0;
-    for (; r->scan_j < r->scan_n && window_room(r); r->scan_j++) {
+    const uint64_t j0 = r->scan_j;
+    const uint64_t pass_max = r->now_max > r->window ? r->now_max : r->window;
+    bool full = false;
+    for (; r->scan_j < r->scan_n && !full; r->scan_j++) {
+        if (r->pinned_bytes > pass_max) { /* workers' own asks pinned the rest */
+            full = true;
+            break;
+        }
         const uint64_t id = (uint64_t)r->ids[r->scan_j];
         if (id >= r->first[r->n])
             continue;
@@ -305,6 +341,10 @@ static bool scan_some(remote *r)
             k->need = r->scan + 1 > k->need ? r->scan + 1 : k->need;
             if (k->st != B_NONE)
                 continue;
+            if (!window_room(r)) {
+                full = true; /* this record again, once there is room */
+                break;
+            }
             pending *p = NULL;
             start_block(r, i, b, &p);
             if (p)
@@ -317,7 +357,10 @@ static bool scan_some(remote *r)
                 pthread_mutex_lock(&r->mu);
             }
         }
+        if (full)
+            break;
     }
+    const bool moved = r->scan_j > j0 || r->scan_j == r->scan_n;
     if (r->scan_j == r->scan_n) {
         r->scan++;
         r->scan_j = r->scan_n = 0;
@@ -326,7 +369,7 @@ static bool scan_some(remote *r)
     for (uint32_t t = 0; t < ntodo; t++)
         submit(r, todo[t]);
     pthread_mutex_lock(&r->mu);
-    return true;
+    return moved ? SCAN_ON : SCAN_FULL;
 }
 
 /* Looks again at blocks another process was fetching (mu held). */
@@ -353,10 +396,10 @@ static void *ahead_main(void *arg)
     while (!r->stop) {
         if (r->busy_blocks > 0)
             poll_busy(r);
-        const bool room = r->following && window_room(r) && r->scan < r->done + LOOK;
-        if (room && scan_some(r))
+        const int s = r->following && r->scan < r->done + LOOK ? scan_some(r) : SCAN_FULL;
+        if (s == SCAN_ON)
             continue;
-        if (room) /* the order has no more batches */
+        if (s == SCAN_END) /* the order has no more batches */
             r->following = false;
         stoker__timed_wait(&r->cond, &r->mu); /* B_BUSY blocks are looked at again */
     }
@@ -434,6 +477,10 @@ static int remote_locate(const stoker_dataset *ds, int64_t id, stoker__recloc *l
 static int hold_block(remote *r, int32_t i, uint64_t b, stoker__err *err)
 {
     rblock *k = &r->shards[i].blocks[b];
+    k->users++; /* a ready block: held without mu (try_unpin) */
+    if (k->st == B_READY)
+        return 0;
+    k->users--;
     uint64_t t0 = 0;
     pthread_mutex_lock(&r->mu);
     for (;;) {
@@ -479,13 +526,17 @@ static int hold_block(remote *r, int32_t i, uint64_t b, stoker__err *err)
 }
 
 /* A read of the block is over: the block goes at once when no batch still to read needs
- * it (reads outside a loader's order, a batch's last record in it). */
+ * it (reads outside a loader's order, a batch's last record in it). One a batch ahead
+ * needs stays, without mu taken here (every record read from the cache passes): the
+ * loader's progress unpins it once no batch needs it. */
 static void drop_block(remote *r, int32_t i, uint64_t b)
 {
-    pthread_mutex_lock(&r->mu);
     rblock *k = &r->shards[i].blocks[b];
-    if (--k->users == 0 && k->st == B_READY && k->need <= r->done)
-        unpin(r, &r->shards[i], b);
+    if (--k->users > 0 || k->need > r->done)
+        return;
+    pthread_mutex_lock(&r->mu);
+    if (k->need <= r->done)
+        try_unpin(r, &r->shards[i], b);
     pthread_mutex_unlock(&r->mu);
 }
 
