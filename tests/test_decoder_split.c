@@ -417,7 +417,8 @@ static void consume(job *j, stoker__split *s, double busy_scale)
 static void job_start(job *j, stoker__split *s)
 {
     /* as the GPU stage sets them */
-    const stoker__split_config cfg = {.ahead = 0.75 * j->depth, .low = 0.35 * j->depth};
+    const stoker__split_config cfg = {
+        .ahead = 0.75 * j->depth, .low = 0.35 * j->depth, .slack = 0.5 * j->depth};
     stoker__split_init(s, &cfg, true);
 }
 
@@ -631,6 +632,75 @@ static void check_running_dry(void)
     T_ASSERT(fabs(stoker__split_share(&s) - 0.05) < 1e-9);
 }
 
+/* Idle workers take records back: with the consumer not waiting, the workers under
+ * busy_slack and half the ring ready, or batches queued for the GPU, the share falls by
+ * step_down a period (not while the workers are busy, nor with few batches ready and none
+ * queued for the GPU); a ring running dry because its batches wait for the GPU is no cue to
+ * give the GPU more. */
+static void check_slack(void)
+{
+    const stoker__split_config cfg = {.ahead = 8, .low = 4, .slack = 5.5};
+    stoker__split s;
+    stoker__split_init(&s, &cfg, true);
+    const stoker__split_period hungry = {.seconds = 1, .waited = 0.5, .busy = 1};
+    for (int i = 0; i < 3; i++) /* rises of 0.05, 0.10, 0.20 */
+        stoker__split_consumed(&s, &hungry);
+    T_ASSERT(fabs(stoker__split_share(&s) - 0.35) < 1e-9);
+    stoker__split_period p = {.seconds = 1, .ahead = 7.5, .busy = 0.6};
+    stoker__split_consumed(&s, &p); /* below `ahead` (8): the dead band held it before */
+    T_ASSERT(fabs(stoker__split_share(&s) - 0.33) < 1e-9);
+    char why[200];
+    stoker__split_describe(&s, why, sizeof why);
+    printf("slack: %s\n", why);
+    T_CONTAINS(why, "the workers 60% busy: the CPU takes more back, the GPU 33%");
+    p.busy = 0.9; /* the workers are busy: the share holds */
+    stoker__split_consumed(&s, &p);
+    T_ASSERT(fabs(stoker__split_share(&s) - 0.33) < 1e-9);
+    p.busy = 0.6;
+    p.ahead = 4.5; /* few batches ready, none held by the GPU: it holds */
+    stoker__split_consumed(&s, &p);
+    T_ASSERT(fabs(stoker__split_share(&s) - 0.33) < 1e-9);
+    p.waited = 0.1; /* the consumer waited: no fall */
+    p.ahead = 7.5;
+    stoker__split_consumed(&s, &p);
+    T_ASSERT(stoker__split_share(&s) >= 0.33 - 1e-9);
+    /* the ring runs dry, its batches held by the GPU, the workers idle: less, not more */
+    const double before = stoker__split_share(&s);
+    p = (stoker__split_period){.seconds = 1, .ahead = 1, .busy = 0.6, .gpu_queued = 2};
+    stoker__split_consumed(&s, &p);
+    p.ahead = 0.5;
+    stoker__split_consumed(&s, &p);
+    T_ASSERT(fabs(stoker__split_share(&s) - (before - 0.04)) < 1e-9);
+    /* ... and with the workers busy, the dry ring's rule does not fire either */
+    p.busy = 0.95;
+    p.ahead = 0.25;
+    stoker__split_consumed(&s, &p);
+    T_ASSERT(fabs(stoker__split_share(&s) - (before - 0.04)) < 1e-9);
+
+    /* a job the share rose too far for (as a training job's first waits send it) comes back
+     * to its band: ResNet-18-like at 224 px beside a GPU that keeps up with half the images,
+     * its part ready 60 ms late, so that 7-8 batches are ready at the consumer's calls:
+     * under the three-quarters of the ring at which the share used to fall */
+    job j = {.cpu_rate = 9600, .gpu_rate = 10000, .gpu_latency = 0.06, .step_s = 256 / 13200.0,
+             .slowdown = 0.13, .noise = 0.2, .records = 256, .depth = 11, .seed = 15};
+    double best;
+    const double best_x = best_share(&j, &best);
+    job_start(&j, &s);
+    for (int i = 0; i < 4; i++)
+        stoker__split_consumed(&s, &hungry);
+    const double high = stoker__split_share(&s);
+    double lo, hi, rate, wait;
+    job_run(&j, &s, 20, 10, 1, &lo, &hi, &rate, &wait);
+    stoker__split_describe(&s, why, sizeof why);
+    printf("share risen to %.2f: best %.3f (%.0f img/s); after 10 s share %.3f..%.3f, %.0f "
+           "img/s, waited %.2f%%; %s\n", high, best_x, best * j.records, lo, hi,
+           rate * j.records, 100 * wait, why);
+    T_ASSERT(high > 0.5);
+    T_ASSERT(hi < best_x + 0.15);
+    T_ASSERT(rate > 0.97 * best);
+    T_ASSERT(wait < 0.01);
+}
+
 int main(void)
 {
     check_converges();
@@ -644,5 +714,6 @@ int main(void)
     check_not_cpu_bound();
     check_gpu_behind();
     check_running_dry();
+    check_slack();
     return 0;
 }

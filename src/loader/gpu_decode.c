@@ -378,8 +378,10 @@ int stoker__gdec_start(stoker__gdec *gd, stoker__ring *ring, stoker__err *err)
 {
     gd->ring = ring;
     /* ahead of the consumer: the ring three-quarters full at its calls, where producers are
-     * held back by it; running dry: about a third of it, and falling (split.h) */
-    const stoker__split_config cfg = {.ahead = 0.75 * ring->depth, .low = 0.35 * ring->depth};
+     * held back by it; half of it with idle workers; running dry: about a third of it, and
+     * falling (split.h) */
+    const stoker__split_config cfg = {
+        .ahead = 0.75 * ring->depth, .low = 0.35 * ring->depth, .slack = 0.5 * ring->depth};
     stoker__split_init(&gd->split, &cfg, true);
     if (gd->emulated)
         return start_on_device(gd, err);

@@ -18,6 +18,7 @@
 #define MAX_RISE_DOUBLINGS 2 /* rises in a row may reach 4 times step_max */
 #define DEFAULT_STEP_DOWN 0.02
 #define DEFAULT_GPU_BEHIND 1.0
+#define DEFAULT_BUSY_SLACK 0.85
 #define MAX_WAIT_DOUBLINGS 6 /* a fallback lasts at most 64 times retry_after batches */
 
 static double clamp(double v, double lo, double hi)
@@ -49,6 +50,7 @@ void stoker__split_init(stoker__split *s, const stoker__split_config *cfg, bool 
     c->step_max = or_default(c->step_max, c->step_min, 1, fmax(DEFAULT_STEP_MAX, c->step_min));
     c->step_down = or_default(c->step_down, 0, 1, DEFAULT_STEP_DOWN);
     c->gpu_behind = or_default(c->gpu_behind, 0, 1e9, DEFAULT_GPU_BEHIND);
+    c->busy_slack = or_default(c->busy_slack, 0, 1, DEFAULT_BUSY_SLACK);
     s->gpu = gpu;
     s->share = 0;
     s->cap = gpu ? 1 - c->floor : 0;
@@ -163,10 +165,17 @@ double stoker__split_consumed(stoker__split *s, const stoker__split_period *p)
         rise(s, s->share + clamp(c->gain * waited / ep, c->step_min, most), STOKER__SPLIT_MORE);
         s->rises = rises < MAX_RISE_DOUBLINGS ? rises + 1 : rises;
     } else if (c->low > 0 && p->ahead < c->low && p->ahead <= ahead_before &&
-               p->busy >= c->busy_high) {
+               p->busy >= c->busy_high && p->gpu_queued < c->gpu_behind) {
         /* the consumer did not wait, but the ring runs dry while the workers are busy: the
          * GPU takes a little more before it does */
         rise(s, s->share + c->step_min, STOKER__SPLIT_DRY);
+    } else if (waited < c->wait_low && s->share > 0 && p->busy < c->busy_slack &&
+               ((c->slack > 0 && p->ahead >= c->slack) || p->gpu_queued >= c->gpu_behind)) {
+        /* idle workers, and batches ahead or held by the GPU: the CPU takes records back */
+        s->share -= c->step_down;
+        if (s->share < c->floor)
+            s->share = 0;
+        s->reason = STOKER__SPLIT_SLACK;
     } else if (waited < c->wait_low && p->ahead >= c->ahead) {
         s->share -= c->step_down;
         if (s->share < c->floor) /* below the floor the GPU would be measured poorly */
@@ -226,6 +235,11 @@ void stoker__split_describe(const stoker__split *s, char *buf, size_t cap)
     case STOKER__SPLIT_LESS:
         snprintf(buf, cap, "%.1f batches ready at the consumer's calls, waited %.1f%%: %s",
                  ahead, waited, s->share > 0 ? "the GPU takes less" : "the CPU decodes alone");
+        break;
+    case STOKER__SPLIT_SLACK:
+        snprintf(buf, cap, "%.1f batches ready at the consumer's calls and %.1f queued for the "
+                 "GPU, the workers %.0f%% busy: the CPU takes more back, the GPU %.0f%%",
+                 ahead, s->last.gpu_queued, busy, share);
         break;
     case STOKER__SPLIT_GPU_BEHIND:
         snprintf(buf, cap, "the consumer waited %.1f%% of its time with %.1f batches queued for "

@@ -17,11 +17,18 @@
  *   quarter to a half of its images from the GPU within a second or two, not a rise of 0.05
  *   every period);
  *   it did not wait, but fewer batches were ready at its calls than `low` and than at the
- *   period before, with the workers busy: the ring runs dry, and the GPU takes step_min more
- *   before the consumer waits (the waits that come with each batch the GPU's part holds back
- *   are what a training step loses);
+ *   period before, with the workers busy and no batch queued for the GPU: the ring runs dry,
+ *   and the GPU takes step_min more before the consumer waits (the waits that come with each
+ *   batch the GPU's part holds back are what a training step loses);
  *   it waited less than wait_low, with `ahead` or more batches ready at its calls: the
  *   producers outrun it, and the GPU takes step_down less (down to 0: the CPU alone);
+ *   it waited less than wait_low with the workers short of saturated (busy under
+ *   busy_slack), and `slack` or more batches ready at its calls or batches queued for the
+ *   GPU (gpu_behind): the CPU has room for more of the work, and the GPU takes step_down
+ *   less (each image it decodes costs the consumer's step; the workers' idle time costs
+ *   nothing). Without it a share that rose while a training job started (its first slow
+ *   steps, then its waits) held at twice what the job needed, in the dead band, with the
+ *   workers half idle;
  *   anything between: the share holds (a dead band, so a steady job settles and stays).
  *
  * A consumer that never waits on the CPU alone keeps a share of 0; the share is at most
@@ -71,6 +78,10 @@ typedef struct stoker__split_config {
                              the workers busy the GPU takes step_min more (0: never) */
     double gpu_behind;    /* batches waiting for the GPU decode stage at the consumer's calls,
                              on average, at which the GPU is the slower side (0: 1) */
+    double slack;         /* batches ready at the consumer's calls, on average, at which idle
+                             workers take records back from the GPU (0: never) */
+    double busy_slack;    /* the workers' busy share under which they are idle enough for
+                             that (0: 0.85; saturated workers show 0.95-1.0) */
 } stoker__split_config;
 
 /* What one batch measured. Busy time is the wall time a side needed for its records of the
@@ -104,7 +115,8 @@ enum {
     STOKER__SPLIT_LESS,      /* batches ahead of the consumer: the GPU took less */
     STOKER__SPLIT_FALLBACK,  /* GPU failures: the CPU alone for a while */
     STOKER__SPLIT_GPU_BEHIND, /* the consumer waited with batches queued for the GPU: less */
-    STOKER__SPLIT_DRY         /* the ring runs dry with the workers busy: the GPU took more */
+    STOKER__SPLIT_DRY,        /* the ring runs dry with the workers busy: the GPU took more */
+    STOKER__SPLIT_SLACK       /* batches ahead, or held by the GPU, with idle workers: less */
 };
 
 typedef struct stoker__split {
