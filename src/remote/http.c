@@ -16,8 +16,8 @@
  *
  * Writers. A body that goes to a file is copied into chunks of WRITE_CHUNK bytes, and
  * WRITERS threads of the client write them (pwrite), so that the client's thread only
- * receives: writing fresh pages of a file costs more than receiving them, and one thread
- * doing both was the limit of a fast link. `wlock` guards the chunks (the free list and the
+ * receives: one thread receiving and writing every block was the limit of a fast link
+ * (docs/REMOTE.md). `wlock` guards the chunks (the free list and the
  * queue) and each transfer's `writes`, `werr` and `settling`. At most `max_chunks` chunks
  * exist; when none is free the client's thread writes the bytes itself, so the memory stays
  * bounded and a slow disk slows the transfers instead of queueing their bodies. A request
