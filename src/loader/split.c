@@ -129,6 +129,16 @@ double stoker__split_update(stoker__split *s, const stoker__split_batch *b)
     return s->share;
 }
 
+/* The share down by step_down (below the floor, where the GPU would be measured poorly:
+ * none). */
+static void fall(stoker__split *s, int32_t reason)
+{
+    s->share -= s->cfg.step_down;
+    if (s->share < s->cfg.floor)
+        s->share = 0;
+    s->reason = reason;
+}
+
 /* The share up to `want`, never below the floor nor above 1 - floor, never down. */
 static void rise(stoker__split *s, double want, int32_t reason)
 {
@@ -149,10 +159,7 @@ double stoker__split_consumed(stoker__split *s, const stoker__split_period *p)
     s->rises = 0; /* unless this is a rise too */
     if (waited > c->wait_high && p->gpu_queued >= c->gpu_behind) {
         /* batches wait for the GPU, not for the workers: past its capacity */
-        s->share -= c->step_down;
-        if (s->share < c->floor)
-            s->share = 0;
-        s->reason = STOKER__SPLIT_GPU_BEHIND;
+        fall(s, STOKER__SPLIT_GPU_BEHIND);
     } else if (waited > c->wait_high) {
         if (p->busy < c->busy_high) {
             s->reason = STOKER__SPLIT_NOT_CPU;
@@ -172,15 +179,9 @@ double stoker__split_consumed(stoker__split *s, const stoker__split_period *p)
     } else if (waited < c->wait_low && s->share > 0 && p->busy < c->busy_slack &&
                ((c->slack > 0 && p->ahead >= c->slack) || p->gpu_queued >= c->gpu_behind)) {
         /* idle workers, and batches ahead or held by the GPU: the CPU takes records back */
-        s->share -= c->step_down;
-        if (s->share < c->floor)
-            s->share = 0;
-        s->reason = STOKER__SPLIT_SLACK;
+        fall(s, STOKER__SPLIT_SLACK);
     } else if (waited < c->wait_low && p->ahead >= c->ahead) {
-        s->share -= c->step_down;
-        if (s->share < c->floor) /* below the floor the GPU would be measured poorly */
-            s->share = 0;
-        s->reason = STOKER__SPLIT_LESS;
+        fall(s, STOKER__SPLIT_LESS);
     } else if (s->reason != STOKER__SPLIT_START || s->share > 0) {
         s->reason = STOKER__SPLIT_HOLD;
     }

@@ -447,11 +447,17 @@ static void complete(stoker__http *h, xfer *x, int rc)
     r->done(r, r->ctx);
 }
 
+/* A write of r's body failed with errno e: r's message; returns -e. */
+static int write_failed(stoker__http_req *r, int e)
+{
+    return req_fail(r, -e, "writing the body: %s", strerror(e));
+}
+
 /* Completes x once its bytes are written: a transfer that succeeded fails if a write did. */
 static void finish(stoker__http *h, xfer *x, int rc, int werr)
 {
     if (rc == 0 && werr != 0)
-        rc = req_fail(x->r, -werr, "writing the body: %s", strerror(werr));
+        rc = write_failed(x->r, werr);
     complete(h, x, rc);
 }
 
@@ -759,7 +765,7 @@ static bool deliver(xfer *x, const char *data, size_t n, uint64_t at)
     }
     if (e == 0)
         return true;
-    x->fail_rc = req_fail(r, -e, "writing the body: %s", strerror(e));
+    x->fail_rc = write_failed(r, e);
     x->verdict = V_FAIL;
     return false;
 }
@@ -853,8 +859,8 @@ static CURLcode easy_setup(const stoker__http *h, xfer *x, CURL *e)
     SET(CURLOPT_HEADERDATA, x);
     SET(CURLOPT_WRITEFUNCTION, on_body);
     SET(CURLOPT_WRITEDATA, x);
-    /* one thread receives every transfer and writes the blocks to the cache: larger reads,
-     * fewer calls per byte (libcurl's default is 16 KiB a read and a write callback) */
+    /* one thread receives every transfer: larger reads, fewer calls per byte (libcurl's
+     * default is 16 KiB a read and a write callback) */
     SET(CURLOPT_BUFFERSIZE, RECV_BUFFER);
     SET(CURLOPT_HTTPHEADER, x->hdrs);
     if (r->head)

@@ -322,7 +322,7 @@ static int scan_some(remote *r)
     const uint64_t j0 = r->scan_j;
     const uint64_t pass_max = r->now_max > r->window ? r->now_max : r->window;
     bool full = false;
-    for (; r->scan_j < r->scan_n && !full; r->scan_j++) {
+    for (; r->scan_j < r->scan_n; r->scan_j++) {
         if (r->pinned_bytes > pass_max) { /* workers' own asks pinned the rest */
             full = true;
             break;
