@@ -157,6 +157,34 @@ static void check_refused(const char *mixed)
     stoker__gdec_emulate(STOKER__GDEC_REAL);
 }
 
+/* STOKER_GPU_SHARE fixes auto's share as the test hook does (the note says which), and a
+ * value out of (0, 1] is ignored: the split decides again. */
+static void check_share_env(const char *mixed)
+{
+    stoker__gdec_emulate(STOKER__GDEC_REFUSE);
+    setenv("STOKER_GPU_SHARE", "0.5", 1);
+    stoker_loader *l = open_loader(mixed, STOKER_DECODER_AUTO, STOKER_ON_CORRUPT_ERROR);
+    setenv("STOKER_GPU_SHARE", "1.5", 1);
+    stoker_loader *n = open_loader(mixed, STOKER_DECODER_AUTO, STOKER_ON_CORRUPT_ERROR);
+    unsetenv("STOKER_GPU_SHARE");
+    stoker_batch *b = NULL;
+    for (int i = 0; i < N_RECORDS / BATCH; i++) {
+        T_OK(stoker_loader_next(l, &b));
+        T_OK(stoker_batch_release(b));
+    }
+    const stoker_stats st = tl_stats(l), sn = tl_stats(n);
+    printf("STOKER_GPU_SHARE=0.5: share %.3f, retried %lld; 1.5: %s\n", st.gpu_share,
+           (long long)st.gpu_retried, sn.decoder_note);
+    T_EQ_STR(st.decoder_note, "a share fixed by STOKER_GPU_SHARE");
+    T_ASSERT(st.gpu_share == 0.5);
+    T_ASSERT(st.gpu_retried > 0);
+    T_ASSERT(strstr(sn.decoder_note, "STOKER_GPU_SHARE") == NULL);
+    T_ASSERT(sn.gpu_share == 0);
+    stoker_loader_destroy(l);
+    stoker_loader_destroy(n);
+    stoker__gdec_emulate(STOKER__GDEC_REAL);
+}
+
 /* Auto left to its split, beside a consumer slower than the workers (it sleeps 20 ms a
  * batch): batches are ready ahead of every call, so the CPU decodes alone, and the note says
  * why. */
@@ -489,6 +517,7 @@ int main(void)
     check_no_gpu(mixed);
     check_auto_slow_consumer(mixed);
     check_refused(mixed);
+    check_share_env(mixed);
     check_routing(elig, inel);
     check_fallback(mixed);
     check_corrupt(bad);

@@ -147,6 +147,7 @@ struct stoker__gdec {
                              under a slot's mutex, which is a leaf) */
     _Atomic double epart; /* the split's eligible / records, likewise */
     double pinned;        /* above 0: auto's share, fixed (stoker__gdec_pin_share) */
+    bool pinned_by_env;   /* ... by STOKER_GPU_SHARE */
     bool fallen;
     /* the consumer's deliveries of the current period: its thread's alone */
     struct {
@@ -162,6 +163,16 @@ struct stoker__gdec {
 
 static atomic_int emulation;
 static _Atomic double pinned_share;
+
+/* STOKER_GPU_SHARE=S (0 < S <= 1) fixes auto's share at S, for measuring what a given share
+ * costs a consumer beside the split's own choice (docs/GPU.md); anything else is ignored. */
+static double share_from_env(void)
+{
+    const char *v = getenv("STOKER_GPU_SHARE");
+    char *end = NULL;
+    const double s = v ? strtod(v, &end) : 0;
+    return v && end != v && *end == '\0' && s > 0 && s <= 1 ? s : 0;
+}
 
 void stoker__gdec_pin_share(double share)
 {
@@ -221,6 +232,10 @@ int stoker__gdec_create(stoker__gdec **out, const stoker__plan *plan, char *why,
     }
     gd->has_locks = true;
     gd->pinned = plan->decoder == STOKER_DECODER_GPU ? 0 : atomic_load(&pinned_share);
+    gd->pinned_by_env = plan->decoder != STOKER_DECODER_GPU && gd->pinned == 0 &&
+                        share_from_env() > 0;
+    if (gd->pinned_by_env)
+        gd->pinned = share_from_env();
     /* auto starts with the CPU alone (the split starts at 0; made in start, with the ring) */
     gd->share = plan->decoder == STOKER_DECODER_GPU ? 1.0 : gd->pinned;
     gd->epart = 1.0;
@@ -920,7 +935,8 @@ void stoker__gdec_stats_get(stoker__gdec *gd, stoker__gdec_stats *st)
     if (gd->plan->decoder == STOKER_DECODER_GPU || gd->pinned > 0)
         snprintf(st->reason, sizeof st->reason, "%s",
                  gd->fallen       ? "the GPU failed; the CPU decodes alone for a while"
-                 : gd->pinned > 0 ? "a share pinned by a test hook"
+                 : gd->pinned_by_env ? "a share fixed by STOKER_GPU_SHARE"
+                 : gd->pinned > 0    ? "a share pinned by a test hook"
                                   : "");
     else
         stoker__split_describe(&gd->split, st->reason, sizeof st->reason);
