@@ -26,7 +26,7 @@ static stoker_loader *make(const char *path, const char *cache)
     T_OK(stoker_config_set_string(cfg, STOKER_OPT_CACHE_DIR, cache));
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_BLOCK_SIZE, BLOCK));
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_FETCH_WINDOW, 6 * BLOCK));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_FETCH_TRANSFERS, 3));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_FETCH_TRANSFERS, 5)); /* two clients: 3 and 2 */
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_CACHE_LIMIT, 64 * BLOCK));
     stoker_loader *l = NULL;
     const int rc = stoker_loader_create(&l, path, cfg);

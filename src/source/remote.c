@@ -33,6 +33,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -40,6 +41,7 @@
 #define LOOK 4096u        /* batches the read-ahead may run before the workers */
 #define OPEN_PARALLEL 64u /* requests queued at once while opening */
 #define FAIL_HOLD_NS 1000000000ull /* a failed block fails its readers this long */
+#define MAX_CLIENTS 4u    /* HTTP clients (a thread each) at most */
 
 /* B_DROPPING: being unpinned (try_unpin), seen only by readers without the lock */
 enum { B_NONE = 0, B_FETCHING, B_BUSY, B_READY, B_FAILED, B_DROPPING };
@@ -78,7 +80,10 @@ typedef struct pending {
 
 typedef struct remote {
     char *base; /* the data set's URL, no trailing '/' */
-    stoker__http *http;
+    stoker__http *http[MAX_CLIENTS]; /* blocks go to each in turn; the open's requests to
+                                        the first */
+    uint32_t nhttp;
+    _Atomic uint32_t next_http;
     stoker__cache *cache;
     stoker__manifest m;
     int32_t n;
@@ -207,7 +212,8 @@ static void submit(remote *r, pending *p)
 {
     if (!p)
         return;
-    if (stoker__http_submit(r->http, &p->req) < 0) {
+    const uint32_t c = atomic_fetch_add_explicit(&r->next_http, 1, memory_order_relaxed);
+    if (stoker__http_submit(r->http[c % r->nhttp], &p->req) < 0) {
         p->req.rc = STOKER_E_INVALID;
         fetched(&p->req, p);
     }
@@ -625,8 +631,14 @@ static const char *remote_file_path(const stoker_dataset *ds, int32_t i)
 static void remote_stats(stoker_dataset *ds, stoker__remote_stats *s)
 {
     remote *r = ds->state;
-    stoker__http_stats hs;
-    stoker__http_stats_get(r->http, &hs);
+    stoker__http_stats hs = {0};
+    for (uint32_t c = 0; c < r->nhttp; c++) {
+        stoker__http_stats one;
+        stoker__http_stats_get(r->http[c], &one);
+        hs.bytes += one.bytes;
+        hs.requests += one.requests;
+        hs.retries += one.retries;
+    }
     stoker__cache_stats cs;
     stoker__cache_stats_get(r->cache, &cs);
     s->bytes_fetched = hs.bytes;
@@ -653,7 +665,8 @@ static void remote_close(stoker_dataset *ds)
         pthread_mutex_unlock(&r->mu);
         pthread_join(r->thread, NULL);
     }
-    stoker__http_destroy(r->http); /* every transfer's callback has run after this */
+    for (uint32_t c = 0; c < r->nhttp; c++)
+        stoker__http_destroy(r->http[c]); /* every transfer's callback has run after this */
     for (int32_t i = 0; r->shards && i < r->n; i++) {
         rshard *sh = &r->shards[i];
         for (uint64_t b = 0; sh->blocks && b < sh->nblocks; b++) {
@@ -749,7 +762,7 @@ static int run_all(remote *r, stoker__http_req *reqs, uint32_t n, stoker__err *e
             pthread_mutex_lock(&w.mu);
             w.left++;
             pthread_mutex_unlock(&w.mu);
-            if (stoker__http_submit(r->http, &reqs[i]) < 0) {
+            if (stoker__http_submit(r->http[0], &reqs[i]) < 0) {
                 pthread_mutex_lock(&w.mu);
                 w.left--;
                 pthread_mutex_unlock(&w.mu);
@@ -775,7 +788,7 @@ static int load_manifest(stoker_dataset *ds, remote *r, uint64_t max_shards, uin
     char url[4200];
     snprintf(url, sizeof url, "%s/%s", r->base, STK_MANIFEST_NAME);
     stoker__http_req h = {.url = url, .head = true, .fd = -1};
-    int rc = stoker__http_run(r->http, &h);
+    int rc = stoker__http_run(r->http[0], &h);
     if (rc == -ENOENT) {
         const bool h5 = ends_with(ds->path, ".h5") || ends_with(ds->path, ".hdf5") ||
                         ends_with(ds->path, ".hdf") || strstr(ds->path, ".h5:") != NULL;
@@ -793,7 +806,7 @@ static int load_manifest(stoker_dataset *ds, remote *r, uint64_t max_shards, uin
     STOKER_RETURN_IF(!text, &ds->err, -ENOMEM, "%s: out of memory", url);
     stoker__http_req g = {.url = url, .fd = -1, .buf = (uint8_t *)text, .cap = (size_t)h.size,
                           .if_match = h.etag[0] ? h.etag : NULL};
-    rc = stoker__http_run(r->http, &g);
+    rc = stoker__http_run(r->http[0], &g);
     if (rc == 0 && g.got != h.size)
         rc = stoker__fail(&ds->err, STOKER_E_CORRUPT, "%s: %llu bytes came, %llu were due", url,
                           (unsigned long long)g.got, (unsigned long long)h.size);
@@ -891,6 +904,18 @@ static int read_indexes(stoker_dataset *ds, remote *r, uint64_t max_records, uin
     return rc;
 }
 
+/* HTTP clients, each a thread with its share of the transfers: two from 4 transfers on,
+ * since one thread receiving every body was the limit of a fast link (docs/REMOTE.md).
+ * STOKER_HTTP_CLIENTS=N (1 to MAX_CLIENTS) sets it, to measure the difference. */
+static uint32_t clients(uint32_t transfers)
+{
+    const char *v = getenv("STOKER_HTTP_CLIENTS");
+    uint32_t n = transfers >= 4 ? 2u : 1u;
+    if (v && v[0] >= '1' && v[0] <= (char)('0' + MAX_CLIENTS) && !v[1])
+        n = (uint32_t)(v[0] - '0');
+    return n < transfers ? n : transfers ? transfers : 1u;
+}
+
 /* The cache limit in effect: the option, else a quarter of the cache's file system. */
 static uint64_t default_limit(const char *dir, uint64_t floor)
 {
@@ -932,8 +957,8 @@ static int remote_open(stoker_dataset *ds, const char *path, const stoker_config
     const int64_t transfers = stoker__cfg_int(cfg, STOKER_OPT_FETCH_TRANSFERS);
     r->block_size = (uint32_t)stoker__cfg_int(cfg, STOKER_OPT_BLOCK_SIZE);
     r->window = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_FETCH_WINDOW);
-    const stoker__http_opts ho = {
-        .max_transfers = (uint32_t)transfers,
+    r->nhttp = clients((uint32_t)transfers);
+    stoker__http_opts ho = {
         .retries = (uint32_t)stoker__cfg_int(cfg, STOKER_OPT_FETCH_RETRIES),
         .retry_seconds = (double)stoker__cfg_int(cfg, STOKER_OPT_FETCH_RETRY_MS) / 1000.0,
         .connect_timeout = (double)stoker__cfg_int(cfg, STOKER_OPT_FETCH_TIMEOUT_MS) / 1000.0,
@@ -944,7 +969,11 @@ static int remote_open(stoker_dataset *ds, const char *path, const stoker_config
         .s3_endpoint = given(cfg, STOKER_OPT_S3_ENDPOINT),
     };
     stoker__err herr = {0};
-    int rc = stoker__http_create(&r->http, &ho, &herr);
+    int rc = 0;
+    for (uint32_t c = 0; c < r->nhttp && rc == 0; c++) { /* the transfers shared out */
+        ho.max_transfers = (uint32_t)transfers / r->nhttp + (c < (uint32_t)transfers % r->nhttp);
+        rc = stoker__http_create(&r->http[c], &ho, &herr);
+    }
     STOKER_RETURN_IF(rc < 0, &ds->err, rc, "%s: %s", path, herr.msg);
 
     /* a limit smaller than what must be in flight could never make progress: the window,
