@@ -233,6 +233,8 @@ typedef enum stoker_option {
     STOKER_OPT_FETCH_RETRY_MS = 135, /* most time one request spends retrying; default 60000 */
     STOKER_OPT_FETCH_TIMEOUT_MS = 136, /* a transfer moving no byte this long fails (and is
                                           retried); also the connect timeout; default 30000 */
+    STOKER_OPT_FETCH_CLIENTS = 137, /* HTTP clients (a thread each) sharing the transfers; 0
+                                       (default): 2, or 1 under 4 transfers */
 } stoker_option;
 
 typedef enum stoker_backend {

@@ -196,7 +196,7 @@ def dtype_code(value):
 # Remote data sets' options (docs/REMOTE.md), keywords of Loader and Dataset alike: the
 # integers (bytes, counts, milliseconds; 0 or more) and the strings.
 REMOTE_INTS = ("cache_limit", "block_size", "fetch_window", "fetch_transfers",
-               "fetch_retries", "fetch_retry_ms", "fetch_timeout_ms")
+               "fetch_retries", "fetch_retry_ms", "fetch_timeout_ms", "fetch_clients")
 REMOTE_STRINGS = ("cache_dir", "ca_bundle", "http_header", "s3_region", "s3_endpoint")
 
 

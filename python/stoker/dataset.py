@@ -225,12 +225,13 @@ class Dataset:
     def __init__(self, path, max_record_size=None, cache_dir=None, cache_limit=None,
                  block_size=None, fetch_window=None, fetch_transfers=None, fetch_retries=None,
                  fetch_retry_ms=None, fetch_timeout_ms=None, ca_bundle=None, http_header=None,
-                 s3_region=None, s3_endpoint=None):
+                 s3_region=None, s3_endpoint=None, fetch_clients=None):
         remote = dict(cache_dir=cache_dir, cache_limit=cache_limit, block_size=block_size,
                       fetch_window=fetch_window, fetch_transfers=fetch_transfers,
                       fetch_retries=fetch_retries, fetch_retry_ms=fetch_retry_ms,
                       fetch_timeout_ms=fetch_timeout_ms, ca_bundle=ca_bundle,
-                      http_header=http_header, s3_region=s3_region, s3_endpoint=s3_endpoint)
+                      http_header=http_header, s3_region=s3_region, s3_endpoint=s3_endpoint,
+                      fetch_clients=fetch_clients)
         raw_path = check_path("path", path)
         self.path = os.fsdecode(raw_path)
         self._handle = ctypes.c_void_p()

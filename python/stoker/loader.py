@@ -633,12 +633,14 @@ class Loader:
                  dct_scale=None, max_cache=None, decoder=None, cache_dir=None,
                  cache_limit=None, block_size=None, fetch_window=None, fetch_transfers=None,
                  fetch_retries=None, fetch_retry_ms=None, fetch_timeout_ms=None,
-                 ca_bundle=None, http_header=None, s3_region=None, s3_endpoint=None):
+                 ca_bundle=None, http_header=None, s3_region=None, s3_endpoint=None,
+                 fetch_clients=None):
         remote = dict(cache_dir=cache_dir, cache_limit=cache_limit, block_size=block_size,
                       fetch_window=fetch_window, fetch_transfers=fetch_transfers,
                       fetch_retries=fetch_retries, fetch_retry_ms=fetch_retry_ms,
                       fetch_timeout_ms=fetch_timeout_ms, ca_bundle=ca_bundle,
-                      http_header=http_header, s3_region=s3_region, s3_endpoint=s3_endpoint)
+                      http_header=http_header, s3_region=s3_region, s3_endpoint=s3_endpoint,
+                      fetch_clients=fetch_clients)
         self._core = None
         self._active = None
         raw_path = check_path("path", path)

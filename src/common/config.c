@@ -171,6 +171,9 @@ static const opt_desc OPTS[] = {
         "most milliseconds one remote request spends retrying; default 60000"),
     INT(STOKER_OPT_FETCH_TIMEOUT_MS, "fetch_timeout_ms", D | L, 30000, 100, INT64_C(1) << 31,
         ZERO_IS_DEFAULT, "a transfer moving no byte this long fails; default 30000"),
+    INT(STOKER_OPT_FETCH_CLIENTS, "fetch_clients", D | L, 0, 0, 16, 0,
+        "HTTP clients (a thread each) sharing the transfers; 0 (default): 2, 1 under 4 "
+        "transfers"),
 };
 
 #define NOPTS (sizeof OPTS / sizeof OPTS[0])

@@ -33,7 +33,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -41,7 +40,7 @@
 #define LOOK 4096u        /* batches the read-ahead may run before the workers */
 #define OPEN_PARALLEL 64u /* requests queued at once while opening */
 #define FAIL_HOLD_NS 1000000000ull /* a failed block fails its readers this long */
-#define MAX_CLIENTS 4u    /* HTTP clients (a thread each) at most */
+#define MAX_CLIENTS 16u   /* HTTP clients (a thread each) at most: fetch_clients' range */
 
 /* B_DROPPING: being unpinned (try_unpin), seen only by readers without the lock */
 enum { B_NONE = 0, B_FETCHING, B_BUSY, B_READY, B_FAILED, B_DROPPING };
@@ -904,15 +903,12 @@ static int read_indexes(stoker_dataset *ds, remote *r, uint64_t max_records, uin
     return rc;
 }
 
-/* HTTP clients, each a thread with its share of the transfers: two from 4 transfers on,
- * since one thread receiving every body was the limit of a fast link (docs/REMOTE.md).
- * STOKER_HTTP_CLIENTS=N (1 to MAX_CLIENTS) sets it, to measure the difference. */
-static uint32_t clients(uint32_t transfers)
+/* HTTP clients, each a thread with its share of the transfers: `asked`, else two from 4
+ * transfers on, since one thread receiving every body was the limit of a fast link
+ * (docs/REMOTE.md); never more than the transfers. */
+static uint32_t clients(uint32_t transfers, uint32_t asked)
 {
-    const char *v = getenv("STOKER_HTTP_CLIENTS");
-    uint32_t n = transfers >= 4 ? 2u : 1u;
-    if (v && v[0] >= '1' && v[0] <= (char)('0' + MAX_CLIENTS) && !v[1])
-        n = (uint32_t)(v[0] - '0');
+    const uint32_t n = asked ? asked : transfers >= 4 ? 2u : 1u;
     return n < transfers ? n : transfers ? transfers : 1u;
 }
 
@@ -957,7 +953,8 @@ static int remote_open(stoker_dataset *ds, const char *path, const stoker_config
     const int64_t transfers = stoker__cfg_int(cfg, STOKER_OPT_FETCH_TRANSFERS);
     r->block_size = (uint32_t)stoker__cfg_int(cfg, STOKER_OPT_BLOCK_SIZE);
     r->window = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_FETCH_WINDOW);
-    r->nhttp = clients((uint32_t)transfers);
+    r->nhttp = clients((uint32_t)transfers,
+                       (uint32_t)stoker__cfg_int(cfg, STOKER_OPT_FETCH_CLIENTS));
     stoker__http_opts ho = {
         .retries = (uint32_t)stoker__cfg_int(cfg, STOKER_OPT_FETCH_RETRIES),
         .retry_seconds = (double)stoker__cfg_int(cfg, STOKER_OPT_FETCH_RETRY_MS) / 1000.0,

@@ -64,7 +64,7 @@ LOADER_NOT_PROPERTIES = {
     # fetch_window); the others are as given
     "cache_dir", "cache_limit", "block_size", "fetch_window", "fetch_transfers",
     "fetch_retries", "fetch_retry_ms", "fetch_timeout_ms", "ca_bundle", "http_header",
-    "s3_region", "s3_endpoint",
+    "s3_region", "s3_endpoint", "fetch_clients",
 }
 
 WRITER_NOT_KEYWORDS = {

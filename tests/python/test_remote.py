@@ -253,6 +253,40 @@ def test_a_cold_first_batch_keeps_the_transfers_busy_beyond_the_window(served, t
     assert peak >= 6, peak  # the window alone: 2 blocks and the worker's one
 
 
+def client_threads():
+    """This process's threads called stoker-http: the remote source's HTTP clients."""
+    names = []
+    for t in os.listdir("/proc/self/task"):
+        try:
+            with open("/proc/self/task/%s/comm" % t) as f:
+                names.append(f.read().strip())
+        except OSError:
+            pass
+    return names.count("stoker-http")
+
+
+@pytest.mark.parametrize("clients,want", [(0, 2), (1, 1), (3, 3), (9, 6)])
+def test_the_clients_share_the_transfers(served, tmp_path, clients, want):
+    """fetch_clients HTTP clients (a thread each; 0: two) share fetch_transfers: the batches
+    are the local data set's, the transfers at once never more than fetch_transfers, and
+    there are never more clients than transfers."""
+    kw = opts(tmp_path, fetch_transfers=6, fetch_clients=clients, fetch_window=4 * BLOCK)
+    got = []
+    with range_server.start(served, faults=["latency:ms=10,method=GET"]) as srv:
+        with stoker.Loader(srv.url + "/raw", 32, seed=11, device="cpu", threads=2,
+                           **kw) as loader:
+            assert client_threads() == want
+            for e in range(2):
+                loader.set_epoch(e)
+                for b in loader:
+                    got.append((b.indices.copy(), b.labels.copy(), b.numpy().copy()))
+                    del b  # none held at close: the loader is destroyed there
+            peak = srv.peak_active
+    assert client_threads() == 0
+    assert 2 <= peak <= 6, peak
+    same(got, epochs(str(served / "raw")))
+
+
 WORKER = r"""
 import sys
 sys.path.insert(0, sys.argv[1])

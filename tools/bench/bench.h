@@ -30,7 +30,7 @@ typedef struct opts {
     int64_t device; /* STOKER_OPT_DEVICE's value */
     uint64_t given;
     const char *dump, *plot;
-    const char *remote[12]; /* the remote data set options given (remote_opts' order) */
+    const char *remote[13]; /* the remote data set options given (remote_opts' order) */
 } opts;
 
 /* What the loader runs with, read back from it (stoker_loader_get_int) for each integer

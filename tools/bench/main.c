@@ -109,6 +109,7 @@ static const struct option long_opts[] = {
     {"fetch-retries", required_argument, NULL, OPT_REMOTE + 9},
     {"fetch-retry-ms", required_argument, NULL, OPT_REMOTE + 10},
     {"fetch-timeout-ms", required_argument, NULL, OPT_REMOTE + 11},
+    {"fetch-clients", required_argument, NULL, OPT_REMOTE + 12},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -120,6 +121,7 @@ static const stoker_option remote_opts[] = {
     STOKER_OPT_S3_REGION,     STOKER_OPT_S3_ENDPOINT,   STOKER_OPT_CACHE_LIMIT,
     STOKER_OPT_BLOCK_SIZE,    STOKER_OPT_FETCH_WINDOW,  STOKER_OPT_FETCH_TRANSFERS,
     STOKER_OPT_FETCH_RETRIES, STOKER_OPT_FETCH_RETRY_MS, STOKER_OPT_FETCH_TIMEOUT_MS,
+    STOKER_OPT_FETCH_CLIENTS,
 };
 #define REMOTE_STRINGS 5
 
@@ -304,8 +306,9 @@ static void usage(FILE *f)
           "                   [--plot FILE.svg] [--dump-indices FILE] [--gpu-normalize]\n"
           "                   [--cache-dir DIR] [--cache-limit SIZE] [--block-size SIZE]\n"
           "                   [--fetch-window SIZE] [--fetch-transfers N] [--fetch-retries N]\n"
-          "                   [--fetch-retry-ms MS] [--fetch-timeout-ms MS] [--ca-bundle FILE]\n"
-          "                   [--http-header 'NAME: VALUE'] [--s3-region R] [--s3-endpoint URL]\n",
+          "                   [--fetch-retry-ms MS] [--fetch-timeout-ms MS] [--fetch-clients N]\n"
+          "                   [--ca-bundle FILE] [--http-header 'NAME: VALUE'] [--s3-region R]\n"
+          "                   [--s3-endpoint URL]\n",
           f);
     int col = 0;
     for (size_t i = 0; i < COUNT(choices); i++) { /* the names the library's tables give */
