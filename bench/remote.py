@@ -86,8 +86,8 @@ def thread_cpu(pid, name):
 
 def bench(build, target, epochs, extra, env):
     """stoker-bench's JSON report, with the process's peak resident set (max_rss_mib) and
-    the CPU seconds of its HTTP client thread and of the client's writers (http_cpu_s,
-    writers_cpu_s, sampled until it exits)."""
+    the CPU seconds of its HTTP clients' threads and of their writers, each summed
+    (http_cpu_s, writers_cpu_s, sampled until it exits)."""
     cmd = [os.path.join(build, "stoker-bench"), target, "--epochs", str(epochs), "--json"]
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(cmd + extra, stdout=out, stderr=err, env=env)

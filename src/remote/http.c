@@ -859,8 +859,8 @@ static CURLcode easy_setup(const stoker__http *h, xfer *x, CURL *e)
     SET(CURLOPT_HEADERDATA, x);
     SET(CURLOPT_WRITEFUNCTION, on_body);
     SET(CURLOPT_WRITEDATA, x);
-    /* one thread receives every transfer: larger reads, fewer calls per byte (libcurl's
-     * default is 16 KiB a read and a write callback) */
+    /* the client's one thread receives all its transfers: larger reads, fewer calls per
+     * byte (libcurl's default is 16 KiB a read and a write callback) */
     SET(CURLOPT_BUFFERSIZE, RECV_BUFFER);
     SET(CURLOPT_HTTPHEADER, x->hdrs);
     if (r->head)

@@ -18,9 +18,9 @@
  * would otherwise run only as many at once as workers wait). A started block is pinned (never
  * evicted, by any process) until no batch the workers may still read needs it.
  *
- * Locking: one mutex (mu) guards the blocks' states, the window and the pins; the client's
+ * Locking: one mutex (mu) guards the blocks' states, the window and the pins; a client's
  * thread (or one of its writers) takes it to publish a finished block, never while the
- * client's own locks are held by this side (requests are submitted after mu is released).
+ * clients' own locks are held by this side (requests are submitted after mu is released).
  * A reader holds a ready block without it (hold_block, try_unpin): records read from the
  * cache would otherwise all pass through that one lock, twice each. */
 #include "common/config.h"
