@@ -20,7 +20,11 @@
  * 3 s of reaching its speed and then waits less than 1% of its time, the share in a band
  * around the best one; when the consumer slows down, the share falls back to 0; workers that
  * are not busy (the CPU is not the limit) get no GPU help. Rises in a row grow; a ring that
- * runs dry with busy workers gets a small rise before the consumer waits. */
+ * runs dry with busy workers gets a small rise before the consumer waits. The same jobs run
+ * with the periods' rates, as the loader gives them (the records delivered and those each
+ * side decoded), which move the share to what they ask for at once: up on waits and on a ring
+ * running dry, down to where both sides keep pace when the GPU is behind, and down a step a
+ * period while batches come in time and the rates ask for less. */
 #include "testutil.h"
 
 #include "loader/split.h"
@@ -308,6 +312,7 @@ typedef struct job {
     double cpu_rate, gpu_rate, gpu_latency, step_s, slowdown, noise;
     double stall_p, stall_s; /* a GPU batch stalls the GPU this long with this chance */
     int32_t records, depth;
+    bool rates; /* the periods carry their rates, as the loader's do */
     uint64_t seed;
     /* the run */
     double t;                /* the consumer's clock */
@@ -316,6 +321,7 @@ typedef struct job {
     double share[JOB_KEEP], cpu_done[JOB_KEEP], gpu_start[JOB_KEEP], ready[JOB_KEEP];
     double taken_at[JOB_KEEP];
     double period_t0, period_wait, period_ready, period_busy, period_queued;
+    double period_cpu, period_gpu; /* records each side decoded in the batches begun */
     int32_t period_n;
     double waited; /* in all */
 } job;
@@ -356,6 +362,8 @@ static void begin_one(job *j, stoker__split *s)
         j->gpu_start[i] = j->ready[i] = j->cpu_done[i];
     }
     j->period_busy += cpu_s;
+    j->period_cpu += j->records - k;
+    j->period_gpu += k;
     const stoker__split_batch b = {.cpu_ns = (uint64_t)(cpu_s * 1e9),
                                    .gpu_ns = (uint64_t)(gpu_s * 1e9),
                                    .cpu_records = j->records - k,
@@ -402,7 +410,10 @@ static void consume(job *j, stoker__split *s, double busy_scale)
                                             .waited = j->period_wait,
                                             .ahead = j->period_ready / 8,
                                             .busy = fmin(1, busy_scale * j->period_busy / secs),
-                                            .gpu_queued = j->period_queued / 8};
+                                            .gpu_queued = j->period_queued / 8,
+                                            .records = j->rates ? 8.0 * j->records : 0,
+                                            .cpu_records = j->period_cpu,
+                                            .gpu_records = j->period_gpu};
             stoker__split_consumed(s, &p);
             j->period_n = 0;
         }
@@ -410,6 +421,7 @@ static void consume(job *j, stoker__split *s, double busy_scale)
     if (j->period_n == 0) {
         j->period_t0 = j->t;
         j->period_wait = j->period_ready = j->period_busy = j->period_queued = 0;
+        j->period_cpu = j->period_gpu = 0;
     }
     j->t += j->step_s * (1 + j->slowdown * j->share[i]) * jitter(j);
 }
@@ -529,16 +541,16 @@ static void check_fast_job(job *j, const char *what)
  * At 176 px: the model takes 19k, the CPU 11.4k, the GPU 10k, with a dearer GPU. The GPU's
  * part of a batch is ready 30 ms after its decode (its runs wait behind the model's
  * kernels); the ring holds 11 batches, as the loader's default with 13 workers. */
-static void check_fast_consumer(void)
+static void check_fast_consumer(bool rates)
 {
     job r224 = {.cpu_rate = 9600, .gpu_rate = 5000, .gpu_latency = 0.03,
                 .step_s = 256 / 13200.0, .slowdown = 0.13, .noise = 0.2, .records = 256,
-                .depth = 11, .seed = 12};
-    check_fast_job(&r224, "fast consumer, 224 px");
+                .depth = 11, .rates = rates, .seed = 12};
+    check_fast_job(&r224, rates ? "fast consumer, 224 px, rates" : "fast consumer, 224 px");
     job r176 = {.cpu_rate = 11400, .gpu_rate = 10000, .gpu_latency = 0.03,
                 .step_s = 256 / 19000.0, .slowdown = 0.3, .noise = 0.2, .records = 256,
-                .depth = 11, .seed = 13};
-    check_fast_job(&r176, "fast consumer, 176 px");
+                .depth = 11, .rates = rates, .seed = 13};
+    check_fast_job(&r176, rates ? "fast consumer, 176 px, rates" : "fast consumer, 176 px");
 
     /* the model grows slower (evaluation, a bigger input): the share goes back to 0 */
     stoker__split s;
@@ -701,6 +713,102 @@ static void check_slack(void)
     T_ASSERT(wait < 0.01);
 }
 
+/* With the period's rates the share moves to what they ask for: on waits, up to the
+ * consumer's own rate less the workers' (plus the margin) at once, at most `jump` a period;
+ * with batches queued for the GPU, down to where both sides keep pace, at most `drop` a
+ * period; with batches in time and workers that would make more than the consumer takes, down
+ * a step a period to what the rates ask for, and no further; a ring running dry, up to what
+ * they ask for. The rates are smoothed over periods. */
+static void check_rates(void)
+{
+    const stoker__split_config cfg = {.ahead = 8, .low = 4};
+    stoker__split s;
+    stoker__split_init(&s, &cfg, true);
+    /* the consumer takes 6,000 records in its own 0.6 s (10,000 a second); the workers made
+     * 5,000, busy all the time: the GPU needs half, 0.54 with the margin; 0.3 at once */
+    stoker__split_period p = {.seconds = 1, .waited = 0.4, .busy = 1, .records = 6000,
+                              .cpu_records = 5000, .gpu_records = 0};
+    stoker__split_consumed(&s, &p);
+    T_ASSERT(fabs(stoker__split_share(&s) - 0.3) < 1e-9);
+    /* a period at the new share, waits still: the workers at the same rate, 8,000 records in
+     * the consumer's own 0.8 s: still half for the GPU, reached now (not a rise on a rise) */
+    p = (stoker__split_period){.seconds = 1, .waited = 0.2, .busy = 1, .records = 8000,
+                               .cpu_records = 5000, .gpu_records = 3000};
+    stoker__split_consumed(&s, &p);
+    T_ASSERT(fabs(stoker__split_share(&s) - 0.54) < 1e-9);
+    stoker__split_consumed(&s, &p);
+    T_ASSERT(fabs(stoker__split_share(&s) - 0.56) < 1e-9); /* waits again: step_min more */
+    char why[160];
+    stoker__split_describe(&s, why, sizeof why);
+    T_CONTAINS(why, "the GPU takes 56% of the images it can");
+    /* batches queue for the GPU: it made 2,000 while the workers made 4,000 busy 80% of the
+     * time (5,000 busy all of it): 2/7 keeps pace, reached 0.1 a period */
+    p = (stoker__split_period){.seconds = 1, .waited = 0.1, .busy = 0.8, .gpu_queued = 3,
+                               .records = 6000, .cpu_records = 4000, .gpu_records = 2000};
+    stoker__split_consumed(&s, &p);
+    T_ASSERT(fabs(stoker__split_share(&s) - 0.46) < 1e-9);
+    stoker__split_consumed(&s, &p);
+    stoker__split_consumed(&s, &p);
+    T_ASSERT(fabs(stoker__split_share(&s) - 2.0 / 7.0) < 1e-9);
+
+    /* batches in time, 5 ready: the consumer takes 10,000 a second, the workers would make
+     * 5,000 (4,000 at 80% busy): half asked for, above the share, which holds */
+    stoker__split_init(&s, &cfg, true);
+    p = (stoker__split_period){.seconds = 1, .waited = 0.4, .busy = 1, .records = 6000,
+                               .cpu_records = 5000};
+    stoker__split_consumed(&s, &p); /* 0.3, as above */
+    p = (stoker__split_period){.seconds = 1, .ahead = 5, .busy = 0.8, .records = 10000,
+                               .cpu_records = 4000, .gpu_records = 6000};
+    for (int i = 0; i < 5; i++)
+        stoker__split_consumed(&s, &p);
+    T_ASSERT(fabs(stoker__split_share(&s) - 0.3) < 1e-9);
+    /* the consumer slows to 8,000 and the workers, half busy, would make 9,600: the CPU alone
+     * is enough; the smoothed rates come to say so, and the share falls a step a period, to
+     * the floor, then none */
+    p = (stoker__split_period){.seconds = 1, .ahead = 5, .busy = 0.5, .records = 8000,
+                               .cpu_records = 4800, .gpu_records = 3200};
+    int periods = 0;
+    while (stoker__split_share(&s) == 0.3 && periods < 3) {
+        stoker__split_consumed(&s, &p);
+        periods++;
+    }
+    T_ASSERT(fabs(stoker__split_share(&s) - 0.28) < 1e-9); /* within a few periods, one step */
+    stoker__split_describe(&s, why, sizeof why);
+    printf("rates: %s\n", why);
+    T_CONTAINS(why, "the workers would make 7944 of the 8720 img/s taken: the GPU takes less");
+    for (int i = 0; i < 20; i++)
+        stoker__split_consumed(&s, &p);
+    T_ASSERT(stoker__split_share(&s) == 0);
+
+    /* ... but not with few batches ready (under `low`) */
+    stoker__split_init(&s, &cfg, true);
+    p = (stoker__split_period){.seconds = 1, .waited = 0.4, .busy = 1, .records = 6000,
+                               .cpu_records = 5000};
+    stoker__split_consumed(&s, &p);
+    p = (stoker__split_period){.seconds = 1, .ahead = 3.5, .busy = 0.4, .records = 6000,
+                               .cpu_records = 6000, .gpu_records = 0};
+    for (int i = 0; i < 5; i++)
+        stoker__split_consumed(&s, &p);
+    T_ASSERT(fabs(stoker__split_share(&s) - 0.3) < 1e-9);
+    p.ahead = 5; /* now it may */
+    stoker__split_consumed(&s, &p);
+    T_ASSERT(fabs(stoker__split_share(&s) - 0.28) < 1e-9);
+
+    /* the ring runs dry with the workers busy: up to what the rates ask for, at once: the
+     * consumer takes 10,000 a second, the workers make 5,000 */
+    stoker__split_init(&s, &cfg, true);
+    p = (stoker__split_period){.seconds = 1, .ahead = 5, .busy = 1, .records = 10000,
+                               .cpu_records = 5000, .gpu_records = 0};
+    stoker__split_consumed(&s, &p);
+    T_ASSERT(stoker__split_share(&s) == 0);
+    p.ahead = 3;
+    stoker__split_consumed(&s, &p);
+    T_ASSERT(fabs(stoker__split_share(&s) - 0.3) < 1e-9);
+    p.ahead = 2;
+    stoker__split_consumed(&s, &p);
+    T_ASSERT(fabs(stoker__split_share(&s) - 0.54) < 1e-9);
+}
+
 int main(void)
 {
     check_converges();
@@ -710,10 +818,12 @@ int main(void)
     check_failures();
     check_routing();
     check_slow_consumer();
-    check_fast_consumer();
+    check_fast_consumer(false);
+    check_fast_consumer(true);
     check_not_cpu_bound();
     check_gpu_behind();
     check_running_dry();
     check_slack();
+    check_rates();
     return 0;
 }

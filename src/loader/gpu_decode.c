@@ -153,7 +153,8 @@ struct stoker__gdec {
     struct {
         uint64_t t0_ns;  /* the delivery before the period */
         double busy0;    /* the workers' busy seconds then */
-        double waited, ready, queued;
+        uint64_t cpu0, gpu0; /* the records each side had decoded then */
+        double waited, ready, queued, records;
         uint32_t n;
     } period;
     /* counters */
@@ -581,35 +582,47 @@ void stoker__gdec_batch_done(stoker__gdec *gd, stoker__slot *s, uint64_t gpu_ns,
     pthread_mutex_unlock(&gd->mu);
 }
 
-void stoker__gdec_consumed(stoker__gdec *gd, double waited, double ready,
-                           double (*busy)(void *ctx), void *ctx)
+void stoker__gdec_consumed(stoker__gdec *gd, uint64_t records, double waited, double ready,
+                           double (*busy)(void *ctx, uint64_t *decoded), void *ctx)
 {
     if (gd->plan->decoder == STOKER_DECODER_GPU || gd->pinned > 0)
         return; /* a share the split does not decide */
     const uint64_t now = stoker__now_ns();
     if (gd->period.t0_ns == 0) {
         gd->period.t0_ns = now; /* the first delivery starts the first period */
-        gd->period.busy0 = busy(ctx);
+        gd->period.busy0 = busy(ctx, &gd->period.cpu0);
+        gd->period.gpu0 = atomic_load(&gd->decoded);
         return;
     }
+    gd->period.records += (double)records;
     gd->period.waited += waited;
     gd->period.ready += ready;
     gd->period.queued += atomic_load_explicit(&gd->qpending, memory_order_relaxed);
     if (++gd->period.n < PERIOD)
         return;
-    const double seconds = (double)(now - gd->period.t0_ns) * 1e-9, busy_s = busy(ctx);
+    /* each side's records as it decodes them (the CPU's by the workers' counters, the GPU's
+     * as its runs end), not as batches are finished: a batch waiting for its GPU part would
+     * hide the CPU's work on it */
+    uint64_t made_cpu = 0;
+    const double seconds = (double)(now - gd->period.t0_ns) * 1e-9, busy_s = busy(ctx, &made_cpu);
+    const uint64_t made_gpu = atomic_load(&gd->decoded);
     const stoker__split_period p = {
         .seconds = seconds,
         .waited = gd->period.waited,
         .ahead = gd->period.ready / gd->period.n,
         .busy = seconds > 0 ? (busy_s - gd->period.busy0) / (seconds * gd->plan->threads) : 0,
-        .gpu_queued = gd->period.queued / gd->period.n};
+        .gpu_queued = gd->period.queued / gd->period.n,
+        .records = gd->period.records,
+        .cpu_records = (double)(made_cpu - gd->period.cpu0),
+        .gpu_records = (double)(made_gpu - gd->period.gpu0)};
     pthread_mutex_lock(&gd->mu);
     atomic_store(&gd->share, stoker__split_consumed(&gd->split, &p));
     pthread_mutex_unlock(&gd->mu);
     gd->period.t0_ns = now;
     gd->period.busy0 = busy_s;
-    gd->period.waited = gd->period.ready = gd->period.queued = 0;
+    gd->period.cpu0 = made_cpu;
+    gd->period.gpu0 = made_gpu;
+    gd->period.waited = gd->period.ready = gd->period.queued = gd->period.records = 0;
     gd->period.n = 0;
 }
 

@@ -82,12 +82,13 @@ void stoker__gdec_batch_done(stoker__gdec *gd, stoker__slot *s, uint64_t gpu_ns,
 
 /* ---- the consumer ---- */
 
-/* The consumer was handed a batch after waiting `waited` seconds, with `ready` batches ready
- * and not yet taken at its call. Once a period of deliveries, the split decides the GPU's
- * share from them and from the CPU workers' busy seconds so far, which busy(ctx) reads (only
- * then: it sums every worker's counters). The consumer's thread alone. */
-void stoker__gdec_consumed(stoker__gdec *gd, double waited, double ready,
-                           double (*busy)(void *ctx), void *ctx);
+/* The consumer was handed a batch of `records` after waiting `waited` seconds, with `ready`
+ * batches ready and not yet taken at its call. Once a period of deliveries, the split decides
+ * the GPU's share from them, from the records each side decoded meanwhile and from the CPU
+ * workers' busy seconds, which busy(ctx, &decoded) reads with the records they decoded, both
+ * so far (only then: it sums every worker's counters). The consumer's thread alone. */
+void stoker__gdec_consumed(stoker__gdec *gd, uint64_t records, double waited, double ready,
+                           double (*busy)(void *ctx, uint64_t *decoded), void *ctx);
 
 /* ---- the GPU worker ---- */
 

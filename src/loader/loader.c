@@ -169,20 +169,23 @@ int stoker_loader_position(const stoker_loader *l, int64_t *epoch, int64_t *posi
 
 /* ---- next and release ---- */
 
-/* The CPU workers' busy seconds so far (their time on records), for the split. */
-static double workers_busy(void *ctx)
+/* The CPU workers' busy seconds so far (their time on records) and the records they
+ * decoded, for the split. */
+static double workers_busy(void *ctx, uint64_t *decoded)
 {
     stoker__pool_stats ps;
     stoker__pool_stats_get(ctx, &ps);
+    *decoded = ps.decoded;
     return ps.read_s + ps.crc_s + ps.process_s;
 }
 
-/* Tells the GPU decode stage what the consumer saw at a delivery: its split follows the
- * consumer's waits (split.h). */
-static void tell_split(stoker_loader *l, double waited, uint64_t ready)
+/* Tells the GPU decode stage what the consumer saw at a delivery of batch b: its split
+ * follows the consumer's waits and rate (split.h). */
+static void tell_split(stoker_loader *l, const stoker_batch *b, double waited, uint64_t ready)
 {
     if (l->gdec)
-        stoker__gdec_consumed(l->gdec, waited, (double)ready, workers_busy, &l->pool);
+        stoker__gdec_consumed(l->gdec, (uint64_t)b->count, waited, (double)ready, workers_busy,
+                              &l->pool);
 }
 
 /* A host batch from the ring. A failed batch is given back at once: it counts as consumed. */
@@ -210,7 +213,7 @@ static int next_host(stoker_loader *l, stoker_batch **out)
     }
     atomic_fetch_add(&l->outstanding, 1);
     stoker__count_delivery(l, &s->batch, waited, (uint64_t)ready);
-    tell_split(l, waited, (uint64_t)ready);
+    tell_split(l, &s->batch, waited, (uint64_t)ready);
     *out = &s->batch;
     return 0;
 }
@@ -230,7 +233,7 @@ static int next_device(stoker_loader *l, stoker_batch **out)
     atomic_fetch_add(&l->outstanding, 1);
     const uint64_t ready = (uint64_t)atomic_load_explicit(&l->ring.ready, memory_order_relaxed);
     stoker__count_delivery(l, *out, waited, ready + queued);
-    tell_split(l, waited, ready + queued);
+    tell_split(l, *out, waited, ready + queued);
     return 0;
 }
 

@@ -19,6 +19,9 @@
 #define DEFAULT_STEP_DOWN 0.02
 #define DEFAULT_GPU_BEHIND 1.0
 #define DEFAULT_BUSY_SLACK 0.85
+#define DEFAULT_MARGIN 0.04
+#define DEFAULT_JUMP 0.3
+#define DEFAULT_DROP 0.1
 #define MAX_WAIT_DOUBLINGS 6 /* a fallback lasts at most 64 times retry_after batches */
 
 static double clamp(double v, double lo, double hi)
@@ -51,6 +54,9 @@ void stoker__split_init(stoker__split *s, const stoker__split_config *cfg, bool 
     c->step_down = or_default(c->step_down, 0, 1, DEFAULT_STEP_DOWN);
     c->gpu_behind = or_default(c->gpu_behind, 0, 1e9, DEFAULT_GPU_BEHIND);
     c->busy_slack = or_default(c->busy_slack, 0, 1, DEFAULT_BUSY_SLACK);
+    c->margin = or_default(c->margin, 0, 0.5, DEFAULT_MARGIN);
+    c->jump = or_default(c->jump, c->step_min, 1, fmax(DEFAULT_JUMP, c->step_min));
+    c->drop = or_default(c->drop, c->step_down, 1, fmax(DEFAULT_DROP, c->step_down));
     s->gpu = gpu;
     s->share = 0;
     s->cap = gpu ? 1 - c->floor : 0;
@@ -129,14 +135,17 @@ double stoker__split_update(stoker__split *s, const stoker__split_batch *b)
     return s->share;
 }
 
-/* The share down by step_down (below the floor, where the GPU would be measured poorly:
- * none). */
+/* The share down to `to` (below the floor, where the GPU would be measured poorly: none). */
+static void lower(stoker__split *s, double to, int32_t reason)
+{
+    s->share = to < s->cfg.floor ? 0 : to;
+    s->reason = reason;
+}
+
+/* The share down by step_down. */
 static void fall(stoker__split *s, int32_t reason)
 {
-    s->share -= s->cfg.step_down;
-    if (s->share < s->cfg.floor)
-        s->share = 0;
-    s->reason = reason;
+    lower(s, s->share - s->cfg.step_down, reason);
 }
 
 /* The share up to `want`, never below the floor nor above 1 - floor, never down. */
@@ -145,6 +154,47 @@ static void rise(stoker__split *s, double want, int32_t reason)
     const double top = 1 - s->cfg.floor;
     s->share = fmax(s->share, fmin(fmax(want, s->cfg.floor), top));
     s->reason = s->share >= top ? STOKER__SPLIT_CAPPED : reason;
+}
+
+/* Takes the period's rates into the smoothed ones: the CPU workers' as if they had been busy
+ * all of it (their busy share counted at no less than busy_high, so that a period of idle
+ * workers cannot promise more than twice what they made) and the consumer's own, records
+ * over its time less its waits. False without them. */
+static bool take_rates(stoker__split *s, const stoker__split_period *p)
+{
+    const double own = p->seconds - p->waited;
+    if (!(p->records > 0) || !(p->cpu_records > 0) || !(own > 0))
+        return false;
+    const double w = s->cfg.smoothing;
+    s->cpu_full = smooth(s->cpu_full,
+                         p->cpu_records / p->seconds / clamp(p->busy, s->cfg.busy_high, 1), w);
+    s->consumer = smooth(s->consumer, p->records / own, w);
+    return true;
+}
+
+/* The share the rates ask for: the consumer's own rate less what the workers make, as a part
+ * of the eligible records, plus the margin (0 when the workers make it all). */
+static double needed(const stoker__split *s)
+{
+    const double part = (1 - s->cpu_full / s->consumer) / stoker__split_eligible_part(s);
+    return part > 0 ? fmin(part + s->cfg.margin, 1 - s->cfg.floor) : 0;
+}
+
+/* With batches queued for the GPU it is saturated: the share at which both sides would keep
+ * pace by the period's rates (the workers' scaled as in take_rates); -1 without them. */
+static double balanced(const stoker__split *s, const stoker__split_period *p)
+{
+    if (!(p->gpu_records > 0) || !(p->cpu_records > 0))
+        return -1;
+    const double cpu = p->cpu_records / clamp(p->busy, s->cfg.busy_high, 1);
+    return p->gpu_records / (cpu + p->gpu_records) / stoker__split_eligible_part(s);
+}
+
+/* A rise to what the rates ask for (need, -1: none), step_min at least and jump at most. */
+static double rise_to(const stoker__split *s, double need)
+{
+    const double lo = s->share + s->cfg.step_min;
+    return need >= 0 ? clamp(need, lo, s->share + s->cfg.jump) : lo;
 }
 
 double stoker__split_consumed(stoker__split *s, const stoker__split_period *p)
@@ -157,31 +207,52 @@ double stoker__split_consumed(stoker__split *s, const stoker__split_period *p)
     const double waited = clamp(p->waited / p->seconds, 0, 1);
     const int32_t rises = s->rises;
     s->rises = 0; /* unless this is a rise too */
+    const double need = take_rates(s, p) ? needed(s) : -1;
     if (waited > c->wait_high && p->gpu_queued >= c->gpu_behind) {
-        /* batches wait for the GPU, not for the workers: past its capacity */
-        fall(s, STOKER__SPLIT_GPU_BEHIND);
+        /* batches wait for the GPU, not for the workers: past its capacity; by the rates,
+         * down to where both sides keep pace, by step_down at least and drop at most */
+        const double even = balanced(s, p);
+        if (even < 0)
+            fall(s, STOKER__SPLIT_GPU_BEHIND);
+        else
+            lower(s, clamp(even, s->share - c->drop, s->share - c->step_down),
+                  STOKER__SPLIT_GPU_BEHIND);
     } else if (waited > c->wait_high) {
         if (p->busy < c->busy_high) {
             s->reason = STOKER__SPLIT_NOT_CPU;
             return s->share;
         }
-        /* the CPU made 1 - waited of what the consumer asked for: the GPU takes the rest of
-         * the records, which is waited / eligible_part of the eligible ones (damped) */
-        const double ep = s->eligible_part > 0 ? s->eligible_part : 1;
-        const double most = c->step_max * (double)(1 << rises);
-        rise(s, s->share + clamp(c->gain * waited / ep, c->step_min, most), STOKER__SPLIT_MORE);
+        if (need >= 0) {
+            /* the GPU takes what the workers fell short of the consumer's own rate by, at
+             * once (up to jump): a training job's waits end within a period or two */
+            rise(s, rise_to(s, need), STOKER__SPLIT_MORE);
+        } else {
+            /* the CPU made 1 - waited of what the consumer asked for: the GPU takes the rest
+             * of the records, which is waited / eligible_part of the eligible ones (damped) */
+            const double ep = s->eligible_part > 0 ? s->eligible_part : 1;
+            const double most = c->step_max * (double)(1 << rises);
+            rise(s, s->share + clamp(c->gain * waited / ep, c->step_min, most),
+                 STOKER__SPLIT_MORE);
+        }
         s->rises = rises < MAX_RISE_DOUBLINGS ? rises + 1 : rises;
     } else if (c->low > 0 && p->ahead < c->low && p->ahead <= ahead_before &&
                p->busy >= c->busy_high && p->gpu_queued < c->gpu_behind) {
         /* the consumer did not wait, but the ring runs dry while the workers are busy: the
-         * GPU takes a little more before it does */
-        rise(s, s->share + c->step_min, STOKER__SPLIT_DRY);
+         * GPU takes more before it does, what the rates ask for (step_min at least) */
+        rise(s, rise_to(s, need), STOKER__SPLIT_DRY);
     } else if (waited < c->wait_low && s->share > 0 && p->busy < c->busy_slack &&
                ((c->slack > 0 && p->ahead >= c->slack) || p->gpu_queued >= c->gpu_behind)) {
         /* idle workers, and batches ahead or held by the GPU: the CPU takes records back */
         fall(s, STOKER__SPLIT_SLACK);
     } else if (waited < c->wait_low && p->ahead >= c->ahead) {
         fall(s, STOKER__SPLIT_LESS);
+    } else if (waited < c->wait_low && need >= 0 && need < s->share - c->step_down &&
+               p->ahead >= c->low && p->gpu_queued < c->gpu_behind) {
+        /* batches come in time and the workers would make more than the consumer takes
+         * beside a smaller share: the GPU takes less, a step a period (each image it decodes
+         * costs the consumer's step), down to what the rates ask for; a ring that then runs
+         * dry takes it up again */
+        fall(s, STOKER__SPLIT_TRIM);
     } else if (s->reason != STOKER__SPLIT_START || s->share > 0) {
         s->reason = STOKER__SPLIT_HOLD;
     }
@@ -232,6 +303,11 @@ void stoker__split_describe(const stoker__split *s, char *buf, size_t cap)
     case STOKER__SPLIT_HOLD:
         snprintf(buf, cap, "batches come as the consumer needs them (waited %.1f%%, %.1f ready): "
                  "the GPU keeps %.0f%%", waited, ahead, share);
+        break;
+    case STOKER__SPLIT_TRIM:
+        snprintf(buf, cap, "batches come in time (%.1f ready) and the workers would make %.0f of "
+                 "the %.0f img/s taken: the GPU takes less, %.0f%%", ahead, s->cpu_full,
+                 s->consumer, share);
         break;
     case STOKER__SPLIT_LESS:
         snprintf(buf, cap, "%.1f batches ready at the consumer's calls, waited %.1f%%: %s",

@@ -5,11 +5,18 @@
  * kernels share the device with them, docs/GPU.md), so the CPU decodes first and the GPU
  * takes only the overflow. The share (of the records the GPU could take: the eligible ones)
  * starts at 0 and moves on what the consumer sees, decided once a period of deliveries
- * (stoker__split_consumed):
+ * (stoker__split_consumed). Where the period carries its rates (the loader's do), the share
+ * the rates ask for is the consumer's own rate (its records over its time less its waits)
+ * less what the workers make (their records, as if busy all the period: over their busy
+ * share, counted at no less than busy_high), both smoothed over periods (`smoothing`), as a
+ * part of the eligible records, plus `margin`; the rules below then move the share to it at
+ * once, up by at most `jump` a period and down by at most `drop`, where they would move by
+ * steps:
  *
  *   the consumer waited more than wait_high of its time with batches queued for the GPU
  *   (gpu_behind or more at its calls, on average): the GPU is the slower side, and takes
- *   step_down less (below the floor: none);
+ *   step_down less (below the floor: none); with the rates, down to where both sides keep
+ *   pace by them (the GPU's records against the workers' scaled as above);
  *   it waited more than wait_high with the workers busy (at least busy_high of their time):
  *   the GPU takes more, by gain times the waited share (the share of the records the CPU fell
  *   short by), at least step_min and at most step_max, or twice the last rise's most when the
@@ -22,6 +29,11 @@
  *   batch the GPU's part holds back are what a training step loses);
  *   it waited less than wait_low, with `ahead` or more batches ready at its calls: the
  *   producers outrun it, and the GPU takes step_down less (down to 0: the CPU alone);
+ *   it waited less than wait_low, with at least `low` batches ready and none queued for the
+ *   GPU, and the rates ask for less than the share by more than step_down: the GPU takes
+ *   step_down less (each image it decodes costs the consumer's step; the ring running dry
+ *   takes it up again). Without it the share a training job's start sent up held in the
+ *   dead band, a third above what the job needed;
  *   it waited less than wait_low with the workers short of saturated (busy under
  *   busy_slack), and `slack` or more batches ready at its calls or batches queued for the
  *   GPU (gpu_behind): the CPU has room for more of the work, and the GPU takes step_down
@@ -82,6 +94,10 @@ typedef struct stoker__split_config {
                              workers take records back from the GPU (0: never) */
     double busy_slack;    /* the workers' busy share under which they are idle enough for
                              that (0: 0.85; saturated workers show 0.95-1.0) */
+    double margin;        /* added to the share the period's rates ask for (0: 0.04) */
+    double jump;          /* most a period's rates raise the share at once (0: 0.3) */
+    double drop;          /* ... and lower it (0: 0.1; a GPU's first runs at a new share
+                             are slow, and its rate then says too little) */
 } stoker__split_config;
 
 /* What one batch measured. Busy time is the wall time a side needed for its records of the
@@ -103,6 +119,9 @@ typedef struct stoker__split_period {
     double busy;    /* the CPU workers' busy share over the period (0..1) */
     double gpu_queued; /* batches waiting for the GPU decode stage (none of its runs free for
                           them) at the consumer's calls, on average */
+    /* The period's rates (0: not measured, and the rules move the share by steps alone):
+     * records delivered to the consumer, and records each side decoded meanwhile. */
+    double records, cpu_records, gpu_records;
 } stoker__split_period;
 
 /* Why the share is what it is (the last decision). */
@@ -116,7 +135,8 @@ enum {
     STOKER__SPLIT_FALLBACK,  /* GPU failures: the CPU alone for a while */
     STOKER__SPLIT_GPU_BEHIND, /* the consumer waited with batches queued for the GPU: less */
     STOKER__SPLIT_DRY,        /* the ring runs dry with the workers busy: the GPU took more */
-    STOKER__SPLIT_SLACK       /* batches ahead, or held by the GPU, with idle workers: less */
+    STOKER__SPLIT_SLACK,      /* batches ahead, or held by the GPU, with idle workers: less */
+    STOKER__SPLIT_TRIM        /* batches come in time, and the rates ask for less: less */
 };
 
 typedef struct stoker__split {
@@ -133,6 +153,8 @@ typedef struct stoker__split {
     int32_t reason;            /* STOKER__SPLIT_* of the last decision */
     stoker__split_period last; /* the period it was made on */
     int32_t rises;             /* rises in a row for waits (each may be twice the last's) */
+    double cpu_full, consumer; /* the rates, records per second, smoothed over periods (the
+                                  consumer's varies from one period to the next by half) */
 } stoker__split;
 
 /* A controller; cfg may be NULL (every default). gpu false: the share is always 0. */
