@@ -215,6 +215,31 @@ static void check_auto_slow_consumer(const char *mixed)
 
 /* Which records are routed: with decoder gpu, every record the hardware takes and nothing
  * else, exactly. */
+/* Auto beside a consumer that never pauses: it waits for the workers, and the loader's
+ * periods carry their rates (records delivered, and those the workers decoded), so the
+ * split's first rise is to what the rates ask for, up to 0.3 at once, not a step of at most
+ * 0.05 (split.h). */
+static void check_auto_hungry_consumer(const char *mixed)
+{
+    stoker__gdec_emulate(STOKER__GDEC_REFUSE);
+    stoker_loader *l = open_loader(mixed, STOKER_DECODER_AUTO, STOKER_ON_CORRUPT_ERROR);
+    stoker_batch *b = NULL;
+    double first = 0;
+    for (int i = 0; i < 400 && first == 0; i++) {
+        const int rc = stoker_loader_next(l, &b);
+        if (rc == STOKER_END)
+            continue;
+        T_OK(rc);
+        T_OK(stoker_batch_release(b));
+        first = tl_stats(l).gpu_share;
+    }
+    const stoker_stats st = tl_stats(l);
+    printf("auto, hungry consumer: first share %.3f; %s\n", first, st.decoder_note);
+    T_ASSERT(first > 0.1);
+    stoker_loader_destroy(l);
+    stoker__gdec_emulate(STOKER__GDEC_REAL);
+}
+
 static void check_routing(const char *eligible, const char *ineligible)
 {
     stoker__gdec_emulate(STOKER__GDEC_REFUSE);
@@ -516,6 +541,7 @@ int main(void)
     make_set(bad, SET_ELIGIBLE, 13);
     check_no_gpu(mixed);
     check_auto_slow_consumer(mixed);
+    check_auto_hungry_consumer(mixed);
     check_refused(mixed);
     check_share_env(mixed);
     check_routing(elig, inel);
