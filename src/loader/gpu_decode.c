@@ -233,10 +233,11 @@ int stoker__gdec_create(stoker__gdec **out, const stoker__plan *plan, char *why,
     }
     gd->has_locks = true;
     gd->pinned = plan->decoder == STOKER_DECODER_GPU ? 0 : atomic_load(&pinned_share);
-    gd->pinned_by_env = plan->decoder != STOKER_DECODER_GPU && gd->pinned == 0 &&
-                        share_from_env() > 0;
+    const double env =
+        plan->decoder == STOKER_DECODER_GPU || gd->pinned > 0 ? 0 : share_from_env();
+    gd->pinned_by_env = env > 0;
     if (gd->pinned_by_env)
-        gd->pinned = share_from_env();
+        gd->pinned = env;
     /* auto starts with the CPU alone (the split starts at 0; made in start, with the ring) */
     gd->share = plan->decoder == STOKER_DECODER_GPU ? 1.0 : gd->pinned;
     gd->epart = 1.0;

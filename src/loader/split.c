@@ -156,18 +156,23 @@ static void rise(stoker__split *s, double want, int32_t reason)
     s->reason = s->share >= top ? STOKER__SPLIT_CAPPED : reason;
 }
 
-/* Takes the period's rates into the smoothed ones: the CPU workers' as if they had been busy
- * all of it (their busy share counted at no less than busy_high, so that a period of idle
- * workers cannot promise more than twice what they made) and the consumer's own, records
- * over its time less its waits. False without them. */
+/* The records the CPU workers would have decoded in the period had they been busy all of it:
+ * their busy share counted at no less than busy_high, so that a period of idle workers cannot
+ * promise more than twice what they made. */
+static double workers_full(const stoker__split *s, const stoker__split_period *p)
+{
+    return p->cpu_records / clamp(p->busy, s->cfg.busy_high, 1);
+}
+
+/* Takes the period's rates into the smoothed ones: the workers' (workers_full) and the
+ * consumer's own, records over its time less its waits. False without them. */
 static bool take_rates(stoker__split *s, const stoker__split_period *p)
 {
     const double own = p->seconds - p->waited;
     if (!(p->records > 0) || !(p->cpu_records > 0) || !(own > 0))
         return false;
     const double w = s->cfg.smoothing;
-    s->cpu_full = smooth(s->cpu_full,
-                         p->cpu_records / p->seconds / clamp(p->busy, s->cfg.busy_high, 1), w);
+    s->cpu_full = smooth(s->cpu_full, workers_full(s, p) / p->seconds, w);
     s->consumer = smooth(s->consumer, p->records / own, w);
     return true;
 }
@@ -181,12 +186,12 @@ static double needed(const stoker__split *s)
 }
 
 /* With batches queued for the GPU it is saturated: the share at which both sides would keep
- * pace by the period's rates (the workers' scaled as in take_rates); -1 without them. */
+ * pace by the period's rates (the workers' as workers_full); -1 without them. */
 static double balanced(const stoker__split *s, const stoker__split_period *p)
 {
     if (!(p->gpu_records > 0) || !(p->cpu_records > 0))
         return -1;
-    const double cpu = p->cpu_records / clamp(p->busy, s->cfg.busy_high, 1);
+    const double cpu = workers_full(s, p);
     return p->gpu_records / (cpu + p->gpu_records) / stoker__split_eligible_part(s);
 }
 
