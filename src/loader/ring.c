@@ -235,7 +235,9 @@ int stoker__ring_take(stoker__ring *r, uint64_t seq, const atomic_bool *halt, bo
         pthread_mutex_unlock(&s->mu);
         return STOKER_E_STATE;
     }
+    bool blocked = false; /* a batch found ready was not waited for, whatever the lock cost */
     while (!(s->seq == seq && s->state == SLOT_READY)) {
+        blocked = true;
         if (halted(halt)) {
             pthread_mutex_unlock(&s->mu);
             return 1;
@@ -254,7 +256,7 @@ int stoker__ring_take(stoker__ring *r, uint64_t seq, const atomic_bool *halt, bo
     s->state = SLOT_OUT;
     pthread_mutex_unlock(&s->mu);
     if (waited)
-        *waited = stoker__now() - t0;
+        *waited = blocked ? stoker__now() - t0 : 0;
     if (found)
         *found = ready;
     *out = s;

@@ -127,7 +127,8 @@ void stoker__ring_publish(stoker__ring *r, stoker__slot *s);
  * made, progress(ctx, slot) (when not NULL) is called without the mutex, to copy finished
  * pieces (piece_ok); it returns true when it moved on. Returns 0 with *out, 1 when `halt`
  * was set, STOKER_E_STATE (nothing taken) when `held_fails` and the slot still holds batch
- * seq - depth, taken and not given back. *waited: seconds spent waiting; *found: batches
+ * seq - depth, taken and not given back. *waited: seconds spent waiting for the batch (0
+ * when it was READY at the call, the slot lock's cost aside); *found: batches
  * READY and not taken at that moment, this one included (occupancy). Either may be NULL. */
 int stoker__ring_take(stoker__ring *r, uint64_t seq, const atomic_bool *halt, bool held_fails,
                       bool (*progress)(void *ctx, stoker__slot *s), void *ctx, stoker__slot **out,
