@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #define DEFAULT_FLOOR 0.05
 #define DEFAULT_SMOOTHING 0.4
@@ -195,11 +196,15 @@ static double balanced(const stoker__split *s, const stoker__split_period *p)
     return p->gpu_records / (cpu + p->gpu_records) / stoker__split_eligible_part(s);
 }
 
-/* A rise to what the rates ask for (need, -1: none), step_min at least and jump at most. */
+/* A rise to what the rates ask for (need, -1: none), step_min at least and jump at most, and
+ * no higher than the ceiling unless by step_min. */
 static double rise_to(const stoker__split *s, double need)
 {
     const double lo = s->share + s->cfg.step_min;
-    return need >= 0 ? clamp(need, lo, s->share + s->cfg.jump) : lo;
+    double hi = s->share + s->cfg.jump;
+    if (s->ceiling > 0)
+        hi = fmin(hi, fmax(s->ceiling, lo));
+    return need >= 0 ? clamp(need, lo, hi) : lo;
 }
 
 double stoker__split_consumed(stoker__split *s, const stoker__split_period *p)
@@ -217,11 +222,13 @@ double stoker__split_consumed(stoker__split *s, const stoker__split_period *p)
         /* batches wait for the GPU, not for the workers: past its capacity; by the rates,
          * down to where both sides keep pace, by step_down at least and drop at most */
         const double even = balanced(s, p);
-        if (even < 0)
+        if (even < 0) {
             fall(s, STOKER__SPLIT_GPU_BEHIND);
-        else
+        } else {
             lower(s, clamp(even, s->share - c->drop, s->share - c->step_down),
                   STOKER__SPLIT_GPU_BEHIND);
+            s->ceiling = fmax(even, c->floor);
+        }
     } else if (waited > c->wait_high) {
         if (p->busy < c->busy_high) {
             s->reason = STOKER__SPLIT_NOT_CPU;
@@ -335,6 +342,10 @@ void stoker__split_describe(const stoker__split *s, char *buf, size_t cap)
         snprintf(buf, cap, "the CPU decodes alone until the consumer waits for it");
         break;
     }
+    const size_t n = strlen(buf);
+    if ((s->reason == STOKER__SPLIT_MORE || s->reason == STOKER__SPLIT_DRY) && s->ceiling > 0 &&
+        s->share >= s->ceiling - 1e-9 && n < cap)
+        snprintf(buf + n, cap - n, " (the GPU fell behind above %.0f%%)", 100 * s->ceiling);
 }
 
 int32_t stoker__split_gpu_count(double share, int32_t eligible)
