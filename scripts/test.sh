@@ -1,10 +1,11 @@
 #!/bin/sh
 # The whole test suite on a fresh Debian 12 machine: installs the dependencies, builds
 # stoker (warnings are errors), runs the C tests, the Python tests (tests/python/test_torch.py
-# among them, on Debian's PyTorch), examples/train_ddp.py on two gloo ranks, a CPU smoke run
-# of bench/train.py, the C tests again under AddressSanitizer + UndefinedBehaviorSanitizer,
-# the multi-threaded ones under ThreadSanitizer, and builds a C and a C++ program against an
-# installed copy through both find_package(stoker) and pkg-config.
+# among them, on Debian's PyTorch), examples/train_ddp.py on two gloo ranks, CPU smoke runs
+# of bench/train.py and bench/step_probe.py, the C tests again under AddressSanitizer +
+# UndefinedBehaviorSanitizer, the multi-threaded ones under ThreadSanitizer, and builds a C
+# and a C++ program against an installed copy through both find_package(stoker) and
+# pkg-config.
 #   scripts/test.sh            everything
 #   STOKER_QUICK=1 scripts/test.sh   skip the sanitizer builds
 set -eu
@@ -116,6 +117,29 @@ print("bench/train.py:", ", ".join("%s %.0f img/s" % (f, r["img_per_s"])
                                    for f, r in rows.items()))
 PYEOF
     { echo "test.sh: bench/train.py's results fail the check"; exit 1; }
+
+step "bench/step_probe.py: CPU smoke run (the host's parts of a step; no CUDA graph without CUDA)"
+for feed in cpu default; do
+    timeout 120 /usr/bin/python3 bench/step_probe.py --build "$root/build" --device cpu \
+        --model tiny --data "$torch_tmp/train/packed" --feed $feed --size 32 --batch-size 16 \
+        --steps 6 --warmup 2 --trace --json "$torch_tmp/probe-$feed.json" ||
+        { echo "test.sh: bench/step_probe.py --feed $feed failed"; exit 1; }
+    /usr/bin/python3 - "$torch_tmp/probe-$feed.json" <<'PYEOF' ||
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["img_per_s"] > 0 and 0 <= r["host_waited"] < 1, r
+m = r["median_ms"]
+assert all(m[k] is not None and m[k] >= 0 for k in ("host", "take", "dlpack", "labels")), m
+assert r["loader"]["decoder"] == "cpu" and r["loader"]["cpu_decoded"] >= 8 * 16, r["loader"]
+assert r["split_trace"] and r["device_idle_at_next"] is None, r
+PYEOF
+        { echo "test.sh: bench/step_probe.py's record fails the check"; exit 1; }
+done
+if /usr/bin/python3 bench/step_probe.py --device cpu --model tiny --feed synthetic \
+    --mode graph > "$torch_tmp/probe-graph.log" 2>&1 ||
+    [ $? -ne 2 ] || ! grep -q "needs a CUDA device" "$torch_tmp/probe-graph.log"; then
+    cat "$torch_tmp/probe-graph.log"; echo "test.sh: step_probe.py --mode graph on the CPU"; exit 1
+fi
 
 if [ "${STOKER_QUICK:-0}" != 1 ]; then
     step "C tests under AddressSanitizer + UndefinedBehaviorSanitizer"
