@@ -795,9 +795,10 @@ static void check_rates(void)
     stoker__split_consumed(&s, &p);
     stoker__split_consumed(&s, &p);
     T_ASSERT(fabs(stoker__split_share(&s) - 2.0 / 7.0) < 1e-9);
-    /* the consumer waits again for busy workers, and the rates ask for half: the share rises
-     * to 2/7, where the GPU last kept pace, and above it by step_min a period */
-    p = (stoker__split_period){.seconds = 1, .waited = 0.4, .busy = 1, .records = 6000,
+    /* the consumer waits again for busy workers, now 80% of the period: its own rate, read
+     * from 0.2 s, comes to more than twice what it is given (smoothed), and is unsure: the
+     * share rises to 2/7, where the GPU last kept pace, and above it by step_min a period */
+    p = (stoker__split_period){.seconds = 1, .waited = 0.8, .busy = 1, .records = 6000,
                                .cpu_records = 5000, .gpu_records = 1000};
     stoker__split_consumed(&s, &p);
     T_ASSERT(fabs(stoker__split_share(&s) - (2.0 / 7.0 + 0.02)) < 1e-9);
@@ -808,12 +809,27 @@ static void check_rates(void)
                                .records = 6000, .cpu_records = 4000, .gpu_records = 3750};
     stoker__split_consumed(&s, &p);
     T_ASSERT(fabs(stoker__split_share(&s) - (2.0 / 7.0 + 0.02)) < 1e-9); /* step_down */
-    p = (stoker__split_period){.seconds = 1, .waited = 0.4, .busy = 1, .records = 6000,
+    p = (stoker__split_period){.seconds = 1, .waited = 0.8, .busy = 1, .records = 6000,
                                .cpu_records = 5000, .gpu_records = 1000};
     stoker__split_consumed(&s, &p);
     T_ASSERT(fabs(stoker__split_share(&s) - 3.0 / 7.0) < 1e-9);
     stoker__split_describe(&s, why, sizeof why);
     T_CONTAINS(why, "the GPU fell behind above 43%");
+
+    /* a consumer that waits less than half its time: its rate is sure, and after the GPU fell
+     * behind at 1/6 the share rises past that to what the rates ask for */
+    stoker__split_init(&s, &cfg, true);
+    p = (stoker__split_period){.seconds = 1, .waited = 0.4, .busy = 1, .records = 6000,
+                               .cpu_records = 5000};
+    stoker__split_consumed(&s, &p); /* 0.3 */
+    p = (stoker__split_period){.seconds = 1, .waited = 0.1, .busy = 0.8, .gpu_queued = 3,
+                               .records = 6000, .cpu_records = 4000, .gpu_records = 1000};
+    stoker__split_consumed(&s, &p);
+    T_ASSERT(fabs(stoker__split_share(&s) - 0.2) < 1e-9); /* the most a period: drop */
+    p = (stoker__split_period){.seconds = 1, .waited = 0.4, .busy = 1, .records = 6000,
+                               .cpu_records = 5000, .gpu_records = 1000};
+    stoker__split_consumed(&s, &p);
+    T_ASSERT(stoker__split_share(&s) > 0.4);
 
     /* batches in time, 5 ready: the consumer takes 10,000 a second, the workers would make
      * 5,000 (4,000 at 80% busy): half asked for, above the share, which holds */

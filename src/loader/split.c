@@ -23,6 +23,9 @@
 #define DEFAULT_MARGIN 0.04
 #define DEFAULT_JUMP 0.3
 #define DEFAULT_DROP 0.1
+#define UNSURE_RATIO 2.0 /* a consumer whose own rate is more times what it was given (that
+                            waited more than half of its time): its rate is unsure, and the
+                            ceiling bounds its rises */
 #define MAX_WAIT_DOUBLINGS 6 /* a fallback lasts at most 64 times retry_after batches */
 
 static double clamp(double v, double lo, double hi)
@@ -175,6 +178,7 @@ static bool take_rates(stoker__split *s, const stoker__split_period *p)
     const double w = s->cfg.smoothing;
     s->cpu_full = smooth(s->cpu_full, workers_full(s, p) / p->seconds, w);
     s->consumer = smooth(s->consumer, p->records / own, w);
+    s->delivered = smooth(s->delivered, p->records / p->seconds, w);
     return true;
 }
 
@@ -196,13 +200,16 @@ static double balanced(const stoker__split *s, const stoker__split_period *p)
     return p->gpu_records / (cpu + p->gpu_records) / stoker__split_eligible_part(s);
 }
 
-/* A rise to what the rates ask for (need, -1: none), step_min at least and jump at most, and
- * no higher than the ceiling unless by step_min. */
+/* A rise to what the rates ask for (need, -1: none), step_min at least and jump at most; for
+ * a consumer whose own rate is more than UNSURE_RATIO times what it was given (both
+ * smoothed), no higher than the ceiling unless by step_min: its own rate is then read from
+ * too little of its time (a host that only queues its steps for the GPU waits for nearly
+ * every batch, and the rates take it for many times what it computes). */
 static double rise_to(const stoker__split *s, double need)
 {
     const double lo = s->share + s->cfg.step_min;
     double hi = s->share + s->cfg.jump;
-    if (s->ceiling > 0)
+    if (s->ceiling > 0 && s->consumer > UNSURE_RATIO * s->delivered)
         hi = fmin(hi, fmax(s->ceiling, lo));
     return need >= 0 ? clamp(need, lo, hi) : lo;
 }

@@ -17,9 +17,11 @@
  *   (gpu_behind or more at its calls, on average): the GPU is the slower side, and takes
  *   step_down less (below the floor: none); with the rates, down to where both sides keep
  *   pace by them (the GPU's records against the workers' scaled as above);
- *   (that share is the ceiling: later rises stop there and go above it by step_min a
- *   period, so that a consumer the rates misjudge, as one whose steps the host only queues
- *   for the GPU, does not send the share past what the GPU keeps up with every few periods);
+ *   (that share is the ceiling: the rises of a consumer whose own rate is more than twice
+ *   what it is given, both smoothed, stop there and go above it by step_min a period: the
+ *   rates misjudge the rate of a consumer that waits most of its time, read from too little
+ *   of it, as that of a host that only queues its steps for the GPU, and would send the
+ *   share past what the GPU keeps up with every few periods);
  *   it waited more than wait_high with the workers busy (at least busy_high of their time):
  *   the GPU takes more, by gain times the waited share (the share of the records the CPU fell
  *   short by), at least step_min and at most step_max, or twice the last rise's most when the
@@ -159,8 +161,9 @@ typedef struct stoker__split {
     double cpu_full, consumer; /* the rates, records per second, smoothed over periods (the
                                   consumer's varies from one period to the next by half) */
     double ceiling;            /* where both sides kept pace by the rates when the GPU last
-                                  fell behind: rises stop there, and above it go by step_min
-                                  (0: the GPU has not fallen behind) */
+                                  fell behind: the rises of a consumer that mostly waited stop
+                                  there, and above it go by step_min (0: not fallen behind) */
+    double delivered;          /* records per second the consumer was given, smoothed */
 } stoker__split;
 
 /* A controller; cfg may be NULL (every default). gpu false: the share is always 0. */
