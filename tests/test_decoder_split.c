@@ -830,6 +830,8 @@ static void check_rates(void)
                                .cpu_records = 5000, .gpu_records = 1000};
     stoker__split_consumed(&s, &p);
     T_ASSERT(stoker__split_share(&s) > 0.4);
+    stoker__split_describe(&s, why, sizeof why);
+    T_ASSERT(strstr(why, "fell behind above") == NULL); /* the ceiling bounded nothing */
 
     /* batches in time, 5 ready: the consumer takes 10,000 a second, the workers would make
      * 5,000 (4,000 at 80% busy): half asked for, above the share, which holds */

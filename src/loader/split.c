@@ -23,9 +23,9 @@
 #define DEFAULT_MARGIN 0.04
 #define DEFAULT_JUMP 0.3
 #define DEFAULT_DROP 0.1
-#define UNSURE_RATIO 2.0 /* a consumer whose own rate is more times what it was given (that
-                            waited more than half of its time): its rate is unsure, and the
-                            ceiling bounds its rises */
+#define UNSURE_RATIO 2.0 /* a consumer whose own rate is more than this many times what it
+                            was given (one that waited more than half its time): its rate is
+                            unsure, and the ceiling bounds its rises */
 #define MAX_WAIT_DOUBLINGS 6 /* a fallback lasts at most 64 times retry_after batches */
 
 static double clamp(double v, double lo, double hi)
@@ -200,16 +200,22 @@ static double balanced(const stoker__split *s, const stoker__split_period *p)
     return p->gpu_records / (cpu + p->gpu_records) / stoker__split_eligible_part(s);
 }
 
-/* A rise to what the rates ask for (need, -1: none), step_min at least and jump at most; for
- * a consumer whose own rate is more than UNSURE_RATIO times what it was given (both
- * smoothed), no higher than the ceiling unless by step_min: its own rate is then read from
- * too little of its time (a host that only queues its steps for the GPU waits for nearly
- * every batch, and the rates take it for many times what it computes). */
+/* Whether the ceiling bounds the rises: the GPU has fallen behind, and the consumer's own
+ * rate is more than UNSURE_RATIO times what it was given (both smoothed), so that it is read
+ * from too little of its time (a host that only queues its steps for the GPU waits for
+ * nearly every batch, and the rates take it for many times what it computes). */
+static bool bounded(const stoker__split *s)
+{
+    return s->ceiling > 0 && s->consumer > UNSURE_RATIO * s->delivered;
+}
+
+/* A rise to what the rates ask for (need, -1: none), step_min at least and jump at most, and
+ * where bounded, no higher than the ceiling unless by step_min. */
 static double rise_to(const stoker__split *s, double need)
 {
     const double lo = s->share + s->cfg.step_min;
     double hi = s->share + s->cfg.jump;
-    if (s->ceiling > 0 && s->consumer > UNSURE_RATIO * s->delivered)
+    if (bounded(s))
         hi = fmin(hi, fmax(s->ceiling, lo));
     return need >= 0 ? clamp(need, lo, hi) : lo;
 }
@@ -350,7 +356,7 @@ void stoker__split_describe(const stoker__split *s, char *buf, size_t cap)
         break;
     }
     const size_t n = strlen(buf);
-    if ((s->reason == STOKER__SPLIT_MORE || s->reason == STOKER__SPLIT_DRY) && s->ceiling > 0 &&
+    if ((s->reason == STOKER__SPLIT_MORE || s->reason == STOKER__SPLIT_DRY) && bounded(s) &&
         s->share >= s->ceiling - 1e-9 && n < cap)
         snprintf(buf + n, cap - n, " (the GPU fell behind above %.0f%%)", 100 * s->ceiling);
 }
