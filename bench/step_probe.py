@@ -41,6 +41,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from train import import_stoker, make_model  # noqa: E402 (train.py's model and binding)
+
 DECODERS = ("cpu", "auto", "gpu")
 
 
@@ -75,17 +78,6 @@ def parse_args(argv):
     return p, a
 
 
-def make_model(torch, name, classes):
-    nn = torch.nn
-    if name == "tiny":
-        return nn.Sequential(
-            nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
-            nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
-            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, classes))
-    import torchvision.models as models
-    return getattr(models, name)(num_classes=classes)
-
-
 class Probe:
     def __init__(self, torch, a, device):
         self.torch, self.a, self.device = torch, a, device
@@ -111,8 +103,7 @@ class Probe:
             x, y = self.synthetic()
             while True:
                 yield x, y
-        sys.path.insert(0, os.path.join(ROOT, "python"))
-        import stoker
+        stoker = import_stoker()
         kw = {} if a.feed == "default" else {"decoder": a.feed}
         self.loader = stoker.Loader(
             a.data, a.batch_size, transform="train", size=a.size, layout="NHWC",
