@@ -113,7 +113,8 @@ void stoker__count_delivery(stoker_loader *l, const stoker_batch *b, double wait
 
 /* Who decoded what, and how busy each side was (the workers: their time in the reader, the
  * checks and the process step over their share of the loader's life). */
-static void fill_decoder(const stoker_loader *l, const stoker__pool_stats *ps, stoker_stats *s)
+static void fill_decoder(const stoker_loader *l, const stoker__pool_stats *ps,
+                         const stoker__gdec_stats *gs, stoker_stats *s)
 {
     const stoker__plan *p = &l->plan;
     s->decoder = p->image && l->gdec ? p->decoder : STOKER_DECODER_CPU;
@@ -123,15 +124,13 @@ static void fill_decoder(const stoker_loader *l, const stoker__pool_stats *ps, s
     snprintf(s->decoder_note, sizeof s->decoder_note, "%s", p->decoder_note);
     if (!l->gdec)
         return;
-    stoker__gdec_stats gs;
-    stoker__gdec_stats_get(l->gdec, &gs);
-    s->gpu_decoded = (int64_t)gs.decoded;
-    s->gpu_retried = (int64_t)gs.retried;
-    s->gpu_fallbacks = (int64_t)gs.fallbacks;
-    s->gpu_share = gs.share;
-    s->gpu_busy = s->seconds > 0 ? gs.busy_s / s->seconds : 0;
+    s->gpu_decoded = (int64_t)gs->decoded;
+    s->gpu_retried = (int64_t)gs->retried;
+    s->gpu_fallbacks = (int64_t)gs->fallbacks;
+    s->gpu_share = gs->share;
+    s->gpu_busy = s->seconds > 0 ? gs->busy_s / s->seconds : 0;
     if (!p->decoder_note[0]) /* the split's last decision and why */
-        snprintf(s->decoder_note, sizeof s->decoder_note, "%s", gs.reason);
+        snprintf(s->decoder_note, sizeof s->decoder_note, "%s", gs->reason);
 }
 
 /* A note as the inside of a JSON string: quotes, backslashes and control characters
@@ -167,6 +166,12 @@ static void fill_stats(const stoker_loader *l, stoker_stats *s)
     s->records = (int64_t)LOAD(l->c_records);
     s->bytes = (int64_t)LOAD(l->c_bytes);
     s->skipped = (int64_t)LOAD(l->c_skipped);
+    /* The GPU stage's counters before the workers': a record reaches the GPU stage only
+     * once its batch's pieces are read and counted, so that a snapshot never shows more
+     * records retried or decoded on the GPU than read */
+    stoker__gdec_stats gs = {0};
+    if (l->gdec)
+        stoker__gdec_stats_get(l->gdec, &gs);
     stoker__pool_stats ps;
     stoker__pool_stats_get(&l->pool, &ps);
     s->records_read = (int64_t)ps.records;
@@ -200,7 +205,7 @@ static void fill_stats(const stoker_loader *l, stoker_stats *s)
     }
     const uint64_t calls = LOAD(l->c_next_calls);
     s->ready_slots = calls ? (double)LOAD(l->c_ready_sum) / (double)calls : 0;
-    fill_decoder(l, &ps, s);
+    fill_decoder(l, &ps, &gs, s);
 }
 
 int stoker_loader_get_stats(const stoker_loader *l, stoker_stats *stats)
