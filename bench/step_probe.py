@@ -4,7 +4,7 @@ captured in a CUDA graph.
 
     bench/step_probe.py --data DS --feed default [--size 176] [--model resnet18]
                         [--mode eager|graph] [--steps 200] [--warmup 60] [--trace]
-                        [--json OUT]
+                        [--profile N] [--json OUT]
     bench/step_probe.py --device cpu --model tiny --data DS --size 32 --batch-size 16 \\
                         --steps 6 --warmup 2          # a smoke run on the CPU
 
@@ -29,8 +29,17 @@ is then one replay, as with torch.compile(mode="reduce-overhead"), and the host 
 nearly every batch. --trace prints the loader's GPU share, the workers' and the GPU decode
 stage's busy shares and the split's note every 8 steps.
 
-Prints one line (img/s, the step's time, the medians above); --json OUT writes them.
-Exit status 2 for bad arguments, and for --mode graph without a CUDA device.
+--profile N (CUDA only) runs N more steps after the timed ones under torch.profiler (the
+device's activity only) and reads, per step: the model's kernels' time on its stream and
+the span they cover (a span longer than their time is the device waiting for the host's
+launches), the share of that time other streams ran beside them (the loader's and nvJPEG's
+kernels and copies) and how much longer the model's kernels ran then than the same kernels
+with nothing beside them. Dearer launches show as gaps; a device shared with the decode
+shows as the model's kernels running longer.
+
+Prints one line (img/s, the step's time, the medians above; with --profile a second);
+--json OUT writes them. Exit status 2 for bad arguments, and for --mode graph or --profile
+without a CUDA device.
 """
 import argparse
 import json
@@ -68,11 +77,13 @@ def parse_args(argv):
                    help="stoker's build folder: libstoker.so unless STOKER_LIBRARY is set")
     p.add_argument("--trace", action="store_true",
                    help="the loader's share and the split's note every 8 steps")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="N more steps under torch.profiler: the device's time (CUDA only)")
     p.add_argument("--json", metavar="OUT")
     a = p.parse_args(argv)
-    if a.steps < 1 or a.warmup < 0 or a.batch_size < 1 or a.size < 8:
+    if a.steps < 1 or a.warmup < 0 or a.batch_size < 1 or a.size < 8 or a.profile < 0:
         p.error("--steps and --batch-size must be positive, --warmup not negative, --size "
-                "at least 8")
+                "at least 8, --profile not negative")
     if a.feed != "synthetic" and not a.data:
         p.error("--feed %s needs --data" % a.feed)
     return p, a
@@ -151,6 +162,85 @@ class Probe:
             print("  %4d share %.2f workers %.2f gpu %.2f | %s" % tuple(line), flush=True)
 
 
+def merged(spans):
+    """The union of (start, end) spans, sorted and disjoint."""
+    out = []
+    for b, e in sorted(spans):
+        if out and b <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([b, e])
+    return out
+
+
+def covered(b, e, union, k):
+    """Time of [b, e) inside `union` (merged spans), scanning from index k; returns
+    (time, the index to scan from for a later span)."""
+    while k < len(union) and union[k][1] <= b:
+        k += 1
+    t, j = 0.0, k
+    while j < len(union) and union[j][0] < e:
+        t += min(e, union[j][1]) - max(b, union[j][0])
+        j += 1
+    return t, k
+
+
+def device_time(events, steps):
+    """Per step, from a profiler trace's events (chrome trace: "X" events of cat kernel,
+    gpu_memcpy, gpu_memset, times in us, args.stream): the model's stream is the one whose
+    kernels took the most time. Returns ms a step of the model's kernels (`model_ms`) and
+    the span from its first kernel's start to its last one's end (`span_ms`; `gaps` is the
+    share of the span no model kernel ran), the share of model kernel time with another
+    stream's work running (`beside`), how much longer a kernel ran beside such work than the
+    mean of the same kernel's runs with nothing beside it (`beside_slowdown`: 1.0 = no
+    longer; kernels by name, only names that ran both ways), and the other streams' kernels
+    and copies (count and ms a step, by kind)."""
+    acts = [e for e in events if e.get("ph") == "X" and
+            e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    streams = {}
+    for e in acts:
+        streams.setdefault((e.get("args") or {}).get("stream"), []).append(e)
+    ktime = {s: sum(e["dur"] for e in v if e["cat"] == "kernel") for s, v in streams.items()}
+    if not ktime or max(ktime.values()) <= 0 or steps < 1:
+        return None
+    ms = max(ktime, key=ktime.get)
+    mk = sorted((e for e in streams[ms] if e["cat"] == "kernel"), key=lambda e: e["ts"])
+    other = merged([(e["ts"], e["ts"] + e["dur"]) for s, v in streams.items() if s != ms
+                    for e in v])
+    alone, beside, k = {}, [], 0
+    over_t = 0.0
+    for e in mk:
+        t, k = covered(e["ts"], e["ts"] + e["dur"], other, k)
+        over_t += t
+        if t > 0.5 * e["dur"]:
+            beside.append(e)
+        elif t == 0:
+            alone.setdefault(e["name"], []).append(e["dur"])
+    mean = {n: sum(v) / len(v) for n, v in alone.items()}
+    ran = [(e["dur"], mean[e["name"]]) for e in beside if e["name"] in mean]
+    busy = sum(e["dur"] for e in mk)
+    span = mk[-1]["ts"] + mk[-1]["dur"] - mk[0]["ts"]
+    kinds = {}
+    for s, v in streams.items():
+        if s == ms:
+            continue
+        for e in v:
+            kind = "kernels" if e["cat"] == "kernel" else e["name"].split(" (")[0]
+            c = kinds.setdefault(kind, [0, 0.0])
+            c[0] += 1
+            c[1] += e["dur"]
+    return {"steps": steps, "model_ms": round(busy / 1000 / steps, 3),
+            "span_ms": round(span / 1000 / steps, 3),
+            "gaps": round(1 - busy / span, 4) if span > 0 else None,
+            "beside": round(over_t / busy, 4) if busy > 0 else None,
+            "beside_kernels": len(ran),
+            "beside_slowdown": round(sum(d for d, _ in ran) / sum(m for _, m in ran), 3)
+            if ran else None,
+            "others": {n: {"count_per_step": round(c / steps, 1),
+                           "ms_per_step": round(t / 1000 / steps, 3)}
+                       for n, (c, t) in sorted(kinds.items())}}
+
+
 def run(torch, a, device):
     pr = Probe(torch, a, device)
     cuda = pr.cuda
@@ -192,7 +282,30 @@ def run(torch, a, device):
 
     src = pr.feed()
     stream = torch.cuda.current_stream() if cuda else None
-    waited, t0 = 0.0, None
+    waited = 0.0
+
+    def step():
+        """One step: the batch taken, then the step launched; returns the host's wait."""
+        tw = time.perf_counter()
+        idle = stream.query() if cuda else False
+        x, y = next(src)
+        th = time.perf_counter()
+        if graph is not None:
+            if x is not sx:
+                sx.copy_(x)
+                sy.copy_(y)
+            graph.replay()
+        else:
+            with autocast():
+                loss = lossf(model(x), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        pr.parts["host"].append(time.perf_counter() - th)
+        pr.parts["idle"].append(1.0 if idle else 0.0)
+        return th - tw
+
+    profiled = None
     try:
         for i in range(a.warmup + a.steps):
             if i == a.warmup:
@@ -200,30 +313,16 @@ def run(torch, a, device):
                 t0, waited = time.perf_counter(), 0.0
                 for v in pr.parts.values():
                     v.clear()
-            tw = time.perf_counter()
-            idle = stream.query() if cuda else False
-            x, y = next(src)
-            th = time.perf_counter()
-            waited += th - tw
-            if graph is not None:
-                if x is not sx:
-                    sx.copy_(x)
-                    sy.copy_(y)
-                graph.replay()
-            else:
-                with autocast():
-                    loss = lossf(model(x), y)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-            pr.parts["host"].append(time.perf_counter() - th)
-            pr.parts["idle"].append(1.0 if idle else 0.0)
-            del x, y
+            waited += step()
             pr.note(i - a.warmup)
         sync()
         seconds = time.perf_counter() - t0
+        parts = {k: list(v) for k, v in pr.parts.items()}
+        if a.profile:
+            profiled = profile(torch, a.profile, step, sync)
     finally:
         src.close()
+    pr.parts = parts
     med = {k: round(1000 * statistics.median(v), 3) if v else None
            for k, v in pr.parts.items() if k != "idle"}
     out = {"model": a.model, "feed": a.feed, "mode": a.mode, "size": a.size,
@@ -231,8 +330,25 @@ def run(torch, a, device):
            "step_ms": round(1000 * seconds / a.steps, 3),
            "host_waited": round(waited / seconds, 4), "median_ms": med,
            "device_idle_at_next": round(sum(pr.parts["idle"]) / a.steps, 3) if cuda else None,
-           "split_trace": pr.trace, "loader": pr.stats}
+           "split_trace": pr.trace, "loader": pr.stats, "profile": profiled}
     return out
+
+
+def profile(torch, steps, step, sync):
+    """`steps` more steps under torch.profiler, the device's activity only: device_time's
+    figures."""
+    import tempfile
+    from torch.profiler import ProfilerActivity
+    with torch.profiler.profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        sync()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            events = json.load(f).get("traceEvents", [])
+    return device_time(events, steps)
 
 
 def main(argv):
@@ -249,6 +365,10 @@ def main(argv):
         print("step_probe.py: --mode graph needs a CUDA device (a CUDA graph is captured)",
               file=sys.stderr)
         return 2
+    if a.profile and a.device != "cuda":
+        print("step_probe.py: --profile needs a CUDA device (it reads the device's activity)",
+              file=sys.stderr)
+        return 2
     device = torch.device("cuda:0" if a.device == "cuda" else "cpu")
     out = run(torch, a, device)
     m = out["median_ms"]
@@ -260,6 +380,18 @@ def main(argv):
              fmt(m["labels"]), fmt(m["release"]),
              "" if out["device_idle_at_next"] is None else
              " | device idle at next(): %.0f%% of steps" % (100 * out["device_idle_at_next"])))
+    d = out["profile"]
+    if d:
+        o = d["others"]
+        print("  device, %d profiled steps: the model's kernels %.2f ms a step in a span of "
+              "%.2f ms (gaps %.1f%%); other streams ran beside %.1f%% of that time, the "
+              "model's kernels then %s their time alone; other streams a step: %s"
+              % (d["steps"], d["model_ms"], d["span_ms"], 100 * d["gaps"], 100 * d["beside"],
+                 "-" if d["beside_slowdown"] is None else "%.2fx" % d["beside_slowdown"],
+                 ", ".join("%s %.1f (%.2f ms)" % (n, v["count_per_step"], v["ms_per_step"])
+                           for n, v in o.items()) or "nothing"))
+    elif a.profile:
+        print("  device: the profiler recorded no kernel")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)

@@ -118,7 +118,7 @@ print("bench/train.py:", ", ".join("%s %.0f img/s" % (f, r["img_per_s"])
 PYEOF
     { echo "test.sh: bench/train.py's results fail the check"; exit 1; }
 
-step "bench/step_probe.py: CPU smoke run (the host's parts of a step; no CUDA graph without CUDA)"
+step "bench/step_probe.py: CPU smoke run (the host's parts of a step; no CUDA graph or device profile without CUDA)"
 for feed in cpu default; do
     timeout 120 /usr/bin/python3 bench/step_probe.py --build "$root/build" --device cpu \
         --model tiny --data "$torch_tmp/train/packed" --feed $feed --size 32 --batch-size 16 \
@@ -131,7 +131,7 @@ assert r["img_per_s"] > 0 and 0 <= r["host_waited"] < 1, r
 m = r["median_ms"]
 assert all(m[k] is not None and m[k] >= 0 for k in ("host", "take", "dlpack", "labels")), m
 assert r["loader"]["decoder"] == "cpu" and r["loader"]["cpu_decoded"] >= 8 * 16, r["loader"]
-assert r["split_trace"] and r["device_idle_at_next"] is None, r
+assert r["split_trace"] and r["device_idle_at_next"] is None and r["profile"] is None, r
 PYEOF
         { echo "test.sh: bench/step_probe.py's record fails the check"; exit 1; }
 done
@@ -139,6 +139,11 @@ if /usr/bin/python3 bench/step_probe.py --device cpu --model tiny --feed synthet
     --mode graph > "$torch_tmp/probe-graph.log" 2>&1 ||
     [ $? -ne 2 ] || ! grep -q "needs a CUDA device" "$torch_tmp/probe-graph.log"; then
     cat "$torch_tmp/probe-graph.log"; echo "test.sh: step_probe.py --mode graph on the CPU"; exit 1
+fi
+if /usr/bin/python3 bench/step_probe.py --device cpu --model tiny --feed synthetic \
+    --profile 4 > "$torch_tmp/probe-profile.log" 2>&1 ||
+    [ $? -ne 2 ] || ! grep -q "profile needs a CUDA device" "$torch_tmp/probe-profile.log"; then
+    cat "$torch_tmp/probe-profile.log"; echo "test.sh: step_probe.py --profile on the CPU"; exit 1
 fi
 
 if [ "${STOKER_QUICK:-0}" != 1 ]; then
