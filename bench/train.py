@@ -29,7 +29,11 @@ The feeds (`--feeds`, comma-separated; each one a row of the table):
               batch's numpy array, as most training code does) or labels=pinned (through
               torch's pinned memory first). A key env.NAME sets NAME in the feed's child
               process's environment (the library's measuring switches, docs/GPU.md), e.g.
-              stoker:env.STOKER_GPU_DECODE_PRIORITY=greatest. consume=background: the model
+              stoker:env.STOKER_GPU_DECODE_PRIORITY=greatest, or the script's own
+              TRAIN_CUDA_SCHED=spin|yield|blocking|auto: how the child's host threads wait
+              for the device (the CUDA context's scheduling, set with cuCtxSetFlags before
+              the model is built; a synthetic feed takes this key too, as
+              synthetic:env.TRAIN_CUDA_SCHED=yield). consume=background: the model
               trains on the synthetic batch while a thread drops the loader's batches as
               fast as they come: the step never waits, so what it loses against synthetic
               is what the loader's work costs it (the loader's img/s over the timed steps
@@ -130,11 +134,13 @@ def parse_feeds(specs):
             continue
         name, colon, rest = tok.partition(":")
         if "=" in tok and ":" not in tok.split("=", 1)[0]:  # KEY=VALUE of the feed before
-            if not feeds or feeds[-1]["kind"] == "synthetic":
-                raise ValueError("%r: a KEY=VALUE follows a stoker or torch feed" % tok)
+            if not feeds or (feeds[-1]["kind"] == "synthetic" and
+                             not tok.strip().startswith("env.")):
+                raise ValueError("%r: a KEY=VALUE follows a stoker or torch feed (a "
+                                 "synthetic one takes env.NAME=VALUE only)" % tok)
             feeds[-1]["kv"].append(tok)
             continue
-        if name == "synthetic" and not colon:
+        if name == "synthetic":
             feeds.append({"name": name, "kind": "synthetic", "kv": []})
         elif name in STOKER_NAMED or name == "stoker":
             feeds.append({"name": name, "kind": "stoker", "kv": []})
@@ -160,6 +166,8 @@ def parse_feeds(specs):
         f["kw"] = kw
         kv = f.pop("kv")
         f["id"] = f["name"] + (":" + ",".join(kv) if kv else "")
+        if f["kind"] == "synthetic" and kw:
+            raise ValueError("feed %s: a synthetic feed takes env.NAME=VALUE only" % f["id"])
         if f["kind"] == "torch":
             bad = sorted(set(kw) - set(TORCH_KEYS))
             if bad:
@@ -178,13 +186,13 @@ def parse_feeds(specs):
 
 
 def feed_title(f, workers):
+    extra = f["id"].partition(":")[2]
     if f["kind"] == "synthetic":
-        return "synthetic (one batch on the device)"
+        return "synthetic (one batch on the device)" + (" (%s)" % extra if extra else "")
     if f["kind"] == "torch":
         w = f["kw"].get("workers", workers)
         return "DataLoader, %d worker%s" % (w, "" if w == 1 else "s") + \
             (", %s" % f["kw"]["pipeline"] if "pipeline" in f["kw"] else "")
-    extra = f["id"].partition(":")[2]
     if f["name"] == "stoker":
         return "stoker " + (extra or "default")
     return "stoker %s%s" % (f["name"], " (%s)" % extra if extra else "")
@@ -478,6 +486,27 @@ def trace_split(info, step, seconds):
             [step, round(seconds, 3), round(st.get("gpu_share", 0.0), 3), st["decoder_note"]])
 
 
+CUDA_SCHED = {"auto": 0, "spin": 1, "yield": 2, "blocking": 4}  # CU_CTX_SCHED_*
+
+
+def set_cuda_sched(torch, device, how):
+    """How the host waits for the device in this process (the CUDA context's scheduling
+    flags, cuCtxSetFlags): spin, yield, blocking or auto. Returns the flags set."""
+    import ctypes
+    if how not in CUDA_SCHED:
+        raise ValueError("TRAIN_CUDA_SCHED=%s: %s" % (how, ", ".join(CUDA_SCHED)))
+    torch.zeros(1, device=device)  # the device's context made, and current on this thread
+    cu = ctypes.CDLL("libcuda.so.1")
+    flags = ctypes.c_uint(0)
+    if cu.cuCtxGetFlags(ctypes.byref(flags)) != 0:
+        raise RuntimeError("cuCtxGetFlags failed")
+    new = (flags.value & ~0x7) | CUDA_SCHED[how]
+    rc = cu.cuCtxSetFlags(ctypes.c_uint(new))
+    if rc != 0:
+        raise RuntimeError("cuCtxSetFlags(0x%x) failed: CUresult %d" % (new, rc))
+    return new
+
+
 def train(torch, a, model_name, feed, info):
     device = torch.device(a.device)
     cuda = device.type == "cuda"
@@ -485,6 +514,10 @@ def train(torch, a, model_name, feed, info):
         torch.cuda.set_device(device)
         torch.backends.cudnn.benchmark = True
         info["gpu"] = torch.cuda.get_device_name(device)
+        sched = os.environ.get("TRAIN_CUDA_SCHED")
+        if sched:
+            info["cuda_sched"] = "%s (context flags 0x%x)" % (
+                sched, set_cuda_sched(torch, device, sched))
     amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.amp)
     dtype = getattr(torch, a.dtype) if amp is not None else torch.float32
     torch.manual_seed(a.seed)
