@@ -51,7 +51,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from train import import_stoker, make_model  # noqa: E402 (train.py's model and binding)
+from train import import_stoker, make_model, synthetic_feed  # noqa: E402 (train.py's)
 
 DECODERS = ("cpu", "auto", "gpu")
 
@@ -86,6 +86,7 @@ def parse_args(argv):
                 "at least 8, --profile not negative")
     if a.feed != "synthetic" and not a.data:
         p.error("--feed %s needs --data" % a.feed)
+    a.seed = 0  # train.py's synthetic batch
     return p, a
 
 
@@ -100,12 +101,8 @@ class Probe:
         self.trace = []
 
     def synthetic(self):
-        torch, a = self.torch, self.a
-        g = torch.Generator().manual_seed(0)
-        x = torch.randn(a.batch_size, 3, a.size, a.size, generator=g).to(self.device,
-                                                                          self.dtype)
-        return (x.contiguous(memory_format=torch.channels_last),
-                torch.randint(0, a.classes, (a.batch_size,), generator=g).to(self.device))
+        """train.py's fixed batch (seed 0): (x, y) on the device."""
+        return next(synthetic_feed(self.torch, self.a, self.device, self.dtype, {}))
 
     def feed(self):
         """Yields (x, y); each stoker batch's parts are timed into self.parts."""

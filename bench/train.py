@@ -134,10 +134,8 @@ def parse_feeds(specs):
             continue
         name, colon, rest = tok.partition(":")
         if "=" in tok and ":" not in tok.split("=", 1)[0]:  # KEY=VALUE of the feed before
-            if not feeds or (feeds[-1]["kind"] == "synthetic" and
-                             not tok.strip().startswith("env.")):
-                raise ValueError("%r: a KEY=VALUE follows a stoker or torch feed (a "
-                                 "synthetic one takes env.NAME=VALUE only)" % tok)
+            if not feeds:
+                raise ValueError("%r: a KEY=VALUE follows the feed it belongs to" % tok)
             feeds[-1]["kv"].append(tok)
             continue
         if name == "synthetic":
