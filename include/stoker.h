@@ -549,6 +549,9 @@ STOKER_API const char *stoker_dataset_class_name(const stoker_dataset *ds, int32
 STOKER_API int64_t stoker_dataset_payload_bytes(const stoker_dataset *ds);
 /* Format version of the data set's manifest (1, or 2 for a data set whose JPEGs were checked). */
 STOKER_API int32_t stoker_dataset_format_version(const stoker_dataset *ds);
+/* The payload alignment its manifest states (1, 512 or 4096), of a local or a remote data
+ * set; 1 for an HDF5 file (its records are not aligned). */
+STOKER_API int32_t stoker_dataset_align(const stoker_dataset *ds);
 /* 1 when the manifest says that every JPEG record was decoded without an error or a warning
  * before it was written (STOKER_OPT_JPEG_CHECKED), else 0 (HDF5 files included). */
 STOKER_API int stoker_dataset_jpeg_checked(const stoker_dataset *ds);

@@ -137,6 +137,11 @@ int32_t stoker_dataset_format_version(const stoker_dataset *ds)
     return ds && ds->ready ? (int32_t)ds->info.version : 0;
 }
 
+int32_t stoker_dataset_align(const stoker_dataset *ds)
+{
+    return ds && ds->ready ? (int32_t)ds->info.align : 0;
+}
+
 const char *stoker__dataset_source(const stoker_dataset *ds)
 {
     return ds && ds->ops ? ds->ops->name : "none";

@@ -6,26 +6,26 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* The payload alignment, read from the manifest's "align N" line (docs/FORMAT.md); the
- * public API has no getter for it. 0 when not found. */
-static long manifest_align(const char *path)
+/* A data set behind a URL (http://, https://, s3://; docs/REMOTE.md): its files are not
+ * on this machine, so there is no size on disk to measure. */
+static bool is_remote(const char *path)
 {
-    char name[4096], head[4096];
-    snprintf(name, sizeof name, "%s/manifest.stk", path);
-    FILE *f = fopen(name, "r");
-    if (!f)
-        return 0;
-    const size_t n = fread(head, 1, sizeof head - 1, f);
-    fclose(f);
-    head[n] = '\0';
-    const char *line = strstr(head, "\nalign ");
-    return line ? strtol(line + 7, NULL, 10) : 0;
+    return strncmp(path, "http://", 7) == 0 || strncmp(path, "https://", 8) == 0 ||
+           strncmp(path, "s3://", 5) == 0;
+}
+
+/* The payload alignment the manifest states, local or remote; 0 for an HDF5 file, which
+ * has no manifest and whose records are not aligned. */
+static long align_of(const char *path, const stoker_dataset *ds)
+{
+    return pack_is_h5(path) ? 0 : (long)stoker_dataset_align(ds);
 }
 
 /* What the data set takes on disk: its files' bytes (the shards and the manifest), and of
  * those the zeros that align the records (docs/FORMAT.md: a shard is its 4096-byte header
  * region, the payloads with their padding, 32 bytes of index per record and a 64-byte
- * footer). False for an HDF5 file (no manifest) or a file that cannot be read. */
+ * footer). False for an HDF5 file (no manifest), a remote data set or a file that cannot be
+ * read. */
 typedef struct disk_use {
     int64_t bytes, padding;
 } disk_use;
@@ -35,7 +35,7 @@ static bool disk_use_of(const char *path, stoker_dataset *ds, disk_use *u)
     char name[4096];
     struct stat st;
     snprintf(name, sizeof name, "%s/manifest.stk", path);
-    if (stat(name, &st) != 0)
+    if (is_remote(path) || stat(name, &st) != 0)
         return false;
     const int32_t shards = stoker_dataset_num_shards(ds);
     int64_t shard_bytes = 0;
@@ -72,7 +72,7 @@ static void print_json(const char *path, stoker_dataset *ds, int32_t kind, int32
            "\"bytes\": %lld, \"align\": %ld, \"field\": \"%s\", \"jpeg_checked\": %s",
            stoker_dataset_format_version(ds), (long long)stoker_dataset_num_records(ds),
            stoker_dataset_num_shards(ds), stoker_dataset_num_classes(ds),
-           (long long)stoker_dataset_payload_bytes(ds), manifest_align(path), field_name(kind),
+           (long long)stoker_dataset_payload_bytes(ds), align_of(path, ds), field_name(kind),
            stoker_dataset_jpeg_checked(ds) ? "true" : "false");
     disk_use u;
     if (disk_use_of(path, ds, &u))
@@ -111,9 +111,11 @@ static void print_human(const char *path, stoker_dataset *ds, int32_t kind, int3
                "%.1f%% index, headers and manifest)\n",
                (long long)u.bytes, (double)u.bytes / 1e6, 100 * share(bytes, u.bytes),
                100 * share(u.padding, u.bytes), 100 * share(u.bytes - bytes - u.padding, u.bytes));
+    else if (is_remote(path))
+        printf("size on server  n/a (a remote data set: its files are not measured)\n");
     else
         printf("size on disk    n/a (not a stoker data set: an HDF5 file)\n");
-    const long align = manifest_align(path);
+    const long align = align_of(path, ds);
     if (align > 0)
         printf("alignment       %ld\n", align);
     else
