@@ -2,8 +2,9 @@
 # stoker-pack's messages say what is wrong: a missing OUT, an extra argument, options that
 # would be ignored or contradict each other (pack options with --verify or --info, --json
 # without --info, --seed with --no-shuffle, --validate with --no-validate), --verify on
-# something that is not a data set; and file names with control characters are printed
-# escaped (\n, \x1b), never raw to the terminal.
+# something that is not a data set, an output whose folder is missing (the folder named);
+# and file names with control characters are printed escaped (\n, \x1b), never raw to the
+# terminal.
 set -u
 PY=/usr/bin/python3
 if ! "$PY" -c "import PIL, numpy" 2>/dev/null; then
@@ -77,6 +78,19 @@ has stderr 'unknown option .--bad\\x1b\[31m.'
 [ ! -e "$T/o" ] || fail "an argument error wrote output"
 run 0 "$P" -h
 has stdout "usage:"
+
+# ---- an output whose folder is missing: the message names the folder -------------------
+run 1 "$P" --no-fsync "$T/tree" "$T/nodir/sub/o"
+has stderr "folder $T/nodir does not exist"
+lacks stderr "tmp-"
+[ ! -e "$T/nodir" ] || fail "a missing output folder was created"
+mkdir "$T/somedir"
+run 1 "$P" --no-fsync "$T/tree" "$T/somedir/sub/o"
+has stderr "folder $T/somedir/sub does not exist"
+: >"$T/afile"
+run 1 "$P" --no-fsync "$T/tree" "$T/afile/o"
+has stderr "$T/afile is not a folder"
+lacks stderr "tmp-"
 
 # ---- --verify on what is not a data set -------------------------------------------------
 run 1 "$P" --verify "$T/x.npy"

@@ -600,7 +600,9 @@ static void measure(const input *in, pack_padding *pp)
 static int prepare(pack_opts *o, input *in)
 {
     struct stat st;
-    int code = pack_check_paths(o);
+    int code = pack_check_out_folder(o->out);
+    if (code == 0)
+        code = pack_check_paths(o);
     if (code == 0 && !o->force && lstat(o->out, &st) == 0) {
         cli_err("%s exists; use --force to replace it", o->out);
         code = PACK_USAGE;

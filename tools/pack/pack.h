@@ -154,5 +154,8 @@ int pack_verify(const char *path, bool quiet);
 int pack_check_paths(const pack_opts *o);
 /* Refuses an existing output that holds one of the source's files; an exit code. */
 int pack_check_items(const pack_opts *o, const pack_source *src);
+/* Refuses an output whose folder is missing or not a folder, naming the first such folder
+ * of its path (a/b/c, with no a: "folder a does not exist"); an exit code. */
+int pack_check_out_folder(const char *out);
 
 #endif

@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* The real path of `path` into out[PATH_MAX]: that of the path itself when it exists, else
  * its parent's real path with its last component appended (an output need not exist). */
@@ -105,5 +106,55 @@ int pack_check_items(const pack_opts *o, const pack_source *src)
     for (size_t i = 0; code == 0 && i < src->n; i++)
         if (src->items[i].record < 0)
             code = input_inside_out("the source file", src->items[i].path, rout, o->out);
+    return code;
+}
+
+/* The first folder of `dir` (a path, cut at each '/') that is missing or not a folder, into
+ * `dir` itself; false when each one is a folder or cannot be told (no permission). */
+static bool first_bad_folder(char *dir, bool *missing)
+{
+    const size_t n = strlen(dir);
+    for (size_t i = 1; i <= n; i++) {
+        if (i < n && dir[i] != '/')
+            continue;
+        const char c = dir[i];
+        dir[i] = '\0';
+        struct stat st;
+        const int rc = stat(dir, &st);
+        if ((rc != 0 && errno == ENOENT) || (rc == 0 && !S_ISDIR(st.st_mode))) {
+            *missing = rc != 0;
+            return true;
+        }
+        dir[i] = c;
+    }
+    return false;
+}
+
+int pack_check_out_folder(const char *out)
+{
+    char *dir = strdup(out);
+    if (!dir) {
+        cli_err("out of memory");
+        return PACK_FAIL;
+    }
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/')
+        dir[--n] = '\0';
+    char *slash = strrchr(dir, '/');
+    int code = 0;
+    bool missing = false;
+    if (slash && slash != dir) { /* "/x" and "x" lie in folders that exist */
+        *slash = '\0';
+        if (first_bad_folder(dir, &missing)) {
+            if (missing)
+                cli_err("%s: folder %s does not exist (stoker-pack creates the output, not the "
+                        "folders it goes in)",
+                        out, dir);
+            else
+                cli_err("%s: %s is not a folder", out, dir);
+            code = PACK_FAIL;
+        }
+    }
+    free(dir);
     return code;
 }
