@@ -10,6 +10,7 @@
 #include <ftw.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -440,6 +441,9 @@ int stoker_writer_create(stoker_writer **out, const char *path, const stoker_con
     tmpl = NULL;
     w->tmpfd = open(w->tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     STOKER_FAIL_IF(w->tmpfd < 0, &w->err, -errno, "%s: open: %s", w->tmp, stoker_strerror(-errno));
+    /* Held while the writer lives (and by a killed writer until it is gone): a temporary
+     * directory that can be locked belongs to no live writer, so a tool may remove it. */
+    (void)flock(w->tmpfd, LOCK_EX | LOCK_NB);
     w->stage = stoker__aligned_alloc(4096, STK_WRITE_CHUNK);
     STOKER_FAIL_IF(!w->stage, &w->err, -ENOMEM, "%s: out of memory for the staging buffer",
                    w->path);

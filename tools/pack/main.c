@@ -559,6 +559,8 @@ static int write_all(const pack_opts *o, const input *in, const size_t *order, p
         }
     }
     drop_writer(w);
+    if (code == 0)
+        pack_remove_leftovers(o->out, o->quiet);
     if (code == PACK_INTERRUPTED)
         cli_err("interrupted; %s left as it was", o->out);
     return code;

@@ -157,5 +157,9 @@ int pack_check_items(const pack_opts *o, const pack_source *src);
 /* Refuses an output whose folder is missing or not a folder, naming the first such folder
  * of its path (a/b/c, with no a: "folder a does not exist"); an exit code. */
 int pack_check_out_folder(const char *out);
+/* Removes the temporary directories ".OUT.tmp-XXXXXX" beside the output that writers of
+ * earlier runs, killed, left: only those that no live writer holds (the writer's lock on
+ * it) and that hold only a writer's files; each removed is named unless quiet. */
+void pack_remove_leftovers(const char *out, bool quiet);
 
 #endif

@@ -3,11 +3,17 @@
  * real, symbolic links followed, so no spelling of a path gets around the check. */
 #include "pack.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 /* The real path of `path` into out[PATH_MAX]: that of the path itself when it exists, else
  * its parent's real path with its last component appended (an output need not exist). */
@@ -157,4 +163,96 @@ int pack_check_out_folder(const char *out)
     }
     free(dir);
     return code;
+}
+
+/* Is `name` ".BASE.tmp-XXXXXX" (six letters or digits), the writer's temporary directory for
+ * the output BASE (docs/FORMAT.md)? */
+static bool is_leftover_name(const char *name, const char *base, size_t blen)
+{
+    static const char tail[] = ".tmp-";
+    if (name[0] != '.' || strncmp(name + 1, base, blen) != 0 ||
+        strncmp(name + 1 + blen, tail, sizeof tail - 1) != 0)
+        return false;
+    const char *x = name + 1 + blen + sizeof tail - 1;
+    for (int i = 0; i < 6; i++)
+        if (!isalnum((unsigned char)x[i]))
+            return false;
+    return x[6] == '\0';
+}
+
+/* Does folder `fd` hold only what a writer puts in its temporary directory (manifest.stk,
+ * shard-NNNNN.stk), and something? Then those files are removed; true when all were. */
+static bool empty_leftover(int fd, bool *had_files)
+{
+    DIR *d = fdopendir(dup(fd));
+    if (!d)
+        return false;
+    bool ok = true;
+    *had_files = false;
+    const struct dirent *e;
+    while (ok && (e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        unsigned shard;
+        char end;
+        const bool ours = strcmp(e->d_name, "manifest.stk") == 0 ||
+                          (strlen(e->d_name) == 15 &&
+                           sscanf(e->d_name, "shard-%5u.st%c", &shard, &end) == 2 && end == 'k');
+        ok = ours && unlinkat(fd, e->d_name, 0) == 0;
+        *had_files = true;
+    }
+    closedir(d);
+    return ok;
+}
+
+/* Removes the leftover `name` in folder `dfd` if no live writer holds it (its lock) and it
+ * holds only a writer's files; true when removed. A folder made in the last seconds with
+ * nothing in it may be a writer's that has not taken its lock yet: left alone. */
+static bool remove_leftover(int dfd, const char *name)
+{
+    const int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    struct stat st;
+    bool removed = false, had_files = false;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &st) == 0 && st.st_uid == geteuid()) {
+        const bool young = time(NULL) - st.st_mtime < 10;
+        removed = empty_leftover(fd, &had_files) && (had_files || !young) &&
+                  unlinkat(dfd, name, AT_REMOVEDIR) == 0;
+    }
+    close(fd);
+    return removed;
+}
+
+void pack_remove_leftovers(const char *out, bool quiet)
+{
+    char *dir = strdup(out);
+    if (!dir)
+        return;
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/')
+        dir[--n] = '\0';
+    char *slash = strrchr(dir, '/');
+    const char *base = slash ? slash + 1 : dir;
+    const char *parent = !slash ? "." : slash == dir ? "/" : dir;
+    if (slash)
+        *slash = '\0';
+    const size_t blen = strlen(base);
+    const int dfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = dfd >= 0 ? fdopendir(dup(dfd)) : NULL;
+    const struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        if (!is_leftover_name(e->d_name, base, blen) || !remove_leftover(dfd, e->d_name) || quiet)
+            continue;
+        fputs("stoker-pack: removed ", stderr);
+        cli_put_escaped(stderr, parent);
+        fputc('/', stderr);
+        cli_put_escaped(stderr, e->d_name);
+        fputs(", left by an earlier run that was killed\n", stderr);
+    }
+    if (d)
+        closedir(d);
+    if (dfd >= 0)
+        close(dfd);
+    free(dir);
 }

@@ -59,10 +59,28 @@ static bool grow(slot *s, size_t size)
     return true;
 }
 
+/* What a file that is not a regular file is, for the message that leaves it out. */
+static const char *file_kind(mode_t mode)
+{
+    return S_ISDIR(mode)    ? "a directory"
+           : S_ISFIFO(mode) ? "a FIFO"
+           : S_ISSOCK(mode) ? "a socket"
+           : S_ISCHR(mode)  ? "a character device"
+           : S_ISBLK(mode)  ? "a block device"
+                            : "of another kind";
+}
+
+/* Reads a regular file whole. Anything else is left out unopened: opening a FIFO blocks
+ * until a writer comes, and a device's open may act on it. O_NONBLOCK keeps a file that
+ * became a FIFO since the stat from blocking the open; it means nothing to a regular file. */
 static bool read_whole(const char *path, slot *s)
 {
-    const int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        snprintf(s->reason, sizeof s->reason, "not a regular file (%s)", file_kind(st.st_mode));
+        return false;
+    }
+    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0 || fstat(fd, &st) != 0) {
         snprintf(s->reason, sizeof s->reason, "cannot read: %s", strerror(errno));
         if (fd >= 0)
@@ -173,7 +191,7 @@ static void *worker(void *arg)
 {
     pipeline *p = arg;
     pthread_mutex_lock(&p->mu);
-    while (!p->stop && p->next < p->src->n) {
+    while (!p->stop && !pack_interrupted && p->next < p->src->n) {
         if (p->next >= p->consumed + p->window) {
             pthread_cond_wait(&p->space, &p->mu);
             continue;
@@ -270,6 +288,28 @@ static int start_workers(pipeline *p, pthread_t *threads, int n)
     return started;
 }
 
+/* Joins the workers; when interrupted, only those that end within INTERRUPT_JOIN_MS (a
+ * worker finishes the file it holds first, and one may take long: a huge image, a slow
+ * file system), so that an interrupt ends the run within a second. False when some were
+ * left running: their pipeline must then stay allocated until the process exits. */
+#define INTERRUPT_JOIN_MS 500
+static bool join_workers(pthread_t *threads, int n, bool interrupted)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += INTERRUPT_JOIN_MS * 1000000L;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+    bool all = true;
+    for (int i = 0; i < n; i++) {
+        if (!interrupted)
+            pthread_join(threads[i], NULL);
+        else if (pthread_timedjoin_np(threads[i], NULL, &until) != 0)
+            all = false;
+    }
+    return all;
+}
+
 int pack_images(const pack_opts *o, const pack_source *src, const size_t *order, stoker_writer *w,
                 pack_result *res)
 {
@@ -302,8 +342,8 @@ int pack_images(const pack_opts *o, const pack_source *src, const size_t *order,
     p.stop = true;
     pthread_cond_broadcast(&p.space);
     pthread_mutex_unlock(&p.mu);
-    for (int i = 0; i < nthreads; i++)
-        pthread_join(threads[i], NULL);
+    if (!join_workers(threads, nthreads, rc == PACK_INTERRUPTED))
+        return rc; /* the pipeline stays, for the workers still in a file */
     for (size_t i = 0; i < p.window; i++) {
         free(p.slots[i].buf);
         free(p.slots[i].converted);
