@@ -10,6 +10,7 @@ liburing-dev libturbojpeg0-dev libjpeg62-turbo-dev libhdf5-dev zlib1g-dev libpng
 libcurl4-openssl-dev
 clang libclang-rt-14-dev
 python3 python3-numpy python3-pytest python3-h5py python3-pil
+python3-venv python3-wheel python3-setuptools
 python3-torch python3-torchvision"
 if [ "${1:-}" = "--demo" ]; then
     PKGS="$PKGS mate-backgrounds"

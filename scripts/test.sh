@@ -5,7 +5,7 @@
 # of bench/train.py and bench/step_probe.py, the C tests again under AddressSanitizer +
 # UndefinedBehaviorSanitizer, the multi-threaded ones under ThreadSanitizer, and builds a C
 # and a C++ program against an installed copy through both find_package(stoker) and
-# pkg-config.
+# pkg-config, and installs the Python package as README.md says (scripts/check-pip-install.sh).
 #   scripts/test.sh            everything
 #   STOKER_QUICK=1 scripts/test.sh   skip the sanitizer builds
 set -eu
@@ -188,6 +188,9 @@ if [ "${STOKER_QUICK:-0}" != 1 ]; then
             "tests/python/test_remote.py::test_the_c_loader_equals_the_local_one_across_a_restart"
     fi
 fi
+
+step "pip install ./python as README.md gives it, then stoker used outside the source tree"
+sh scripts/check-pip-install.sh
 
 step "install and build consumers (find_package and pkg-config, C and C++)"
 sh tests/install/check-install.sh "$root/build"

@@ -4,9 +4,11 @@ calls. Nothing here is public API; see stoker/__init__.py.
 The shared library is found, in this order:
 
 1. the path in the environment variable ``STOKER_LIBRARY``;
-2. ``libstoker.so`` (or ``libstoker.so.0``) next to this package (a wheel may ship it);
+2. ``libstoker.so`` (or ``libstoker.so.0``) next to this package, where ``pip install``
+   puts the one it builds;
 3. the system loader's search path (``ctypes.util.find_library("stoker")``,
-   ``libstoker.so.0``), e.g. after ``cmake --install``.
+   ``libstoker.so.0``), then ``lib`` folders of /usr/local and /usr, where ``cmake
+   --install`` puts it before ``ldconfig`` has run.
 """
 import ctypes
 import ctypes.util
@@ -218,6 +220,12 @@ _OPTIONAL = {
 }
 
 
+def _multiarch():
+    """Debian's multiarch folder name (x86_64-linux-gnu), or "" elsewhere."""
+    import sysconfig
+    return sysconfig.get_config_var("MULTIARCH") or ""
+
+
 def _candidates():
     env = os.environ.get("STOKER_LIBRARY")
     if env:
@@ -232,6 +240,12 @@ def _candidates():
     if found:
         yield found, False
     yield "libstoker.so.0", False
+    # `cmake --install` puts the library in a prefix whose cache `ldconfig` has not read yet
+    for prefix in ("/usr/local", "/usr"):
+        for sub in ("lib", "lib64", os.path.join("lib", _multiarch())):
+            path = os.path.join(prefix, sub, "libstoker.so.0")
+            if os.path.exists(path):
+                yield path, False
 
 
 def _load():
