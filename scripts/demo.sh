@@ -13,9 +13,9 @@ data=demo-data
 
 step() { printf '\n==== %s\n' "$*"; }
 
-sh scripts/install-deps.sh --demo
+sh scripts/install-deps.sh
 
-step "build"
+step "build (RelWithDebInfo)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo > build.log 2>&1 || { cat build.log; exit 1; }
 cmake --build build -j "$jobs" > build-make.log 2>&1 || { tail -n 40 build-make.log; exit 1; }
 echo "built $(ls build/libstoker.so* | head -n 1), build/stoker-pack, build/stoker-bench"
@@ -36,13 +36,14 @@ step "verify it"
 build/stoker-pack --verify "$data/packed"
 
 step "summary"
-build/stoker-pack --info "$data/packed"
+build/stoker-pack --info "$data/packed" | tee "$data/info.txt"
 
-step "load it: the training transform (decode the crop, RandomResizedCrop 224, flip, float16), 3 s or more"
-build/stoker-bench "$data/packed" --batch-size 64 --min-seconds 3
+step "load it: the training transform (decode the crop, RandomResizedCrop 224, flip, normalise), 3 s or more"
+build/stoker-bench "$data/packed" --batch-size 64 --min-seconds 3 | tee "$data/bench-train.txt"
 
 step "load it: the packed JPEG bytes only (no decode), as for decoding elsewhere"
-build/stoker-bench "$data/packed" --batch-size 64 --transform none --min-seconds 3
+build/stoker-bench "$data/packed" --batch-size 64 --transform none --min-seconds 3 |
+    tee "$data/bench-bytes.txt"
 
 step "from Python: one batch as a NumPy array through DLPack"
 STOKER_LIBRARY="$(pwd)/build/libstoker.so" PYTHONPATH=python /usr/bin/python3 - "$data/packed" <<'PY'
@@ -56,5 +57,16 @@ with stoker.Loader(sys.argv[1], batch_size=8, device="cpu", dtype="float32") as 
           f"mean {x.mean():+.3f}, labels {batch.labels.tolist()}")
 PY
 
+# what the report's line NAME says, after the name
+said() { sed -n "s/^$1  *//p" "$2" | head -n 1; }
+step "what this run measured"
+echo "packed      $(said records "$data/info.txt") records from $data/sample/train into $data/packed," \
+    "$(said shards "$data/info.txt") shard(s), verified"
+echo "training    $(said throughput "$data/bench-train.txt") on device" \
+    "$(said device "$data/bench-train.txt"); the consumer $(said consumer "$data/bench-train.txt")"
+echo "bytes only  $(said throughput "$data/bench-bytes.txt")"
+echo "These figures come from the page cache: the sample was written just now, so every read"
+echo "was served from memory. A data set larger than memory, or one read cold, is read from"
+echo "the disk (bench/cold.sh measures that); docs/BENCHMARKS.md has figures against the peers."
 echo
 echo "scripts/demo.sh: done (data in $data/)"

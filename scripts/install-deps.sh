@@ -2,7 +2,8 @@
 # Installs everything stoker needs to build and test, from Debian 12's packages.
 # Idempotent and non-interactive; needs root (or sudo). Does nothing when all is present.
 # PyTorch (Debian's 1.13, CPU) runs the torch tests, the two-rank DDP example and the CPU
-# smoke run of bench/train.py in scripts/test.sh.
+# smoke run of bench/train.py in scripts/test.sh; mate-backgrounds' photographs make the demo's
+# sample and the data of tests/test_bench_scripts.sh.
 set -eu
 
 PKGS="build-essential cmake pkg-config git
@@ -11,10 +12,8 @@ libcurl4-openssl-dev
 clang libclang-rt-14-dev
 python3 python3-numpy python3-pytest python3-h5py python3-pil
 python3-venv python3-wheel python3-setuptools
-python3-torch python3-torchvision"
-if [ "${1:-}" = "--demo" ]; then
-    PKGS="$PKGS mate-backgrounds"
-fi
+python3-torch python3-torchvision
+mate-backgrounds"
 
 missing=""
 for p in $PKGS; do

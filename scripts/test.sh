@@ -17,7 +17,7 @@ sh scripts/install-deps.sh
 
 step() { printf '\n==== %s\n' "$*"; }
 
-step "build (Release, -Werror)"
+step "build (RelWithDebInfo, -Werror)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTOKER_WERROR=ON > build.log 2>&1 ||
     { cat build.log; exit 1; }
 grep -E '^-- (stoker|  )' build.log || true
