@@ -313,46 +313,53 @@ static bool join_workers(pthread_t *threads, int n, bool interrupted)
 int pack_images(const pack_opts *o, const pack_source *src, const size_t *order, stoker_writer *w,
                 pack_result *res)
 {
-    pipeline p = {.o = o, .src = src, .order = order};
-    p.window = (size_t)o->jobs * 4 + 8;
-    p.slots = calloc(p.window, sizeof *p.slots);
-    pthread_t *threads = calloc((size_t)o->jobs, sizeof *threads);
-    if (!p.slots || !threads || init_sync(&p) < 0) {
+    /* on the heap: workers still in a file when an interrupt ends the run keep it */
+    pipeline *p = calloc(1, sizeof *p);
+    if (!p) {
         cli_err("out of memory");
         exit(PACK_FAIL);
     }
-    const int nthreads = start_workers(&p, threads, o->jobs);
+    *p = (pipeline){.o = o, .src = src, .order = order};
+    p->window = (size_t)o->jobs * 4 + 8;
+    p->slots = calloc(p->window, sizeof *p->slots);
+    pthread_t *threads = calloc((size_t)o->jobs, sizeof *threads);
+    if (!p->slots || !threads || init_sync(p) < 0) {
+        cli_err("out of memory");
+        exit(PACK_FAIL);
+    }
+    const int nthreads = start_workers(p, threads, o->jobs);
     int rc = nthreads > 0 ? 0 : PACK_FAIL;
     if (nthreads == 0)
         cli_err("cannot start worker threads");
     pack_progress prog;
     pack_progress_init(&prog, (int64_t)src->n, o->quiet, src->ds ? "records" : "files");
     for (size_t k = 0; rc == 0 && k < src->n; k++) {
-        slot *s = &p.slots[k % p.window];
-        if (!wait_ready(&p, s)) {
+        slot *s = &p->slots[k % p->window];
+        if (!wait_ready(p, s)) {
             rc = PACK_INTERRUPTED;
             break;
         }
         rc = consume(o, &src->items[order[k]], s, w, res);
-        release(&p, s, k);
+        release(p, s, k);
         pack_progress_update(&prog, (int64_t)k + 1, res->records, res->bytes);
     }
     pack_progress_end(&prog);
-    pthread_mutex_lock(&p.mu);
-    p.stop = true;
-    pthread_cond_broadcast(&p.space);
-    pthread_mutex_unlock(&p.mu);
+    pthread_mutex_lock(&p->mu);
+    p->stop = true;
+    pthread_cond_broadcast(&p->space);
+    pthread_mutex_unlock(&p->mu);
     if (!join_workers(threads, nthreads, rc == PACK_INTERRUPTED))
         return rc; /* the pipeline stays, for the workers still in a file */
-    for (size_t i = 0; i < p.window; i++) {
-        free(p.slots[i].buf);
-        free(p.slots[i].converted);
+    for (size_t i = 0; i < p->window; i++) {
+        free(p->slots[i].buf);
+        free(p->slots[i].converted);
     }
-    free(p.slots);
+    free(p->slots);
     free(threads);
-    pthread_cond_destroy(&p.ready);
-    pthread_cond_destroy(&p.space);
-    pthread_mutex_destroy(&p.mu);
+    pthread_cond_destroy(&p->ready);
+    pthread_cond_destroy(&p->space);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
     return rc;
 }
 
