@@ -829,17 +829,20 @@ STOKER_API int stoker_loader_stats_json(const stoker_loader *l, char *buf, size_
 
 /* Saves where the loader stands: a versioned little-endian blob of STOKER_STATE_SIZE bytes
  * (magic, version, seed, epoch, position = batches consumed in the epoch, rank, world
- * size, batch size, drop_last, shuffle, the data set's record count, CRC32C). *size (may
- * be NULL) receives the size; STOKER_E_LIMIT when cap is smaller. */
+ * size, batch size, drop_last, shuffle, the order, the block length of a shuffled block
+ * order, the data set's record count, CRC32C). *size (may be NULL) receives the size;
+ * STOKER_E_LIMIT when cap is smaller. */
 STOKER_API int stoker_loader_state_save(const stoker_loader *l, void *buf, size_t cap,
                                         size_t *size);
 
 /* Continues from a saved state: the following batches are exactly those an uninterrupted
  * loader would have delivered after the save, whatever the thread count or back-end. The
- * blob's seed, shuffle and drop_last are adopted. Valid on a fresh loader or once every
- * batch is released (else STOKER_E_STATE). Errors: STOKER_E_INVALID (not a state, too
- * short), STOKER_E_FORMAT (unknown version), STOKER_E_CORRUPT (checksum), STOKER_E_STATE
- * (another data set size, rank, world size or batch size). */
+ * blob's seed, shuffle, drop_last and order are adopted. Valid on a fresh loader or once
+ * every batch is released (else STOKER_E_STATE). Errors: STOKER_E_INVALID (not a state, too
+ * short), STOKER_E_FORMAT (unknown version; a version-1 state of a shuffled block order,
+ * which does not record its block length), STOKER_E_CORRUPT (checksum), STOKER_E_STATE
+ * (another data set size, rank, world size or batch size; in the block order, blocks of
+ * another length: the source's, which block_size sets for a remote data set). */
 STOKER_API int stoker_loader_state_restore(stoker_loader *l, const void *buf, size_t size);
 
 #ifdef __cplusplus

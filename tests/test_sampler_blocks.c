@@ -6,6 +6,10 @@
 #include "loader/sampler.h"
 #include "test_loader_util.h"
 
+#ifdef STOKER_HAVE_HDF5
+#include <hdf5.h>
+#endif
+
 /* The whole order of one epoch, checked to be a permutation with contiguous blocks. */
 static void check_order(uint64_t n, uint64_t k, uint64_t seed, uint64_t epoch, uint64_t *out)
 {
@@ -197,6 +201,108 @@ static void check_loader(void)
     free(dir);
 }
 
+#ifdef STOKER_HAVE_HDF5
+enum { H5_ROWS = 96, H5_RS = 40 };
+
+/* H5_ROWS records uint8 [H5_RS] in an HDF5 file chunked by `rows` records: the block order's
+ * blocks are the chunks. Bytes and labels as tl_make's. */
+static void make_h5(const char *path, hsize_t rows)
+{
+    static uint8_t img[H5_ROWS][H5_RS];
+    int64_t labels[H5_ROWS];
+    for (int i = 0; i < H5_ROWS; i++) {
+        for (int k = 0; k < H5_RS; k++)
+            img[i][k] = tl_byte(i, (uint64_t)k);
+        labels[i] = tl_label(i);
+    }
+    const hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const hsize_t dims[2] = {H5_ROWS, H5_RS}, chunk[2] = {rows, H5_RS}, n = H5_ROWS;
+    const hid_t sp = H5Screate_simple(2, dims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    T_ASSERT(f >= 0 && sp >= 0 && dcpl >= 0 && H5Pset_chunk(dcpl, 2, chunk) >= 0);
+    hid_t d = H5Dcreate2(f, "images", H5T_STD_U8LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    T_ASSERT(d >= 0 && H5Dwrite(d, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, img) >= 0);
+    H5Dclose(d);
+    const hid_t lsp = H5Screate_simple(1, &n, NULL);
+    d = H5Dcreate2(f, "labels", H5T_STD_I64LE, lsp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    T_ASSERT(d >= 0 && H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels) >= 0);
+    H5Dclose(d);
+    H5Sclose(lsp);
+    H5Pclose(dcpl);
+    H5Sclose(sp);
+    T_ASSERT(H5Fclose(f) >= 0);
+}
+
+/* A block order state pins its blocks: the same records chunked by 4 and by 16 rows are two
+ * orders, so a state saved over one is refused by a loader over the other, naming both
+ * lengths, and continues exactly over a copy with the same chunks. A version-1 state (which
+ * holds no block length) is taken for the record order and refused for the block order. */
+static void check_state_pins_blocks(void)
+{
+    char *dir = t_mkdtemp("sampler-blocks-h5");
+    char p4[4200], p4b[4200], p16[4200];
+    snprintf(p4, sizeof p4, "%s/c4.h5", dir);
+    snprintf(p4b, sizeof p4b, "%s/c4-copy.h5", dir);
+    snprintf(p16, sizeof p16, "%s/c16.h5", dir);
+    make_h5(p4, 4);
+    make_h5(p4b, 4);
+    make_h5(p16, 16);
+    stoker_config *cfg = tl_cfg(8, 2);
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_ORDER, STOKER_ORDER_BLOCKS));
+    tl_run *all = calloc(1, sizeof *all), *rest = calloc(1, sizeof *rest);
+    tl_run *head = calloc(1, sizeof *head);
+    tl_run_with(p4, cfg, all, 2, H5_RS);
+
+    stoker_loader *l = tl_open(p4, cfg);
+    tl_collect(l, head, 1, 3, H5_RS);
+    uint8_t state[STOKER_STATE_SIZE];
+    T_OK(stoker_loader_state_save(l, state, sizeof state, NULL));
+    stoker_loader_destroy(l);
+
+    l = tl_open(p16, cfg);
+    T_EQ_RC(stoker_loader_state_restore(l, state, sizeof state), STOKER_E_STATE);
+    T_CONTAINS(stoker_loader_errmsg(l), "the state was saved with blocks of 4 records; this "
+                                        "loader's order uses blocks of 16 (block_size or "
+                                        "source differs)");
+    stoker_loader_destroy(l);
+
+    l = tl_open(p4b, cfg);
+    T_OK(stoker_loader_state_restore(l, state, sizeof state));
+    tl_collect(l, rest, 2, 1000, H5_RS);
+    stoker_loader_destroy(l);
+    tl_same(all, 3, rest);
+
+    /* version 1: the same layout with the version 1, bytes 52..55 zero (the high half of the
+     * batch size then) and the CRC keyed with the record count alone */
+    uint8_t v1[STOKER_STATE_SIZE], key[8];
+    memcpy(v1, state, sizeof v1);
+    stoker__put_u32(v1 + 8, 1);
+    stoker__put_u32(v1 + 52, 0);
+    stoker__put_u64(key, H5_ROWS);
+    stoker__put_u32(v1 + 60, stoker_crc32c(stoker_crc32c(0, key, 8), v1, 60));
+    l = tl_open(p4b, cfg);
+    T_EQ_RC(stoker_loader_state_restore(l, v1, sizeof v1), STOKER_E_FORMAT);
+    T_CONTAINS(stoker_loader_errmsg(l), "version 1");
+    T_CONTAINS(stoker_loader_errmsg(l), "block order");
+    /* the record order's version-1 state is taken, as before */
+    stoker__put_u32(v1 + 12, stoker__get_u32(v1 + 12) & ~4u);
+    stoker__put_u32(v1 + 60, stoker_crc32c(stoker_crc32c(0, key, 8), v1, 60));
+    T_OK(stoker_loader_state_restore(l, v1, sizeof v1));
+    int64_t v = -1, pos = -1;
+    T_OK(stoker_loader_get_int(l, STOKER_OPT_ORDER, &v));
+    T_EQ_INT(v, STOKER_ORDER_RECORDS);
+    T_OK(stoker_loader_position(l, NULL, &pos));
+    T_EQ_INT(pos, 3);
+    stoker_loader_destroy(l);
+
+    free(all);
+    free(rest);
+    free(head);
+    stoker_config_destroy(cfg);
+    t_rmrf(dir);
+    free(dir);
+}
+#endif
+
 int main(void)
 {
     check_orders();
@@ -211,6 +317,9 @@ int main(void)
                     for (int d = 0; d < 2; d++)
                         check_ranks(ns[i], bs[j], ws[q], d, ks[m]);
     check_loader();
+#ifdef STOKER_HAVE_HDF5
+    check_state_pins_blocks();
+#endif
     printf("sampler blocks ok\n");
     return 0;
 }

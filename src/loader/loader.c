@@ -355,21 +355,28 @@ int stoker_loader_num_records(const stoker_loader *l, int64_t *n)
 }
 
 /* ---- state: 64 bytes, little-endian ----
- *   0 magic "STKLDST1"   8 u32 version (1)   12 u32 flags (1 shuffle, 2 drop_last,
+ *   0 magic "STKLDST1"   8 u32 version (2)   12 u32 flags (1 shuffle, 2 drop_last,
  *                                                               4 block order)
  *  16 u64 seed          24 u64 epoch        32 u64 position (batches consumed)
- *  40 u32 rank          44 u32 world size   48 u64 batch size
+ *  40 u32 rank          44 u32 world size   48 u32 batch size (at most 2^24)
+ *  52 u32 block length K of the order (stoker__sampler_run: 0 unless shuffled blocks; low
+ *     32 bits, the full length is checked through the CRC key below)
  *  56 u32 records (low 32 bits; the full count is checked through the CRC key below)
- *  60 u32 CRC32C of bytes 0..60, seeded with the full record count, so a blob for another
- *     data set size fails as a mismatch rather than passing on a truncated count. */
+ *  60 u32 CRC32C of bytes 0..60, seeded with the full record count and block length, so a
+ *     blob for another data set size or block length fails as a mismatch rather than
+ *     passing on a truncated one.
+ * Version 1 had a u64 batch size at 48 (so zero at 52) and the CRC seeded with the record
+ * count alone: the same order when it is not a shuffled block order, which version 1 did not
+ * pin to its block length and so is refused. */
 #define STATE_MAGIC "STKLDST1"
-#define STATE_VERSION 1u
+#define STATE_VERSION 2u
 
-static uint32_t state_crc(const uint8_t *p, uint64_t records)
+static uint32_t state_crc(const uint8_t *p, uint32_t version, uint64_t records, uint64_t run)
 {
-    uint8_t key[8];
+    uint8_t key[16];
     stoker__put_u64(key, records);
-    return stoker_crc32c(stoker_crc32c(0, key, 8), p, 60);
+    stoker__put_u64(key + 8, run);
+    return stoker_crc32c(stoker_crc32c(0, key, version == 1 ? 8 : 16), p, 60);
 }
 
 int stoker_loader_state_save(const stoker_loader *l, void *buf, size_t cap, size_t *size)
@@ -381,6 +388,7 @@ int stoker_loader_state_save(const stoker_loader *l, void *buf, size_t cap, size
     if (cap < STOKER_STATE_SIZE)
         return STOKER_E_LIMIT;
     uint8_t *p = buf;
+    const uint64_t run = stoker__sampler_run(&l->smp);
     memset(p, 0, STOKER_STATE_SIZE);
     memcpy(p, STATE_MAGIC, 8);
     stoker__put_u32(p + 8, STATE_VERSION);
@@ -391,9 +399,10 @@ int stoker_loader_state_save(const stoker_loader *l, void *buf, size_t cap, size
     stoker__put_u64(p + 32, l->cons_pos);
     stoker__put_u32(p + 40, l->smp.rank);
     stoker__put_u32(p + 44, l->smp.world);
-    stoker__put_u64(p + 48, l->smp.batch);
+    stoker__put_u32(p + 48, (uint32_t)l->smp.batch);
+    stoker__put_u32(p + 52, (uint32_t)run);
     stoker__put_u32(p + 56, (uint32_t)l->smp.n);
-    stoker__put_u32(p + 60, state_crc(p, l->smp.n));
+    stoker__put_u32(p + 60, state_crc(p, STATE_VERSION, l->smp.n, run));
     return 0;
 }
 
@@ -402,32 +411,50 @@ static int state_restore(stoker_loader *l, const void *buf, size_t size)
     const uint8_t *p = buf;
     STOKER_RETURN_IF(!p || size < STOKER_STATE_SIZE || memcmp(p, STATE_MAGIC, 8) != 0, &l->err,
                      STOKER_E_INVALID, "not a loader state (%zu bytes)", size);
-    STOKER_RETURN_IF(stoker__get_u32(p + 8) != STATE_VERSION, &l->err, STOKER_E_FORMAT,
-                     "loader state version %u is not supported", stoker__get_u32(p + 8));
+    const uint32_t version = stoker__get_u32(p + 8);
+    STOKER_RETURN_IF(version != 1 && version != STATE_VERSION, &l->err, STOKER_E_FORMAT,
+                     "loader state version %u is not supported", version);
     STOKER_RETURN_IF(!l->running, &l->err, STOKER_E_STATE,
                      "the loader was not created successfully");
+    const uint32_t flags = stoker__get_u32(p + 12);
+    STOKER_RETURN_IF(version == 1 && (flags & 5u) == 5u, &l->err, STOKER_E_FORMAT,
+                     "a loader state of version 1 does not hold the block length of its "
+                     "shuffled block order, so it cannot be resumed exactly: start its epoch "
+                     "again (set_epoch), or resume it with the release that saved it");
     STOKER_RETURN_IF(stoker__get_u32(p + 56) != (uint32_t)l->smp.n, &l->err, STOKER_E_STATE,
                      "the state is for a data set of another size");
-    STOKER_RETURN_IF(stoker__get_u32(p + 60) != state_crc(p, l->smp.n), &l->err, STOKER_E_CORRUPT,
-                     "loader state checksum mismatch (corrupt, or saved "
-                     "for a data set of another size)");
-    STOKER_RETURN_IF(stoker__get_u32(p + 40) != l->smp.rank ||
-                         stoker__get_u32(p + 44) != l->smp.world ||
-                         stoker__get_u64(p + 48) != l->smp.batch,
-                     &l->err, STOKER_E_STATE,
-                     "the state is for rank %u of %u with batch size "
-                     "%" PRIu64 "; this loader is rank %u of %u with batch size %" PRIu64,
-                     stoker__get_u32(p + 40), stoker__get_u32(p + 44), stoker__get_u64(p + 48),
-                     l->smp.rank, l->smp.world, l->smp.batch);
-    STOKER_RETURN_IF(atomic_load(&l->outstanding) != 0, &l->err, STOKER_E_STATE,
-                     "release every batch before restoring a state");
-    const uint32_t flags = stoker__get_u32(p + 12);
-    const uint64_t epoch = stoker__get_u64(p + 24), pos = stoker__get_u64(p + 32);
+    /* The order the state continues: its own flags and seed over this data set, whose
+     * blocks must be those it was saved with. */
     stoker__sampler smp;
     stoker__sampler_init(&smp, l->smp.n, l->smp.batch, l->smp.rank, l->smp.world, flags & 1u,
                          (flags & 2u) != 0, stoker__get_u64(p + 16));
-    if (flags & 4u) /* the block size is the data set's, as when the state was saved */
+    if (flags & 4u)
         stoker__sampler_set_blocks(&smp, stoker__dataset_block_records(l->ds));
+    const uint64_t run = stoker__sampler_run(&smp);
+    const uint32_t saved_run = stoker__get_u32(p + 52);
+    STOKER_RETURN_IF(version != 1 && saved_run != (uint32_t)run && (saved_run == 0 || run == 0),
+                     &l->err, STOKER_E_CORRUPT,
+                     "loader state block length %u disagrees with its flags 0x%x", saved_run,
+                     flags);
+    STOKER_RETURN_IF(version != 1 && saved_run != (uint32_t)run, &l->err, STOKER_E_STATE,
+                     "the state was saved with blocks of %u records; this loader's order uses "
+                     "blocks of %" PRIu64 " (block_size or source differs)",
+                     saved_run, run);
+    STOKER_RETURN_IF(stoker__get_u32(p + 60) != state_crc(p, version, l->smp.n, run), &l->err,
+                     STOKER_E_CORRUPT,
+                     "loader state checksum mismatch (corrupt, or saved for a data set of "
+                     "another size or block length)");
+    const uint64_t batch = version == 1 ? stoker__get_u64(p + 48) : stoker__get_u32(p + 48);
+    STOKER_RETURN_IF(stoker__get_u32(p + 40) != l->smp.rank ||
+                         stoker__get_u32(p + 44) != l->smp.world || batch != l->smp.batch,
+                     &l->err, STOKER_E_STATE,
+                     "the state is for rank %u of %u with batch size "
+                     "%" PRIu64 "; this loader is rank %u of %u with batch size %" PRIu64,
+                     stoker__get_u32(p + 40), stoker__get_u32(p + 44), batch, l->smp.rank,
+                     l->smp.world, l->smp.batch);
+    STOKER_RETURN_IF(atomic_load(&l->outstanding) != 0, &l->err, STOKER_E_STATE,
+                     "release every batch before restoring a state");
+    const uint64_t epoch = stoker__get_u64(p + 24), pos = stoker__get_u64(p + 32);
     /* No loader reaches an epoch beyond 2^40 (a new epoch a microsecond would take 35 years
      * to), so such a state is corrupt. */
     STOKER_RETURN_IF(epoch > MAX_EPOCH, &l->err, STOKER_E_CORRUPT,

@@ -164,6 +164,11 @@ void stoker__sampler_set_blocks(stoker__sampler *s, uint64_t block)
     s->block = block ? block : STOKER__BLOCK_DEFAULT;
 }
 
+uint64_t stoker__sampler_run(const stoker__sampler *s)
+{
+    return s->shuffle ? s->block : 0; /* unshuffled, every order is the identity */
+}
+
 uint64_t stoker__sampler_batch_count(const stoker__sampler *s, uint64_t k)
 {
     return k + 1 == s->nbatches ? s->last : s->batch;

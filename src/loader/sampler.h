@@ -87,6 +87,11 @@ bool stoker__sampler_init(stoker__sampler *s, uint64_t n, uint64_t batch, uint32
 /* Switches s to the block order with blocks of `block` ids (0: STOKER__BLOCK_DEFAULT). */
 void stoker__sampler_set_blocks(stoker__sampler *s, uint64_t block);
 
+/* The block length that decides the order beside (seed, epoch, n): K of a shuffled block
+ * order, else 0 (the record order, and any order without shuffle, which is the identity).
+ * A saved state records it: a loader whose run differs would continue another permutation. */
+uint64_t stoker__sampler_run(const stoker__sampler *s);
+
 /* Records in this rank's batch k (0 <= k < nbatches). */
 uint64_t stoker__sampler_batch_count(const stoker__sampler *s, uint64_t k);
 

@@ -6,13 +6,16 @@
  * Input: byte 0 chooses the mode (modulo 3), the rest is the state blob.
  *   0: the blob as it is.
  *   1: the blob with its record count (bytes 56..59) and CRC32C (bytes 60..63) fixed up
- *      when it is at least STOKER_STATE_SIZE bytes, so that mutations reach the fields
- *      behind the checksum.
- *   2: as 1, with the rank, world size and batch size fixed up too, so that mutations of
- *      the seed, flags, epoch and position reach the sampler.
+ *      when it is at least STOKER_STATE_SIZE bytes (keyed as the blob's version keys it,
+ *      with version 2's block length at 52..55), so that mutations reach the fields behind
+ *      the checksum.
+ *   2: as 1, with the rank, world size, batch size and block length (the one this loader's
+ *      order takes for the blob's flags) fixed up too, so that mutations of the seed,
+ *      flags, epoch and position reach the sampler.
  * Restore must refuse an epoch near 2^63 (it would come back negative in batches); the
  * check below that every batch's epoch is >= 0 holds it to that. */
 #include "common/common.h"
+#include "loader/sampler.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,13 +102,23 @@ static void check_batch(const stoker_batch *b)
         abort();
 }
 
-/* The CRC32C of a state blob, keyed with the data set's record count (as the loader's). */
+/* The block length this loader's order takes for a blob's flags: the shards' default
+ * blocks when shuffled in the block order, else none. */
+static uint32_t run_of(const uint8_t *p)
+{
+    return (stoker__get_u32(p + 12) & 5u) == 5u ? STOKER__BLOCK_DEFAULT : 0;
+}
+
+/* The CRC32C of a state blob, keyed with the data set's record count and (after version 1)
+ * the blob's block length, as the loader's. */
 static void seal(uint8_t *p)
 {
-    uint8_t key[8];
+    uint8_t key[16];
     stoker__put_u64(key, RECORDS);
+    stoker__put_u64(key + 8, stoker__get_u32(p + 52));
     stoker__put_u32(p + 56, RECORDS);
-    stoker__put_u32(p + 60, stoker_crc32c(stoker_crc32c(0, key, 8), p, 60));
+    const size_t keyed = stoker__get_u32(p + 8) == 1 ? 8 : 16;
+    stoker__put_u32(p + 60, stoker_crc32c(stoker_crc32c(0, key, keyed), p, 60));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -120,7 +133,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (mode == 2 && size >= STOKER_STATE_SIZE) {
         stoker__put_u32(blob + 40, 0);
         stoker__put_u32(blob + 44, 1);
-        stoker__put_u64(blob + 48, BATCH);
+        if (stoker__get_u32(blob + 8) == 1) {
+            stoker__put_u64(blob + 48, BATCH);
+        } else {
+            stoker__put_u32(blob + 48, BATCH);
+            stoker__put_u32(blob + 52, run_of(blob));
+        }
     }
     if (mode >= 1 && size >= STOKER_STATE_SIZE) {
         seal(blob);

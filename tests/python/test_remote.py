@@ -239,6 +239,41 @@ def test_the_block_order_fetches_each_block_about_once_an_epoch(served, tmp_path
     assert gets <= 1.3 * 2 * nblocks, (gets, nblocks)  # the record order: 2-3 times as many
 
 
+def test_a_block_order_state_resumes_only_with_the_same_blocks(served, tmp_path):
+    """The block order's runs come from the source (four blocks' records over a URL, so
+    block_size decides them; the local copy has its own): a state saved over one is refused,
+    naming the run lengths, by a loader whose runs differ, and continues exactly where they
+    are the same."""
+    def run(path, kw, n_batches=None, state=None):
+        """ids of two epochs (or the first n_batches, then the state)."""
+        ids = []
+        with stoker.Loader(path, 32, seed=5, device="cpu", threads=2, order="blocks",
+                           **kw) as loader:
+            if state is not None:
+                loader.load_state_dict(state)
+            for e in range(loader.epoch, 2):
+                if state is None or e > 0:  # a restored state goes on where it stands
+                    loader.set_epoch(e)
+                for b in loader:
+                    ids.append(b.indices.copy())
+                    if n_batches is not None and len(ids) == n_batches:
+                        return ids, loader.state_dict()
+        return ids, None
+
+    with range_server.start(served) as srv:
+        url = srv.url + "/raw"
+        whole, _ = run(url, opts(tmp_path))
+        head, state = run(url, opts(tmp_path), n_batches=5)
+        assert all(np.array_equal(a, b) for a, b in zip(head, whole))
+        rest, _ = run(url, opts(tmp_path), state=state)
+        same([(i, i, i) for i in whole[5:]], [(i, i, i) for i in rest])
+        for path, kw in ((url, opts(tmp_path, block_size=4 * BLOCK)), (str(served / "raw"), {})):
+            with pytest.raises(stoker.StokerError, match=r"the state was saved with blocks of "
+                               r"\d+ records; this loader's order uses blocks of \d+ "
+                               r"\(block_size or source differs\)"):
+                run(path, kw, state=state)
+
+
 def test_a_cold_first_batch_keeps_the_transfers_busy_beyond_the_window(served, tmp_path):
     """The first batch of a shuffled epoch needs blocks far beyond a small window: they are
     fetched fetch_transfers at a time, not one at a time for the one waiting worker."""
