@@ -2,7 +2,8 @@
 # The whole test suite on a fresh Debian 12 machine: installs the dependencies, builds
 # stoker (warnings are errors), runs the C tests, the Python tests (tests/python/test_torch.py
 # among them, on Debian's PyTorch), examples/train_ddp.py on two gloo ranks, CPU smoke runs
-# of bench/train.py and bench/step_probe.py, the C tests again under AddressSanitizer +
+# of bench/train.py and bench/step_probe.py, every fuzz target built with clang and run a
+# short while on its saved corpus, the C tests again under AddressSanitizer +
 # UndefinedBehaviorSanitizer, the multi-threaded ones under ThreadSanitizer, and builds a C
 # and a C++ program against an installed copy through both find_package(stoker) and
 # pkg-config, and installs the Python package as README.md says (scripts/check-pip-install.sh).
@@ -145,6 +146,29 @@ if /usr/bin/python3 bench/step_probe.py --device cpu --model tiny --feed synthet
     [ $? -ne 2 ] || ! grep -q "profile needs a CUDA device" "$torch_tmp/probe-profile.log"; then
     cat "$torch_tmp/probe-profile.log"; echo "test.sh: step_probe.py --profile on the CPU"; exit 1
 fi
+
+step "fuzz targets (clang, libFuzzer): built, each run on its saved corpus"
+# Built with clang so that code only gcc accepts cannot land unseen; each target runs for
+# STOKER_FUZZ_SECONDS (default 20) from its saved corpus, new inputs going to a scratch
+# folder, not the tree. CUDA is left out: the targets parse bytes on the host.
+fuzz_targets=$(for f in tests/fuzz/fuzz_*.c; do basename "$f" .c; done)
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DSTOKER_WERROR=ON -DSTOKER_BUILD_FUZZERS=ON -DSTOKER_WITH_CUDA=OFF > build-fuzz.log 2>&1 ||
+    { cat build-fuzz.log; exit 1; }
+# shellcheck disable=SC2086
+cmake --build build-fuzz -j "$jobs" --target $fuzz_targets > build-fuzz-make.log 2>&1 ||
+    { grep -B2 -A8 -E 'error' build-fuzz-make.log | head -n 80; exit 1; }
+fuzz_tmp=$(mktemp -d)
+for t in $fuzz_targets; do
+    mkdir -p "$fuzz_tmp/$t"
+    (cd "$fuzz_tmp" && "$root/build-fuzz/tests/$t" -max_total_time="${STOKER_FUZZ_SECONDS:-20}" \
+        -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 "$fuzz_tmp/$t" \
+        "$root/tests/fuzz/corpus/$t" > "$fuzz_tmp/$t.log" 2>&1) ||
+        { tail -n 60 "$fuzz_tmp/$t.log"; echo "test.sh: $t found a failure"; exit 1; }
+    echo "$t: $(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$fuzz_tmp/$t.log" |
+        grep -o '[0-9]*$') inputs, no finding"
+done
+rm -rf "$fuzz_tmp"
 
 if [ "${STOKER_QUICK:-0}" != 1 ]; then
     step "C tests under AddressSanitizer + UndefinedBehaviorSanitizer"

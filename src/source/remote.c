@@ -432,7 +432,7 @@ static void remote_follow(stoker_dataset *ds, const stoker__future *f)
      * the old order's need (its batch numbers mean nothing in the new one: a block the
      * workers fetch before the read-ahead reaches it would stay pinned until the new order
      * passed the old batch number) */
-    r->scan = r->done = f ? f->first : 0;
+    r->done = r->scan = f ? f->first : 0;
     r->scan_j = r->scan_n = 0;
     for (int32_t i = 0; i < r->n; i++)
         for (uint64_t b = 0; b < r->shards[i].nblocks; b++)
