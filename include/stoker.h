@@ -136,7 +136,9 @@ typedef void (*stoker_log_fn)(void *user, int32_t level, const char *msg);
 typedef struct stoker_config stoker_config;
 
 /* Option keys. Values are explicit and never reused. For counts and enum-valued options,
- * 0 means "the default"; booleans are 0/1 with the default given here. Unless said
+ * 0 means "the default" (also where the range begins above 0: block_size, fetch_window,
+ * fetch_transfers, fetch_timeout_ms); booleans are 0/1 with the default given here. A value
+ * outside an option's range (stoker_option_describe) is STOKER_E_INVALID. Unless said
  * otherwise options are integers (stoker_config_set_int). */
 typedef enum stoker_option {
     /* ---- writer (stoker_writer_create) ---- */

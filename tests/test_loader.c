@@ -351,7 +351,8 @@ static void test_create_errors(void)
     /* image transforms on raw records */
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_DIST_ENV, 0));
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_TRANSFORM, STOKER_TRANSFORM_TRAIN));
-    T_EQ_RC(stoker_loader_create(&l, g_raw, cfg), STOKER_E_UNSUPPORTED);
+    T_EQ_RC(stoker_loader_create(&l, g_raw, cfg), STOKER_E_INVALID);
+    T_CONTAINS(stoker_loader_errmsg(l), "raw records take no image transform (train)");
     stoker_loader_destroy(l);
     stoker_config_destroy(cfg);
     /* defaults (NULL config) work */

@@ -302,7 +302,7 @@ static void check_options(const char *path, const char *raw)
     stoker_config *cfg = config(STOKER_TRANSFORM_TRAIN, STOKER_DTYPE_INT32, 0, 1);
     stoker_loader *l = NULL;
     T_EQ_RC(stoker_loader_create(&l, path, cfg), STOKER_E_INVALID);
-    T_CONTAINS(stoker_loader_errmsg(l), "dtype");
+    T_CONTAINS(stoker_loader_errmsg(l), "dtype int32 is not an image output type");
     stoker_loader_destroy(l);
     stoker_config_destroy(cfg);
     if (stoker__simd_best() < STOKER_SIMD_AVX512) {
@@ -313,7 +313,8 @@ static void check_options(const char *path, const char *raw)
         stoker_config_destroy(cfg);
     }
     cfg = config(STOKER_TRANSFORM_EVAL, 0, 0, 1);
-    T_EQ_RC(stoker_loader_create(&l, raw, cfg), STOKER_E_UNSUPPORTED);
+    T_EQ_RC(stoker_loader_create(&l, raw, cfg), STOKER_E_INVALID);
+    T_CONTAINS(stoker_loader_errmsg(l), "raw records take no image transform (eval)");
     stoker_loader_destroy(l);
     stoker_config_destroy(cfg);
     /* transform NONE: the encoded bytes, as before */

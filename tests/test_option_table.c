@@ -22,8 +22,15 @@ static void check_int_option(stoker_option opt, const char *name, int32_t values
     /* the ends of the range are taken, one past either end refused */
     T_OK(stoker_config_set_int(cfg, opt, min));
     T_OK(stoker_config_set_int(cfg, opt, max));
-    if (min > INT64_MIN)
+    if (min > INT64_MIN && min - 1 != 0)
         T_EQ_RC(stoker_config_set_int(cfg, opt, min - 1), STOKER_E_INVALID);
+    if (min > 0) { /* 0 below the range: "the default" where the row says so, else refused */
+        int64_t got = -1;
+        const int rc = stoker_config_set_int(cfg, opt, 0);
+        T_ASSERT(rc == 0 || rc == STOKER_E_INVALID);
+        T_OK(stoker_config_get_int(cfg, opt, &got));
+        T_EQ_INT(got, rc == 0 ? def : max);
+    }
     if (max < INT64_MAX)
         T_EQ_RC(stoker_config_set_int(cfg, opt, max + 1), STOKER_E_INVALID);
     if (values) { /* every name of its enum is one of the library's; some value is taken */
@@ -42,8 +49,24 @@ static void check_int_option(stoker_option opt, const char *name, int32_t values
     stoker_config_destroy(cfg);
 }
 
+/* Options whose doc calls 0 "the default" take it, though it lies below their range. */
+static void check_zero_is_default(stoker_option opt, int64_t def)
+{
+    stoker_config *cfg = NULL;
+    T_OK(stoker_config_create(&cfg));
+    T_OK(stoker_config_set_int(cfg, opt, 0));
+    int64_t v = -1;
+    T_OK(stoker_config_get_int(cfg, opt, &v));
+    T_EQ_INT(v, def);
+    stoker_config_destroy(cfg);
+}
+
 int main(void)
 {
+    check_zero_is_default(STOKER_OPT_BLOCK_SIZE, INT64_C(16) << 20);
+    check_zero_is_default(STOKER_OPT_FETCH_TRANSFERS, 16);
+    check_zero_is_default(STOKER_OPT_FETCH_WINDOW, INT64_C(512) << 20);
+    check_zero_is_default(STOKER_OPT_FETCH_TIMEOUT_MS, 30000);
     int32_t opt = 0, n = 0;
     double distinct = 1.0;
     stoker_config *floats = NULL;

@@ -60,8 +60,13 @@ class Config:
 
     def _check(self, rc, opt, value):
         if rc != 0:
-            name = _L.stoker_option_name(opt)
-            raise error(rc, "option %s = %r is not valid" % (_lib.text(name) or opt, value))
+            name = _lib.text(_L.stoker_option_name(opt)) or str(opt)
+            row = _lib.OPTIONS.get(name)
+            if (row is not None and row.type == _lib.OPTION_INT and row.values is None
+                    and isinstance(value, int) and not row.min <= value <= row.max):
+                raise error(rc, "option %s = %d is out of range: %d..%d"
+                            % (name, value, row.min, row.max))
+            raise error(rc, "option %s = %r is not valid" % (name, value))
 
     def set_int(self, opt, value):
         value = int(value)

@@ -219,12 +219,15 @@ void stoker_config_destroy(stoker_config *cfg)
 int stoker_config_set_int(stoker_config *cfg, stoker_option opt, int64_t value)
 {
     const opt_desc *d = find(opt, OPT_INT);
-    if (!cfg || !d || value < d->min || value > d->max)
+    if (!cfg || !d)
         return STOKER_E_INVALID;
-    if (opt == STOKER_OPT_ALIGN && value != 0 && value != 1 && value != 512 && value != 4096)
-        return STOKER_E_INVALID;
-    if (value == 0 && (d->flags & ZERO_IS_DEFAULT)) /* "the default" for counts and enums */
+    /* "the default" for counts and enums, also where 0 lies below the range */
+    if (value == 0 && (d->flags & ZERO_IS_DEFAULT))
         value = d->def;
+    if (value < d->min || value > d->max)
+        return STOKER_E_INVALID;
+    if (opt == STOKER_OPT_ALIGN && value != 1 && value != 512 && value != 4096)
+        return STOKER_E_INVALID;
     cfg->ints[opt] = value;
     cfg->int_set[opt] = 1;
     return 0;

@@ -167,8 +167,9 @@ static int plan_field(stoker__plan *p, const stoker_config *cfg, stoker_dataset 
     if (p->kind == STOKER_FIELD_RAW) {
         STOKER_RETURN_IF(
             transform != STOKER_TRANSFORM_DEFAULT && transform != STOKER_TRANSFORM_NONE, err,
-            STOKER_E_UNSUPPORTED, "%s: raw records take no image transform (transform %lld)",
-            path, (long long)transform);
+            STOKER_E_INVALID, "%s: raw records take no image transform (%s): the transforms "
+            "decode JPEG records",
+            path, stoker_enum_name(STOKER_ENUM_TRANSFORM, (int32_t)transform));
         STOKER_RETURN_IF(dtype != STOKER_DTYPE_DEFAULT && dtype != stored && !p->gpu_normalize,
                          err, STOKER_E_UNSUPPORTED,
                          "%s: converting %s records to %s is not supported", path,

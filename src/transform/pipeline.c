@@ -115,7 +115,9 @@ static int validate(const stoker__xform_params *p, stoker__err *err)
                      (int)p->size);
     STOKER_RETURN_IF(d != STOKER_DTYPE_UINT8 && d != STOKER_DTYPE_FLOAT16 &&
                          d != STOKER_DTYPE_BFLOAT16 && d != STOKER_DTYPE_FLOAT32,
-                     err, STOKER_E_INVALID, "dtype %d is not an image output type", (int)d);
+                     err, STOKER_E_INVALID,
+                     "dtype %s is not an image output type (uint8, float16, bfloat16, float32)",
+                     stoker_dtype_name(d));
     STOKER_RETURN_IF(p->layout != STOKER_LAYOUT_NCHW && p->layout != STOKER_LAYOUT_NHWC, err,
                      STOKER_E_INVALID, "layout %d unknown", (int)p->layout);
     STOKER_RETURN_IF(p->dct != STOKER_DCT_ISLOW && p->dct != STOKER_DCT_IFAST, err,

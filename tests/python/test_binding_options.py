@@ -138,3 +138,27 @@ def test_max_cache_bounds_the_page_cache_and_reads_back(raw_ds):
         stoker.Loader(raw_ds, 8, device="cpu", max_cache=0)
     with pytest.raises(TypeError, match="max_cache must be an int"):
         stoker.Loader(raw_ds, 8, device="cpu", max_cache=True)
+
+
+@pytest.mark.parametrize("name, value, want", [
+    ("threads", 10000, "option threads = 10000 is out of range: 0..1024"),
+    ("batch_size", 2 ** 25, "option batch_size = 33554432 is out of range: 1..16777216"),
+    ("size", 70000, "option size = 70000 is out of range: 0..65535"),
+])
+def test_an_option_out_of_range_names_the_range(raw_ds, name, value, want):
+    with pytest.raises(ValueError) as e:
+        stoker.Loader(raw_ds, **{"batch_size": 8, "device": "cpu", name: value})
+    assert want in str(e.value)
+
+
+def test_zero_is_the_default_where_the_table_says_so(raw_ds):
+    with stoker.Dataset(raw_ds, block_size=0, fetch_transfers=0) as ds:
+        assert len(ds) > 0
+
+
+def test_image_option_errors_give_names_and_the_reason(raw_ds):
+    with pytest.raises(stoker.StokerError) as e:
+        stoker.Loader(raw_ds, 8, device="cpu", transform="eval")
+    msg = str(e.value)
+    assert "raw records take no image transform (eval)" in msg, msg
+    assert "not supported by this build or host" not in msg, msg
