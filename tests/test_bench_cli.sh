@@ -200,6 +200,17 @@ usage_err "invalid value '-1' for --min-seconds: expected a number from 0" "$TMP
 usage_err "invalid value '0' for --max-cache: expected a size in bytes > 0" "$TMP/data" \
     --max-cache 0
 usage_err "invalid value '2X' for --max-cache" "$TMP/data" --max-cache 2X
+# the library's options take the ranges of its table, as the Python binding does: 0 is the
+# default where the table says so, and the seed is 64 bits, from 0 to 2^64 - 1
+usage_err "invalid value '-1' for --seed: expected an integer >= 0" "$TMP/data" --seed -1
+usage_err "invalid value '2000' for --threads: expected an integer from 0 to 1024" \
+    "$TMP/data" --threads 2000
+usage_err "invalid value '0' for --batch-size: expected an integer from 1 to" "$TMP/data" \
+    --batch-size 0
+"$STOKER_BENCH" "$TMP/data" --epochs 1 --threads 0 --seed 18446744073709551615 --json \
+    > "$TMP/seed.json" 2> /dev/null || { cat "$TMP/seed.json"; exit 1; }
+grep -q '"seed":18446744073709551615,' "$TMP/seed.json" || { cat "$TMP/seed.json"; exit 1; }
+grep -q '"threads":[1-9]' "$TMP/seed.json" || { cat "$TMP/seed.json"; exit 1; }
 if "$STOKER_BENCH" "$TMP/nothing" > /dev/null 2> "$TMP/err"; then exit 1; fi
 grep -q "stoker-bench:" "$TMP/err"
 if "$STOKER_BENCH" "$TMP/data" --rank 2 --world-size 2 > /dev/null 2> "$TMP/err"; then exit 1; fi

@@ -647,29 +647,29 @@ class Loader:
         self.path = os.fsdecode(raw_path)
         rank, world_size = _dist_defaults(rank, world_size)
         opt = _lib.OPTION
-        ints = [  # (option, value or None to leave the library's default)
-            ("batch_size", check_int("batch_size", batch_size, 1)),
+        # (option, value or None to leave the library's default); the library checks each
+        # against its table's range and names the range when it refuses one
+        ints = [
+            ("batch_size", check_int("batch_size", batch_size)),
             ("shuffle", check_bool("shuffle", shuffle)),
             ("seed", check_int("seed", seed, 0, (1 << 64) - 1)),  # the C seed is 64 bits
             ("drop_last", check_bool("drop_last", drop_last)),
             ("dist_env", 1),
-            ("rank", check_int("rank", rank, 0, allow_none=True)),
-            ("world_size", check_int("world_size", world_size, 1, allow_none=True)),
-            ("epoch", check_int("epoch", epoch, 0)),
+            ("rank", check_int("rank", rank, allow_none=True)),
+            ("world_size", check_int("world_size", world_size, allow_none=True)),
+            ("epoch", check_int("epoch", epoch)),
             ("gpu_normalize", check_bool("gpu_normalize", gpu_normalize)),
-            ("threads", check_int("threads", threads, 1, allow_none=True)),
-            ("depth", check_int("depth", depth, 1, allow_none=True)),
+            ("threads", check_int("threads", threads, allow_none=True)),
+            ("depth", check_int("depth", depth, allow_none=True)),
             ("direct_io", check_bool("direct_io", direct_io)),
             ("device", _device_option(device)),
-            ("device_buffers", check_int("device_buffers", device_buffers, 2,
-                                         allow_none=True)),
-            ("read_ahead", check_int("read_ahead", read_ahead, 1, allow_none=True)),
-            ("max_record_size", check_int("max_record_size", max_record_size, 1,
-                                          allow_none=True)),
-            ("max_pixels", check_int("max_pixels", max_pixels, 1, allow_none=True)),
-            ("max_cache", check_int("max_cache", max_cache, 1, allow_none=True)),
-            ("size", check_int("size", size, 1, allow_none=True)),
-            ("resize", check_int("resize", resize, 1, allow_none=True)),
+            ("device_buffers", check_int("device_buffers", device_buffers, allow_none=True)),
+            ("read_ahead", check_int("read_ahead", read_ahead, allow_none=True)),
+            ("max_record_size", check_int("max_record_size", max_record_size, allow_none=True)),
+            ("max_pixels", check_int("max_pixels", max_pixels, allow_none=True)),
+            ("max_cache", check_int("max_cache", max_cache, allow_none=True)),
+            ("size", check_int("size", size, allow_none=True)),
+            ("resize", check_int("resize", resize, allow_none=True)),
             ("dtype", None if dtype is None else dtype_code(dtype)),
         ]
         # options the library's enums name (their table: _lib.OPTIONS[name].values)
@@ -1041,8 +1041,9 @@ class Loader:
 
     @property
     def backend(self):
-        """The back-end in use: "io_uring" or "pread" (the loader's reader), or "hdf5" where
-        libhdf5 reads the records (an HDF5 file in a layout stoker does not map: docs/HDF5.md).
+        """The back-end in use: "io_uring" or "pread" (the loader's reader), "hdf5" where
+        libhdf5 reads the records (an HDF5 file in a layout stoker does not map: docs/HDF5.md),
+        or "remote" where the remote source reads them from its block cache (docs/REMOTE.md).
         Read from the library's statistics (stoker_stats.backend), as ``stats()["backend"]``:
         the option read back would name the reader even where the reader reads nothing."""
         st = _lib.Stats()

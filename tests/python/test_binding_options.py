@@ -134,8 +134,11 @@ def test_max_cache_bounds_the_page_cache_and_reads_back(raw_ds):
         assert loader.max_cache > 103 * 192
         assert sum(len(b) for b in loader) == 103
         assert loader.stats()["dropped_bytes"] == 0
-    with pytest.raises(ValueError, match="max_cache must be >= 1"):
-        stoker.Loader(raw_ds, 8, device="cpu", max_cache=0)
+    # 0 is the default, as the options table says; below it the table's range is named
+    with stoker.Loader(raw_ds, 8, device="cpu", max_cache=0) as loader:
+        assert loader.max_cache > 103 * 192
+    with pytest.raises(ValueError, match="option max_cache = -1 is out of range: 0.."):
+        stoker.Loader(raw_ds, 8, device="cpu", max_cache=-1)
     with pytest.raises(TypeError, match="max_cache must be an int"):
         stoker.Loader(raw_ds, 8, device="cpu", max_cache=True)
 
@@ -162,3 +165,14 @@ def test_image_option_errors_give_names_and_the_reason(raw_ds):
     msg = str(e.value)
     assert "raw records take no image transform (eval)" in msg, msg
     assert "not supported by this build or host" not in msg, msg
+
+
+def test_the_binding_takes_the_tables_ranges_as_stoker_bench_does(raw_ds):
+    # threads 0 is the default (the table's range starts at 0), as --threads 0 is
+    with stoker.Loader(raw_ds, 8, device="cpu", threads=0) as loader:
+        assert loader.threads >= 1
+    # the seed is 64 bits, 0 to 2**64 - 1, as --seed takes it; a negative one is refused
+    with stoker.Loader(raw_ds, 8, device="cpu", seed=2 ** 64 - 1) as loader:
+        assert loader.seed == 2 ** 64 - 1
+    with pytest.raises(ValueError, match="seed must be >= 0"):
+        stoker.Loader(raw_ds, 8, device="cpu", seed=-1)

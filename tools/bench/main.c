@@ -150,23 +150,24 @@ static const choice choices[] = {
 
 #define NO_OPTION ((stoker_option)0) /* the tool's own, not the library's */
 
-/* An option that takes an integer: the least it may be, the library option it sets and
- * its int64_t field. */
+/* An option that takes an integer: the library option it sets (its range is the library's
+ * table's, stoker_option_describe, as for the Python binding) or, for the tool's own, the
+ * least it may be; and its int64_t field. */
 static const struct {
     int64_t min;
     stoker_option opt;
     size_t off;
 } ints[] = {
     {1, NO_OPTION, offsetof(opts, epochs)},
-    {1, STOKER_OPT_BATCH_SIZE, offsetof(opts, batch)},
+    {0, STOKER_OPT_BATCH_SIZE, offsetof(opts, batch)},
     {0, STOKER_OPT_THREADS, offsetof(opts, threads)},
     {0, STOKER_OPT_DEPTH, offsetof(opts, depth)},
-    {INT64_MIN, STOKER_OPT_SEED, offsetof(opts, seed)},
+    {0, STOKER_OPT_SEED, offsetof(opts, seed)},
     {0, STOKER_OPT_RANK, offsetof(opts, rank)},
-    {1, STOKER_OPT_WORLD_SIZE, offsetof(opts, world)},
+    {0, STOKER_OPT_WORLD_SIZE, offsetof(opts, world)},
     {0, NO_OPTION, offsetof(opts, warmup)},
-    {1, STOKER_OPT_SIZE, offsetof(opts, size)},
-    {1, STOKER_OPT_RESIZE, offsetof(opts, resize)},
+    {0, STOKER_OPT_SIZE, offsetof(opts, size)},
+    {0, STOKER_OPT_RESIZE, offsetof(opts, resize)},
 };
 
 /* A flag: the library option it sets and its int field, set to 1 (--no-shuffle clears). */
@@ -244,6 +245,25 @@ static int take_device(const char *name, const char *arg, opts *o)
     return 0;
 }
 
+/* Integer option `i` of `ints`: a library option within the range of the library's table;
+ * the seed, 64 bits, as an unsigned number (0 to 2^64 - 1, stored as the same bits). */
+static int take_int(const char *name, const char *arg, size_t i, opts *o)
+{
+    int64_t *v = FIELD(o, int64_t, ints[i].off);
+    if (ints[i].opt == STOKER_OPT_SEED) {
+        uint64_t u;
+        if (cli_u64(name, arg, &u) < 0)
+            return -1;
+        memcpy(v, &u, sizeof *v);
+        return 0;
+    }
+    int64_t lo = ints[i].min, hi = INT64_MAX;
+    if (ints[i].opt != NO_OPTION &&
+        stoker_option_describe(ints[i].opt, NULL, NULL, NULL, &lo, &hi) < 0)
+        return cli_usage("%s: not an option of this library", name);
+    return cli_int(name, arg, lo, hi, v);
+}
+
 /* One option; 0, or -1 after a usage error. */
 static int take_option(int c, const char *name, const char *arg, opts *o)
 {
@@ -253,10 +273,8 @@ static int take_option(int c, const char *name, const char *arg, opts *o)
         const choice *ch = &choices[c - OPT_BACKEND];
         return take_choice(name, arg, ch, FIELD(o, int32_t, ch->off));
     }
-    if (c >= OPT_EPOCHS && c <= OPT_RESIZE) {
-        const int64_t min = ints[c - OPT_EPOCHS].min;
-        return cli_int(name, arg, min, INT64_MAX, FIELD(o, int64_t, ints[c - OPT_EPOCHS].off));
-    }
+    if (c >= OPT_EPOCHS && c <= OPT_RESIZE)
+        return take_int(name, arg, c - OPT_EPOCHS, o);
     if (c >= OPT_NO_SHUFFLE && c <= OPT_GPU_NORMALIZE) {
         *FIELD(o, int, flags[c - OPT_NO_SHUFFLE].off) = c != OPT_NO_SHUFFLE;
         return 0;

@@ -191,12 +191,12 @@ void bench_report_text(const opts *o, const result *r)
     printf("back-end     %s\nsimd         %s\ndevice       %s\n",
            name_of(STOKER_ENUM_BACKEND, st->backend), e.simd, e.device);
     printf("options      epochs=%s min_seconds=%g batch_size=%" PRId64 " threads=%" PRId64
-           " depth=%" PRId64 " seed=%" PRId64 " shuffle=%" PRId64 " drop_last=%" PRId64
+           " depth=%" PRId64 " seed=%" PRIu64 " shuffle=%" PRId64 " drop_last=%" PRId64
            " rank=%" PRId64 " world_size=%" PRId64 " backend=%s direct=%" PRId64
            " on_corrupt=%s warmup=%" PRId64 " compute_ms=%g (%s) max_cache=%" PRId64 "\n",
            epochs, o->min_seconds, eff_int(r, STOKER_OPT_BATCH_SIZE),
            eff_int(r, STOKER_OPT_THREADS), eff_int(r, STOKER_OPT_DEPTH),
-           eff_int(r, STOKER_OPT_SEED), eff_int(r, STOKER_OPT_SHUFFLE),
+           (uint64_t)eff_int(r, STOKER_OPT_SEED), eff_int(r, STOKER_OPT_SHUFFLE),
            eff_int(r, STOKER_OPT_DROP_LAST), eff_int(r, STOKER_OPT_RANK),
            eff_int(r, STOKER_OPT_WORLD_SIZE), e.backend, eff_int(r, STOKER_OPT_DIRECT_IO),
            e.on_corrupt, o->warmup, o->compute_ms, o->compute_sleep ? "sleep" : "spin",
@@ -257,13 +257,13 @@ static void json_options(const opts *o, const result *r, const effective *e)
            e->antialias, e->resampler, e->dct_scale, e->dtype, e->layout, e->simd, e->decoder);
     cli_put_json_string(stdout, e->device);
     printf(",\"batch_size\":%" PRId64 ",\"threads\":%" PRId64 ",\"depth\":%" PRId64
-           ",\"seed\":%" PRId64 ",\"shuffle\":%s,\"drop_last\":%s,\"rank\":%" PRId64
+           ",\"seed\":%" PRIu64 ",\"shuffle\":%s,\"drop_last\":%s,\"rank\":%" PRId64
            ",\"world_size\":%" PRId64 ",\"backend\":\"%s\",\"direct\":%s,\"on_corrupt\":\"%s\","
            "\"warmup\":%" PRId64 ",\"compute_ms\":%g,\"compute\":\"%s\","
            "\"io\":%s,\"gpu_normalize\":%s,\"max_cache\":%" PRId64 ",\"min_seconds\":%g,"
            "\"epochs\":",
            eff_int(r, STOKER_OPT_BATCH_SIZE), eff_int(r, STOKER_OPT_THREADS),
-           eff_int(r, STOKER_OPT_DEPTH), eff_int(r, STOKER_OPT_SEED),
+           eff_int(r, STOKER_OPT_DEPTH), (uint64_t)eff_int(r, STOKER_OPT_SEED),
            json_bool(eff_int(r, STOKER_OPT_SHUFFLE)), json_bool(eff_int(r, STOKER_OPT_DROP_LAST)),
            eff_int(r, STOKER_OPT_RANK), eff_int(r, STOKER_OPT_WORLD_SIZE), e->backend,
            json_bool(eff_int(r, STOKER_OPT_DIRECT_IO)), e->on_corrupt, o->warmup, o->compute_ms,
