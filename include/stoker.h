@@ -248,6 +248,9 @@ typedef enum stoker_backend {
      * reader: HDF5 variable-length, lzf, szip or other filters, big-endian, compact
      * (docs/HDF5.md). Convert such a file with stoker-pack for full speed. */
     STOKER_BACKEND_HDF5 = 3,
+    /* Reported only, never an option: a remote data set's records are read by the remote
+     * source from the files of its block cache (docs/REMOTE.md), not by the loader's reader. */
+    STOKER_BACKEND_REMOTE = 4,
 } stoker_backend;
 
 typedef enum stoker_on_corrupt {
@@ -426,7 +429,8 @@ typedef enum stoker_enum {
     STOKER_ENUM_SIMD = 3,       /* stoker_simd: "auto", "scalar", "avx2", "avx512" */
     STOKER_ENUM_LOG_LEVEL = 4,  /* stoker_log_level: "error", "warn", "info", "debug" */
     STOKER_ENUM_OPTION = 5,     /* stoker_option: "batch_size", ... (stoker_option_name) */
-    STOKER_ENUM_BACKEND = 6,    /* stoker_backend: "auto", "io_uring", "pread", "hdf5" */
+    STOKER_ENUM_BACKEND = 6,    /* stoker_backend: "auto", "io_uring", "pread", "hdf5",
+                                   "remote" */
     STOKER_ENUM_ON_CORRUPT = 7, /* stoker_on_corrupt: "error", "skip" */
     STOKER_ENUM_ORDER = 8,      /* stoker_order: "records", "blocks" */
     STOKER_ENUM_TRANSFORM = 9,  /* stoker_transform: "none", "train", "eval", "resize" */
@@ -757,7 +761,8 @@ STOKER_API const char *stoker_backend_name(int32_t backend);
 typedef struct stoker_stats {
     uint32_t struct_size;
     int32_t backend;        /* the active stoker_backend; STOKER_BACKEND_HDF5 when libhdf5
-                               reads the records (the serialised HDF5 fallback) */
+                               reads the records (the serialised HDF5 fallback),
+                               STOKER_BACKEND_REMOTE for a remote data set */
     int32_t simd;           /* the stoker_simd level in use */
     int32_t threads;        /* worker threads */
     int32_t depth;          /* batch slots */

@@ -38,7 +38,7 @@ static const name_table TABLES[] = {
           {STOKER_LOG_DEBUG, "debug", NULL}),
     ENTRY(STOKER_ENUM_BACKEND, {STOKER_BACKEND_AUTO, "auto", NULL},
           {STOKER_BACKEND_IO_URING, "io_uring", NULL}, {STOKER_BACKEND_PREAD, "pread", NULL},
-          {STOKER_BACKEND_HDF5, "hdf5", NULL}),
+          {STOKER_BACKEND_HDF5, "hdf5", NULL}, {STOKER_BACKEND_REMOTE, "remote", NULL}),
     ENTRY(STOKER_ENUM_ON_CORRUPT, {STOKER_ON_CORRUPT_ERROR, "error", NULL},
           {STOKER_ON_CORRUPT_SKIP, "skip", NULL}),
     ENTRY(STOKER_ENUM_ORDER, {STOKER_ORDER_RECORDS, "records", NULL},

@@ -153,10 +153,11 @@ static void fill_stats(const stoker_loader *l, stoker_stats *s)
 {
     memset(s, 0, sizeof *s);
     s->struct_size = sizeof *s;
-    /* Records that libhdf5 reads never go through the workers' readers: say so (only of a
-     * loader that was created: a failed create may hold a half-open data set). */
-    s->backend = l->running && stoker__dataset_serialised(l->ds) ? STOKER_BACKEND_HDF5
-                                                                 : l->plan.backend;
+    /* Records that libhdf5 or the remote source reads never go through the workers'
+     * readers: say so (only of a loader that was created: a failed create may hold a
+     * half-open data set). */
+    const int32_t own = l->running ? stoker__dataset_backend(l->ds) : 0;
+    s->backend = own ? own : l->plan.backend;
     s->simd = l->plan.simd;
     s->threads = (int32_t)l->plan.threads;
     s->depth = (int32_t)l->plan.depth;

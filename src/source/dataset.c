@@ -301,6 +301,13 @@ bool stoker__dataset_serialised(const stoker_dataset *ds)
     return ds && ds->ops && ds->ops->serialised && ds->ops->serialised(ds);
 }
 
+int32_t stoker__dataset_backend(const stoker_dataset *ds)
+{
+    if (stoker__dataset_serialised(ds))
+        return STOKER_BACKEND_HDF5;
+    return ds && ds->ops ? ds->ops->backend : 0;
+}
+
 uint64_t stoker__dataset_max_record(const stoker_dataset *ds)
 {
     return ds->info.max_record;

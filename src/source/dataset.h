@@ -88,6 +88,10 @@ void stoker__dataset_fetch_landed(stoker_dataset *ds, uint32_t cookie, uint64_t 
  * serialised (HDF5 layouts read with H5Dread): stats report STOKER_BACKEND_HDF5. */
 bool stoker__dataset_serialised(const stoker_dataset *ds);
 
+/* The stoker_backend that reads the records when it is not the loader's reader:
+ * STOKER_BACKEND_HDF5 (serialised), STOKER_BACKEND_REMOTE; else 0. */
+int32_t stoker__dataset_backend(const stoker_dataset *ds);
+
 /* The loader's future order, for a source that reads ahead of need (remote shards fetch
  * blocks in the order batches will want them). batch(ctx, seq, ids) writes the ids of the
  * seq-th batch from the loader's start (or restart) and returns their count; 0 past the

@@ -717,6 +717,7 @@ static const stoker__source_ops REMOTE_OPS = {
     .interrupt = remote_interrupt,
     .block_records = remote_block_records,
     .remote_stats = remote_stats,
+    .backend = STOKER_BACKEND_REMOTE,
 };
 
 /* ---- opening ---- */

@@ -49,6 +49,9 @@ typedef struct stoker__source_ops {
     uint64_t (*block_records)(const stoker_dataset *ds);
     /* NULL: never; true: the source reads every record itself, one at a time */
     bool (*serialised)(const stoker_dataset *ds);
+    /* 0: the loader's reader reads the records; else the stoker_backend that stats report,
+     * since the source reads them itself (STOKER_BACKEND_REMOTE) */
+    int32_t backend;
     /* The loader's future order (dataset.h). NULL: the source does not read ahead */
     void (*follow)(stoker_dataset *ds, const stoker__future *f);
     void (*progress)(stoker_dataset *ds, uint64_t seq);

@@ -76,6 +76,10 @@ def same(a, b):
 def test_batches_equal_the_local_data_set(served, tmp_path):
     with range_server.start(served) as srv:
         got = epochs(srv.url + "/raw", **opts(tmp_path))
+        # the remote source reads the records from its block cache, not the loader's reader
+        with stoker.Loader(srv.url + "/raw", 32, device="cpu", threads=1,
+                           **opts(tmp_path)) as loader:
+            assert loader.backend == "remote" and loader.stats()["backend"] == "remote"
         bulk = [e for e in srv.log if e["method"] == "GET" and e.get("range")]
     same(got, epochs(str(served / "raw")))
     # blocks, never one request per record: most GETs are whole blocks
@@ -403,6 +407,7 @@ def test_stoker_pack_info_and_verify_and_bench_take_urls(served, tmp_path):
         assert out.returncode == 0, out.stderr
         rep = json.loads(out.stdout)
         assert rep["remote_requests"] > 0 and rep["remote_bytes"] > 0
+        assert rep["backend"] == "remote", rep["backend"]  # the remote source reads them
         out = subprocess.run([bench, url, "--epochs", "1", "--batch-size", "32", "--device",
                               "cpu", "--block-size", str(BLOCK), "--cache-limit", str(24 * BLOCK),
                               "--fetch-window", str(8 * BLOCK), "--fetch-transfers", "2",
