@@ -172,9 +172,13 @@ typedef enum stoker_option {
                                     drawn; default RECORDS */
 
     /* ---- loader: machinery ---- */
-    STOKER_OPT_THREADS = 60,     /* worker threads; 0 = online cores - 1 (at least 1); online
-                                    cores - 3 under DECODER_AUTO with the GPU decode stage
-                                    planned, on 8 cores or more (docs/GPU.md) */
+    STOKER_OPT_THREADS = 60,     /* worker threads; 0 = the rank's cores - 1 (at least 1):
+                                    the CPUs of the process's affinity mask, fewer under its
+                                    cgroup's CPU quota (rounded up), divided among the
+                                    LOCAL_WORLD_SIZE ranks of the node when that is set; the
+                                    rank's cores - 3 under DECODER_AUTO with the GPU decode
+                                    stage planned, on 8 of them or more (docs/GPU.md);
+                                    stoker_stats.threads_note says how it was chosen */
     STOKER_OPT_DEPTH = 61,       /* batch slots in flight; 0 = default: 4, and for image
                                     transforms 2 + ceil(3 x threads / pieces of 32 records
                                     per batch), from 4 to 16, and 4 more when the GPU
@@ -818,6 +822,9 @@ typedef struct stoker_stats {
     int64_t cache_bytes;      /* bytes of blocks in the cache at the last count */
     int64_t cache_limit;      /* the limit in effect (bytes) */
     double fetch_wait_seconds; /* time workers waited for blocks not yet fetched */
+    char threads_note[128];   /* how `threads` was chosen: "3 as asked (STOKER_OPT_THREADS)",
+                                 or the default's rule with its figures, e.g. "15 = 16 cores
+                                 (online 16, affinity 16, cgroup quota none) / 1 rank - 1" */
 } stoker_stats;
 
 /* Fills `stats` (struct_size set by the caller). Any thread. 0 or STOKER_E_INVALID. */

@@ -118,6 +118,7 @@ class Stats(ctypes.Structure):
         ("cache_bytes", ctypes.c_int64),
         ("cache_limit", ctypes.c_int64),
         ("fetch_wait_seconds", ctypes.c_double),
+        ("threads_note", ctypes.c_char * 128),
     ]
 
 

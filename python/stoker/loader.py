@@ -562,8 +562,9 @@ class Loader:
     = GPU 0 (or ``LOCAL_RANK``) when a GPU is usable, else "cpu" (also "cuda", "cuda:N", an
     int); ``rank``/``world_size`` None = torch.distributed's when it is initialised, else
     the ``RANK``/``WORLD_SIZE`` environment variables, else 0/1; ``batch_size`` is per rank;
-    ``threads`` None = cores - 1 (cores - 3 under decoder "auto"
-    beside a GPU, on 8 cores or more); ``depth`` None = the library's (4; for image transforms
+    ``threads`` None = the rank's cores - 1 (the affinity mask's CPUs, fewer under a cgroup
+    CPU quota, divided among ``LOCAL_WORLD_SIZE`` ranks; cores - 3 under decoder "auto"
+    beside a GPU, on 8 cores or more; ``stats()["threads_note"]`` says how); ``depth`` None = the library's (4; for image transforms
     from 4 to 16 slots by threads and batch size; ``loader.depth`` says which);
     ``mean``/``std`` (three floats) ImageNet's; ``order``
     "records" (a permutation of all records) or "blocks" (a permutation of blocks of

@@ -138,8 +138,19 @@ uint64_t stoker__now_ns(void); /* CLOCK_MONOTONIC nanoseconds (vDSO, ~20 ns a ca
  * caller re-checks its halt flag. */
 void stoker__timed_wait(pthread_cond_t *cond, pthread_mutex_t *mu);
 
-/* Online CPU count (at least 1). */
-int stoker__online_cpus(void);
+/* The CPUs this process may use (cpus.c). */
+typedef struct stoker__cpus {
+    int online;   /* cores online */
+    int affinity; /* CPUs in the affinity mask (sched_getaffinity; online when unknown) */
+    double quota; /* the cgroup's CPU quota in CPUs (quota / period, the smallest on the way
+                     up the hierarchy); 0: none */
+    int usable;   /* the affinity's CPUs, fewer under a quota (rounded up, at least 1) */
+} stoker__cpus;
+/* Probes the calling thread's affinity and its cgroup's quota (cgroup v2's cpu.max, v1's
+ * cpu.cfs_quota_us / cpu.cfs_period_us), the cgroup found through /proc/self/cgroup under
+ * /sys/fs/cgroup. _at takes both paths (tests give trees of their own). */
+void stoker__cpus_probe(stoker__cpus *out);
+void stoker__cpus_probe_at(const char *cgroup_root, const char *self_cgroup, stoker__cpus *out);
 /* Reads `len` bytes at `off` (retrying EINTR and short reads); 0, -errno, or
  * STOKER_E_CORRUPT when the file ends first. No message is set. */
 int stoker__pread_full(int fd, void *buf, size_t len, uint64_t off);

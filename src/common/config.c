@@ -90,7 +90,8 @@ static const opt_desc OPTS[] = {
          ZERO_IS_DEFAULT, "how each epoch's permutation is drawn; default records"),
     /* loader: machinery */
     INT(STOKER_OPT_THREADS, "threads", L, 0, 0, 1024, 0,
-        "worker threads; default online cores - 1 (at least 1)"),
+        "worker threads; default the rank's cores - 1 (affinity, cgroup quota, "
+        "LOCAL_WORLD_SIZE; at least 1)"),
     INT(STOKER_OPT_DEPTH, "depth", L, 0, 0, 1024, ZERO_IS_DEFAULT,
         "batch slots in flight; default 4, more for image transforms (up to 16, +4 with GPU "
         "decoding)"),

@@ -200,12 +200,6 @@ double stoker__now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-int stoker__online_cpus(void)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
-
 uint64_t stoker__cuda_fail_at(uint64_t nth)
 {
     return fault_arm(&cuda_fault, nth);

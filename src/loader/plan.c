@@ -52,6 +52,9 @@ static int plan_ranks(stoker__plan *p, const stoker_config *cfg, int64_t *local,
         rc = env_int("LOCAL_RANK", env, local, err);
     if (rc < 0)
         return rc;
+    int64_t lws = -1;
+    (void)env_int("LOCAL_WORLD_SIZE", false, &lws, err); /* not strict: never an error */
+    p->local_ranks = lws > 0 ? (uint32_t)lws : 1;
     if (!stoker__cfg_is_set(cfg, STOKER_OPT_RANK) && er >= 0)
         r = er;
     if (!stoker__cfg_is_set(cfg, STOKER_OPT_WORLD_SIZE) && ew > 0)
@@ -205,13 +208,43 @@ static uint32_t default_depth(const stoker__plan *p)
     return d < 4 ? 4 : d > 16 ? 16 : (uint32_t)d;
 }
 
+/* The CPUs one rank of this node may use: those of the process's affinity mask, fewer under
+ * its cgroup's CPU quota, shared among the node's LOCAL_WORLD_SIZE ranks (at least 1). */
+static uint32_t rank_cpus(const stoker__plan *p)
+{
+    const uint32_t n = (uint32_t)p->cpus.usable / p->local_ranks;
+    return n > 0 ? n : 1;
+}
+
+/* The default thread count: the rank's CPUs less `spare` (at least 1), and how it was chosen
+ * in threads_note, e.g. "15 = 16 cores (online 16, affinity 16, cgroup quota none) / 1 rank
+ * - 1". */
+static void default_threads(stoker__plan *p, uint32_t spare, const char *why)
+{
+    const uint32_t cpus = rank_cpus(p);
+    p->threads = cpus > spare ? cpus - spare : 1;
+    char quota[32] = "none";
+    if (p->cpus.quota > 0)
+        snprintf(quota, sizeof quota, "%.2f", p->cpus.quota);
+    snprintf(p->threads_note, sizeof p->threads_note,
+             "%u = %d cores (online %d, affinity %d, cgroup quota %s) / %u rank%s - %u%s%s",
+             p->threads, p->cpus.usable, p->cpus.online, p->cpus.affinity, quota,
+             p->local_ranks, p->local_ranks == 1 ? "" : "s", spare, why ? " " : "",
+             why ? why : "");
+}
+
 static int plan_machinery(stoker__plan *p, const stoker_config *cfg, stoker_dataset *ds,
                           stoker__err *err)
 {
     const int64_t threads = stoker__cfg_int(cfg, STOKER_OPT_THREADS);
-    p->threads = threads > 0 ? (uint32_t)threads : (uint32_t)(stoker__online_cpus() - 1);
-    if (p->threads < 1)
-        p->threads = 1;
+    stoker__cpus_probe(&p->cpus);
+    if (threads > 0) {
+        p->threads = (uint32_t)threads;
+        snprintf(p->threads_note, sizeof p->threads_note, "%u as asked (STOKER_OPT_THREADS)",
+                 p->threads);
+    } else {
+        default_threads(p, 1, NULL);
+    }
     p->pieces = (uint32_t)((p->batch + STOKER__PIECE - 1) / STOKER__PIECE);
     const int64_t depth = stoker__cfg_int(cfg, STOKER_OPT_DEPTH);
     p->depth = depth > 0 ? (uint32_t)depth : default_depth(p);
@@ -409,10 +442,9 @@ static int plan_decoder(stoker__plan *p, const stoker_config *cfg, stoker_datase
     const bool own_depth = stoker__cfg_int(cfg, STOKER_OPT_DEPTH) > 0;
     /* AUTO decodes beside the GPU stage's own thread and a training step's two launching
      * threads (Python's and autograd's): three cores left, not one (docs/GPU.md) */
-    const long cpus = stoker__online_cpus();
     if (p->gpu_decode && p->decoder == STOKER_DECODER_AUTO &&
-        stoker__cfg_int(cfg, STOKER_OPT_THREADS) <= 0 && cpus >= AUTO_SPARE_FROM) {
-        p->threads = (uint32_t)(cpus - AUTO_SPARE);
+        stoker__cfg_int(cfg, STOKER_OPT_THREADS) <= 0 && rank_cpus(p) >= AUTO_SPARE_FROM) {
+        default_threads(p, AUTO_SPARE, "(GPU decoding)");
         if (!own_depth)
             p->depth = default_depth(p);
     }

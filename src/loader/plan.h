@@ -37,6 +37,9 @@ typedef struct stoker__plan {
 
     /* ---- workers and reads ---- */
     uint32_t threads, depth, read_ahead;
+    uint32_t local_ranks;   /* LOCAL_WORLD_SIZE, else 1: ranks sharing this node's CPUs */
+    stoker__cpus cpus;      /* the CPUs this process may use, probed at create */
+    char threads_note[128]; /* how `threads` was chosen (stats' threads_note) */
     uint32_t pieces;        /* work pieces of STOKER__PIECE records per batch */
     int32_t backend;        /* IO_URING or PREAD, as probed */
     bool direct;            /* O_DIRECT reads */

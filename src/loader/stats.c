@@ -207,6 +207,7 @@ static void fill_stats(const stoker_loader *l, stoker_stats *s)
     const uint64_t calls = LOAD(l->c_next_calls);
     s->ready_slots = calls ? (double)LOAD(l->c_ready_sum) / (double)calls : 0;
     fill_decoder(l, &ps, &gs, s);
+    snprintf(s->threads_note, sizeof s->threads_note, "%s", l->plan.threads_note);
 }
 
 int stoker_loader_get_stats(const stoker_loader *l, stoker_stats *stats)
@@ -227,8 +228,9 @@ int stoker_loader_stats_json(const stoker_loader *l, char *buf, size_t cap, size
         return STOKER_E_INVALID;
     stoker_stats s;
     fill_stats(l, &s);
-    char note[6 * sizeof s.decoder_note + 1];
+    char note[6 * sizeof s.decoder_note + 1], tnote[6 * sizeof s.threads_note + 1];
     json_text(s.decoder_note, note, sizeof note);
+    json_text(s.threads_note, tnote, sizeof tnote);
     const int n =
         snprintf(buf, cap,
                  "{\"backend\":\"%s\",\"simd\":\"%s\",\"threads\":%d,\"depth\":%d,\"device\":%d,"
@@ -246,7 +248,7 @@ int stoker_loader_stats_json(const stoker_loader *l, char *buf, size_t cap, size
                  ",\"remote_requests\":%" PRId64 ",\"remote_retries\":%" PRId64
                  ",\"cache_hits\":%" PRId64 ",\"cache_misses\":%" PRId64
                  ",\"cache_bytes\":%" PRId64 ",\"cache_limit\":%" PRId64
-                 ",\"fetch_wait_seconds\":%.6f}",
+                 ",\"fetch_wait_seconds\":%.6f,\"threads_note\":\"%s\"}",
                  stoker_backend_name(s.backend), stoker_simd_name(s.simd), s.threads, s.depth,
                  s.device, s.batches, s.records, s.bytes, s.skipped, s.records_read, s.bytes_read,
                  s.pinned_bytes, s.seconds, s.records_per_sec, s.bytes_per_sec, s.wait_seconds,
@@ -256,7 +258,7 @@ int stoker_loader_stats_json(const stoker_loader *l, char *buf, size_t cap, size
                  s.gpu_decoded, s.gpu_retried, s.gpu_fallbacks, s.gpu_share, s.cpu_busy, s.gpu_busy,
                  note, s.full_checks, s.remote_bytes, s.remote_requests, s.remote_retries,
                  s.cache_hits, s.cache_misses, s.cache_bytes, s.cache_limit,
-                 s.fetch_wait_seconds);
+                 s.fetch_wait_seconds, tnote);
     if (n < 0)
         return STOKER_E_INVALID;
     if (needed)
