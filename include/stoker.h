@@ -825,6 +825,13 @@ typedef struct stoker_stats {
     char threads_note[128];   /* how `threads` was chosen: "3 as asked (STOKER_OPT_THREADS)",
                                  or the default's rule with its figures, e.g. "15 = 16 cores
                                  (online 16, affinity 16, cgroup quota none) / 1 rank - 1" */
+    /* The rest of the stages' busy time, and the counts behind ready_slots, so that two
+     * snapshots make a window (stoker_stats_window): */
+    double h2d_seconds;        /* the host-to-device copy stage busy: from a batch's first
+                                  copy queued to its completion, overlaps counted once */
+    double gpu_decode_seconds; /* the GPU decode stage busy (gpu_busy x seconds) */
+    int64_t next_calls;        /* batches handed out by stoker_loader_next */
+    int64_t ready_sum;         /* ready batches found by those calls, summed */
 } stoker_stats;
 
 /* Fills `stats` (struct_size set by the caller). Any thread. 0 or STOKER_E_INVALID. */
@@ -835,6 +842,56 @@ STOKER_API int stoker_loader_get_stats(const stoker_loader *l, stoker_stats *sta
  * too small (buf then holds a truncated, NUL-terminated prefix when cap > 0). Any thread. */
 STOKER_API int stoker_loader_stats_json(const stoker_loader *l, char *buf, size_t cap,
                                         size_t *needed);
+
+/* ---- stalls: rates, waits and busy shares over a window ---- */
+
+/* What a span of a loader's life measured: its rates, the share of it the consumer waited
+ * inside stoker_loader_next, each stage's busy share and the verdict (the stage that limits
+ * the loader, as stoker-bench prints it). */
+typedef struct stoker_window {
+    uint32_t struct_size;
+    int32_t threads;          /* worker threads (the workers' shares are over them) */
+    double seconds;           /* the span the figures cover */
+    int64_t batches;          /* delivered in the span */
+    int64_t records;
+    int64_t bytes;
+    double batches_per_sec;
+    double records_per_sec;
+    double bytes_per_sec;
+    double wait_seconds;      /* the consumer's time blocked in stoker_loader_next (a call
+                                 in progress counts once it returns) */
+    double wait_share;        /* wait_seconds / seconds */
+    double ready_slots;       /* mean ready batches found by the span's next calls */
+    double workers_busy;      /* share of the workers' time on records: (read + crc +
+                                 process) / (threads x seconds) */
+    double gpu_decode_busy;   /* share of the span the GPU decode stage was busy (0: none) */
+    double h2d_busy;          /* share of the span the host-to-device copies were busy */
+    double fetch_wait_share;  /* share of the workers' time waiting for remote blocks */
+    /* the stages' seconds in the span (the workers' summed over threads): the verdict's */
+    double read_seconds;
+    double crc_seconds;
+    double decode_seconds;
+    double transform_seconds; /* resize + normalise */
+    double h2d_seconds;
+    double fetch_wait_seconds;
+    char verdict[24];         /* "none" (nothing delivered), "consumer" (the loader is ahead:
+                                 the consumer waited under 5% of the span), else the stage
+                                 with the most seconds: "storage", "crc", "decode",
+                                 "transform", "host-to-device copy" or "network" */
+    char verdict_reason[256]; /* one line saying why, with the figures */
+} stoker_window;
+
+/* The figures over the last `seconds` of the loader's life, up to now; `seconds` <= 0: since
+ * create. Snapshots are taken by stoker_loader_next every half second and the last 64 s are
+ * kept (no allocation, no thread): w->seconds says the span covered, which is shorter than
+ * asked early in a loader's life and rounds to the snapshots' half seconds. `w->struct_size`
+ * set by the caller, as for stoker_stats. Any thread. 0 or STOKER_E_INVALID. */
+STOKER_API int stoker_loader_window(const stoker_loader *l, double seconds, stoker_window *w);
+
+/* The figures between two snapshots of one loader's stats (from taken before to): how
+ * stoker-bench judges its timed part. 0 or STOKER_E_INVALID. */
+STOKER_API int stoker_stats_window(const stoker_stats *from, const stoker_stats *to,
+                                   stoker_window *w);
 
 /* ---- resume ---- */
 

@@ -119,6 +119,40 @@ class Stats(ctypes.Structure):
         ("cache_limit", ctypes.c_int64),
         ("fetch_wait_seconds", ctypes.c_double),
         ("threads_note", ctypes.c_char * 128),
+        ("h2d_seconds", ctypes.c_double),
+        ("gpu_decode_seconds", ctypes.c_double),
+        ("next_calls", ctypes.c_int64),
+        ("ready_sum", ctypes.c_int64),
+    ]
+
+
+class Window(ctypes.Structure):
+    """stoker_window (size-prefixed)."""
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("threads", ctypes.c_int32),
+        ("seconds", ctypes.c_double),
+        ("batches", ctypes.c_int64),
+        ("records", ctypes.c_int64),
+        ("bytes", ctypes.c_int64),
+        ("batches_per_sec", ctypes.c_double),
+        ("records_per_sec", ctypes.c_double),
+        ("bytes_per_sec", ctypes.c_double),
+        ("wait_seconds", ctypes.c_double),
+        ("wait_share", ctypes.c_double),
+        ("ready_slots", ctypes.c_double),
+        ("workers_busy", ctypes.c_double),
+        ("gpu_decode_busy", ctypes.c_double),
+        ("h2d_busy", ctypes.c_double),
+        ("fetch_wait_share", ctypes.c_double),
+        ("read_seconds", ctypes.c_double),
+        ("crc_seconds", ctypes.c_double),
+        ("decode_seconds", ctypes.c_double),
+        ("transform_seconds", ctypes.c_double),
+        ("h2d_seconds", ctypes.c_double),
+        ("fetch_wait_seconds", ctypes.c_double),
+        ("verdict", ctypes.c_char * 24),
+        ("verdict_reason", ctypes.c_char * 256),
     ]
 
 
@@ -205,6 +239,7 @@ _SIGNATURES = {
     "stoker_batch_device": (_i32, [_vp]),
     "stoker_loader_get_stats": (_int, [_vp, ctypes.POINTER(Stats)]),
     "stoker_loader_stats_json": (_int, [_vp, _str, _sz, ctypes.POINTER(_sz)]),
+    "stoker_loader_window": (_int, [_vp, ctypes.c_double, ctypes.POINTER(Window)]),
     "stoker_loader_state_save": (_int, [_vp, _vp, _sz, ctypes.POINTER(_sz)]),
     "stoker_loader_state_restore": (_int, [_vp, _vp, _sz]),
 }

@@ -31,6 +31,28 @@ except ImportError:  # labels and ids then come as lists
 
 _L = _lib.lib
 
+# stats()'s window: the last WINDOW_SECONDS of the loader's life (window() takes any span).
+WINDOW_SECONDS = 10.0
+
+_torch_profiler = None  # (torch.autograd._profiler_enabled, record_function) once torch is seen
+
+
+def _profiler_label():
+    """A torch.profiler.record_function("stoker.next") context while a torch profiler runs,
+    else None. torch is never imported here: only a process that imported it can profile."""
+    global _torch_profiler
+    if _torch_profiler is None:
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return None
+        try:
+            _torch_profiler = (torch.autograd._profiler_enabled,
+                               torch.autograd.profiler.record_function)
+        except AttributeError:  # a torch without them: no label
+            _torch_profiler = (lambda: False, None)
+    enabled, record = _torch_profiler
+    return record("stoker.next") if enabled() else None
+
 _FORKED = ("this %s was created by process %d, and a forked process cannot use it (its "
            "threads and memory stay with that process): create a new %s here")
 
@@ -788,7 +810,11 @@ class Loader:
         """None at the epoch's end, else (batch, held, handout, token): the caller hands the
         batch over with ``held[handout] = handout.owner = token`` just before returning it
         (see _Handout), after the consumer lock is let go."""
-        with self._consumer() as core:
+        label = _profiler_label()
+        if label is None:
+            with self._consumer() as core:
+                return self._next_locked(core)
+        with label, self._consumer() as core:  # the wait shows in torch.profiler's trace
             return self._next_locked(core)
 
     def _leftover(self, core):
@@ -1085,7 +1111,10 @@ class Loader:
         end of their data to find damage past the crop: a record of a data set not checked
         when packed, on its first use); for a remote data set, ``remote_bytes``,
         ``remote_requests``, ``remote_retries``, ``cache_hits``, ``cache_misses``,
-        ``cache_bytes``, ``cache_limit`` and ``fetch_wait_seconds``. Does not wait for a next() in progress in another
+        ``cache_bytes``, ``cache_limit`` and ``fetch_wait_seconds``; ``threads_note`` (how
+        the thread count was chosen); ``window`` (window() over the last WINDOW_SECONDS) and
+        ``overall`` (window() since create): rates, the consumer's wait share, each stage's
+        busy share and the verdict. Does not wait for a next() in progress in another
         thread."""
         cap = 4096
         for _ in range(3):
@@ -1094,11 +1123,39 @@ class Loader:
             with self._observer() as core:
                 rc = _L.stoker_loader_stats_json(core.handle, buf, cap, ctypes.byref(need))
             if rc == 0:  # one snapshot: the JSON carries the decoder's fields too
-                return json.loads(buf.value.decode())
+                out = json.loads(buf.value.decode())
+                out["window"] = self.window(WINDOW_SECONDS)
+                out["overall"] = self.window(0)
+                return out
             if rc != _lib.E_LIMIT:
                 raise error(rc, "stoker_loader_stats_json failed")
             cap = max(need.value, cap * 2)
         raise error(rc, "stoker_loader_stats_json: the statistics outgrew %d bytes" % cap)
+
+    def window(self, seconds=WINDOW_SECONDS):
+        """What the last ``seconds`` of the loader's life measured (0: since create), as a
+        dict (stoker_loader_window): ``seconds`` (the span covered: shorter than asked early
+        on; snapshots are taken by next() every half second and kept for 64 s), ``batches``,
+        ``records``, ``bytes`` and their rates ``batches_per_sec``, ``records_per_sec``,
+        ``bytes_per_sec``; ``wait_seconds`` and ``wait_share`` (the consumer's time blocked
+        in next()); ``ready_slots``; the busy shares ``workers_busy``, ``gpu_decode_busy``,
+        ``h2d_busy``, ``fetch_wait_share``; the stages' seconds (``read_seconds``,
+        ``crc_seconds``, ``decode_seconds``, ``transform_seconds``, ``h2d_seconds``,
+        ``fetch_wait_seconds``); ``verdict`` (``"consumer"`` when the loader is ahead, else
+        the limiting stage: ``"storage"``, ``"crc"``, ``"decode"``, ``"transform"``,
+        ``"host-to-device copy"``, ``"network"``; ``"none"`` when nothing was delivered) and
+        ``verdict_reason``."""
+        w = _lib.Window()
+        w.struct_size = ctypes.sizeof(w)
+        with self._observer() as core:
+            rc = _L.stoker_loader_window(core.handle, float(seconds), ctypes.byref(w))
+        if rc != 0:
+            raise error(rc, "stoker_loader_window failed")
+        out = {}
+        for name, _ in w._fields_[1:]:
+            v = getattr(w, name)
+            out[name] = v.decode() if isinstance(v, bytes) else v
+        return out
 
     # ---- lifetime ----
 

@@ -58,6 +58,16 @@ struct stoker__h2d {
     uint8_t *staging;
     size_t staging_cap;
     atomic_int_fast64_t pinned_bytes;
+    /* Busy time (stats' h2d_seconds): per ring slot, when its batch's first copy was queued,
+     * read by the slot-done host function, which adds the time to the copy's completion not
+     * yet counted. Host functions run one at a time, in the copies' order. */
+    struct copy_mark {
+        stoker__h2d *g;
+        stoker__slot *s;
+        uint64_t t0_ns;
+    } *marks;
+    uint64_t last_done_ns; /* the host functions' own */
+    atomic_uint_fast64_t busy_ns;
 };
 
 static int cuda_fail(stoker__err *err, int device, int e, const char *what)
@@ -214,6 +224,10 @@ int stoker__h2d_start(stoker__h2d *g, stoker__ring *ring, stoker__gdec *gd, stok
      * copy thread starts); normalised batches go through the staging buffer whole. */
     g->stream_pieces = !g->plan->gpu_normalize && g->plan->rec_size != 0;
     ring->watch_pieces = g->stream_pieces;
+    g->marks = stoker__calloc(ring->depth, sizeof *g->marks);
+    STOKER_RETURN_IF(!g->marks, err, -ENOMEM, "out of memory for the copy stage's marks");
+    for (uint32_t i = 0; i < ring->depth; i++)
+        g->marks[i].g = g;
     const int prev = stoker__cuda_use_device(g->device);
     const int rc = start_on_device(g, err);
     stoker__cuda_restore_device(g->device, prev);
@@ -276,6 +290,7 @@ void stoker__h2d_destroy(stoker__h2d *g)
     if (!g)
         return;
     stoker__h2d_stop(g);
+    stoker__free(g->marks);
     if (g->has_cv)
         pthread_cond_destroy(&g->cv);
     pthread_mutex_destroy(&g->mu);
@@ -288,8 +303,19 @@ void stoker__h2d_destroy(stoker__h2d *g)
  * thread; makes no CUDA call. */
 static void slot_copied(void *arg)
 {
-    stoker__slot *s = arg;
-    stoker__ring_give_back(s->ring, s);
+    struct copy_mark *m = arg;
+    stoker__h2d *g = m->g;
+    const uint64_t now = stoker__now_ns();
+    const uint64_t from = m->t0_ns > g->last_done_ns ? m->t0_ns : g->last_done_ns;
+    if (now > from)
+        atomic_fetch_add_explicit(&g->busy_ns, now - from, memory_order_relaxed);
+    g->last_done_ns = now;
+    stoker__ring_give_back(m->s->ring, m->s);
+}
+
+double stoker__h2d_busy_seconds(const stoker__h2d *g)
+{
+    return g ? (double)atomic_load_explicit(&g->busy_ns, memory_order_relaxed) * 1e-9 : 0;
 }
 
 /* Bytes [*lo, *hi) of the batch that pieces [p0, p1) hold. */
@@ -306,6 +332,7 @@ typedef struct copy_job {
     stoker__dbuf *d;
     uint32_t sent;
     int e;
+    uint64_t t0_ns; /* the first copy queued (0: none yet) */
 } copy_job;
 
 /* The ring's progress callback while batch seq is being made: queues the copies of the
@@ -323,6 +350,8 @@ static bool stream_pieces(void *ctx, stoker__slot *s)
         return false;
     uint64_t lo, hi;
     piece_bytes(hb, job->sent, p, &lo, &hi);
+    if (job->t0_ns == 0)
+        job->t0_ns = stoker__now_ns();
     if (hi > lo)
         job->e = stoker__cuda_copy_to_device(job->d->dev + lo, hb->data + lo, hi - lo,
                                              job->g->stream);
@@ -388,6 +417,7 @@ static void issue_copy(stoker__h2d *g, stoker__slot *s, copy_job *job)
     const stoker_batch *hb = &s->batch;
     int rc = 0, e = job->e;
     uint64_t from = 0, lo;
+    const uint64_t t_issue = stoker__now_ns();
     if (job->sent > 0 && !s->repaired)
         piece_bytes(hb, 0, job->sent, &lo, &from);
     copy_meta(g, d, hb);
@@ -412,8 +442,11 @@ static void issue_copy(stoker__h2d *g, stoker__slot *s, copy_job *job)
         e = stoker__cuda_event_record(d->ready, g->stream);
     if (rc == 0 && e == 0)
         e = stoker__cuda_stream_wait(g->cb_stream, d->ready);
+    struct copy_mark *m = &g->marks[s - g->ring->slots];
+    m->s = s;
+    m->t0_ns = job->t0_ns ? job->t0_ns : t_issue;
     if (rc == 0 && e == 0)
-        e = stoker__cuda_host_func(g->cb_stream, slot_copied, s);
+        e = stoker__cuda_host_func(g->cb_stream, slot_copied, m);
     if (rc == 0 && e != 0) {
         rc = cuda_fail(&d->err, g->device, e, "queueing a batch copy");
         stoker__cuda_stream_sync(g->stream); /* a queued copy may still read the slot */
@@ -426,7 +459,7 @@ static void issue_copy(stoker__h2d *g, stoker__slot *s, copy_job *job)
  * into d. Returns 1 when halted first. */
 static int copy_batch(stoker__h2d *g, uint64_t seq, stoker__dbuf *d)
 {
-    copy_job job = {g, d, 0, 0};
+    copy_job job = {g, d, 0, 0, 0};
     stoker__slot *s = NULL;
     const int rc = stoker__ring_take(g->ring, seq, &g->halt, false,
                                      g->stream_pieces ? stream_pieces : NULL, &job, &s, NULL, NULL);

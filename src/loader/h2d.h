@@ -63,6 +63,9 @@ int stoker__h2d_release(stoker_batch *b, bool record, void *stream);
 /* Makes `stream` wait for the batch's copy (message in err on failure). */
 int stoker__h2d_wait_stream(const stoker_batch *b, void *stream, stoker__err *err);
 void *stoker__h2d_event(const stoker_batch *b);
+/* Seconds the copies were busy: from a batch's first copy queued to its completion, overlaps
+ * counted once. Any thread; 0 for NULL. */
+double stoker__h2d_busy_seconds(const stoker__h2d *g);
 /* Page-locked bytes held by the ring's slots. Any thread. */
 int64_t stoker__h2d_pinned_bytes(const stoker__h2d *g);
 

@@ -96,6 +96,7 @@ int stoker_loader_create(stoker_loader **out, const char *path, const stoker_con
         return -ENOMEM;
     l->t_create = stoker__now();
     l->pid = getpid();
+    stoker__window_init(l);
     l->plan.device = -1;
     STOKER_RETURN_IF(!path, &l->err, STOKER_E_INVALID, "no data set path");
     int rc = stoker_dataset_open(&l->ds, path, cfg);
@@ -123,6 +124,8 @@ void stoker_loader_destroy(stoker_loader *l)
     stoker__ring_destroy(&l->ring); /* pinned slots go back through the H2D stage */
     stoker__h2d_destroy(l->h2d);
     stoker_dataset_close(l->ds);
+    if (l->has_win_mu)
+        pthread_mutex_destroy(&l->win_mu);
     stoker__free(l);
 }
 

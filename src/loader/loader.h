@@ -21,6 +21,15 @@
 
 #include <sys/types.h>
 
+/* What a window is computed from: a loader's counters at time t (stats.c). */
+typedef struct stoker__snap {
+    double t, wait, read, crc, process, decode, resize, normalize, h2d, gdec, fetch;
+    uint64_t batches, records, bytes, next_calls, ready_sum;
+} stoker__snap;
+
+#define STOKER__WIN_SNAPS 128 /* snapshots kept: 64 s of them */
+#define STOKER__WIN_EVERY 0.5 /* seconds between snapshots */
+
 struct stoker_loader {
     stoker__err err; /* the consumer thread's: create, next, set_epoch, restore */
     stoker_dataset *ds;
@@ -47,7 +56,18 @@ struct stoker_loader {
     atomic_uint_fast64_t c_batches, c_records, c_bytes, c_skipped, c_next_calls, c_ready_sum;
     _Atomic double c_wait;
     double t_create;
+
+    /* The window's snapshots (stats.c): a ring of STOKER__WIN_SNAPS, one taken by next every
+     * STOKER__WIN_EVERY seconds, the first at create; win_mu guards them (a leaf). */
+    pthread_mutex_t win_mu;
+    bool has_win_mu;
+    stoker__snap win[STOKER__WIN_SNAPS];
+    uint32_t win_n, win_head; /* snapshots held; where the next goes */
+    double win_next;          /* when next takes the next one (the consumer's) */
 };
+
+/* stats.c: the window's first snapshot (at create, all zeros) and its lock. */
+void stoker__window_init(stoker_loader *l);
 
 /* stats.c: counts batch b handed out by next after `waited` seconds, with `ready` batches
  * finished and not yet taken at that moment (occupancy). Consumer thread. */

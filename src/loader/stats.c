@@ -99,6 +99,195 @@ int32_t stoker_batch_device(const stoker_batch *b)
 
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
 
+static void fill_stats(const stoker_loader *l, stoker_stats *s);
+
+/* ---- the window's snapshots ---- */
+
+static void snap_of(const stoker_stats *st, stoker__snap *s)
+{
+    *s = (stoker__snap){.t = st->seconds,
+                        .wait = st->wait_seconds,
+                        .read = st->read_seconds,
+                        .crc = st->crc_seconds,
+                        .process = st->process_seconds,
+                        .decode = st->decode_seconds,
+                        .resize = st->resize_seconds,
+                        .normalize = st->normalize_seconds,
+                        .h2d = st->h2d_seconds,
+                        .gdec = st->gpu_decode_seconds,
+                        .fetch = st->fetch_wait_seconds,
+                        .batches = (uint64_t)st->batches,
+                        .records = (uint64_t)st->records,
+                        .bytes = (uint64_t)st->bytes,
+                        .next_calls = (uint64_t)st->next_calls,
+                        .ready_sum = (uint64_t)st->ready_sum};
+}
+
+void stoker__window_init(stoker_loader *l)
+{
+    l->has_win_mu = pthread_mutex_init(&l->win_mu, NULL) == 0;
+    memset(&l->win[0], 0, sizeof l->win[0]); /* at create: t 0, nothing counted */
+    l->win_n = 1;
+    l->win_head = 1;
+    l->win_next = STOKER__WIN_EVERY;
+}
+
+/* Consumer thread, once every STOKER__WIN_EVERY at most: the counters now, into the ring. */
+static void window_snap(stoker_loader *l)
+{
+    stoker_stats st;
+    fill_stats(l, &st);
+    stoker__snap s;
+    snap_of(&st, &s);
+    l->win_next = s.t + STOKER__WIN_EVERY;
+    if (!l->has_win_mu)
+        return;
+    pthread_mutex_lock(&l->win_mu);
+    l->win[l->win_head] = s;
+    l->win_head = (l->win_head + 1) % STOKER__WIN_SNAPS;
+    if (l->win_n < STOKER__WIN_SNAPS)
+        l->win_n++;
+    pthread_mutex_unlock(&l->win_mu);
+}
+
+/* The snapshot a window of `seconds` ending at `now` starts from: the newest one taken at or
+ * before now - seconds, else the oldest held. */
+static stoker__snap window_start(stoker_loader *l, double now, double seconds)
+{
+    stoker__snap out = {0};
+    if (!l->has_win_mu)
+        return out;
+    pthread_mutex_lock(&l->win_mu);
+    const uint32_t oldest = (l->win_head + STOKER__WIN_SNAPS - l->win_n) % STOKER__WIN_SNAPS;
+    out = l->win[oldest];
+    for (uint32_t i = 1; i < l->win_n; i++) {
+        const stoker__snap *s = &l->win[(oldest + i) % STOKER__WIN_SNAPS];
+        if (s->t > now - seconds)
+            break;
+        out = *s;
+    }
+    pthread_mutex_unlock(&l->win_mu);
+    return out;
+}
+
+#define CONSUMER_BOUND 0.05 /* below this wait share the loader is ahead of its consumer */
+
+/* The verdict: the consumer when it hardly waited, else the stage with the most seconds. */
+static void verdict(stoker_window *w)
+{
+    if (w->records == 0) {
+        snprintf(w->verdict, sizeof w->verdict, "none");
+        snprintf(w->verdict_reason, sizeof w->verdict_reason, "nothing was delivered");
+        return;
+    }
+    if (w->wait_share < CONSUMER_BOUND) {
+        snprintf(w->verdict, sizeof w->verdict, "consumer");
+        snprintf(w->verdict_reason, sizeof w->verdict_reason,
+                 "the loader is ahead: the consumer waited %.1f%% of the time, "
+                 "%.1f batches ready on average",
+                 100 * w->wait_share, w->ready_slots);
+        return;
+    }
+    const struct {
+        const char *name, *what;
+        double v;
+    } st[] = {
+        {"storage", "reading", w->read_seconds},
+        {"crc", "CRC checks", w->crc_seconds},
+        {"decode", "JPEG decoding", w->decode_seconds},
+        {"transform", "resize + normalise", w->transform_seconds},
+        {"host-to-device copy", "host-to-device copies", w->h2d_seconds},
+        {"network", "waiting for remote blocks", w->fetch_wait_seconds},
+    };
+    size_t best = 0;
+    double total = 0;
+    for (size_t i = 0; i < sizeof st / sizeof st[0]; i++) {
+        total += st[i].v;
+        if (st[i].v > st[best].v)
+            best = i;
+    }
+    snprintf(w->verdict, sizeof w->verdict, "%s", st[best].name);
+    snprintf(w->verdict_reason, sizeof w->verdict_reason,
+             "%s takes %.0f%% of the stages' time (%.2f s over %d threads in %.2f s) while the "
+             "consumer waited %.0f%% of the time",
+             st[best].what, total > 0 ? 100 * st[best].v / total : 0, st[best].v, w->threads,
+             w->seconds, 100 * w->wait_share);
+}
+
+/* The figures between snapshots a and b of a loader of `threads` workers. */
+static void window_of(const stoker__snap *a, const stoker__snap *b, int32_t threads,
+                      stoker_window *w)
+{
+    memset(w, 0, sizeof *w);
+    w->struct_size = sizeof *w;
+    w->threads = threads;
+    const double secs = b->t - a->t;
+    w->seconds = secs > 0 ? secs : 0;
+    w->batches = (int64_t)(b->batches - a->batches);
+    w->records = (int64_t)(b->records - a->records);
+    w->bytes = (int64_t)(b->bytes - a->bytes);
+    w->wait_seconds = b->wait - a->wait;
+    w->read_seconds = b->read - a->read;
+    w->crc_seconds = b->crc - a->crc;
+    w->decode_seconds = b->decode - a->decode;
+    w->transform_seconds = (b->resize - a->resize) + (b->normalize - a->normalize);
+    w->h2d_seconds = b->h2d - a->h2d;
+    w->fetch_wait_seconds = b->fetch - a->fetch;
+    const uint64_t calls = b->next_calls - a->next_calls;
+    w->ready_slots = calls ? (double)(b->ready_sum - a->ready_sum) / (double)calls : 0;
+    if (secs > 0) {
+        const double worker_s = secs * (threads > 0 ? threads : 1);
+        w->batches_per_sec = (double)w->batches / secs;
+        w->records_per_sec = (double)w->records / secs;
+        w->bytes_per_sec = (double)w->bytes / secs;
+        w->wait_share = w->wait_seconds / secs;
+        w->workers_busy =
+            ((b->read - a->read) + (b->crc - a->crc) + (b->process - a->process)) / worker_s;
+        w->gpu_decode_busy = (b->gdec - a->gdec) / secs;
+        w->h2d_busy = w->h2d_seconds / secs;
+        w->fetch_wait_share = w->fetch_wait_seconds / worker_s;
+    }
+    verdict(w);
+}
+
+/* Copies `full` into the caller's struct of `struct_size` bytes (older callers' smaller). */
+static void copy_out(stoker_window *w, const stoker_window *full)
+{
+    const uint32_t keep = w->struct_size;
+    memcpy(w, full, keep < sizeof *full ? keep : sizeof *full);
+    w->struct_size = keep;
+}
+
+int stoker_loader_window(const stoker_loader *l, double seconds, stoker_window *w)
+{
+    if (!l || !w || w->struct_size < sizeof(uint32_t) || seconds != seconds)
+        return STOKER_E_INVALID;
+    stoker_stats st;
+    fill_stats(l, &st);
+    stoker__snap now, from = {0};
+    snap_of(&st, &now);
+    if (seconds > 0) /* the ring is written by the consumer under its lock */
+        from = window_start((stoker_loader *)l, now.t, seconds);
+    stoker_window full;
+    window_of(&from, &now, st.threads, &full);
+    copy_out(w, &full);
+    return 0;
+}
+
+int stoker_stats_window(const stoker_stats *from, const stoker_stats *to, stoker_window *w)
+{
+    if (!from || !to || !w || w->struct_size < sizeof(uint32_t) ||
+        from->struct_size < sizeof *from || to->struct_size < sizeof *to)
+        return STOKER_E_INVALID;
+    stoker__snap a, b;
+    snap_of(from, &a);
+    snap_of(to, &b);
+    stoker_window full;
+    window_of(&a, &b, to->threads, &full);
+    copy_out(w, &full);
+    return 0;
+}
+
 void stoker__count_delivery(stoker_loader *l, const stoker_batch *b, double waited, uint64_t ready)
 {
     /* One writer (the consumer thread), relaxed stores, read by stats. */
@@ -109,6 +298,8 @@ void stoker__count_delivery(stoker_loader *l, const stoker_batch *b, double wait
     atomic_fetch_add_explicit(&l->c_records, (uint64_t)b->count, memory_order_relaxed);
     atomic_fetch_add_explicit(&l->c_bytes, b->nbytes, memory_order_relaxed);
     atomic_fetch_add_explicit(&l->c_skipped, (uint64_t)b->replaced, memory_order_relaxed);
+    if (stoker__now() - l->t_create >= l->win_next)
+        window_snap(l);
 }
 
 /* Who decoded what, and how busy each side was (the workers: their time in the reader, the
@@ -129,6 +320,7 @@ static void fill_decoder(const stoker_loader *l, const stoker__pool_stats *ps,
     s->gpu_fallbacks = (int64_t)gs->fallbacks;
     s->gpu_share = gs->share;
     s->gpu_busy = s->seconds > 0 ? gs->busy_s / s->seconds : 0;
+    s->gpu_decode_seconds = gs->busy_s;
     if (!p->decoder_note[0]) /* the split's last decision and why */
         snprintf(s->decoder_note, sizeof s->decoder_note, "%s", gs->reason);
 }
@@ -205,7 +397,10 @@ static void fill_stats(const stoker_loader *l, stoker_stats *s)
         s->fetch_wait_seconds = (double)rs.wait_ns * 1e-9;
     }
     const uint64_t calls = LOAD(l->c_next_calls);
-    s->ready_slots = calls ? (double)LOAD(l->c_ready_sum) / (double)calls : 0;
+    s->next_calls = (int64_t)calls;
+    s->ready_sum = (int64_t)LOAD(l->c_ready_sum);
+    s->ready_slots = calls ? (double)s->ready_sum / (double)calls : 0;
+    s->h2d_seconds = stoker__h2d_busy_seconds(l->h2d);
     fill_decoder(l, &ps, &gs, s);
     snprintf(s->threads_note, sizeof s->threads_note, "%s", l->plan.threads_note);
 }
@@ -248,7 +443,9 @@ int stoker_loader_stats_json(const stoker_loader *l, char *buf, size_t cap, size
                  ",\"remote_requests\":%" PRId64 ",\"remote_retries\":%" PRId64
                  ",\"cache_hits\":%" PRId64 ",\"cache_misses\":%" PRId64
                  ",\"cache_bytes\":%" PRId64 ",\"cache_limit\":%" PRId64
-                 ",\"fetch_wait_seconds\":%.6f,\"threads_note\":\"%s\"}",
+                 ",\"fetch_wait_seconds\":%.6f,\"threads_note\":\"%s\",\"h2d_seconds\":%.6f,"
+                 "\"gpu_decode_seconds\":%.6f,\"next_calls\":%" PRId64 ",\"ready_sum\":%" PRId64
+                 "}",
                  stoker_backend_name(s.backend), stoker_simd_name(s.simd), s.threads, s.depth,
                  s.device, s.batches, s.records, s.bytes, s.skipped, s.records_read, s.bytes_read,
                  s.pinned_bytes, s.seconds, s.records_per_sec, s.bytes_per_sec, s.wait_seconds,
@@ -258,7 +455,8 @@ int stoker_loader_stats_json(const stoker_loader *l, char *buf, size_t cap, size
                  s.gpu_decoded, s.gpu_retried, s.gpu_fallbacks, s.gpu_share, s.cpu_busy, s.gpu_busy,
                  note, s.full_checks, s.remote_bytes, s.remote_requests, s.remote_retries,
                  s.cache_hits, s.cache_misses, s.cache_bytes, s.cache_limit,
-                 s.fetch_wait_seconds, tnote);
+                 s.fetch_wait_seconds, tnote, s.h2d_seconds, s.gpu_decode_seconds,
+                 s.next_calls, s.ready_sum);
     if (n < 0)
         return STOKER_E_INVALID;
     if (needed)

@@ -151,7 +151,8 @@ def _same_type(a, b):
 
 
 @pytest.mark.parametrize("name, cls", [("stoker_batch_view", _lib.BatchView),
-                                       ("stoker_stats", _lib.Stats)])
+                                       ("stoker_stats", _lib.Stats),
+                                       ("stoker_window", _lib.Window)])
 def test_structs_equal_the_header(name, cls):
     header = _struct_fields(name)
     assert [f for f, _ in cls._fields_] == [f for f, _ in header]
@@ -161,7 +162,8 @@ def test_structs_equal_the_header(name, cls):
 
 
 @pytest.mark.parametrize("name, cls", [("stoker_batch_view", _lib.BatchView),
-                                       ("stoker_stats", _lib.Stats)])
+                                       ("stoker_stats", _lib.Stats),
+                                       ("stoker_window", _lib.Window)])
 def test_struct_offsets_equal_the_compilers(name, cls, tmp_path):
     cc = shutil.which("cc") or shutil.which("gcc")
     if not cc:

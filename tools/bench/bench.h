@@ -79,7 +79,7 @@ typedef struct result {
     stages st;
     sample *timeline;
     size_t ntimeline, cap_timeline;
-    stoker_stats stats;
+    stoker_stats stats, stats0; /* at the end, and where the timed part began */
     io_result io;
     gpu_util gpu;
 } result;
@@ -92,7 +92,8 @@ int bench_run(stoker_loader *l, const opts *o, FILE *dump, result *r);
 /* report.c */
 void bench_report_text(const opts *o, const result *r);
 void bench_report_json(const opts *o, const result *r);
-/* The limiting stage ("storage", "decode", ...) and a one-line reason. */
+/* The limiting stage ("storage", "decode", ...) and a one-line reason: the library's verdict
+ * over the timed part (stoker_stats_window), with the raw read rate when it is storage. */
 const char *bench_verdict(const result *r, char *why, size_t cap);
 
 /* plot.c: the timeline as a self-contained SVG. 0 or -errno. */

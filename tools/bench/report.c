@@ -7,7 +7,6 @@
 #include <string.h>
 
 #define RULE_OF_THUMB_MBPS 500.0 /* sequential read a data set should sustain */
-#define CONSUMER_BOUND 0.05      /* below this wait fraction the loader is ahead */
 
 static const char *name_of(stoker_enum e, int32_t value)
 {
@@ -51,54 +50,19 @@ static void effective_options(const result *r, effective *e)
 
 const char *bench_verdict(const result *r, char *why, size_t cap)
 {
-    const stages *s = &r->st;
-    const double secs = r->seconds > 0 ? r->seconds : 1e-9, wf = r->wait / secs;
-    if (r->records == 0) {
-        snprintf(why, cap, "nothing was delivered in the timed part");
+    static stoker_window w; /* the verdict returned points into it */
+    w.struct_size = sizeof w;
+    if (stoker_stats_window(&r->stats0, &r->stats, &w) != 0) {
+        snprintf(why, cap, "no statistics of the timed part");
         return "none";
     }
-    if (wf < CONSUMER_BOUND) {
-        snprintf(why, cap,
-                 "the loader is ahead: the consumer waited %.1f%% of the run, "
-                 "%.1f batches ready on average",
-                 100 * wf, r->stats.ready_slots);
-        return "consumer";
-    }
-    const double transform = s->resize + s->normalize;
-    const struct {
-        const char *name, *what;
-        double v;
-    } st[] = {
-        {"storage", "reading", s->read},
-        {"crc", "CRC checks", s->crc},
-        {"decode", "JPEG decoding", s->decode},
-        {"transform", "resize + normalise", transform},
-        {"host-to-device copy", "host-to-device copies", s->h2d},
-        {"network", "waiting for remote blocks", r->stats.fetch_wait_seconds},
-    };
-    size_t best = 0;
-    double total = 0;
-    for (size_t i = 0; i < sizeof st / sizeof st[0]; i++) {
-        total += st[i].v;
-        if (st[i].v > st[best].v)
-            best = i;
-    }
-    const double share = total > 0 ? 100 * st[best].v / total : 0;
-    int n = snprintf(why, cap,
-                     "%s takes %.0f%% of the workers' stage time (%.2f s over %d "
-                     "threads in %.2f s) while the consumer waited %.0f%% of the run",
-                     st[best].what, share, st[best].v, r->stats.threads, secs, 100 * wf);
-    if (best == 0 && r->io.bytes > 0 && n > 0 && (size_t)n < cap)
+    int n = snprintf(why, cap, "%s", w.verdict_reason);
+    const double mbps = r->io.direct_mbps > 0 ? r->io.direct_mbps : r->io.buffered_mbps;
+    if (strcmp(w.verdict, "storage") == 0 && r->io.bytes > 0 && n > 0 && (size_t)n < cap)
         snprintf(why + n, cap - (size_t)n,
-                 "; raw reads run at %.0f MB/s (%s the %.0f MB/s "
-                 "rule of thumb)",
-                 r->io.direct_mbps > 0 ? r->io.direct_mbps : r->io.buffered_mbps,
-                 (r->io.direct_mbps > 0 ? r->io.direct_mbps : r->io.buffered_mbps) <
-                         RULE_OF_THUMB_MBPS
-                     ? "below"
-                     : "above",
-                 RULE_OF_THUMB_MBPS);
-    return best == 1 ? "crc" : st[best].name;
+                 "; raw reads run at %.0f MB/s (%s the %.0f MB/s rule of thumb)", mbps,
+                 mbps < RULE_OF_THUMB_MBPS ? "below" : "above", RULE_OF_THUMB_MBPS);
+    return w.verdict;
 }
 
 /* Whether the figure comes from a run shorter than --min-seconds (0: none is). */

@@ -56,19 +56,6 @@ static double cpu_seconds(int64_t *peak_rss)
            (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
 }
 
-/* "key": number in the loader's stats JSON (stages that this stoker_stats may not have as
- * fields, such as the host-to-device copy); 0 when absent. */
-static int json_number(const char *json, const char *key, double *v)
-{
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *p = strstr(json, pat);
-    if (!p)
-        return 0;
-    *v = strtod(p + strlen(pat), NULL);
-    return 1;
-}
-
 static void snapshot(stoker_loader *l, stoker_stats *st, stages *sg)
 {
     memset(st, 0, sizeof *st);
@@ -80,12 +67,9 @@ static void snapshot(stoker_loader *l, stoker_stats *st, stages *sg)
                    st->resize_seconds,
                    st->normalize_seconds,
                    st->process_seconds,
-                   0,
+                   st->h2d_seconds,
                    st->wait_seconds,
-                   0};
-    char json[4096];
-    if (stoker_loader_stats_json(l, json, sizeof json, NULL) == 0)
-        sg->has_h2d = json_number(json, "h2d_seconds", &sg->h2d);
+                   st->device >= 0};
 }
 
 static void stage_delta(const stages *a, const stages *b, stages *d)
@@ -259,6 +243,7 @@ int bench_run(stoker_loader *l, const opts *o, FILE *dump, result *r)
     snapshot(l, &st1, &s1);
     stage_delta(&s0, &s1, &r->st);
     r->stats = st1;
+    r->stats0 = st0;
     r->wait = r->st.wait;
     r->interrupted = bench_interrupted != 0;
     if (st1.device >= 0 && bench_gpu_name(st1.device, r->gpu.name, sizeof r->gpu.name) < 0)
