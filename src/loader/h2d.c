@@ -9,6 +9,7 @@
 #include "loader/h2d.h"
 
 #include "cuda/cuda.h"
+#include "cuda/nvtx.h"
 
 #include <string.h>
 
@@ -470,7 +471,9 @@ static int copy_batch(stoker__h2d *g, uint64_t seq, stoker__dbuf *d)
     }
     const int failed = stoker__ring_failed(s);
     if (failed == 0) {
+        stoker__nvtx_push(STOKER__NVTX_H2D);
         issue_copy(g, s, &job);
+        stoker__nvtx_pop();
         return 0;
     }
     if (job.sent > 0) /* queued copies still read the slot */

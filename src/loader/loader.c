@@ -4,6 +4,7 @@
 #include "loader/loader.h"
 
 #include "common/crc32c.h"
+#include "cuda/nvtx.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -259,7 +260,10 @@ int stoker_loader_next(stoker_loader *l, stoker_batch **out)
     *out = NULL;
     if (!consumer_enter(l))
         return STOKER_E_STATE;
-    return consumer_leave(l, next(l, out));
+    stoker__nvtx_push(STOKER__NVTX_NEXT);
+    const int rc = next(l, out);
+    stoker__nvtx_pop();
+    return consumer_leave(l, rc);
 }
 
 int stoker_batch_release(stoker_batch *b)

@@ -5,6 +5,7 @@
 #include "loader/pool.h"
 
 #include "common/crc32c.h"
+#include "cuda/nvtx.h"
 #include "loader/process.h"
 
 #include <fcntl.h>
@@ -665,10 +666,14 @@ static void *gpu_main(void *arg)
         stoker__slot *s = NULL;
         switch (stoker__gdec_next(gd, &p->halt, &s)) {
         case STOKER__GDEC_BEGIN:
+            stoker__nvtx_push(STOKER__NVTX_GPU_DECODE);
             stoker__gdec_begin(gd, s); /* while the runs before it are on the GPU */
+            stoker__nvtx_pop();
             break;
         case STOKER__GDEC_END:
+            stoker__nvtx_push(STOKER__NVTX_GPU_DECODE);
             end_run(p, w);
+            stoker__nvtx_pop();
             break;
         case STOKER__GDEC_RETRY:
             retry_batch(p, w, s);
@@ -724,7 +729,9 @@ static void *worker_main(void *arg)
         const uint64_t count = (uint64_t)s->batch.count;
         if (rc == 0 && j0 < count) {
             const uint64_t j1 = j0 + STOKER__PIECE < count ? j0 + STOKER__PIECE : count;
+            stoker__nvtx_push(STOKER__NVTX_PIECE);
             read_range(p, w, s, (uint32_t)j0, (uint32_t)j1, false);
+            stoker__nvtx_pop();
         }
         piece_done(p, w, s, piece);
     }

@@ -24,6 +24,7 @@
  * A reader holds a ready block without it (hold_block, try_unpin): records read from the
  * cache would otherwise all pass through that one lock, twice each. */
 #include "common/config.h"
+#include "cuda/nvtx.h"
 #include "format/manifest.h"
 #include "source/shard_rec.h"
 #include "remote/cache.h"
@@ -75,6 +76,7 @@ typedef struct pending {
     uint64_t block;
     int tmp_fd;
     char range_msg[64];
+    uint64_t nvtx; /* the block's "fetch" range, from submit to fetched */
 } pending;
 
 typedef struct remote {
@@ -212,6 +214,7 @@ static void submit(remote *r, pending *p)
     if (!p)
         return;
     const uint32_t c = atomic_fetch_add_explicit(&r->next_http, 1, memory_order_relaxed);
+    p->nvtx = stoker__nvtx_start(STOKER__NVTX_FETCH);
     if (stoker__http_submit(r->http[c % r->nhttp], &p->req) < 0) {
         p->req.rc = STOKER_E_INVALID;
         fetched(&p->req, p);
@@ -222,6 +225,7 @@ static void submit(remote *r, pending *p)
 static void fetched(stoker__http_req *req, void *ctx)
 {
     pending *p = ctx;
+    stoker__nvtx_end(p->nvtx);
     remote *r = p->r;
     rshard *sh = &r->shards[p->shard];
     stoker__err err = {0};
