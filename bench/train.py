@@ -476,6 +476,17 @@ def loader_stats(info):
     return loader.stats()
 
 
+def loader_window(info, seconds):
+    """The loader's own figures over the timed steps (stoker feeds): its window of the last
+    `seconds` (Loader.window), to set beside the step's measured waits."""
+    loader = info.get("loader_obj")
+    if loader is None or loader.closed or not hasattr(loader, "window"):
+        return None
+    w = loader.window(seconds)
+    return {k: w[k] for k in ("seconds", "wait_share", "records_per_sec", "workers_busy",
+                              "gpu_decode_busy", "h2d_busy", "verdict", "verdict_reason")}
+
+
 def trace_split(info, step, seconds):
     """The split's share and last word at a step (stoker feeds): info["split_trace"]."""
     st = loader_stats(info)
@@ -575,6 +586,7 @@ def train(torch, a, model_name, feed, info):
         sync()
         seconds = time.perf_counter() - t0
         info["stats"] = loader_stats(info)
+        info["window"] = loader_window(info, seconds)
     finally:
         batches.close()
     st0, st1 = info.get("stats_start") or {}, info.get("stats") or {}
@@ -907,6 +919,10 @@ def main(argv):
                             rec["loader_img_per_s"])
                     if rec.get("decoder_timed"):
                         line += "; " + decoder_line(rec["decoder_timed"])
+                    if rec.get("window"):
+                        w = rec["window"]
+                        line += "; the loader's window (%.1f s): waits %s, verdict %s" % (
+                            w["seconds"], fmt_pct(w["wait_share"]), w["verdict"])
                     if rec.get("pipeline"):
                         line += "; pipeline %s, %d workers" % (rec["pipeline"], rec["workers"])
                     line += " (%.0f s)" % rec["child_seconds"]

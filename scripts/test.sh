@@ -107,6 +107,8 @@ for r in runs.values():
 for feed in ("cpu", "default"):  # the decoder's figures: the CPU decoded the timed images
     d = runs[feed]["decoder_timed"]
     assert d["decoder"] == "cpu" and d["gpu_decoded"] == 0 and d["cpu_decoded"] >= 6 * 16, d
+    w = runs[feed]["window"]  # the loader's own figures over the timed steps
+    assert w["seconds"] > 0 and 0 <= w["wait_share"] <= 1 and w["verdict"], w
 assert runs["torch"]["pipeline"] in ("torchvision", "pil") and runs["torch"]["workers"] == 2
 bg, dis = runs["cpu:consume=background"], runs["cpu:consume=discard"]
 assert bg["consume"] == "background" and bg["loader_img_per_s"] > 0, bg  # batches drained
