@@ -394,6 +394,58 @@ def test_latency_combines_with_a_fault(serve):
     assert srv.log[0]["faults"] == ["latency", "503"]
 
 
+def test_trickle(serve):
+    """Headers at once, then the body one byte every 1/rate s; the server's stop ends it."""
+    srv = serve(["trickle:rate=20,path=/data/obj.bin"])
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=TIMEOUT)
+    t0 = time.monotonic()
+    c.request("GET", "/data/obj.bin", headers={"Range": "bytes=0-99"})
+    r = c.getresponse()
+    assert r.status == 206 and r.getheader("Content-Length") == "100"
+    assert time.monotonic() - t0 < 1.0  # the headers came at once
+    got = r.read(5)
+    assert got == DATA[:5]
+    assert time.monotonic() - t0 >= 0.2  # 5 bytes at 20 bytes/s: a lower bound only
+    assert srv.faults_injected == {"trickle": 1}
+    t1 = time.monotonic()
+    srv.stop()
+    assert time.monotonic() - t1 < 5
+    c.close()
+    assert request(serve(), "/data/other.bin")[0] == 200  # other servers are not slowed
+
+
+def test_hang(serve):
+    """A hang reads the request and answers nothing: the client times out; stop ends it."""
+    srv = serve(["hang:path=/data/obj.bin"])
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=0.5)
+    c.request("GET", "/data/obj.bin")
+    with pytest.raises(TimeoutError):
+        c.getresponse()
+    c.close()
+    assert request(srv, "/data/other.bin")[0] == 200  # another path is served
+    assert srv.faults_injected == {"hang": 1}
+    assert srv.log[0]["status"] is None
+    t0 = time.monotonic()
+    srv.stop()
+    assert time.monotonic() - t0 < 5
+
+
+def test_redirect_and_request_headers(serve):
+    """redirect:to=URL sends the same path and query to another base URL; the log keeps
+    every request's headers, so a test can count which requests carried one."""
+    target = serve()
+    srv = serve(["redirect:to=%s/,status=307,path=/data/*" % target.url])
+    status, headers, _ = request(srv, "/data/obj.bin?x=1", headers={"X-Api-Key": "k1"})
+    assert status == 307 and headers["location"] == target.url + "/data/obj.bin?x=1"
+    assert srv.log[0]["headers"]["x-api-key"] == "k1"
+    assert request(srv, "/other")[0] == 404  # outside the rule's paths
+    req = urllib.request.Request(srv.url + "/data/other.bin", headers={"X-Api-Key": "k2"})
+    with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
+        assert r.read() == DATA[:100]
+    assert target.count("/data/other.bin") == 1
+    assert srv.faults_injected == {"redirect": 2}
+
+
 def test_counters_each_block_once(serve):
     srv = serve()
     blocks = [(i, min(i + 256, SIZE) - 1) for i in range(0, SIZE, 256)]
@@ -410,7 +462,9 @@ def test_counters_each_block_once(serve):
 
 
 @pytest.mark.parametrize("text", ["bogus", "503:times", "503:colour=red", "reset:at=middle",
-                                  "500:prob=2", "500:every=0", "503:times=x"])
+                                  "500:prob=2", "500:every=0", "503:times=x",
+                                  "trickle:rate=0", "redirect", "redirect:to=ftp://x",
+                                  "redirect:to=http://x,status=200"])
 def test_bad_rules(text):
     with pytest.raises(ValueError):
         range_server.Rule.parse(text)

@@ -43,8 +43,10 @@ SENDFILE_PIECE = 4 << 20  # a body with no fault goes by os.sendfile, counted in
 # first that fires (in the order given) answers the request.
 STATUS_FAULTS = {"401", "403", "404", "429", "500", "503"}
 MODIFIERS = {"latency", "etag"}
-KINDS = STATUS_FAULTS | MODIFIERS | {"reset", "cut", "full", "badrange"}
-_INT_OPTIONS = {"times", "every", "after", "seed", "ms", "bytes", "shift", "retry_after"}
+KINDS = STATUS_FAULTS | MODIFIERS | {"reset", "cut", "full", "badrange", "trickle", "hang",
+                                     "redirect"}
+_INT_OPTIONS = {"times", "every", "after", "seed", "ms", "bytes", "shift", "retry_after",
+                "status"}
 
 
 class Rule:
@@ -65,7 +67,11 @@ class Rule:
     request); ``badrange`` (a 206 with the bytes asked for but a Content-Range shifted by
     ``shift=N``, default 1); ``etag`` (a different ETag, for the validators too, each time
     it fires: with ``after=N`` and no ``times``, from request N+1 on); ``latency`` (waits
-    ``ms=N`` milliseconds, default 20, before the first byte of the response).
+    ``ms=N`` milliseconds, default 20, before the first byte of the response); ``trickle``
+    (the headers as due, then the body at ``rate=R`` bytes per second, default 2.5, one byte
+    at a time); ``hang`` (reads the request and never answers, until the server stops);
+    ``redirect`` (a ``status=N`` redirect, default 302, to the same path and query under the
+    base URL ``to=URL``, e.g. another server's).
 
     Some kinds can apply to some responses only, and count only those as eligible: ``cut``
     and ``reset:at=body`` a GET with a non-empty body, ``full`` and ``badrange`` a GET
@@ -73,7 +79,8 @@ class Rule:
     """
 
     def __init__(self, kind, path="*", method=None, times=None, every=None, after=0,
-                 prob=None, seed=0, ms=20, at="headers", bytes=None, shift=1, retry_after=1):
+                 prob=None, seed=0, ms=20, at="headers", bytes=None, shift=1, retry_after=1,
+                 rate=2.5, to=None, status=302):
         if kind not in KINDS:
             raise ValueError("unknown fault kind %r (one of %s)" % (kind, sorted(KINDS)))
         if at not in ("headers", "body"):
@@ -82,10 +89,17 @@ class Rule:
             raise ValueError("prob= takes a probability, not %r" % prob)
         if every is not None and every < 1:
             raise ValueError("every= takes a count of at least 1")
+        if not rate > 0:
+            raise ValueError("rate= takes a positive number of bytes per second, not %r" % rate)
+        if kind == "redirect" and not (to and to.startswith(("http://", "https://"))):
+            raise ValueError("a redirect needs to=URL (http:// or https://), not %r" % to)
+        if status not in (301, 302, 303, 307, 308):
+            raise ValueError("status= takes a redirect status (301, 302, 303, 307, 308)")
         self.kind, self.path, self.method = kind, path, method and method.upper()
         self.times, self.every, self.after, self.prob = times, every, after, prob
         self.ms, self.at, self.bytes, self.shift = ms, at, bytes, shift
         self.retry_after = retry_after
+        self.rate, self.to, self.status = rate, to and to.rstrip("/"), status
         self.rng = random.Random(seed)
         self.eligible = 0  # eligible requests seen
         self.injected = 0  # times fired
@@ -101,9 +115,9 @@ class Rule:
             name = name.strip()
             if name in _INT_OPTIONS:
                 kwargs[name] = int(value)
-            elif name == "prob":
+            elif name in ("prob", "rate"):
                 kwargs[name] = float(value)
-            elif name in ("path", "method", "at"):
+            elif name in ("path", "method", "at", "to"):
                 kwargs[name] = value
             else:
                 raise ValueError("unknown fault option %r (in %r)" % (name, text))
@@ -290,7 +304,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.url_path = urllib.parse.unquote(url.path)
         self.url_query = url.query
         entry = {"method": self.command, "path": self.url_path, "range": self.headers.get("Range"),
-                 "status": None, "sent": 0, "faults": [], "client": self.client_address[1]}
+                 "status": None, "sent": 0, "faults": [], "client": self.client_address[1],
+                 "headers": {k.lower(): v for k, v in self.headers.items()}}
         self.server.record(entry)
         return entry
 
@@ -331,7 +346,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if fault is not None:
             plan = self._apply(fault, plan, path)
         # a reset before the headers answers nothing: no status in the log
-        aborted = fault is not None and fault.kind == "reset" and fault.at == "headers"
+        aborted = fault is not None and (fault.kind == "hang" or
+                                         (fault.kind == "reset" and fault.at == "headers"))
         entry["status"] = None if aborted else plan.status
         self._send(plan, entry, head=head, fault=fault)
 
@@ -341,6 +357,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return has_body
         if rule.kind in ("full", "badrange"):
             return not head and plan.status == 206
+        if rule.kind == "trickle":
+            return has_body
         return True
 
     def _plan_file(self, path, head, etag_changed):
@@ -419,7 +437,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             headers.append(("Content-Range", "bytes %d-%d/%d"
                             % (first, first + plan.length - 1, size)))
             return Plan(206, headers, path=path, start=plan.start, length=plan.length)
-        return plan  # reset and cut act while sending
+        if kind == "redirect":
+            return Plan(rule.status, [("Location", rule.to + self.path)],
+                        b"redirected\n")
+        return plan  # reset, cut, trickle and hang act while sending
 
     def _write(self, data, entry, counted):
         """Sends body bytes. The counters are updated first: a client that has read the last
@@ -465,9 +486,28 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 break
         return sent
 
+    def _trickle(self, plan, limit, entry, rate):
+        """Sends the body one byte every 1/rate seconds, until it is sent, the client goes
+        or the server stops; returns the bytes sent."""
+        sent = 0
+        with open(plan.path, "rb") as f:
+            f.seek(plan.start)
+            while sent < limit and not self.server.stopping.wait(1.0 / rate):
+                data = f.read(1)
+                if not data:
+                    break
+                self._write(data, entry, counted=True)
+                self.wfile.flush()
+                sent += 1
+        return sent
+
     def _send(self, plan, entry, head=False, fault=None):
         if fault is not None and fault.kind == "reset" and fault.at == "headers":
             raise _Abort()
+        if fault is not None and fault.kind == "hang":
+            self.server.stopping.wait()  # no answer at all, until the server stops
+            self.close_connection = True
+            return
         self.send_response(plan.status)
         for name, value in plan.headers:
             self.send_header(name, value)
@@ -481,7 +521,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if fault is not None and fault.kind in ("cut", "reset"):
             limit = min(length - 1, length // 2 if fault.bytes is None else fault.bytes)
         sent = 0
-        if plan.path is None:
+        if fault is not None and fault.kind == "trickle":
+            sent = self._trickle(plan, limit, entry, fault.rate)
+        elif plan.path is None:
             self._write(plan.body[:limit], entry, counted=False)
             sent = min(limit, len(plan.body))
         elif fault is None:
@@ -518,6 +560,7 @@ class Server(http.server.ThreadingHTTPServer):
         self.bytes_sent = 0
         self.faults_injected = {}
         self.connections = set()
+        self.stopping = threading.Event()  # set by stop(): hang and trickle give up
         self.active = 0       # requests being answered now
         self.peak_active = 0  # the most at once since the start (or reset_stats)
 
@@ -630,6 +673,7 @@ class RangeServer:
     def stop(self):
         if self._timer:
             self._timer.cancel()
+        self._server.stopping.set()
         self._server.shutdown()
         self._server.close_connections()
         self._server.server_close()
