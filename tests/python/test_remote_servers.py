@@ -430,6 +430,17 @@ def test_hang(serve):
     assert time.monotonic() - t0 < 5
 
 
+def test_nolength(serve):
+    srv = serve(["nolength:method=HEAD"])
+    status, headers, _ = request(srv, "/data/obj.bin", method="HEAD")
+    assert status == 200 and "content-length" not in headers
+    status, headers, body = request(srv, "/data/obj.bin")
+    assert status == 200 and headers["content-length"] == str(SIZE) and body == DATA
+    srv.set_faults(["nolength"])
+    status, headers, body = request(srv, "/data/obj.bin")  # ends with the connection
+    assert status == 200 and "content-length" not in headers and body == DATA
+
+
 def test_redirect_and_request_headers(serve):
     """redirect:to=URL sends the same path and query to another base URL; the log keeps
     every request's headers, so a test can count which requests carried one."""

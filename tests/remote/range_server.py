@@ -44,7 +44,7 @@ SENDFILE_PIECE = 4 << 20  # a body with no fault goes by os.sendfile, counted in
 STATUS_FAULTS = {"401", "403", "404", "429", "500", "503"}
 MODIFIERS = {"latency", "etag"}
 KINDS = STATUS_FAULTS | MODIFIERS | {"reset", "cut", "full", "badrange", "trickle", "hang",
-                                     "redirect"}
+                                     "redirect", "nolength"}
 _INT_OPTIONS = {"times", "every", "after", "seed", "ms", "bytes", "shift", "retry_after",
                 "status"}
 
@@ -71,7 +71,8 @@ class Rule:
     (the headers as due, then the body at ``rate=R`` bytes per second, default 2.5, one byte
     at a time); ``hang`` (reads the request and never answers, until the server stops);
     ``redirect`` (a ``status=N`` redirect, default 302, to the same path and query under the
-    base URL ``to=URL``, e.g. another server's).
+    base URL ``to=URL``, e.g. another server's); ``nolength`` (no Content-Length: a body
+    then ends with the connection).
 
     Some kinds can apply to some responses only, and count only those as eligible: ``cut``
     and ``reset:at=body`` a GET with a non-empty body, ``full`` and ``badrange`` a GET
@@ -512,8 +513,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         for name, value in plan.headers:
             self.send_header(name, value)
         length = plan.body_length()
-        self.send_header("Content-Length", str(
-            length if plan.content_length is None else plan.content_length))
+        if fault is not None and fault.kind == "nolength":
+            self.close_connection = True  # the body ends with the connection
+        else:
+            self.send_header("Content-Length", str(
+                length if plan.content_length is None else plan.content_length))
         self.end_headers()
         if head or plan.status == 304:
             return
