@@ -226,7 +226,9 @@ typedef enum stoker_option {
                                      else $XDG_CACHE_HOME/stoker, else ~/.cache/stoker */
     STOKER_OPT_CA_BUNDLE = 123,   /* a CA certificate file for HTTPS; default the system's */
     STOKER_OPT_HTTP_HEADER = 124, /* one extra request header for http(s)://, "Name: value"
-                                     (e.g. "Authorization: Bearer TOKEN"); default none */
+                                     (e.g. "Authorization: Bearer TOKEN"), sent to the data
+                                     set's origin only, never across a redirect to another
+                                     scheme, host or port; default none */
     STOKER_OPT_S3_REGION = 125,   /* default $AWS_REGION, $AWS_DEFAULT_REGION, us-east-1 */
     STOKER_OPT_S3_ENDPOINT = 126, /* an S3-compatible endpoint (path-style requests); default
                                      $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, none (AWS) */
@@ -235,10 +237,15 @@ typedef enum stoker_option {
     STOKER_OPT_BLOCK_SIZE = 131,    /* bytes per fetched block; default 16 MiB */
     STOKER_OPT_FETCH_WINDOW = 132,  /* bytes fetched ahead of the workers; default 512 MiB */
     STOKER_OPT_FETCH_TRANSFERS = 133, /* transfers in flight; default 16 */
-    STOKER_OPT_FETCH_RETRIES = 134, /* attempts after the first, per request; default 8 */
-    STOKER_OPT_FETCH_RETRY_MS = 135, /* most time one request spends retrying; default 60000 */
-    STOKER_OPT_FETCH_TIMEOUT_MS = 136, /* a transfer moving no byte this long fails (and is
-                                          retried); also the connect timeout; default 30000 */
+    STOKER_OPT_FETCH_RETRIES = 134, /* attempts after the first, per request (0: none);
+                                       default 8 */
+    STOKER_OPT_FETCH_RETRY_MS = 135, /* most time one request spends retrying (0: no retry);
+                                        default 60000 */
+    STOKER_OPT_FETCH_TIMEOUT_MS = 136, /* T: a transfer moving no byte this long fails (and is
+                                          retried); also the connect timeout; an attempt for L
+                                          bytes ends within T x (1 + L / 1 MiB), a request
+                                          within fetch_retry_ms + that (docs/REMOTE.md);
+                                          default 30000 */
     STOKER_OPT_FETCH_CLIENTS = 137, /* HTTP clients (a thread each) sharing the transfers; 0
                                        (default): 2, or 1 under 4 transfers */
 } stoker_option;

@@ -78,12 +78,14 @@ static void url_of(char *out, size_t cap, const char *name)
 
 static stoker__http *client(uint32_t max_transfers)
 {
-    stoker__http_opts o = {0};
-    o.max_transfers = (uint32_t)env_num("STOKER_TEST_HTTP_MAX_TRANSFERS", max_transfers);
+    stoker__http_opts o;
+    stoker__http_opts_default(&o);
+    o.max_transfers = (uint32_t)env_num("STOKER_TEST_HTTP_MAX_TRANSFERS",
+                                        max_transfers ? max_transfers : o.max_transfers);
     o.write_chunks = (uint32_t)env_num("STOKER_TEST_HTTP_WRITE_CHUNKS", 0);
-    o.retries = (uint32_t)env_num("STOKER_TEST_HTTP_RETRIES", 0);
-    o.retry_seconds = env_num("STOKER_TEST_HTTP_RETRY_SECONDS", 0);
-    o.stall_timeout = env_num("STOKER_TEST_HTTP_STALL", 0);
+    o.retries = (uint32_t)env_num("STOKER_TEST_HTTP_RETRIES", o.retries);
+    o.retry_seconds = env_num("STOKER_TEST_HTTP_RETRY_SECONDS", o.retry_seconds);
+    o.stall_timeout = env_num("STOKER_TEST_HTTP_STALL", o.stall_timeout);
     o.connect_timeout = 5;
     stoker__http *h = NULL;
     stoker__err err = {0};
@@ -275,7 +277,8 @@ static void check_bad_options(void)
 {
     stoker__http *h = (stoker__http *)1;
     stoker__err err = {0};
-    stoker__http_opts o = {0};
+    stoker__http_opts o;
+    stoker__http_opts_default(&o);
     o.header = "no colon here";
     T_EQ_RC(stoker__http_create(&h, &o, &err), STOKER_E_INVALID);
     T_ASSERT(h == NULL);
@@ -293,7 +296,8 @@ static int mode_basic(void)
     T_ASSERT(!stoker__http_is_url("s3:/x") && !stoker__http_is_url(NULL));
     check_bad_options();
 
-    stoker__http_opts o = {0};
+    stoker__http_opts o;
+    stoker__http_opts_default(&o);
     o.header = "Authorization: Bearer not-checked-by-the-range-server";
     stoker__http *h = NULL;
     stoker__err err = {0};
@@ -631,7 +635,8 @@ static int mode_s3(bool via_opts)
             "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL_S3",   "AWS_ENDPOINT_URL"};
         for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
             unsetenv(vars[i]);
-        stoker__http_opts o = {0};
+        stoker__http_opts o;
+        stoker__http_opts_default(&o);
         o.access_key = key;
         o.secret_key = secret;
         o.session_token = token[0] ? token : NULL;

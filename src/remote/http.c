@@ -25,6 +25,7 @@
  * writes the last of them: its done then runs on that writer's thread. A retry waits until
  * the chunks of the attempt before it are written. */
 #include "remote/http.h"
+#include "common/config.h"
 #include "common/rng.h"
 
 #include <curl/curl.h>
@@ -46,6 +47,8 @@
 #define WRITE_CHUNKS 32u     /* chunks at most, by default: bodies on their way to files */
 #define WRITERS 2u           /* threads writing the chunks */
 #define WRITES_WAIT 0.001    /* seconds a retry waits again for the attempt before's writes */
+#define MAX_HOPS 8           /* redirects followed per attempt */
+#define DEADLINE_UNIT (1u << 20) /* an attempt's deadline grows by stall_timeout per MiB */
 
 /* What an attempt's checks decided before the transfer ended (they abort it). */
 enum verdict {
@@ -53,6 +56,7 @@ enum verdict {
     V_DONE,  /* every byte asked for is in: the rest of a 200 is not wanted */
     V_RETRY, /* a fault a new attempt may cure: x->cause says which */
     V_FAIL,  /* a failure for good: x->fail_rc, the message in r->msg */
+    V_HOP,   /* a redirect to follow: x->hop */
 };
 
 typedef struct xfer xfer;
@@ -73,6 +77,12 @@ struct xfer {
     xfer *next;              /* in the queue, ready, active or timer list */
     char *url;               /* the URL sent (an s3:// URL made http(s)) */
     struct curl_slist *hdrs; /* the request's own headers */
+    char *hop;               /* the attempt's redirect target, or NULL: url */
+    struct curl_slist *bare; /* hdrs without the user's header (another origin's), or NULL */
+    uint32_t hops;           /* redirects followed by this attempt */
+    bool foreign;            /* this attempt left the request's origin: no user header */
+    bool hopping;            /* the next start is a hop of the same attempt */
+    double attempt_started;  /* the attempt's deadline runs from here, across its hops */
     bool s3;
     bool ranged;     /* a GET of [offset, offset + length) */
     double started;  /* the first attempt's start, for retry_seconds */
@@ -106,7 +116,7 @@ typedef struct xlist {
 
 struct stoker__http {
     uint32_t max_transfers, retries;
-    double retry_seconds, connect_timeout;
+    double retry_seconds, connect_timeout, stall_timeout;
     long stall_seconds;
     char *ca_bundle, *header;
     char *region, *endpoint, *access_key, *secret_key, *session_token, *sigv4;
@@ -360,6 +370,8 @@ static int xfer_build(stoker__http *h, xfer *x, stoker__http_req *r)
 static void xfer_free(xfer *x)
 {
     curl_slist_free_all(x->hdrs);
+    curl_slist_free_all(x->bare);
+    stoker__free(x->hop);
     stoker__free(x->url);
     stoker__free(x);
 }
@@ -829,6 +841,20 @@ static void easy_give(stoker__http *h, CURL *e)
         curl_easy_cleanup(e);
 }
 
+/* What is left of the attempt's deadline (http.h), in milliseconds for CURLOPT_TIMEOUT_MS:
+ * stall_timeout x (1 + L / 1 MiB) from the attempt's start, its hops included; 0 (none)
+ * for a whole object of unknown size going to a file. */
+static long attempt_left_ms(const stoker__http *h, const xfer *x)
+{
+    const stoker__http_req *r = x->r;
+    if (!r->head && r->length == 0 && r->fd >= 0)
+        return 0;
+    const uint64_t len = r->head ? 0 : r->length ? r->length : r->cap;
+    const double limit = h->stall_timeout * (1.0 + (double)len / DEADLINE_UNIT);
+    const double ms = (limit - (stoker__now() - x->attempt_started)) * 1000.0;
+    return ms < 1.0 ? 1L : ms > 2e9 ? 2000000000L : (long)ms;
+}
+
 /* Sets every option of one attempt; a CURLcode other than CURLE_OK when one is refused. */
 static CURLcode easy_setup(const stoker__http *h, xfer *x, CURL *e)
 {
@@ -839,7 +865,7 @@ static CURLcode easy_setup(const stoker__http *h, xfer *x, CURL *e)
         if (c == CURLE_OK)                                                                         \
             c = curl_easy_setopt(e, opt, val);                                                     \
     } while (0)
-    SET(CURLOPT_URL, x->url);
+    SET(CURLOPT_URL, x->hop ? x->hop : x->url);
     SET(CURLOPT_PRIVATE, x);
     SET(CURLOPT_ERRORBUFFER, x->errbuf);
     SET(CURLOPT_NOSIGNAL, 1L);
@@ -851,6 +877,7 @@ static CURLcode easy_setup(const stoker__http *h, xfer *x, CURL *e)
     SET(CURLOPT_CONNECTTIMEOUT_MS, (long)(h->connect_timeout * 1000.0));
     SET(CURLOPT_LOW_SPEED_LIMIT, 1L);
     SET(CURLOPT_LOW_SPEED_TIME, h->stall_seconds);
+    SET(CURLOPT_TIMEOUT_MS, attempt_left_ms(h, x));
     SET(CURLOPT_SSL_VERIFYPEER, 1L);
     SET(CURLOPT_SSL_VERIFYHOST, 2L);
     if (h->ca_bundle)
@@ -862,7 +889,7 @@ static CURLcode easy_setup(const stoker__http *h, xfer *x, CURL *e)
     /* the client's one thread receives all its transfers: larger reads, fewer calls per
      * byte (libcurl's default is 16 KiB a read and a write callback) */
     SET(CURLOPT_BUFFERSIZE, RECV_BUFFER);
-    SET(CURLOPT_HTTPHEADER, x->hdrs);
+    SET(CURLOPT_HTTPHEADER, x->foreign ? x->bare : x->hdrs);
     if (r->head)
         SET(CURLOPT_NOBODY, 1L);
     if (x->ranged) {
@@ -877,16 +904,13 @@ static CURLcode easy_setup(const stoker__http *h, xfer *x, CURL *e)
         SET(CURLOPT_PASSWORD, h->secret_key);
         SET(CURLOPT_PATH_AS_IS, 1L); /* a key's "." and ".." segments are its own */
     } else {
-        /* a redirect keeps no credential of ours: curl sends a custom Authorization to
-         * the first host only */
-        SET(CURLOPT_FOLLOWLOCATION, 1L);
-        SET(CURLOPT_MAXREDIRS, 8L);
+        /* redirects are followed by the client (follow_hop), which knows which headers
+         * may go to another origin; curl would send them all */
+        SET(CURLOPT_FOLLOWLOCATION, 0L);
 #if LIBCURL_VERSION_NUM >= 0x075500
         SET(CURLOPT_PROTOCOLS_STR, "http,https");
-        SET(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
 #else
         SET(CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
-        SET(CURLOPT_REDIR_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
 #endif
     }
 #undef SET
@@ -908,7 +932,15 @@ static void attempt_start(stoker__http *h, xfer *x)
     }
     if (r->attempts == 0)
         x->started = stoker__now();
-    r->attempts++;
+    if (!x->hopping) { /* a new attempt starts from the request's own URL */
+        r->attempts++;
+        x->attempt_started = stoker__now();
+        x->hops = 0;
+        x->foreign = false;
+        stoker__free(x->hop);
+        x->hop = NULL;
+    }
+    x->hopping = false;
     count(&h->n_requests, 1);
     attempt_reset(x);
     CURL *e = easy_take(h);
@@ -1064,15 +1096,89 @@ static void retry_or_fail(stoker__http *h, xfer *x)
     settle(h, x, rc);
 }
 
+/* Whether URLs a and b have one origin: scheme, host and port (a default port spelt out or
+ * not). Any doubt (a URL curl cannot parse) is another origin. */
+static bool same_origin(const char *a, const char *b)
+{
+    static const CURLUPart parts[3] = {CURLUPART_SCHEME, CURLUPART_HOST, CURLUPART_PORT};
+    CURLU *ua = curl_url(), *ub = curl_url();
+    bool same = ua && ub && curl_url_set(ua, CURLUPART_URL, a, 0) == CURLUE_OK &&
+                curl_url_set(ub, CURLUPART_URL, b, 0) == CURLUE_OK;
+    for (int i = 0; same && i < 3; i++) {
+        char *pa = NULL, *pb = NULL;
+        same = curl_url_get(ua, parts[i], &pa, CURLU_DEFAULT_PORT) == CURLUE_OK &&
+               curl_url_get(ub, parts[i], &pb, CURLU_DEFAULT_PORT) == CURLUE_OK &&
+               strcasecmp(pa, pb) == 0;
+        curl_free(pa);
+        curl_free(pb);
+    }
+    curl_url_cleanup(ua);
+    curl_url_cleanup(ub);
+    return same;
+}
+
+static bool is_redirect(long status)
+{
+    return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
+}
+
+/* Follows a redirect to `to` (owned: freed or kept) within the same attempt. A hop to
+ * another origin than the request's drops the user's header for the rest of the attempt. */
+static void follow_hop(stoker__http *h, xfer *x, char *to)
+{
+    stoker__http_req *r = x->r;
+    fill_drop(h, x);
+    int rc = 0;
+    if (x->hops >= MAX_HOPS) {
+        rc = req_fail(r, -EIO, "more than %d redirects", MAX_HOPS);
+    } else if (strncasecmp(to, "http://", 7) != 0 && strncasecmp(to, "https://", 8) != 0) {
+        rc = req_fail(r, -EIO, "a redirect (status %ld) to a URL that is not http(s)://",
+                      x->status);
+    } else if (!x->foreign && !same_origin(x->url, to)) {
+        curl_slist_free_all(x->bare);
+        x->bare = NULL;
+        if (r->if_match && !header_add(&x->bare, "If-Match", r->if_match))
+            rc = req_fail(r, -ENOMEM, "out of memory for the request's headers");
+        x->foreign = true;
+    }
+    if (rc < 0) {
+        stoker__free(to);
+        settle(h, x, rc);
+        return;
+    }
+    stoker__free(x->hop);
+    x->hop = to;
+    x->hops++;
+    x->hopping = true;
+    list_push(&h->ready, x);
+}
+
+/* The target of a redirect the attempt on e received (a copy), or NULL. */
+static char *redirect_target(const xfer *x, CURL *e, CURLcode res)
+{
+    if (x->s3 || res != CURLE_OK || x->verdict != V_NONE || !is_redirect(x->status))
+        return NULL;
+    char *loc = NULL;
+    if (curl_easy_getinfo(e, CURLINFO_REDIRECT_URL, &loc) != CURLE_OK || !loc)
+        return NULL;
+    return stoker__strdup(loc);
+}
+
 static void attempt_done(stoker__http *h, CURL *e, CURLcode res)
 {
     xfer *x = NULL;
     curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&x);
+    char *hop = redirect_target(x, e, res);
     curl_multi_remove_handle(h->multi, e);
     easy_give(h, e);
     list_remove(&h->active, x);
     h->nactive--;
     x->easy = NULL;
+    if (hop) {
+        x->r->status = x->status;
+        follow_hop(h, x, hop);
+        return;
+    }
     const int v = judge(x, res);
     if (v == V_RETRY) {
         fill_drop(h, x);
@@ -1237,23 +1343,39 @@ fail:
 
 static int check_opts(const stoker__http_opts *o, stoker__err *err)
 {
-    STOKER_RETURN_IF(o->retry_seconds < 0 || o->connect_timeout < 0 || o->stall_timeout < 0, err,
-                     STOKER_E_INVALID, "http client: a negative time");
-    STOKER_RETURN_IF(o->max_transfers > 4096, err, STOKER_E_INVALID,
-                     "http client: max_transfers %u is over 4096", o->max_transfers);
+    STOKER_RETURN_IF(!(o->retry_seconds >= 0) || !(o->connect_timeout > 0) ||
+                         !(o->stall_timeout > 0),
+                     err, STOKER_E_INVALID, "http client: a time that is not positive");
+    STOKER_RETURN_IF(o->max_transfers < 1 || o->max_transfers > 4096, err, STOKER_E_INVALID,
+                     "http client: max_transfers %u is not in 1..4096", o->max_transfers);
     STOKER_RETURN_IF(o->header && (!strchr(o->header, ':') || strpbrk(o->header, "\r\n")), err,
                      STOKER_E_INVALID, "http client: the header \"%s\" is not \"Name: value\"",
                      o->header);
     return 0;
 }
 
+void stoker__http_opts_default(stoker__http_opts *o)
+{
+    const double timeout = (double)stoker__cfg_int(NULL, STOKER_OPT_FETCH_TIMEOUT_MS) / 1000.0;
+    *o = (stoker__http_opts){
+        .max_transfers = (uint32_t)stoker__cfg_int(NULL, STOKER_OPT_FETCH_TRANSFERS),
+        .retries = (uint32_t)stoker__cfg_int(NULL, STOKER_OPT_FETCH_RETRIES),
+        .retry_seconds = (double)stoker__cfg_int(NULL, STOKER_OPT_FETCH_RETRY_MS) / 1000.0,
+        .connect_timeout = timeout,
+        .stall_timeout = timeout,
+    };
+}
+
 int stoker__http_create(stoker__http **out, const stoker__http_opts *o, stoker__err *err)
 {
-    static const stoker__http_opts defaults = {0};
+    stoker__http_opts defaults;
     stoker__http *h = NULL;
     int rc = 0;
     *out = NULL;
-    o = o ? o : &defaults;
+    if (!o) {
+        stoker__http_opts_default(&defaults);
+        o = &defaults;
+    }
     rc = check_opts(o, err);
     if (rc < 0)
         return rc;
@@ -1265,13 +1387,14 @@ int stoker__http_create(stoker__http **out, const stoker__http_opts *o, stoker__
     pthread_mutex_init(&h->lock, NULL);
     pthread_mutex_init(&h->wlock, NULL);
     pthread_cond_init(&h->wcond, NULL);
-    h->max_transfers = o->max_transfers ? o->max_transfers : 16;
+    h->max_transfers = o->max_transfers;
     h->max_chunks = o->write_chunks ? o->write_chunks : WRITE_CHUNKS;
-    h->retries = o->retries ? o->retries : 8;
-    h->retry_seconds = o->retry_seconds > 0 ? o->retry_seconds : 60.0;
-    h->connect_timeout = o->connect_timeout > 0 ? o->connect_timeout : 10.0;
-    const double stall = o->stall_timeout > 0 ? o->stall_timeout : 30.0;
-    h->stall_seconds = stall < 1.0 ? 1 : (long)(stall + 0.999); /* curl counts whole seconds */
+    h->retries = o->retries;
+    h->retry_seconds = o->retry_seconds;
+    h->connect_timeout = o->connect_timeout;
+    h->stall_timeout = o->stall_timeout;
+    /* curl counts whole seconds */
+    h->stall_seconds = o->stall_timeout < 1.0 ? 1 : (long)(o->stall_timeout + 0.999);
     h->jitter = stoker__now_ns() ^ (uint64_t)(uintptr_t)h;
     STOKER_FORWARD(dup_opt(&h->ca_bundle, o->ca_bundle, err));
     STOKER_FORWARD(dup_opt(&h->header, o->header, err));

@@ -2,7 +2,10 @@
  * drives every transfer of a client (keep-alive, HTTP/2 where the server offers it), at most
  * `max_transfers` at once; callers queue requests from any thread and are told on completion.
  *
- * A request is one GET of a byte range (or of a whole object) or one HEAD. Faults that a new
+ * A request is one GET of a byte range (or of a whole object) or one HEAD. Redirects of
+ * http(s):// requests are followed (8 at most, to http(s):// only); the user's `header` goes
+ * to the request's own origin (scheme, host and port) only: a hop to another origin, and
+ * every hop after it, is sent without it. Faults that a new
  * attempt may cure (5xx, 429, a connection refused or reset, a timeout, a body cut short, a
  * reply that is not the range asked for) are retried with exponential backoff and jitter,
  * honouring Retry-After, within `retries` attempts and `retry_seconds`; then the request
@@ -26,15 +29,23 @@
 
 typedef struct stoker__http stoker__http;
 
-/* Settings; a zero field takes the default in brackets. */
+/* Settings, taken as they are: stoker__http_opts_default fills them from the options table
+ * (fetch_transfers, fetch_retries, fetch_retry_ms, fetch_timeout_ms), the one home of the
+ * defaults. Deadlines: an attempt (its connection, redirects and body) ends within
+ * stall_timeout x (1 + L / 1 MiB) seconds, L the bytes asked for (a range's length, else a
+ * buffer's capacity; a whole object of unknown size going to a file has the stall guard
+ * only), and fails earlier when no byte moves for stall_timeout; a request starts no attempt
+ * more than retry_seconds after its first, so it ends within retry_seconds + one attempt's
+ * deadline, and within (retries + 1) attempts' deadlines plus their backoffs. */
 typedef struct stoker__http_opts {
-    uint32_t max_transfers;  /* in flight at once [16] */
-    uint32_t write_chunks;   /* chunks of 1 MiB at most on their way to files [32]; fewer
+    uint32_t max_transfers;  /* in flight at once (at least 1) */
+    uint32_t write_chunks;   /* chunks of 1 MiB at most on their way to files (0: 32); fewer
                                 only to test the client's writing them itself */
-    uint32_t retries;        /* attempts after the first, per request [8] */
-    double retry_seconds;    /* most time one request may spend retrying [60] */
-    double connect_timeout;  /* seconds to connect [10] */
-    double stall_timeout;    /* a transfer that moves no byte for this long fails [30] */
+    uint32_t retries;        /* attempts after the first, per request (0: none) */
+    double retry_seconds;    /* most time one request may spend retrying (0: no retry) */
+    double connect_timeout;  /* seconds to connect (> 0) */
+    double stall_timeout;    /* a transfer that moves no byte for this long fails (> 0); the
+                                unit of an attempt's deadline */
     const char *ca_bundle;   /* a CA file for HTTPS [NULL: the system's] */
     const char *header;      /* one extra request header, "Name: value" (a bearer token:
                                 "Authorization: Bearer ..."), for http(s):// URLs [none] */
@@ -88,9 +99,11 @@ typedef struct stoker__http_stats {
     uint64_t busy_ns;    /* time with at least one transfer in flight */
 } stoker__http_stats;
 
+/* The options table's defaults, with no CA file, header nor S3 setting. */
+void stoker__http_opts_default(stoker__http_opts *o);
 /* Creates a client and starts its thread ("stoker-http") and its writers ("stoker-http-w").
- * o may be NULL (all defaults). 0; STOKER_E_INVALID (a negative time, a header that is not
- * "Name: value"), -ENOMEM, -EIO (libcurl's initialisation failed) or a thread's start
+ * o may be NULL (stoker__http_opts_default's). 0; STOKER_E_INVALID (a time that is not
+ * positive, no transfer, a header that is not "Name: value"), -ENOMEM, -EIO (libcurl's initialisation failed) or a thread's start
  * failure, with *out NULL and err set. */
 int stoker__http_create(stoker__http **out, const stoker__http_opts *o, stoker__err *err);
 /* Fails what is queued, in flight or waiting to retry with -ECANCELED (each `done` is called,

@@ -803,7 +803,10 @@ static int load_manifest(stoker_dataset *ds, remote *r, uint64_t max_shards, uin
                             ds->path, STK_MANIFEST_NAME, h.msg);
     }
     STOKER_RETURN_IF(rc < 0, &ds->err, rc, "%s", h.msg);
-    STOKER_RETURN_IF(h.size == UINT64_MAX || h.size > STK_MANIFEST_MAX, &ds->err, STOKER_E_LIMIT,
+    STOKER_RETURN_IF(h.size == UINT64_MAX, &ds->err, STOKER_E_FORMAT,
+                     "%s: the reply to HEAD has no Content-Length: the manifest's length is "
+                     "missing", url);
+    STOKER_RETURN_IF(h.size > STK_MANIFEST_MAX, &ds->err, STOKER_E_LIMIT,
                      "%s: manifest of %llu bytes exceeds the limit of %llu", url,
                      (unsigned long long)h.size, (unsigned long long)STK_MANIFEST_MAX);
     char *text = stoker__malloc((size_t)h.size + 1);
@@ -836,6 +839,13 @@ static int head_shards(stoker_dataset *ds, remote *r)
     for (int32_t i = 0; rc == 0 && i < r->n; i++) {
         rshard *sh = &r->shards[i];
         const uint64_t want = r->m.shards[i].bytes;
+        if (q[i].size == UINT64_MAX) {
+            rc = stoker__fail(&ds->err, STOKER_E_FORMAT,
+                              "%s: the reply to HEAD has no Content-Length: the shard's length "
+                              "is missing (the manifest says %llu bytes)",
+                              sh->url, (unsigned long long)want);
+            break;
+        }
         if (q[i].size != want) {
             rc = stoker__fail(&ds->err, STOKER_E_CORRUPT,
                               "%s: %llu bytes, but the manifest says %llu (truncated or replaced)",

@@ -458,3 +458,81 @@ def test_the_c_loader_equals_the_local_one_across_a_restart(served, tmp_path, fa
         assert "requests=" in out.stdout
         if faults:
             assert sum(srv.faults_injected.values()) > 0
+
+
+# ---- deadlines, failing fast, retries as set, redirects, lengths (issue 42) ----
+
+def test_a_trickling_server_fails_a_read_within_the_stated_deadline(served, tmp_path):
+    """Headers, then 2.5 bytes/s: curl's low-speed guard never fires, the request's
+    deadline does (docs/REMOTE.md): with fetch_timeout_ms T = 1 s, fetch_retry_ms 2 s and
+    16 KiB blocks an attempt ends within T x (1 + 16 KiB / 1 MiB), the request within
+    fetch_retry_ms + one attempt, about 3 s."""
+    import threading
+    with range_server.start(served) as srv:
+        ds = stoker.Dataset(srv.url + "/raw", **opts(tmp_path, fetch_timeout_ms=1000,
+                                                      fetch_retry_ms=2000))
+        srv.set_faults(["trickle:rate=2.5,path=/raw/*.stk"])
+        out = {}
+
+        def read():
+            t0 = time.monotonic()
+            try:
+                ds.read(0)
+            except stoker.StokerError as e:
+                out["err"] = e
+            out["t"] = time.monotonic() - t0
+        t = threading.Thread(target=read, daemon=True)
+        t.start()
+        t.join(30)
+        srv.stop()  # ends the trickle (and, before the fix, the read)
+        t.join(30)
+        ds.close()
+    assert out.get("t") is not None and out["t"] < 25, "the read neither ended nor failed"
+    assert out["t"] < 3.1 + 3, out["t"]  # the bound, with a margin for a loaded machine
+    msg = str(out.get("err"))
+    assert "/raw/" in msg and "bytes" in msg and "timed out" in msg.lower(), msg
+
+
+def test_no_retry_and_no_wait_mean_what_they_say(served, tmp_path):
+    """fetch_retries=0: one attempt per request; fetch_retry_ms=0: no time to retry."""
+    for retries, retry_ms in ((0, 20000), (3, 0)):
+        with range_server.start(served) as srv:
+            loader = stoker.Loader(srv.url + "/raw", 32, seed=1, device="cpu", threads=2,
+                                   **opts(tmp_path, fetch_retries=retries,
+                                          fetch_retry_ms=retry_ms))
+            srv.set_faults(["503:path=/raw/*.stk,retry_after=0"])
+            t0 = time.monotonic()
+            with pytest.raises(stoker.StokerError) as e:
+                next(iter(loader))
+            took = time.monotonic() - t0
+            retries = loader.stats()["remote_retries"]
+            loader.close()
+        assert retries == 0, retries
+        assert "after 1 attempts" in str(e.value), str(e.value)
+        assert took < 3, took
+
+
+def test_a_user_header_stays_with_the_origin_across_redirects(served, tmp_path):
+    """http_header goes to the data set's host only: the shards redirect to another server
+    (another port of 127.0.0.1: another origin), which never sees the header; the batches
+    are the local data set's."""
+    want = epochs(str(served / "raw"), n=1)
+    with range_server.start(served) as other, range_server.start(served) as srv:
+        srv.set_faults(["redirect:to=%s,path=/raw/*.stk" % other.url])
+        got = epochs(srv.url + "/raw", n=1,
+                     **opts(tmp_path, http_header="X-Api-Key: k-123"))
+        assert other.requests > 0 and srv.faults_injected["redirect"] > 0
+        leaked = [x for x in other.log if "x-api-key" in x["headers"]]
+        assert not leaked, "%d of %d requests to the other host carried the header" % (
+            len(leaked), other.requests)
+        assert all(x["headers"].get("x-api-key") == "k-123" for x in srv.log)
+    same(got, want)
+
+
+def test_a_head_without_content_length_says_the_length_is_missing(served, tmp_path):
+    with range_server.start(served, faults=["nolength:method=HEAD"]) as srv:
+        with pytest.raises(stoker.StokerError) as e:
+            stoker.Dataset(srv.url + "/raw", **opts(tmp_path))
+    msg = str(e.value)
+    assert "manifest.stk" in msg and "Content-Length" in msg, msg
+    assert "18446744073709551615" not in msg, msg
