@@ -681,6 +681,15 @@ STOKER_API int stoker_loader_position(const stoker_loader *l, int64_t *epoch, in
  * NULL arguments. */
 STOKER_API int stoker_loader_next(stoker_loader *l, stoker_batch **out);
 
+/* stoker_loader_next waiting at most `timeout_ms` for the batch (< 0: as long as it takes,
+ * as stoker_loader_next; 0: only a batch that is ready): -ETIMEDOUT, with nothing consumed
+ * and *out NULL, when it is not ready by then, and the next call waits for the same batch
+ * (the time waited counts in the stats once it is delivered). A binding calls it in short
+ * steps, so that a signal or a close from another thread is acted on while the loader
+ * waits (for a remote block, say). Same thread rule and other returns as
+ * stoker_loader_next. */
+STOKER_API int stoker_loader_next_wait(stoker_loader *l, stoker_batch **out, int64_t timeout_ms);
+
 /* Gives a batch's slot back to the loader, which may then refill it. Any thread. Returns
  * 0, STOKER_E_INVALID (NULL) or STOKER_E_STATE (already released). */
 STOKER_API int stoker_batch_release(stoker_batch *b);

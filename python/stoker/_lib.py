@@ -226,6 +226,7 @@ _SIGNATURES = {
     "stoker_loader_destroy": (None, [_vp]),
     "stoker_loader_errmsg": (_str, [_vp]),
     "stoker_loader_next": (_int, [_vp, _pp]),
+    "stoker_loader_next_wait": (_int, [_vp, _pp, _i64]),
     "stoker_batch_release": (_int, [_vp]),
     "stoker_loader_set_epoch": (_int, [_vp, _i64]),
     "stoker_loader_num_batches": (_int, [_vp, c_int64_p]),

@@ -12,6 +12,7 @@ recent batches (a ``for`` loop's variable is one of them) and copy what you keep
 """
 import contextlib
 import ctypes
+import errno
 import gc
 import json
 import os
@@ -33,6 +34,9 @@ _L = _lib.lib
 
 # stats()'s window: the last WINDOW_SECONDS of the loader's life (window() takes any span).
 WINDOW_SECONDS = 10.0
+# next() waits for a batch in steps this long, acting on signals and close() between them
+_WAIT_STEP_MS = 100
+_ETIMEDOUT = -errno.ETIMEDOUT
 
 _torch_profiler = None  # (torch.autograd._profiler_enabled, record_function) once torch is seen
 
@@ -120,6 +124,7 @@ class _Core:
         self.pending = None
         self.state_size = 0
         self.closing = False
+        self.stopping = False  # close() was called: a next() waiting in steps gives up
         self._release = _L.stoker_batch_release
         self._release_stream = (_L.stoker_batch_release_stream
                                 if _lib.has("stoker_batch_release_stream") else None)
@@ -836,6 +841,18 @@ class Loader:
             if h.out.value:  # nothing checks for a signal between the store and the call
                 _L.stoker_batch_release(h.out)
 
+    def _wait_next(self, core, h):
+        """stoker_loader_next in steps of _WAIT_STEP_MS while the batch is not ready, so that
+        a signal (KeyboardInterrupt, raised between two steps: nothing was consumed) or a
+        close() from another thread is acted on within a step, whatever the loader waits
+        for. A batch that is ready takes one call."""
+        while True:
+            rc = _L.stoker_loader_next_wait(core.handle, ctypes.byref(h.out), _WAIT_STEP_MS)
+            if rc != _ETIMEDOUT:
+                return rc
+            if core.stopping:
+                raise ValueError("the loader was closed while next() waited")
+
     def _next_locked(self, core):
         core.sweep()
         h = self._leftover(core)
@@ -852,12 +869,12 @@ class Loader:
             h.epoch, h.position = self._c_position(core)
             h.state = self._c_state_blob(core)
             core.pending = h  # from here the library's batch is kept, whatever happens
-            rc = _L.stoker_loader_next(core.handle, ctypes.byref(h.out))
+            rc = self._wait_next(core, h)
             if rc == _lib.E_STATE and core.outstanding:
                 # the next batch's slot is held (the ring rule); by unreachable objects alone?
                 gc.collect()
                 core.sweep()
-                rc = _L.stoker_loader_next(core.handle, ctypes.byref(h.out))
+                rc = self._wait_next(core, h)
                 if rc == _lib.E_STATE and core.outstanding:
                     core.pending = None
                     raise StateError(rc, _HOLD_RULE % self.depth)
@@ -1170,6 +1187,7 @@ class Loader:
             core.close()
             return
         gc.collect() if core.outstanding else None
+        core.stopping = True  # a next() waiting in another thread gives up within a step
         with core.calls:  # a call in progress in another thread ends first
             core.sweep()
             core.close()

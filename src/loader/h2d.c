@@ -462,7 +462,7 @@ static int copy_batch(stoker__h2d *g, uint64_t seq, stoker__dbuf *d)
 {
     copy_job job = {g, d, 0, 0, 0};
     stoker__slot *s = NULL;
-    const int rc = stoker__ring_take(g->ring, seq, &g->halt, false,
+    const int rc = stoker__ring_take(g->ring, seq, &g->halt, false, 0,
                                      g->stream_pieces ? stream_pieces : NULL, &job, &s, NULL, NULL);
     if (rc == 1) {
         if (job.sent > 0) /* pieces queued from a slot this thread never took */
@@ -568,8 +568,8 @@ void stoker__h2d_resume(stoker__h2d *g)
 
 /* ---- the consumer's side ---- */
 
-int stoker__h2d_next(stoker__h2d *g, uint64_t seq, stoker_batch **out, double *waited,
-                     uint64_t *queued, stoker__err *err)
+int stoker__h2d_next(stoker__h2d *g, uint64_t seq, double until, stoker_batch **out,
+                     double *waited, uint64_t *queued, stoker__err *err)
 {
     stoker__dbuf *d = &g->bufs[seq % g->nbuf];
     *waited = 0;
@@ -583,8 +583,14 @@ int stoker__h2d_next(stoker__h2d *g, uint64_t seq, stoker_batch **out, double *w
     }
     if (g->issued <= seq) {
         const double t0 = stoker__now();
-        while (g->issued <= seq)
+        while (g->issued <= seq) {
+            if (until > 0 && stoker__now() >= until) {
+                *waited = stoker__now() - t0;
+                pthread_mutex_unlock(&g->mu);
+                return -ETIMEDOUT;
+            }
             stoker__timed_wait(&g->cv, &g->mu);
+        }
         *waited = stoker__now() - t0;
     }
     const int rc = d->err.code;

@@ -52,10 +52,11 @@ void stoker__h2d_resume(stoker__h2d *g);
 
 /* Device batch seq once its copy was issued: 0 with *out; a failed batch's code (consumed,
  * message in err); STOKER_E_STATE (nothing consumed) when its device buffer still holds a
- * batch not released. *waited: seconds waited; *queued: batches copied and not yet handed
- * out. Consumer thread. */
-int stoker__h2d_next(stoker__h2d *g, uint64_t seq, stoker_batch **out, double *waited,
-                     uint64_t *queued, stoker__err *err);
+ * batch not released; -ETIMEDOUT (nothing consumed) when `until` (stoker__now()'s clock;
+ * 0: no limit) passed first. *waited: seconds waited; *queued: batches copied and not yet
+ * handed out. Consumer thread. */
+int stoker__h2d_next(stoker__h2d *g, uint64_t seq, double until, stoker_batch **out,
+                     double *waited, uint64_t *queued, stoker__err *err);
 /* Gives a device batch back; with `record`, after the work queued on `stream`. Any thread:
  * a CUDA failure goes to the log, never to a loader's message. STOKER_E_STATE when it was
  * not out, STOKER_E_CUDA. */

@@ -193,18 +193,25 @@ static void tell_split(stoker_loader *l, const stoker_batch *b, double waited, u
 }
 
 /* A host batch from the ring. A failed batch is given back at once: it counts as consumed. */
-static int next_host(stoker_loader *l, stoker_batch **out)
+static int next_host(stoker_loader *l, double until, stoker_batch **out)
 {
     stoker__slot *s = NULL;
     double waited = 0;
     int ready = 0;
-    const int rc = stoker__ring_take(&l->ring, l->cons_seq, NULL, true, NULL, NULL, &s, &waited,
-                                     &ready);
+    const double t0 = stoker__now();
+    const int rc = stoker__ring_take(&l->ring, l->cons_seq, NULL, true, until, NULL, NULL, &s,
+                                     &waited, &ready);
     if (rc == STOKER_E_STATE)
         return stoker__fail(&l->err, STOKER_E_STATE,
                             "the batch handed out %u batches before this one is still held: "
                             "release it first (the %u slots form a ring)",
                             l->plan.depth, l->plan.depth);
+    if (rc == 2) {
+        l->wait_carry += stoker__now() - t0;
+        return -ETIMEDOUT;
+    }
+    waited += l->wait_carry;
+    l->wait_carry = 0;
     l->cons_seq++;
     l->cons_pos++;
     const int failed = stoker__ring_failed(s);
@@ -223,13 +230,19 @@ static int next_host(stoker_loader *l, stoker_batch **out)
 }
 
 /* A device batch from the H2D stage. */
-static int next_device(stoker_loader *l, stoker_batch **out)
+static int next_device(stoker_loader *l, double until, stoker_batch **out)
 {
     double waited = 0;
     uint64_t queued = 0;
-    const int rc = stoker__h2d_next(l->h2d, l->cons_seq, out, &waited, &queued, &l->err);
+    const int rc = stoker__h2d_next(l->h2d, l->cons_seq, until, out, &waited, &queued, &l->err);
     if (rc == STOKER_E_STATE)
         return rc;
+    if (rc == -ETIMEDOUT) {
+        l->wait_carry += waited;
+        return rc;
+    }
+    waited += l->wait_carry;
+    l->wait_carry = 0;
     l->cons_seq++;
     l->cons_pos++;
     if (rc < 0)
@@ -241,7 +254,7 @@ static int next_device(stoker_loader *l, stoker_batch **out)
     return 0;
 }
 
-static int next(stoker_loader *l, stoker_batch **out)
+static int next(stoker_loader *l, double until, stoker_batch **out)
 {
     STOKER_RETURN_IF(!l->running, &l->err, STOKER_E_STATE,
                      "the loader was not created successfully");
@@ -250,10 +263,10 @@ static int next(stoker_loader *l, stoker_batch **out)
         l->cons_epoch++;
         return STOKER_END;
     }
-    return l->h2d ? next_device(l, out) : next_host(l, out);
+    return l->h2d ? next_device(l, until, out) : next_host(l, until, out);
 }
 
-int stoker_loader_next(stoker_loader *l, stoker_batch **out)
+static int next_within(stoker_loader *l, stoker_batch **out, double until)
 {
     if (!l || !out)
         return STOKER_E_INVALID;
@@ -261,9 +274,23 @@ int stoker_loader_next(stoker_loader *l, stoker_batch **out)
     if (!consumer_enter(l))
         return STOKER_E_STATE;
     stoker__nvtx_push(STOKER__NVTX_NEXT);
-    const int rc = next(l, out);
+    const int rc = next(l, until, out);
     stoker__nvtx_pop();
     return consumer_leave(l, rc);
+}
+
+int stoker_loader_next(stoker_loader *l, stoker_batch **out)
+{
+    return next_within(l, out, 0);
+}
+
+int stoker_loader_next_wait(stoker_loader *l, stoker_batch **out, int64_t timeout_ms)
+{
+    if (timeout_ms < 0)
+        return next_within(l, out, 0);
+    /* 0 still takes a batch that is ready: the deadline is checked only while waiting */
+    const double until = stoker__now() + (double)timeout_ms / 1000.0;
+    return next_within(l, out, until > 0 ? until : 1e-9);
 }
 
 int stoker_batch_release(stoker_batch *b)
@@ -318,6 +345,7 @@ static void restart(stoker_loader *l, const stoker__sampler *smp, uint64_t epoch
     l->cons_epoch = epoch;
     l->cons_pos = pos;
     l->cons_seq = 0;
+    l->wait_carry = 0;
     stoker__pool_resume(&l->pool, epoch, pos);
     if (l->h2d)
         stoker__h2d_resume(l->h2d);

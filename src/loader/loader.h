@@ -50,6 +50,8 @@ struct stoker_loader {
 
     /* the consumer thread's position */
     uint64_t cons_seq, cons_epoch, cons_pos;
+    double wait_carry; /* seconds the consumer waited for batch cons_seq in calls that timed
+                          out (stoker_loader_next_wait): counted with its delivery */
     atomic_int outstanding; /* batches handed out and not released */
 
     /* delivery counters: relaxed atomics, written by the consumer, read by stats anywhere */

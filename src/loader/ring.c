@@ -225,8 +225,8 @@ void stoker__ring_publish(stoker__ring *r, stoker__slot *s)
 /* ---- takers ---- */
 
 int stoker__ring_take(stoker__ring *r, uint64_t seq, const atomic_bool *halt, bool held_fails,
-                      bool (*progress)(void *ctx, stoker__slot *s), void *ctx, stoker__slot **out,
-                      double *waited, int *found)
+                      double until, bool (*progress)(void *ctx, stoker__slot *s), void *ctx,
+                      stoker__slot **out, double *waited, int *found)
 {
     stoker__slot *s = stoker__ring_slot(r, seq);
     const double t0 = stoker__now();
@@ -241,6 +241,10 @@ int stoker__ring_take(stoker__ring *r, uint64_t seq, const atomic_bool *halt, bo
         if (halted(halt)) {
             pthread_mutex_unlock(&s->mu);
             return 1;
+        }
+        if (until > 0 && stoker__now() >= until) {
+            pthread_mutex_unlock(&s->mu);
+            return 2;
         }
         if (progress && s->seq == seq && s->state == SLOT_PREPARED && s->err_code == 0) {
             /* PREPARED for seq stays so until this taker takes it: the layout is stable */

@@ -126,13 +126,14 @@ void stoker__ring_publish(stoker__ring *r, stoker__slot *s);
  * stoker__ring_failed and gives the slot back when done. While the batch is still being
  * made, progress(ctx, slot) (when not NULL) is called without the mutex, to copy finished
  * pieces (piece_ok); it returns true when it moved on. Returns 0 with *out, 1 when `halt`
- * was set, STOKER_E_STATE (nothing taken) when `held_fails` and the slot still holds batch
+ * was set, 2 (nothing taken) when `until` (stoker__now()'s clock; 0: no limit) passed first,
+ * STOKER_E_STATE (nothing taken) when `held_fails` and the slot still holds batch
  * seq - depth, taken and not given back. *waited: seconds spent waiting for the batch (0
  * when it was READY at the call, the slot lock's cost aside); *found: batches
  * READY and not taken at that moment, this one included (occupancy). Either may be NULL. */
 int stoker__ring_take(stoker__ring *r, uint64_t seq, const atomic_bool *halt, bool held_fails,
-                      bool (*progress)(void *ctx, stoker__slot *s), void *ctx, stoker__slot **out,
-                      double *waited, int *found);
+                      double until, bool (*progress)(void *ctx, stoker__slot *s), void *ctx,
+                      stoker__slot **out, double *waited, int *found);
 /* Gives a taken slot back for batch seq + depth. STOKER_E_STATE when it was not taken. Any
  * thread (CUDA's callback thread too: no CUDA call, no lock but the slot's). */
 int stoker__ring_give_back(stoker__ring *r, stoker__slot *s);

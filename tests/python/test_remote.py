@@ -536,3 +536,69 @@ def test_a_head_without_content_length_says_the_length_is_missing(served, tmp_pa
     msg = str(e.value)
     assert "manifest.stk" in msg and "Content-Length" in msg, msg
     assert "18446744073709551615" not in msg, msg
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def test_close_and_a_signal_end_a_remote_wait_within_a_second(served, tmp_path):
+    """A server that starts to trickle (headers, then 2.5 bytes/s) once the loader is open,
+    with long deadlines: next() comes to wait for a block. A signal (its handler raising, as
+    Ctrl-C's does) ends that wait within a second, and so does close() from another thread;
+    close() itself returns within a second, the transfers still trickling (docs/REMOTE.md,
+    "Deadlines")."""
+    import signal
+    import threading
+    slow = opts(tmp_path, fetch_timeout_ms=60000, fetch_retry_ms=60000)
+
+    def consume(loader, out):
+        """Takes batches until one does not come: what ended the wait, and when."""
+        try:
+            for _ in loader:
+                pass
+            out["end"] = "epoch"
+        except (_Interrupted, ValueError) as e:
+            out["end"] = e
+        out["t"] = time.monotonic()
+
+    with range_server.start(served) as srv:
+        # a signal: its handler runs between the binding's steps of waiting
+        loader = stoker.Loader(srv.url + "/raw", 32, device="cpu", threads=2, **slow)
+        srv.set_faults(["trickle:rate=2.5,path=/raw/shard-*"])
+        sent = {}
+
+        def interrupt():
+            sent["t"] = time.monotonic()
+            os.kill(os.getpid(), signal.SIGINT)
+        old = signal.signal(signal.SIGINT, lambda *a: (_ for _ in ()).throw(_Interrupted()))
+        out = {}
+        try:
+            timer = threading.Timer(2.0, interrupt)
+            timer.start()
+            consume(loader, out)
+            timer.join()
+        finally:
+            signal.signal(signal.SIGINT, old)
+        assert isinstance(out["end"], _Interrupted), out
+        assert out["t"] - sent["t"] < 1.0, out["t"] - sent["t"]
+        t1 = time.monotonic()
+        loader.close()
+        assert time.monotonic() - t1 < 1.0, time.monotonic() - t1
+        # close() from another thread while next() waits
+        srv.set_faults([])
+        loader = stoker.Loader(srv.url + "/raw", 32, device="cpu", threads=2,
+                               **opts(tmp_path / "2", fetch_timeout_ms=60000,
+                                      fetch_retry_ms=60000))
+        srv.set_faults(["trickle:rate=2.5,path=/raw/shard-*"])
+        out = {}
+        th = threading.Thread(target=consume, args=(loader, out), daemon=True)
+        th.start()
+        time.sleep(2.0)
+        t2 = time.monotonic()
+        loader.close()
+        closed = time.monotonic()
+        th.join(10)
+        assert closed - t2 < 1.0, closed - t2
+        assert "closed" in str(out.get("end")), out
+        assert out["t"] - t2 < 1.0, out["t"] - t2
