@@ -67,6 +67,8 @@ STOKER_API const char *stoker_version_string(void);
 typedef enum stoker_status {
     STOKER_OK = 0,
     STOKER_END = 1,                /* stoker_loader_next: the epoch has no more batches */
+    STOKER_AGAIN = 2,              /* stoker_loader_next_wait: not ready in time, nothing
+                                      consumed */
     STOKER_E_INVALID = -10001,     /* an argument or option is invalid for this call */
     STOKER_E_FORMAT = -10002,      /* a file is not in the expected format / version */
     STOKER_E_CORRUPT = -10003,     /* data failed a check (CRC, decode, size, ...) */
@@ -682,12 +684,13 @@ STOKER_API int stoker_loader_position(const stoker_loader *l, int64_t *epoch, in
 STOKER_API int stoker_loader_next(stoker_loader *l, stoker_batch **out);
 
 /* stoker_loader_next waiting at most `timeout_ms` for the batch (< 0: as long as it takes,
- * as stoker_loader_next; 0: only a batch that is ready): -ETIMEDOUT, with nothing consumed
- * and *out NULL, when it is not ready by then, and the next call waits for the same batch
- * (the time waited counts in the stats once it is delivered). A binding calls it in short
- * steps, so that a signal or a close from another thread is acted on while the loader
- * waits (for a remote block, say). Same thread rule and other returns as
- * stoker_loader_next. */
+ * as stoker_loader_next; 0: only a batch that is ready): STOKER_AGAIN, with nothing
+ * consumed and *out NULL, when it is not ready by then; the next call waits for the same
+ * batch (the time waited counts in the stats once it is delivered). A batch that failed
+ * (with -ETIMEDOUT from a remote read, say) is consumed and returns its error, as with
+ * stoker_loader_next. A binding calls it in short steps, so that a signal or a close from
+ * another thread is acted on while the loader waits (for a remote block, say). Same thread
+ * rule and other returns as stoker_loader_next. */
 STOKER_API int stoker_loader_next_wait(stoker_loader *l, stoker_batch **out, int64_t timeout_ms);
 
 /* Gives a batch's slot back to the loader, which may then refill it. Any thread. Returns

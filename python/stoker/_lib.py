@@ -426,6 +426,7 @@ OPTIONS = {name: Option(name, value) for name, value in OPTION.values.items()}
 
 # The statuses the binding tests for by value.
 END = STATUS["end"]
+AGAIN = STATUS["again"]
 E_INVALID = STATUS["invalid"]
 E_LIMIT = STATUS["limit"]
 E_UNSUPPORTED = STATUS["unsupported"]

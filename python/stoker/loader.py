@@ -12,7 +12,6 @@ recent batches (a ``for`` loop's variable is one of them) and copy what you keep
 """
 import contextlib
 import ctypes
-import errno
 import gc
 import json
 import os
@@ -36,7 +35,7 @@ _L = _lib.lib
 WINDOW_SECONDS = 10.0
 # next() waits for a batch in steps this long, acting on signals and close() between them
 _WAIT_STEP_MS = 100
-_ETIMEDOUT = -errno.ETIMEDOUT
+
 
 _torch_profiler = None  # (torch.autograd._profiler_enabled, record_function) once torch is seen
 
@@ -848,7 +847,7 @@ class Loader:
         for. A batch that is ready takes one call."""
         while True:
             rc = _L.stoker_loader_next_wait(core.handle, ctypes.byref(h.out), _WAIT_STEP_MS)
-            if rc != _ETIMEDOUT:
+            if rc != _lib.AGAIN:
                 return rc
             if core.stopping:
                 raise ValueError("the loader was closed while next() waited")

@@ -22,6 +22,7 @@ typedef struct name_table {
 
 static const name_table TABLES[] = {
     ENTRY(STOKER_ENUM_STATUS, {STOKER_OK, "ok", NULL}, {STOKER_END, "end", NULL},
+          {STOKER_AGAIN, "again", NULL},
           {STOKER_E_INVALID, "invalid", NULL}, {STOKER_E_FORMAT, "format", NULL},
           {STOKER_E_CORRUPT, "corrupt", NULL}, {STOKER_E_LIMIT, "limit", NULL},
           {STOKER_E_CUDA, "cuda", NULL}, {STOKER_E_UNSUPPORTED, "unsupported", NULL},

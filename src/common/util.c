@@ -32,6 +32,7 @@ const char *stoker_strerror(int code)
     switch (code) {
     case STOKER_OK: return "success";
     case STOKER_END: return "end of epoch";
+    case STOKER_AGAIN: return "not ready yet";
     case STOKER_E_INVALID: return "invalid argument or option";
     case STOKER_E_FORMAT: return "not in the expected format";
     case STOKER_E_CORRUPT: return "corrupt data";

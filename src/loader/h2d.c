@@ -2,8 +2,8 @@
  * own stream. Issuing a copy costs the caller time that grows with its size, so it is kept
  * off the consumer; pieces are copied while the batch is still being made, which also lets
  * the DMA read bytes just written, possibly still in the CPU's last-level cache (both
- * measured in docs/BENCHMARKS.md, "Why the defaults are what they are"). Host functions run on a second stream that
- * waits on each copy's event: on the copy stream, waking CUDA's callback thread after every
+ * measured in docs/BENCHMARKS.md, "Why the defaults are what they are"). Host functions
+ * run on a second stream that waits on each copy's event: on the copy stream, waking CUDA's callback thread after every
  * copy would hold back the copy queued behind it. Ids, labels and offsets are copied into
  * the device batch's own host arrays, since the slot is refilled once its copy is done. */
 #include "loader/h2d.h"
@@ -587,7 +587,7 @@ int stoker__h2d_next(stoker__h2d *g, uint64_t seq, double until, stoker_batch **
             if (until > 0 && stoker__now() >= until) {
                 *waited = stoker__now() - t0;
                 pthread_mutex_unlock(&g->mu);
-                return -ETIMEDOUT;
+                return STOKER_AGAIN;
             }
             stoker__timed_wait(&g->cv, &g->mu);
         }

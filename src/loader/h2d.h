@@ -52,7 +52,7 @@ void stoker__h2d_resume(stoker__h2d *g);
 
 /* Device batch seq once its copy was issued: 0 with *out; a failed batch's code (consumed,
  * message in err); STOKER_E_STATE (nothing consumed) when its device buffer still holds a
- * batch not released; -ETIMEDOUT (nothing consumed) when `until` (stoker__now()'s clock;
+ * batch not released; STOKER_AGAIN (nothing consumed) when `until` (stoker__now()'s clock;
  * 0: no limit) passed first. *waited: seconds waited; *queued: batches copied and not yet
  * handed out. Consumer thread. */
 int stoker__h2d_next(stoker__h2d *g, uint64_t seq, double until, stoker_batch **out,

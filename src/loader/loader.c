@@ -208,7 +208,7 @@ static int next_host(stoker_loader *l, double until, stoker_batch **out)
                             l->plan.depth, l->plan.depth);
     if (rc == 2) {
         l->wait_carry += stoker__now() - t0;
-        return -ETIMEDOUT;
+        return STOKER_AGAIN;
     }
     waited += l->wait_carry;
     l->wait_carry = 0;
@@ -237,7 +237,7 @@ static int next_device(stoker_loader *l, double until, stoker_batch **out)
     const int rc = stoker__h2d_next(l->h2d, l->cons_seq, until, out, &waited, &queued, &l->err);
     if (rc == STOKER_E_STATE)
         return rc;
-    if (rc == -ETIMEDOUT) {
+    if (rc == STOKER_AGAIN) {
         l->wait_carry += waited;
         return rc;
     }

@@ -127,6 +127,7 @@ static void prepare(void *ctx, stoker__slot *s, uint64_t seq)
     if (rc < 0) {
         s->err_code = rc;
         memcpy(s->err_msg, w->err.msg, sizeof s->err_msg);
+        atomic_store_explicit(&s->failed, 1, memory_order_release);
     }
 }
 
@@ -324,11 +325,16 @@ static void check_read(stoker__pool *p, stoker__worker *w, stoker__slot *s,
  * and assembles it here, synchronously; then the usual check and process step. */
 static void fetch_record(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint32_t j)
 {
+    /* A batch fails as a whole: once one of its records failed for good, fetching the
+     * others (a remote one may wait out its block's retries) would only delay the error */
+    if (stoker__ring_failing(s))
+        return;
     const stoker__recloc *loc = &s->locs[j];
     const char *shard = stoker__dataset_shard_path(p->ds, loc->shard);
     uint8_t *dst = p->plan->staged ? NULL : s->batch.data + s->batch.offsets[j];
     const uint8_t *src = NULL;
-    const int rc = stoker__dataset_fetch(p->ds, s->batch.ids[j], loc, dst, &src, &w->err);
+    const int rc =
+        stoker__dataset_fetch(p->ds, s->batch.ids[j], loc, dst, &src, &s->failed, &w->err);
     if (rc < 0) {
         record_failed(p, w, s, j, rc);
         return;

@@ -163,6 +163,7 @@ int stoker__ring_claim(stoker__ring *r, uint64_t seq, const atomic_bool *halt,
                 atomic_store_explicit(&s->piece_ok[p], 0, memory_order_relaxed);
             s->repaired = false;
             s->err_code = 0;
+            atomic_store_explicit(&s->failed, 0, memory_order_relaxed);
             s->err_msg[0] = '\0';
             prepare(ctx, s, seq);
             atomic_store_explicit(&s->pending, r->pieces, memory_order_relaxed);
@@ -181,6 +182,7 @@ void stoker__ring_fail(stoker__slot *s, const stoker__err *e)
     if (s->err_code == 0) {
         s->err_code = e->code;
         memcpy(s->err_msg, e->msg, sizeof s->err_msg);
+        atomic_store_explicit(&s->failed, 1, memory_order_release);
     }
     pthread_mutex_unlock(&s->mu);
 }
@@ -297,6 +299,7 @@ void stoker__ring_reset(stoker__ring *r)
         s->seq = i;
         s->state = SLOT_FREE;
         s->err_code = 0;
+        atomic_store(&s->failed, 0);
         atomic_store(&s->pending, 0);
         pthread_mutex_unlock(&s->mu);
     }

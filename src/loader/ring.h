@@ -55,6 +55,8 @@ typedef struct stoker__slot {
     size_t cap;             /* bytes of batch.data */
     bool pinned;            /* batch.data came from the pinned allocator */
     int err_code;           /* first failure of this batch, under mu */
+    atomic_int failed;      /* err_code != 0, read without mu: a worker, or a source waiting
+                               for the network, gives up on a batch that already failed */
     char err_msg[STOKER_ERRMSG_CAP];
 } stoker__slot;
 
@@ -111,6 +113,12 @@ int stoker__ring_claim(stoker__ring *r, uint64_t seq, const atomic_bool *halt,
 void stoker__ring_fail(stoker__slot *s, const stoker__err *e);
 /* The batch's failure code (0: none yet). */
 int stoker__ring_failed(stoker__slot *s);
+/* Whether the batch failed, without the mutex: a flag that turns true once and stays so
+ * until the slot takes another batch (ring_fail stores it with release). */
+static inline bool stoker__ring_failing(const stoker__slot *s)
+{
+    return atomic_load_explicit(&s->failed, memory_order_acquire) != 0;
+}
 /* Makes the slot hold at least `size` bytes (contents are not kept). Only while the caller
  * owns the slot's contents (prepare, or the last piece). */
 int stoker__ring_reserve(stoker__ring *r, stoker__slot *s, size_t size);

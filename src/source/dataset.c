@@ -231,7 +231,7 @@ int stoker_dataset_read(stoker_dataset *ds, int64_t id, void *buf, size_t cap, s
     if (loc.fetch) {
         stoker__err err = {0};
         const uint8_t *got = NULL;
-        const int frc = stoker__dataset_fetch(ds, id, &loc, buf, &got, &err);
+        const int frc = stoker__dataset_fetch(ds, id, &loc, buf, &got, NULL, &err);
         if (frc < 0)
             return stoker__dataset_fail(ds, frc, "%s", err.msg);
     } else {
@@ -274,12 +274,12 @@ int stoker__dataset_direct_fd(stoker_dataset *ds, int32_t shard)
 }
 
 int stoker__dataset_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, uint8_t *dst,
-                          const uint8_t **out, stoker__err *err)
+                          const uint8_t **out, const atomic_int *cancel, stoker__err *err)
 {
     STOKER_RETURN_IF(!ds->ops->fetch, err, STOKER_E_INVALID,
                      "%s: record %lld: this source has no fetched records", ds->path,
                      (long long)id);
-    return ds->ops->fetch(ds, id, loc, dst, out, err);
+    return ds->ops->fetch(ds, id, loc, dst, out, cancel, err);
 }
 
 int stoker__dataset_fetch_plan(stoker_dataset *ds, int64_t id, const stoker__recloc *loc,

@@ -9,6 +9,8 @@
 
 #include "common/common.h"
 
+#include <stdatomic.h>
+
 typedef struct stoker__recloc {
     int fd;          /* buffered read-only descriptor of the file holding the record */
     int32_t shard;   /* shard number (file index within the data set) */
@@ -43,9 +45,11 @@ int stoker__dataset_direct_fd(stoker_dataset *ds, int32_t shard);
 /* Reads a record whose location has `fetch` set: the source assembles its loc->length
  * bytes into `dst` or, when dst is NULL, into a buffer of the calling thread (valid until
  * its next fetch) with a small per-thread cache of decoded chunks. *out points at the
- * bytes. Thread-safe; `err` receives the message of a failure. */
+ * bytes. `cancel` (may be NULL): once it reads non-zero, a fetch waiting on anything but
+ * local I/O (a remote block) gives up with STOKER_E_CANCELED (the caller's batch failed).
+ * Thread-safe; `err` receives the message of a failure. */
 int stoker__dataset_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, uint8_t *dst,
-                          const uint8_t **out, stoker__err *err);
+                          const uint8_t **out, const atomic_int *cancel, stoker__err *err);
 
 /* Fetched records through the caller's own reader (chunked HDF5): before fetching a batch
  * piece's records, a worker asks the source, record by record, for the reads they still

@@ -996,13 +996,21 @@ static uint64_t h5_block_records(const stoker_dataset *ds)
     return h->mode == H5M_CHUNKS && !h->offs ? h->cdims[0] : 0;
 }
 
+/* The source's fetch: HDF5 reads wait on local I/O only, so nothing cancels them. */
+static int h5_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, uint8_t *dst,
+                    const uint8_t **out, const atomic_int *cancel, stoker__err *err)
+{
+    (void)cancel;
+    return stoker__h5_fetch(ds, id, loc, dst, out, err);
+}
+
 static const stoker__source_ops H5_OPS = {
     .name = "hdf5",
     .locate = h5_locate,
     .file_path = h5_file_path,
     .close = h5_close,
     .advise = h5_advise,
-    .fetch = stoker__h5_fetch,
+    .fetch = h5_fetch,
     .plan = stoker__h5_plan,
     .landed = stoker__h5_landed,
     .block_records = h5_block_records,

@@ -483,7 +483,8 @@ static int remote_locate(const stoker_dataset *ds, int64_t id, stoker__recloc *l
 }
 
 /* Waits until block b of shard i is ready and holds it for a read (users + 1). */
-static int hold_block(remote *r, int32_t i, uint64_t b, stoker__err *err)
+static int hold_block(remote *r, int32_t i, uint64_t b, const atomic_int *cancel,
+                      stoker__err *err)
 {
     rblock *k = &r->shards[i].blocks[b];
     k->users++; /* a ready block: held without mu (try_unpin) */
@@ -501,6 +502,13 @@ static int hold_block(remote *r, int32_t i, uint64_t b, stoker__err *err)
                          (unsigned long long)(b * r->block_size),
                          (unsigned long long)(b * r->block_size +
                                               block_bytes(r, &r->shards[i], b) - 1));
+            pthread_mutex_unlock(&r->mu);
+            return STOKER_E_CANCELED;
+        }
+        if (cancel && atomic_load_explicit(cancel, memory_order_acquire)) {
+            /* the caller's batch failed: its error is already said; the block goes on */
+            stoker__fail(err, STOKER_E_CANCELED, "%s: block %llu: the batch already failed",
+                         r->shards[i].url, (unsigned long long)b);
             pthread_mutex_unlock(&r->mu);
             return STOKER_E_CANCELED;
         }
@@ -590,7 +598,7 @@ static uint8_t *thread_buffer(size_t n)
 }
 
 static int remote_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, uint8_t *dst,
-                        const uint8_t **out, stoker__err *err)
+                        const uint8_t **out, const atomic_int *cancel, stoker__err *err)
 {
     remote *r = ds->state;
     const int32_t i = loc->shard;
@@ -604,7 +612,7 @@ static int remote_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *lo
     while (left > 0) {
         const uint64_t b = at / r->block_size, in = at - b * r->block_size;
         const uint64_t n = r->block_size - in < left ? r->block_size - in : left;
-        int rc = hold_block(r, i, b, err);
+        int rc = hold_block(r, i, b, cancel, err);
         if (rc < 0) {
             char was[STOKER_ERRMSG_CAP];
             snprintf(was, sizeof was, "%s", err->msg);
@@ -1103,7 +1111,7 @@ static int remote_verify(stoker_dataset *ds, const stoker_config *cfg, stoker_ve
             stoker__err err = {0};
             const uint64_t n = block_bytes(r, sh, b), at = b * r->block_size;
             uint8_t *buf = thread_buffer((size_t)n);
-            int brc = buf ? hold_block(r, i, b, &err)
+            int brc = buf ? hold_block(r, i, b, NULL, &err)
                           : stoker__fail(&err, -ENOMEM, "%s: out of memory", sh->url);
             if (brc == 0) {
                 brc = stoker__pread_full(sh->blocks[b].fd, buf, (size_t)n, 0);

@@ -40,7 +40,7 @@ typedef struct stoker__source_ops {
     void (*advise)(const stoker_dataset *ds, int advice);
     /* Records located with `fetch` set (dataset.h). NULL: every record is one extent */
     int (*fetch)(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, uint8_t *dst,
-                 const uint8_t **out, stoker__err *err);
+                 const uint8_t **out, const atomic_int *cancel, stoker__err *err);
     /* Fetched records through the worker's reader (dataset.h). NULL: fetched directly */
     int (*plan)(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, uint64_t round,
                 stoker__fetch_read *out, uint32_t cap, uint32_t *n);
