@@ -1,6 +1,6 @@
 /* The remote source's block cache (src/remote/cache.c): blocks fetched once and read back,
  * the byte limit held by evicting the least recently used blocks, pins (in this process and
- * in others) never evicted, STOKER_E_LIMIT when pins alone fill the limit, one fetch per
+ * in others) never evicted, a commit waiting when pins alone fill the limit, one fetch per
  * block among processes and threads, a fetcher killed mid-block, files the cache did not
  * write left alone, the directory rules (CACHEDIR.TAG, the default directory), and a new
  * validator naming a new object. */
@@ -380,8 +380,9 @@ static void test_limit_lru(void)
     stoker__cache_close(c);
 }
 
-/* Pins of this process survive eviction; pins alone filling the limit refuse a commit with
- * STOKER_E_LIMIT, publishing nothing, and the block can be fetched again. */
+/* Pins of this process survive eviction; pins alone filling the limit make a commit wait
+ * (STOKER__BLOCK_WAIT), publishing nothing and keeping the fetch, which commits once a pin
+ * is released. */
 static void test_pinned_here(void)
 {
     char *dir = scratch("pinned");
@@ -408,19 +409,24 @@ static void test_pinned_here(void)
     int tmp = -1, fd = -1;
     T_EQ_RC(stoker__cache_acquire(o, 20, &tmp, &err), STOKER__BLOCK_FETCH);
     write_block(o, tmp, 20, 5);
-    T_EQ_RC(stoker__cache_commit(o, 20, tmp, &fd, &err), STOKER_E_LIMIT);
+    T_EQ_RC(stoker__cache_commit(o, 20, tmp, &fd, &err), STOKER__BLOCK_WAIT);
     T_CONTAINS(err.msg, "limit 16384 bytes");
     T_CONTAINS(err.msg, "16384 of them in blocks that readers pin");
     T_ASSERT(fd < 0);
     T_ASSERT(!has_block(odir, 20));
-    T_EQ_INT(count_names(odir, ".tmp."), 0);
+    T_EQ_INT(count_names(odir, ".tmp."), 1); /* the fetch stays */
     T_EQ_INT(block_bytes(dir), limit);
     for (int i = 0; i < 3; i++)
         T_ASSERT(has_block(odir, (uint64_t)(9 + i)));
+    int again = -1;
+    T_EQ_RC(stoker__cache_acquire(o, 20, &again, &err), STOKER__BLOCK_BUSY);
 
-    /* one pin released: the block fits in its place */
+    /* one pin released: the waiting block commits in its place */
     stoker__cache_release(o, 9, pins[0]);
-    stoker__cache_release(o, 20, put(o, 20, 5));
+    T_EQ_RC(stoker__cache_commit(o, 20, tmp, &fd, &err), STOKER__BLOCK_READY);
+    check_fd(o, fd, 20, 5);
+    stoker__cache_release(o, 20, fd);
+    T_EQ_INT(count_names(odir, ".tmp."), 0);
     T_ASSERT(!has_block(odir, 9));
     T_ASSERT(has_block(odir, 0));
 

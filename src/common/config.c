@@ -159,7 +159,8 @@ static const opt_desc OPTS[] = {
     STRING(STOKER_OPT_S3_ENDPOINT, "s3_endpoint", D | L, 6, "",
            "an S3-compatible endpoint URL (path-style); default $AWS_ENDPOINT_URL, none"),
     INT(STOKER_OPT_CACHE_LIMIT, "cache_limit", D | L, 0, 0, INT64_MAX, 0,
-        "bytes the block cache may hold; 0 (default): a quarter of its file system"),
+        "bytes the block cache may hold; 0 (default): a quarter of its file system, at least "
+        "four times what is in flight, at most its free space and the cache's own blocks"),
     INT(STOKER_OPT_BLOCK_SIZE, "block_size", D | L, 16 * MiB, 4096, GiB, ZERO_IS_DEFAULT,
         "bytes per block fetched from a remote data set; default 16 MiB"),
     INT(STOKER_OPT_FETCH_WINDOW, "fetch_window", D | L, 512 * MiB, 4096, INT64_C(1) << 40,

@@ -34,6 +34,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #define TAG_NAME "CACHEDIR.TAG"
@@ -581,13 +582,56 @@ static int make_room(stoker__cache *c, uint64_t need, stoker__err *err)
         c->st.bytes = c->bytes;
     }
     if (rc == 0 && !fits(t.total, need, c->limit))
-        rc = stoker__fail(err, STOKER_E_LIMIT,
+        rc = stoker__fail(err, STOKER__BLOCK_WAIT,
                           "cache %s: limit %" PRIu64 " bytes, %" PRIu64
                           " of them in blocks that readers pin (this process or others); no "
                           "room for a block of %" PRIu64,
                           c->dir, c->limit, t.total, need);
     tree_free(&t);
     return rc;
+}
+
+uint64_t stoker__cache_free_bytes(const stoker__cache *c)
+{
+    struct statvfs v;
+    return fstatvfs(c->dirfd, &v) == 0 ? (uint64_t)v.f_bavail * v.f_frsize : 0;
+}
+
+uint64_t stoker__cache_reclaim(stoker__cache *c, uint64_t want)
+{
+    pthread_mutex_lock(&c->mu);
+    uint64_t got = stoker__cache_free_bytes(c);
+    tree t = {0};
+    stoker__err err = {0};
+    if (got < want && count_tree(c, &t, &err) == 0) {
+        qsort(t.v, t.nv, sizeof *t.v, victim_cmp);
+        int dfd = -1;
+        size_t dir = SIZE_MAX;
+        for (size_t i = 0; i < t.nv && got < want; i++) {
+            const victim *v = &t.v[i];
+            if (v->dir != dir) {
+                if (dfd >= 0)
+                    close(dfd);
+                dir = v->dir;
+                dfd = openat(c->dirfd, t.dirs[dir],
+                             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            }
+            const int r = dfd < 0 ? PINNED : evict(dfd, v);
+            if (r != PINNED)
+                t.total -= v->size;
+            if (r == EVICTED) {
+                c->st.evicted++;
+                got = stoker__cache_free_bytes(c);
+            }
+        }
+        if (dfd >= 0)
+            close(dfd);
+        c->bytes = c->st.bytes = t.total;
+        c->since_count = 0;
+    }
+    tree_free(&t);
+    pthread_mutex_unlock(&c->mu);
+    return got;
 }
 
 /* ---- opening ---- */
@@ -972,7 +1016,10 @@ static int commit_locked(held *h, int *fd, stoker__err *err)
     STOKER_FAIL_IF((uint64_t)st.st_size != need, err, STOKER_E_CORRUPT,
                    "cache %s/%s: block %" PRIu64 " of %s has %lld bytes written, not %" PRIu64,
                    c->dir, o->name, h->block, o->url, (long long)st.st_size, need);
-    STOKER_FORWARD(make_room(c, need, err));
+    rc = make_room(c, need, err);
+    if (rc == STOKER__BLOCK_WAIT)
+        return rc; /* the fetch stays: commit again once readers unpin */
+    STOKER_FORWARD(rc);
     pin = openat(o->dirfd, h->tmp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     STOKER_FAIL_IF(pin < 0 || flock(pin, LOCK_SH | LOCK_NB) != 0, err, -errno, "cache %s/%s/%s: %s",
                    c->dir, o->name, h->tmp, stoker_strerror(-errno));

@@ -17,7 +17,10 @@
  * under `limit`, and removes only files of the cache's own naming inside object
  * directories it created: nothing it did not write. Each handle counts the bytes itself
  * (cache.c, "Counting"), so with P processes sharing a cache the bytes may pass the limit
- * by about P * limit / 64 until a count. Internal to src/remote/. */
+ * by about P * limit / 64 until a count. A commit that finds the limit filled by pinned
+ * blocks waits (STOKER__BLOCK_WAIT) rather than fail, as those pins are let go over time;
+ * a write that finds the disk full may evict beyond the limit (stoker__cache_reclaim).
+ * Internal to src/remote/. */
 #ifndef STOKER_REMOTE_CACHE_H
 #define STOKER_REMOTE_CACHE_H
 
@@ -61,6 +64,8 @@ enum {
     STOKER__BLOCK_FETCH = 1, /* the caller fetches it: *fd is a fresh temporary file to
                                 write the block into at offset 0; then commit or abort */
     STOKER__BLOCK_BUSY = 2,  /* another process is fetching it now: ask again later */
+    STOKER__BLOCK_WAIT = 3,  /* commit: no room, as readers (of any process) pin the rest:
+                                the fetch stays as it was; commit again later, or abort */
 };
 /* Takes block `block` of o: READY, FETCH or BUSY as above, or a negative error (the
  * message in err): STOKER_E_INVALID (no such block), STOKER_E_CORRUPT (the block's file
@@ -70,8 +75,9 @@ enum {
 int stoker__cache_acquire(stoker__cache_obj *o, uint64_t block, int *fd, stoker__err *err);
 /* Publishes a block written to tmp_fd (FETCH) after checking its size: tmp_fd is closed and
  * *fd receives the block file, pinned as READY. Makes room first by evicting unpinned
- * blocks; STOKER_E_LIMIT when pinned blocks alone fill the limit (nothing is published).
- * Any failure gives the fetch up as abort does (tmp_fd closed, the temporary file removed,
+ * blocks; STOKER__BLOCK_WAIT when pinned blocks alone fill the limit: nothing is published
+ * nor given up (the fetch holds its temporary file and lock; commit again once readers of
+ * this process or others unpin, or abort). Any other failure gives the fetch up as abort does (tmp_fd closed, the temporary file removed,
  * the lock released; STOKER_E_CORRUPT for a size other than stoker__cache_block_bytes),
  * except STOKER_E_INVALID when this handle does not fetch `block` through tmp_fd: then
  * nothing is touched. */
@@ -83,6 +89,13 @@ void stoker__cache_abort(stoker__cache_obj *o, uint64_t block, int tmp_fd);
 /* Unpins a READY block (closes fd). A descriptor that is not this handle's pin of `block`
  * is left alone. */
 void stoker__cache_release(stoker__cache_obj *o, uint64_t block, int fd);
+
+/* Bytes free to unprivileged writers on the cache's file system (0 when unknown). */
+uint64_t stoker__cache_free_bytes(const stoker__cache *c);
+/* For a write that found the file system full (ENOSPC): evicts the least recently used
+ * blocks no reader pins, of any object, until `want` bytes are free there or none is left
+ * to evict, whatever the limit. Returns the bytes free then. */
+uint64_t stoker__cache_reclaim(stoker__cache *c, uint64_t want);
 
 typedef struct stoker__cache_stats {
     uint64_t hits;    /* acquires answered READY at once */

@@ -42,6 +42,8 @@
 #define OPEN_PARALLEL 64u /* requests queued at once while opening */
 #define FAIL_HOLD_NS 1000000000ull /* a failed block fails its readers this long */
 #define MAX_CLIENTS 16u   /* HTTP clients (a thread each) at most: fetch_clients' range */
+#define ROOM_WAIT_NS 60000000000ull /* a fetched block waits this long for room in the cache
+                                       while readers (of any process) pin the rest */
 
 /* B_DROPPING: being unpinned (try_unpin), seen only by readers without the lock */
 enum { B_NONE = 0, B_FETCHING, B_BUSY, B_READY, B_FAILED, B_DROPPING };
@@ -55,6 +57,7 @@ typedef struct rblock {
     int rc;          /* B_FAILED */
     uint64_t failed_at; /* when it failed: readers get the failure for FAIL_HOLD_NS, then
                            a reader asks again */
+    bool nospc_retried; /* fetched again once after the disk was full (fetched) */
     char *msg;
 } rblock;
 
@@ -77,6 +80,7 @@ typedef struct pending {
     int tmp_fd;
     char range_msg[64];
     uint64_t nvtx; /* the block's "fetch" range, from submit to fetched */
+    uint64_t room_by; /* waiting for room in the cache (r->waiting) until this time */
 } pending;
 
 typedef struct remote {
@@ -114,6 +118,10 @@ typedef struct remote {
     uint64_t busy_blocks;  /* blocks in B_BUSY (the read-ahead polls them) */
     struct { int32_t shard; uint64_t block; } *pinned;
     size_t npinned, cap_pinned;
+
+    uint64_t nospc_want;   /* bytes a full disk is freed to: what must be in flight */
+    pending **waiting;     /* fetched blocks waiting for room in the cache (mu) */
+    size_t nwaiting, cap_waiting;
 
     atomic_uint_fast64_t wait_ns;
     atomic_uint_fast64_t fetched; /* blocks this process fetched */
@@ -156,6 +164,21 @@ static void pin_list(remote *r, int32_t shard, uint64_t b)
 }
 
 static void fetched(stoker__http_req *req, void *ctx);
+
+/* Lists p among the fetched blocks waiting for room (mu held); false when out of memory. */
+static bool wait_add(remote *r, pending *p)
+{
+    if (r->nwaiting == r->cap_waiting) {
+        const size_t cap = r->cap_waiting ? r->cap_waiting * 2 : 16;
+        pending **w = stoker__realloc(r->waiting, cap * sizeof *w);
+        if (!w)
+            return false;
+        r->waiting = w;
+        r->cap_waiting = cap;
+    }
+    r->waiting[r->nwaiting++] = p;
+    return true;
+}
 
 /* Moves block b of shard i on from B_NONE or B_BUSY (mu held): to B_READY from the cache,
  * to B_FETCHING (*out: the request to submit once mu is released), B_BUSY, or B_FAILED. */
@@ -234,22 +257,116 @@ static void fetched(stoker__http_req *req, void *ctx)
         rc = stoker__cache_commit(sh->obj, p->block, p->tmp_fd, &fd, &err);
     else
         stoker__cache_abort(sh->obj, p->block, p->tmp_fd);
+    if (rc == STOKER__BLOCK_WAIT) { /* committed later by the read-ahead (commit_waiting) */
+        pthread_mutex_lock(&r->mu);
+        p->room_by = stoker__now_ns() + ROOM_WAIT_NS;
+        if (wait_add(r, p)) {
+            pthread_cond_broadcast(&r->cond);
+            pthread_mutex_unlock(&r->mu);
+            return;
+        }
+        pthread_mutex_unlock(&r->mu);
+        stoker__cache_abort(sh->obj, p->block, p->tmp_fd);
+        rc = -ENOMEM;
+        snprintf(err.msg, sizeof err.msg, "out of memory");
+    }
+    const bool full = rc == -ENOSPC || rc == -EDQUOT;
+    const uint64_t bytes = block_bytes(r, sh, p->block);
+    /* the disk is full: evict what no reader pins, then fetch the block once more */
+    const uint64_t avail = full ? stoker__cache_reclaim(r->cache, r->nospc_want) : 0;
+    pending *again = NULL;
     pthread_mutex_lock(&r->mu);
     rblock *k = &sh->blocks[p->block];
     if (rc == 0) {
         k->fd = fd;
         k->st = B_READY;
+        k->nospc_retried = false;
         pin_list(r, p->shard, p->block);
         atomic_fetch_add_explicit(&r->fetched, 1, memory_order_relaxed);
+    } else if (full && !k->nospc_retried && avail >= bytes && !r->stop) {
+        k->nospc_retried = true;
+        k->st = B_NONE;
+        r->pinned_bytes -= bytes;
+        start_block(r, p->shard, p->block, &again);
     } else {
         char msg[STOKER_ERRMSG_CAP];
-        snprintf(msg, sizeof msg, "%s", req->rc < 0 ? req->msg : err.msg);
+        if (full)
+            snprintf(msg, sizeof msg,
+                     "the block cache %s: its file system is full (%s): %llu bytes free after "
+                     "evicting every block no reader pins, and a block takes %llu: free space "
+                     "there, or give cache_dir on a larger disk or a smaller cache_limit",
+                     stoker__cache_dir(r->cache), stoker_strerror(rc),
+                     (unsigned long long)stoker__cache_free_bytes(r->cache),
+                     (unsigned long long)bytes);
+        else
+            snprintf(msg, sizeof msg, "%s", req->rc < 0 ? req->msg : err.msg);
         fail_block(k, rc, msg);
-        r->pinned_bytes -= block_bytes(r, sh, p->block);
+        r->pinned_bytes -= bytes;
     }
     pthread_cond_broadcast(&r->cond);
     pthread_mutex_unlock(&r->mu);
     stoker__free(p);
+    submit(r, again);
+}
+
+static bool try_unpin(remote *r, rshard *sh, uint64_t b);
+
+/* Commits the fetched blocks waiting for room, now that readers may have unpinned some
+ * (mu held); those past their ROOM_WAIT_NS, or all of them when the source stops, are given
+ * up and fail. */
+static void commit_waiting(remote *r)
+{
+    const uint64_t now = stoker__now_ns();
+    size_t kept = 0;
+    for (size_t i = 0; i < r->nwaiting; i++) {
+        pending *p = r->waiting[i];
+        rshard *sh = &r->shards[p->shard];
+        rblock *k = &sh->blocks[p->block];
+        stoker__err err = {0};
+        int fd = -1;
+        int rc = stoker__cache_commit(sh->obj, p->block, p->tmp_fd, &fd, &err);
+        if (rc == STOKER__BLOCK_WAIT && now < p->room_by && !r->stop) {
+            r->waiting[kept++] = p;
+            continue;
+        }
+        if (rc == 0) {
+            k->fd = fd;
+            k->st = B_READY;
+            pin_list(r, p->shard, p->block);
+            atomic_fetch_add_explicit(&r->fetched, 1, memory_order_relaxed);
+        } else {
+            char msg[STOKER_ERRMSG_CAP];
+            if (rc == STOKER__BLOCK_WAIT) {
+                stoker__cache_abort(sh->obj, p->block, p->tmp_fd);
+                snprintf(msg, sizeof msg, "%.300s; no room came within %llu s: give a larger "
+                         "cache_limit, or a smaller fetch_window to each process sharing the "
+                         "cache", err.msg, (unsigned long long)(ROOM_WAIT_NS / 1000000000ull));
+                rc = STOKER_E_LIMIT;
+            } else {
+                snprintf(msg, sizeof msg, "%s", err.msg);
+            }
+            fail_block(k, rc, msg);
+            r->pinned_bytes -= block_bytes(r, sh, p->block);
+        }
+        stoker__free(p);
+    }
+    if (kept != r->nwaiting)
+        pthread_cond_broadcast(&r->cond);
+    r->nwaiting = kept;
+    if (kept == 0)
+        return;
+    /* Still no room: pins of this process that no reader holds go (the blocks stay cached
+     * until evicted, and a reader pins them again), so that processes sharing the cache,
+     * each pinning blocks read ahead, never wait on each other's read-ahead. */
+    size_t left = 0;
+    for (size_t i = 0; i < r->npinned; i++) {
+        rshard *sh = &r->shards[r->pinned[i].shard];
+        const uint64_t b = r->pinned[i].block;
+        if (!sh->blocks[b].listed || try_unpin(r, sh, b))
+            continue;
+        r->pinned[left++] = r->pinned[i];
+    }
+    r->npinned = left;
 }
 
 static void unpin(remote *r, rshard *sh, uint64_t b)
@@ -304,6 +421,8 @@ static void unpin_passed(remote *r)
  * not yet read, whatever the window (mu held). */
 static bool window_room(const remote *r)
 {
+    if (r->nwaiting > 0) /* the cache is full of pins: the workers fetch what they read */
+        return false;
     return r->pinned_bytes < r->window || (r->scan <= r->done && r->pinned_bytes < r->now_max);
 }
 
@@ -403,6 +522,8 @@ static void *ahead_main(void *arg)
     stoker__thread_name("stoker-fetch");
     pthread_mutex_lock(&r->mu);
     while (!r->stop) {
+        if (r->nwaiting > 0)
+            commit_waiting(r);
         if (r->busy_blocks > 0)
             poll_busy(r);
         const int s = r->following && r->scan < r->done + LOOK ? scan_some(r) : SCAN_FULL;
@@ -678,6 +799,12 @@ static void remote_close(stoker_dataset *ds)
     }
     for (uint32_t c = 0; c < r->nhttp; c++)
         stoker__http_destroy(r->http[c]); /* every transfer's callback has run after this */
+    for (size_t i = 0; i < r->nwaiting; i++) {
+        pending *p = r->waiting[i];
+        stoker__cache_abort(r->shards[p->shard].obj, p->block, p->tmp_fd);
+        stoker__free(p);
+    }
+    stoker__free(r->waiting);
     for (int32_t i = 0; r->shards && i < r->n; i++) {
         rshard *sh = &r->shards[i];
         for (uint64_t b = 0; sh->blocks && b < sh->nblocks; b++) {
@@ -935,14 +1062,21 @@ static uint32_t clients(uint32_t transfers, uint32_t asked)
     return n < transfers ? n : transfers ? transfers : 1u;
 }
 
-/* The cache limit in effect: the option, else a quarter of the cache's file system. */
-static uint64_t default_limit(const char *dir, uint64_t floor)
+/* The default cache limit: a quarter of the cache's file system, at least `floor`, and no
+ * more than `room` (what the cache can take there: its free bytes and the cache's own). */
+static uint64_t default_limit(const char *dir, uint64_t floor, uint64_t room)
 {
     struct statvfs v;
     uint64_t limit = UINT64_C(64) << 30;
     if (dir && statvfs(dir, &v) == 0)
         limit = (uint64_t)v.f_blocks * v.f_frsize / 4;
-    return limit > floor ? limit : floor;
+    limit = limit > floor ? limit : floor;
+    return limit < room ? limit : room;
+}
+
+static double mib(uint64_t bytes)
+{
+    return (double)bytes / (1024.0 * 1024.0);
 }
 
 /* A string option: NULL when not given (the default is ""). */
@@ -1010,13 +1144,27 @@ static int remote_open(stoker_dataset *ds, const char *path, const stoker_config
     rc = stoker__cache_open(&r->cache, dir, asked ? asked : in_flight, &cerr);
     STOKER_RETURN_IF(rc < 0, &ds->err, rc, "%s: the block cache: %s", path, cerr.msg);
     if (!asked) { /* now that the directory exists, size the default on its file system */
-        const uint64_t limit = default_limit(stoker__cache_dir(r->cache), 4 * in_flight);
+        stoker__cache_stats cs;
+        stoker__cache_stats_get(r->cache, &cs);
+        const uint64_t avail = stoker__cache_free_bytes(r->cache);
+        const uint64_t limit =
+            default_limit(stoker__cache_dir(r->cache), 4 * in_flight, avail + cs.bytes);
+        STOKER_RETURN_IF(limit < in_flight, &ds->err, STOKER_E_LIMIT,
+                         "%s: the block cache %s: %.1f MiB needed for the blocks in flight "
+                         "(fetch_window %llu + 2 x fetch_transfers %lld x block_size %u bytes) "
+                         "but its file system has %.1f MiB free (and the cache holds %.1f MiB): "
+                         "give cache_dir on a larger disk or a smaller fetch_window or "
+                         "block_size",
+                         path, stoker__cache_dir(r->cache), mib(in_flight),
+                         (unsigned long long)r->window, (long long)transfers, r->block_size,
+                         mib(avail), mib(cs.bytes));
         stoker__cache_close(r->cache);
         r->cache = NULL;
         rc = stoker__cache_open(&r->cache, dir, limit, &cerr);
         STOKER_RETURN_IF(rc < 0, &ds->err, rc, "%s: the block cache: %s", path, cerr.msg);
     }
     r->now_max = stoker__cache_limit(r->cache) / 2;
+    r->nospc_want = in_flight;
 
     const uint64_t max_records = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_MAX_RECORDS);
     const uint64_t max_size = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_MAX_RECORD_SIZE);
