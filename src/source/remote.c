@@ -639,8 +639,10 @@ static int hold_block(remote *r, int32_t i, uint64_t b, const atomic_int *cancel
             pthread_mutex_unlock(&r->mu);
             return rc;
         }
-        if (k->st == B_FAILED) /* asked again later: the fault may be gone */
+        if (k->st == B_FAILED) { /* asked again later: the fault may be gone */
             k->st = B_NONE;
+            k->nospc_retried = false;
+        }
         if (k->st == B_NONE || k->st == B_BUSY) {
             pending *p = NULL;
             start_block(r, i, b, &p);
