@@ -27,6 +27,7 @@
 #include "cuda/nvtx.h"
 #include "format/manifest.h"
 #include "source/shard_rec.h"
+#include "source/shards.h"
 #include "remote/cache.h"
 #include "remote/http.h"
 #include "source/source.h"
@@ -101,6 +102,8 @@ typedef struct remote {
                          half the cache's limit (the rest for the workers' own asks and
                          for other processes sharing the cache) */
 
+    pthread_mutex_t key_lock;
+    int keys_state; /* as stoker__shards' (under key_lock) */
     pthread_mutex_t mu;
     pthread_cond_t cond;   /* a block changed state; the window or the order changed */
     pthread_t thread;
@@ -762,6 +765,12 @@ static const char *remote_file_path(const stoker_dataset *ds, int32_t i)
     return r && i >= 0 && i < r->n ? r->shards[i].url : NULL;
 }
 
+static const char *remote_key(stoker_dataset *ds, int64_t id)
+{
+    remote *r = ds->state;
+    return stoker__manifest_record_key(ds, &r->m, &r->key_lock, &r->keys_state, id);
+}
+
 static void remote_stats(stoker_dataset *ds, stoker__remote_stats *s)
 {
     remote *r = ds->state;
@@ -826,6 +835,7 @@ static void remote_close(stoker_dataset *ds)
     stoker__manifest_free(&r->m);
     stoker__free(r->base);
     pthread_mutex_destroy(&r->mu);
+    pthread_mutex_destroy(&r->key_lock);
     pthread_cond_destroy(&r->cond);
     stoker__free(r);
     ds->state = NULL;
@@ -851,6 +861,7 @@ static const stoker__source_ops REMOTE_OPS = {
     .name = "remote",
     .locate = remote_locate,
     .file_path = remote_file_path,
+    .key = remote_key,
     .close = remote_close,
     .fetch = remote_fetch,
     .follow = remote_follow,
@@ -1093,6 +1104,7 @@ static int remote_open(stoker_dataset *ds, const char *path, const stoker_config
     remote *r = ds->state = stoker__calloc(1, sizeof *r);
     STOKER_RETURN_IF(!r, &ds->err, -ENOMEM, "%s: out of memory", path);
     pthread_mutex_init(&r->mu, NULL);
+    pthread_mutex_init(&r->key_lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_cond_init(&r->cond, &ca);

@@ -60,26 +60,32 @@ static int shards_direct_fd(stoker_dataset *ds, int32_t i)
     return rc;
 }
 
-static const char *shards_key(stoker_dataset *ds, int64_t id)
+const char *stoker__manifest_record_key(stoker_dataset *ds, stoker__manifest *m,
+                                       pthread_mutex_t *lock, int *state, int64_t id)
 {
-    stoker__shards *S = ds->state;
-    if (id < 0 || (uint64_t)id >= S->m.records || S->m.nkeys == 0)
+    if (id < 0 || (uint64_t)id >= m->records || m->nkeys == 0)
         return NULL;
-    pthread_mutex_lock(&S->key_lock);
-    if (S->keys_state == 0) {
+    pthread_mutex_lock(lock);
+    if (*state == 0) {
         stoker__err err = {0};
-        const int rc = stoker__manifest_keys(&S->m, ds->path, &err);
+        const int rc = stoker__manifest_keys(m, ds->path, &err);
         /* out of memory may pass; anything else is in the manifest for good */
-        S->keys_state = rc == 0 ? 1 : rc == -ENOMEM ? 0 : -1;
+        *state = rc == 0 ? 1 : rc == -ENOMEM ? 0 : -1;
         if (rc < 0)
             stoker__dataset_fail(ds, rc, "%s", err.msg);
     }
-    const int ok = S->keys_state > 0;
-    pthread_mutex_unlock(&S->key_lock);
+    const int ok = *state > 0;
+    pthread_mutex_unlock(lock);
     if (!ok)
         return NULL;
-    const uint64_t off = S->m.key_offs[id];
-    return off == UINT64_MAX ? NULL : S->m.text + off;
+    const uint64_t off = m->key_offs[id];
+    return off == UINT64_MAX ? NULL : m->text + off;
+}
+
+static const char *shards_key(stoker_dataset *ds, int64_t id)
+{
+    stoker__shards *S = ds->state;
+    return stoker__manifest_record_key(ds, &S->m, &S->key_lock, &S->keys_state, id);
 }
 
 static void shards_advise(const stoker_dataset *ds, int advice)

@@ -30,6 +30,11 @@ typedef struct stoker__shards {
     int keys_state; /* 0 not decoded, 1 decoded, <0 decoding failed (under key_lock) */
 } stoker__shards;
 
+/* Record id's key in m (NULL: it has none, or id is out of range), m's keys decoded on the
+ * first call under `lock` (*state as keys_state); a failure to decode them is set on ds. The
+ * local source's key op and the remote source's. */
+const char *stoker__manifest_record_key(stoker_dataset *ds, stoker__manifest *m,
+                                       pthread_mutex_t *lock, int *state, int64_t id);
 /* Reads and parses the manifest of `path` and allocates the shard table (no shard file
  * opened): ds->state, ds->ops and ds->path are set, even on failure. */
 int stoker__shards_begin(stoker_dataset *ds, const char *path, const stoker_config *cfg);
