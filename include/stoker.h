@@ -85,6 +85,14 @@ typedef enum stoker_status {
  * Thread-safe. */
 STOKER_API const char *stoker_strerror(int code);
 
+/* `text` (a data set's path or URL, or a message naming URLs) as it may be shown: each URL's
+ * user information keeps its user name and shows its password, or a user name alone (often
+ * a token), as "***" (http://user:***@host/ds); the rest is copied. Writes at most cap bytes
+ * to out, NUL-terminated (cap > 0; longer text is cut); returns out. The library shows URLs
+ * this way in every message, file and report it writes (and a request header's value never).
+ * Thread-safe. */
+STOKER_API char *stoker_redact(const char *text, char *out, size_t cap);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Capabilities of this build and host                                                        */
 /* ------------------------------------------------------------------------------------------ */

@@ -175,6 +175,7 @@ _SIGNATURES = {
     "stoker_version": (_u32, []),
     "stoker_version_string": (_str, []),
     "stoker_strerror": (_str, [_int]),
+    "stoker_redact": (_vp, [_str, _str, _sz]),
     "stoker_capability_get": (_i64, [_int]),
     "stoker_dtype_size": (_sz, [_i32]),
     "stoker_config_create": (_int, [_pp]),
@@ -332,6 +333,15 @@ def has(name):
 
 def strerror(code):
     return lib.stoker_strerror(int(code)).decode(errors="replace")
+
+
+def shown(path):
+    """`path` as it may be shown: a URL's password as *** (the library's stoker_redact)."""
+    raw = os.fsencode(path)
+    cap = 2 * len(raw) + 8
+    out = ctypes.create_string_buffer(cap)
+    lib.stoker_redact(raw, out, cap)
+    return os.fsdecode(out.value)
 
 
 def text(b):

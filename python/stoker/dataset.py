@@ -57,6 +57,7 @@ class Writer:
                  align=None, overwrite=False, fsync=True, classes=None, jpeg_checked=False):
         raw_path = check_path("path", path)
         self.path = os.fsdecode(raw_path)
+        self._shown = _lib.shown(self.path)  # for messages: no password
         kind_code = choice("kind", kind, _lib.FIELD)
         self._handle = ctypes.c_void_p()
         self._finished = False
@@ -103,7 +104,7 @@ class Writer:
     def _fail(self, rc):
         msg = _lib.text(_L.stoker_writer_errmsg(self._handle)) if self._handle else ""
         if not msg:
-            msg = self.path
+            msg = self._shown
         raise error(rc, msg)
 
     @contextlib.contextmanager
@@ -234,6 +235,7 @@ class Dataset:
                       fetch_clients=fetch_clients)
         raw_path = check_path("path", path)
         self.path = os.fsdecode(raw_path)
+        self._shown = _lib.shown(self.path)  # for messages: no password
         self._handle = ctypes.c_void_p()
         # every call, and close: the handle is never closed under a call, and a failure's
         # message (per handle) is read before another call replaces it
@@ -248,8 +250,8 @@ class Dataset:
         if rc != 0:
             msg = _lib.text(_L.stoker_dataset_errmsg(self._handle)) if self._handle else ""
             self.close()
-            raise error(rc, msg if self.path in msg else ("%s: %s" % (self.path, msg)
-                                                          if msg else self.path))
+            raise error(rc, msg if self._shown in msg else ("%s: %s" % (self._shown, msg)
+                                                          if msg else self._shown))
 
     @contextlib.contextmanager
     def _live(self):
@@ -260,7 +262,7 @@ class Dataset:
             yield self._handle
 
     def _fail(self, rc):
-        raise error(rc, _lib.text(_L.stoker_dataset_errmsg(self._handle)) or self.path)
+        raise error(rc, _lib.text(_L.stoker_dataset_errmsg(self._handle)) or self._shown)
 
     def close(self):
         if not hasattr(self, "_lock"):  # __init__ failed before the handle existed
@@ -372,7 +374,7 @@ class Dataset:
         import numpy as np
         f = self.field
         if f["kind"] != "raw":
-            raise TypeError("%s holds %s records, not raw tensors" % (self.path, f["kind"]))
+            raise TypeError("%s holds %s records, not raw tensors" % (self._shown, f["kind"]))
         if f["dtype"] == "bfloat16":
             raise TypeError("numpy has no bfloat16")
         return np.frombuffer(self.read(i), dtype=f["dtype"]).reshape(f["shape"])

@@ -672,6 +672,7 @@ class Loader:
         self._active = None
         raw_path = check_path("path", path)
         self.path = os.fsdecode(raw_path)
+        self._shown = _lib.shown(self.path)  # for messages: no password
         rank, world_size = _dist_defaults(rank, world_size)
         opt = _lib.OPTION
         # (option, value or None to leave the library's default); the library checks each
@@ -726,8 +727,8 @@ class Loader:
         if rc != 0:
             msg = core.errmsg()
             core.destroy()
-            if self.path not in msg:
-                msg = "%s: %s" % (self.path, msg) if msg else self.path
+            if self._shown not in msg:
+                msg = "%s: %s" % (self._shown, msg) if msg else self._shown
             raise error(rc, msg)
         self._core = core
         # readable after close too
@@ -1215,5 +1216,5 @@ class Loader:
         try:
             batches = len(self)
         except ValueError:  # closed, also by another thread since
-            return "Loader(%r, closed)" % self.path
-        return "Loader(%r, batch_size=%d, batches=%d)" % (self.path, self.batch_size, batches)
+            return "Loader(%r, closed)" % self._shown
+        return "Loader(%r, batch_size=%d, batches=%d)" % (self._shown, self.batch_size, batches)

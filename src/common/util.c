@@ -12,10 +12,12 @@
 int stoker__fail(stoker__err *err, int code, const char *fmt, ...)
 {
     if (err) {
+        char raw[sizeof err->msg];
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        vsnprintf(raw, sizeof raw, fmt, ap);
         va_end(ap);
+        stoker_redact(raw, err->msg, sizeof err->msg); /* no credential in a message */
         err->code = code;
     }
     return code;
@@ -167,12 +169,12 @@ void stoker__logf(const stoker__log *log, int32_t level, const char *fmt, ...)
 {
     if (!log || !log->fn || level > log->max_level)
         return;
-    char buf[1024];
+    char raw[1024], buf[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
-    log->fn(log->user, level, buf);
+    log->fn(log->user, level, stoker_redact(raw, buf, sizeof buf));
 }
 
 void stoker__timed_wait(pthread_cond_t *cond, pthread_mutex_t *mu)

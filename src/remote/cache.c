@@ -161,7 +161,7 @@ static int write_atomic(int dirfd, const char *name, const void *data, size_t le
     char tmp[NAME_CAP];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%" PRIuFAST64, name, (long)getpid(),
              atomic_fetch_add(&tmp_serial, 1));
-    const int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    const int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
         return -errno;
     int rc = write_full(fd, data, len);
@@ -271,7 +271,7 @@ static int lock_take(const stoker__cache_obj *o, uint64_t block, int *lock_fd)
     char name[NAME_CAP];
     block_name(name, block, ".lock");
     for (int tries = 0; tries < 100; tries++) {
-        const int fd = openat(o->dirfd, name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+        const int fd = openat(o->dirfd, name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0)
             return -errno;
         if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -358,7 +358,7 @@ static int fetch_start(stoker__cache_obj *o, uint64_t block, int lock_fd, int *f
         rc = write_full(lock_fd, line, (size_t)len);
     const int tfd =
         rc < 0 ? -1
-               : openat(o->dirfd, h->tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+               : openat(o->dirfd, h->tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (rc == 0 && tfd < 0)
         rc = -errno;
     if (rc < 0) {
@@ -659,7 +659,7 @@ static int default_dir(char **out, stoker__err *err)
     return 0;
 }
 
-/* mkdir -p, mode 0755 (less the umask). */
+/* mkdir -p, mode 0700 (less the umask): the cache is its user's alone. */
 static int mkdir_p(const char *path)
 {
     char *p = stoker__strdup(path);
@@ -671,7 +671,7 @@ static int mkdir_p(const char *path)
         if (ch != '/' && ch != '\0')
             continue;
         *s = '\0';
-        if (mkdir(p, 0755) != 0 && errno != EEXIST)
+        if (mkdir(p, 0700) != 0 && errno != EEXIST)
             rc = -errno;
         *s = ch;
         if (ch == '\0')
@@ -767,6 +767,10 @@ int stoker__cache_open(stoker__cache **out, const char *dir, uint64_t limit, sto
     STOKER_FAIL_IF(rc < 0, err, rc, "cache %s: cannot create it: %s", c->dir, stoker_strerror(rc));
     c->dirfd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     STOKER_FAIL_IF(c->dirfd < 0, err, -errno, "cache %s: %s", c->dir, stoker_strerror(-errno));
+    struct stat st;
+    /* a directory an older version left open to others is closed to them */
+    if (fstat(c->dirfd, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 077) != 0)
+        (void)fchmod(c->dirfd, st.st_mode & 0700);
     STOKER_FORWARD(tag_check(c, err));
     STOKER_FORWARD(count_tree(c, &t, err));
     c->bytes = c->st.bytes = t.total;
@@ -871,8 +875,8 @@ static bool printable(const char *s)
     return true;
 }
 
-int stoker__cache_object(stoker__cache *c, const char *url, const char *validator, uint64_t size,
-                         uint32_t block_size, stoker__cache_obj **out, stoker__err *err)
+static int cache_object(stoker__cache *c, const char *url, const char *validator, uint64_t size,
+                        uint32_t block_size, stoker__cache_obj **out, stoker__err *err)
 {
     *out = NULL;
     validator = validator ? validator : "";
@@ -904,7 +908,7 @@ int stoker__cache_object(stoker__cache *c, const char *url, const char *validato
     o->nblocks = nblocks;
     o->block_size = block_size;
     STOKER_FAIL_IF(!o->url || !o->validator, err, -ENOMEM, "cache: out of memory");
-    STOKER_FAIL_IF(mkdirat(c->dirfd, name, 0755) != 0 && errno != EEXIST, err, -errno,
+    STOKER_FAIL_IF(mkdirat(c->dirfd, name, 0700) != 0 && errno != EEXIST, err, -errno,
                    "cache %s/%s: %s", c->dir, name, stoker_strerror(-errno));
     o->dirfd = openat(c->dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     STOKER_FAIL_IF(o->dirfd < 0, err, -errno, "cache %s/%s: %s", c->dir, name,
@@ -925,6 +929,21 @@ fail:
         stoker__free(o->validator);
         stoker__free(o);
     }
+    return rc;
+}
+
+/* The object is named, hashed and written by its URL as shown (stoker_redact): no
+ * credential reaches the cache, and none changes what the URL and the validator name. */
+int stoker__cache_object(stoker__cache *c, const char *url, const char *validator, uint64_t size,
+                         uint32_t block_size, stoker__cache_obj **out, stoker__err *err)
+{
+    *out = NULL;
+    const size_t cap = url ? 2 * strlen(url) + 8 : 1; /* room for every "***" */
+    char *shown = stoker__malloc(cap);
+    STOKER_RETURN_IF(!shown, err, -ENOMEM, "cache: out of memory");
+    const int rc = cache_object(c, url ? stoker_redact(url, shown, cap) : NULL, validator, size,
+                                block_size, out, err);
+    stoker__free(shown);
     return rc;
 }
 

@@ -48,7 +48,8 @@ void stoker__cache_close(stoker__cache *c);
 const char *stoker__cache_dir(const stoker__cache *c);
 uint64_t stoker__cache_limit(const stoker__cache *c);
 
-/* An object's blocks, keyed by its URL, `validator` (the ETag, or Last-Modified and size:
+/* An object's blocks, keyed by its URL as shown (stoker_redact: no password reaches the
+ * cache), `validator` (the ETag, or Last-Modified and size:
  * whatever changes when the object does; NULL is ""), size and block size. The same key
  * gives the same object again. Freed by close. Errors: STOKER_E_INVALID (block size 0, a
  * control character in the URL or validator), STOKER_E_LIMIT (more than 10^10 blocks),

@@ -227,14 +227,17 @@ bool stoker__http_is_url(const char *path)
                     strncasecmp(path, "s3://", 5) == 0);
 }
 
-/* A prefix for messages: "URL (bytes A-B)" for a range, "URL" otherwise. */
+/* A prefix for messages: "URL (bytes A-B)" for a range, "URL" otherwise; the URL as shown
+ * (stoker_redact). */
 static void req_prefix(const stoker__http_req *r, char *buf, size_t cap)
 {
+    char raw[400];
     if (!r->head && r->length > 0)
-        snprintf(buf, cap, "%s (bytes %llu-%llu)", r->url, (unsigned long long)r->offset,
+        snprintf(raw, sizeof raw, "%s (bytes %llu-%llu)", r->url, (unsigned long long)r->offset,
                  (unsigned long long)(r->offset + r->length - 1));
     else
-        snprintf(buf, cap, "%s", r->url);
+        snprintf(raw, sizeof raw, "%s", r->url);
+    stoker_redact(raw, buf, cap);
 }
 
 /* Sets r->msg to "PREFIX: cause" and returns code. */
@@ -1348,9 +1351,12 @@ static int check_opts(const stoker__http_opts *o, stoker__err *err)
                      err, STOKER_E_INVALID, "http client: a time that is not positive");
     STOKER_RETURN_IF(o->max_transfers < 1 || o->max_transfers > 4096, err, STOKER_E_INVALID,
                      "http client: max_transfers %u is not in 1..4096", o->max_transfers);
-    STOKER_RETURN_IF(o->header && (!strchr(o->header, ':') || strpbrk(o->header, "\r\n")), err,
-                     STOKER_E_INVALID, "http client: the header \"%s\" is not \"Name: value\"",
-                     o->header);
+    /* the message shows the header's name only: its value is often a secret */
+    const char *colon = o->header ? strchr(o->header, ':') : NULL;
+    STOKER_RETURN_IF(o->header && (!colon || strpbrk(o->header, "\r\n")), err, STOKER_E_INVALID,
+                     "http client: the header \"%.*s: ***\" is not \"Name: value\"%s",
+                     colon ? (int)strcspn(o->header, ":\r\n") : 0, o->header ? o->header : "",
+                     colon ? " on one line (it holds a line break)" : " (it has no ':')");
     return 0;
 }
 

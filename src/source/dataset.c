@@ -29,10 +29,12 @@ static stoker_dataset *dataset_alloc(void)
 /* A failure of a call on an open data set (any thread): kept for the calling thread. */
 int stoker__dataset_fail(stoker_dataset *ds, int code, const char *fmt, ...)
 {
+    char raw[sizeof thread_fail.err.msg];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(thread_fail.err.msg, sizeof thread_fail.err.msg, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    stoker_redact(raw, thread_fail.err.msg, sizeof thread_fail.err.msg);
     thread_fail.err.code = code;
     thread_fail.serial = ds->serial;
     return code;

@@ -64,6 +64,7 @@ typedef struct rblock {
 
 typedef struct rshard {
     char *url;
+    char *shown; /* url as shown (stoker_redact): the shard's path (file_path) */
     uint64_t size, nblocks;
     char validator[200]; /* the ETag, or Last-Modified and size */
     char etag[128];      /* sent as If-Match; "" when the server gives none */
@@ -762,7 +763,7 @@ static int remote_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *lo
 static const char *remote_file_path(const stoker_dataset *ds, int32_t i)
 {
     const remote *r = ds->state;
-    return r && i >= 0 && i < r->n ? r->shards[i].url : NULL;
+    return r && i >= 0 && i < r->n ? r->shards[i].shown : NULL;
 }
 
 static const char *remote_key(stoker_dataset *ds, int64_t id)
@@ -826,6 +827,7 @@ static void remote_close(stoker_dataset *ds)
         stoker__free(sh->blocks);
         stoker__free(sh->index);
         stoker__free(sh->url);
+        stoker__free(sh->shown);
     }
     stoker__cache_close(r->cache);
     stoker__free(r->shards);
@@ -1196,6 +1198,9 @@ static int remote_open(stoker_dataset *ds, const char *path, const stoker_config
         sh->url = stoker__malloc(ulen);
         STOKER_RETURN_IF(!sh->url, &ds->err, -ENOMEM, "%s: out of memory", path);
         snprintf(sh->url, ulen, "%s/%s", r->base, r->m.shards[i].name);
+        sh->shown = stoker__malloc(ulen + 3);
+        STOKER_RETURN_IF(!sh->shown, &ds->err, -ENOMEM, "%s: out of memory", path);
+        stoker_redact(sh->url, sh->shown, ulen + 3);
         r->first[i + 1] = r->first[i] + r->m.shards[i].records;
     }
     if ((rc = head_shards(ds, r)) < 0 || (rc = read_indexes(ds, r, max_records, max_size)) < 0)
@@ -1250,8 +1255,9 @@ static void verify_problem(int64_t *problems, stoker_verify_fn fn, void *user, i
                            int64_t id, int rc, const char *msg)
 {
     (*problems)++;
+    char shown[STOKER_ERRMSG_CAP];
     if (fn)
-        fn(user, shard, id, rc, msg);
+        fn(user, shard, id, rc, stoker_redact(msg, shown, sizeof shown));
 }
 
 /* Streams each shard's blocks once: the whole file's CRC32C and, as the bytes pass (records

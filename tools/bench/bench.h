@@ -19,6 +19,7 @@
  * `given`, by the option's order in main.c); the loader resolves the others. */
 typedef struct opts {
     const char *data;
+    const char *shown; /* data as reported: its password hidden (stoker_redact) */
     int64_t epochs, batch, threads, depth, rank, world, seed, warmup;
     int64_t size, resize, max_cache;
     int epochs_exact;   /* --epochs given: exactly that many, whatever the time */

@@ -383,11 +383,14 @@ static int parse(int argc, char **argv, opts *o)
     if (optind + 1 < argc)
         return cli_usage("unexpected argument '%s' (expected one data set)", argv[optind + 1]);
     o->data = argv[optind];
+    const size_t cap = 2 * strlen(o->data) + 8; /* room for every "***" */
+    char *shown = malloc(cap); /* lives as long as the run */
+    o->shown = shown ? stoker_redact(o->data, shown, cap) : "(the data set)";
     o->epochs_exact = GIVEN(o, OPT_EPOCHS);
     if (o->io && strstr(o->data, "://"))
         return cli_usage("--io measures the read bandwidth of the disk a local data set lies "
                          "on; %s is a URL (the report's remote line gives what was fetched)",
-                         o->data);
+                         o->shown);
     if (o->compute_sleep && o->compute_ms <= 0)
         return cli_usage("--compute-sleep sleeps instead of spinning for --compute-ms X per "
                          "batch: give --compute-ms with it");
@@ -437,8 +440,8 @@ static int make_config(const opts *o, stoker_config **out)
         if (i < REMOTE_STRINGS) {
             rc = stoker_config_set_string(c, remote_opts[i], o->remote[i]);
             if (rc)
-                cli_err("option %s = %s: %s", stoker_option_name(remote_opts[i]), o->remote[i],
-                        stoker_strerror(rc));
+                cli_err("option %s: %s", stoker_option_name(remote_opts[i]), /* no value: */
+                        stoker_strerror(rc)); /* http_header's is often a secret */
         } else if (cli_size(stoker_option_name(remote_opts[i]), o->remote[i], &v) == 0) {
             rc = set_option(c, remote_opts[i], v);
         }
@@ -478,7 +481,7 @@ static void resolve(stoker_loader *l, resolved *eff)
 static int say_unused(const opts *o, int c, int32_t kind)
 {
     cli_err("--%s applies to the JPEG image pipeline, which does not run on %s (%s)", long_name(c),
-            o->data, kind == STOKER_FIELD_JPEG ? "--transform none" : "its records are not JPEG");
+            o->shown, kind == STOKER_FIELD_JPEG ? "--transform none" : "its records are not JPEG");
     return -1;
 }
 

@@ -150,7 +150,7 @@ void bench_report_text(const opts *o, const result *r)
     epochs_text(o, epochs, sizeof epochs);
     printf("stoker-bench %s\n", stoker_version_string());
     fputs("data set     ", stdout);
-    cli_put_escaped(stdout, o->data);
+    cli_put_escaped(stdout, o->shown);
     putchar('\n');
     printf("back-end     %s\nsimd         %s\ndevice       %s\n",
            name_of(STOKER_ENUM_BACKEND, st->backend), e.simd, e.device);
@@ -293,7 +293,7 @@ void bench_report_json(const opts *o, const result *r)
     char why[512];
     const char *verdict = bench_verdict(r, why, sizeof why);
     printf("{\"version\":\"%s\",\"data\":", stoker_version_string());
-    cli_put_json_string(stdout, o->data);
+    cli_put_json_string(stdout, o->shown);
     printf(",\"backend\":\"%s\",\"simd\":\"%s\",\"device\":",
            name_of(STOKER_ENUM_BACKEND, st->backend), e.simd);
     cli_put_json_string(stdout, e.device);
