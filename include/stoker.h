@@ -215,7 +215,8 @@ typedef enum stoker_option {
     STOKER_OPT_TRANSFORM = 80,   /* a stoker_transform value; default by data set kind */
     STOKER_OPT_SIZE = 81,        /* output crop size C; default 224 */
     STOKER_OPT_RESIZE = 82,      /* eval short side S; default round(C * 256 / 224) */
-    STOKER_OPT_DTYPE = 83,       /* a stoker_dtype; default FLOAT16 for images */
+    STOKER_OPT_DTYPE = 83,       /* a stoker_dtype; default for images FLOAT16 on a GPU,
+                                    FLOAT32 for host batches */
     STOKER_OPT_LAYOUT = 84,      /* a stoker_layout; default NCHW */
     STOKER_OPT_DCT = 85,         /* a stoker_dct value; default ISLOW */
     STOKER_OPT_ANTIALIAS = 86,   /* a stoker_antialias value; default OVER_2X */
@@ -706,7 +707,11 @@ STOKER_API int stoker_loader_next_wait(stoker_loader *l, stoker_batch **out, int
 STOKER_API int stoker_batch_release(stoker_batch *b);
 
 /* Restarts at the beginning of `epoch` (0 .. 2^40, as STOKER_OPT_EPOCH), discarding what
- * was read ahead. Every batch must have been released first (else STOKER_E_STATE). */
+ * was read ahead; except right after stoker_loader_state_restore (no next since) with the
+ * restored epoch: the loader then stays at the restored position, so that a resumed loop
+ * that calls set_epoch before each epoch continues the restored one. Batches still held
+ * stay valid: a held batch's slot is refilled once it is released, and until then
+ * stoker_loader_next answers STOKER_E_STATE when it needs that slot (the ring rule). */
 STOKER_API int stoker_loader_set_epoch(stoker_loader *l, int64_t epoch);
 
 /* Batches, and records (padding included, replacements not counted apart), per epoch on
@@ -935,12 +940,13 @@ STOKER_API int stoker_loader_state_save(const stoker_loader *l, void *buf, size_
 
 /* Continues from a saved state: the following batches are exactly those an uninterrupted
  * loader would have delivered after the save, whatever the thread count or back-end. The
- * blob's seed, shuffle, drop_last and order are adopted. Valid on a fresh loader or once
- * every batch is released (else STOKER_E_STATE). Errors: STOKER_E_INVALID (not a state, too
- * short), STOKER_E_FORMAT (unknown version; a version-1 state of a shuffled block order,
- * which does not record its block length), STOKER_E_CORRUPT (checksum), STOKER_E_STATE
- * (another data set size, rank, world size or batch size; in the block order, blocks of
- * another length: the source's, which block_size sets for a remote data set). */
+ * blob's seed, shuffle, drop_last and order are adopted. Batches still held stay valid, as
+ * with stoker_loader_set_epoch, which keeps the restored position when called next with the
+ * restored epoch. Errors: STOKER_E_INVALID (not a state, too short), STOKER_E_FORMAT
+ * (unknown version; a version-1 state of a shuffled block order, which does not record its
+ * block length), STOKER_E_CORRUPT (checksum), STOKER_E_STATE (another data set size, rank,
+ * world size or batch size; in the block order, blocks of another length: the source's,
+ * which block_size sets for a remote data set). */
 STOKER_API int stoker_loader_state_restore(stoker_loader *l, const void *buf, size_t size);
 
 #ifdef __cplusplus

@@ -351,7 +351,7 @@ grep -Eq "full_checks=(9[6-9]|10[0-9]|11[0-2])( |$)" "$TMP/unchecked.txt" ||
 RATES="buffered [0-9]+ MB/s, O_DIRECT ([0-9]+ MB/s|not measured \(O_DIRECT refused)"
 grep -Eq "^raw read .* $RATES" "$TMP/io.txt"
 grep -q "^pipeline     transform=train size=32 resize=37 dct=islow antialias=over2x \
-resampler=fast dct_scale=train dtype=float16 layout=nchw gpu_normalize=0 decoder=cpu$" \
+resampler=fast dct_scale=train dtype=float32 layout=nchw gpu_normalize=0 decoder=cpu$" \
     "$TMP/io.txt"
 # host batches: the workers decode every image, even with --decoder gpu, and the report
 # says why the GPU decoded none
@@ -391,11 +391,11 @@ for k in ("read", "crc", "decode", "resize", "normalize", "h2d", "wait"):
 assert st["decode"] > 0 and st["resize"] > 0 and st["read"] > 0, st
 op = o["options"]
 assert (op["transform"], op["size"], op["dtype"], op["layout"], op["dct"], op["antialias"],
-        op["resampler"], op["dct_scale"]) == ("train", 64, "float16", "nchw", "islow",
+        op["resampler"], op["dct_scale"]) == ("train", 64, "float32", "nchw", "islow",
                                              "over2x", "fast", "train"), op
 assert 0 < o["reduced"] < o["records_read"], o  # crops of 128+ pixels both ways, only
 assert o["device"] == "cpu" and op["device"] == "cpu"
-assert o["records"] == 2 * 96 - 16 and o["bytes"] == o["records"] * 3 * 64 * 64 * 2, o
+assert o["records"] == 2 * 96 - 16 and o["bytes"] == o["records"] * 3 * 64 * 64 * 4, o
 assert 0 < o["cpu_seconds_per_record"] < 1 and o["peak_rss_bytes"] > 1 << 20
 assert o["verdict"] in ("storage", "crc", "decode", "transform", "host-to-device copy",
                         "consumer"), o["verdict"]

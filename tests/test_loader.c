@@ -189,17 +189,32 @@ static void test_state_errors(void)
     T_EQ_RC(stoker_loader_state_restore(l2, st, sizeof st), STOKER_E_STATE);
     stoker_loader_destroy(l2);
     stoker_config_destroy(cfg2);
-    /* outstanding batches */
-    stoker_batch *b = NULL;
+    /* a batch held across set_epoch and restore stays valid; its slot waits for it */
+    stoker_batch *b = NULL, *c = NULL;
     T_OK(stoker_loader_next(l, &b));
-    T_EQ_RC(stoker_loader_state_restore(l, st, sizeof st), STOKER_E_STATE);
-    T_EQ_RC(stoker_loader_set_epoch(l, 3), STOKER_E_STATE);
-    T_OK(stoker_batch_release(b));
+    tl_check_batch(b, RAWSIZE);
+    T_OK(stoker_loader_state_restore(l, st, sizeof st));
     T_OK(stoker_loader_set_epoch(l, 3));
+    tl_check_batch(b, RAWSIZE);
+    T_EQ_INT(stoker_batch_epoch(b), 0);
+    T_OK(stoker_batch_release(b));
     T_OK(stoker_loader_next(l, &b));
     T_EQ_INT(stoker_batch_epoch(b), 3);
     T_EQ_INT(stoker_batch_position(b), 0);
+    /* held across a restart, then the slot is needed: the ring rule, until released */
+    T_OK(stoker_loader_set_epoch(l, 4));
+    int64_t got = 0;
+    int rc = 0;
+    while ((rc = stoker_loader_next(l, &c)) == 0) {
+        T_EQ_INT(stoker_batch_position(c), got);
+        got++;
+        T_OK(stoker_batch_release(c));
+    }
+    T_EQ_RC(rc, STOKER_E_STATE); /* batch 0 of the restart takes b's slot */
     T_OK(stoker_batch_release(b));
+    T_OK(stoker_loader_next(l, &c));
+    T_EQ_INT(stoker_batch_position(c), got);
+    T_OK(stoker_batch_release(c));
     T_EQ_RC(stoker_loader_set_epoch(l, -1), STOKER_E_INVALID);
     T_EQ_RC(stoker_loader_next(l, NULL), STOKER_E_INVALID);
     stoker_loader_destroy(l);
@@ -207,6 +222,49 @@ static void test_state_errors(void)
 }
 
 /* set_epoch equals an uninterrupted run's epoch; all slots held gives STOKER_E_STATE. */
+/* set_epoch(e) right after restoring a state of epoch e continues it (the resumed loop
+ * calls set_epoch before each epoch); any other set_epoch restarts. */
+static void test_restore_then_set_epoch(void)
+{
+    stoker_config *cfg = tl_cfg(16, 2);
+    tl_run_with(g_raw, cfg, &g_a, 2, RAWSIZE);
+    const int64_t nb = (NRAW + 15) / 16;
+    stoker_loader *l = tl_open(g_raw, cfg);
+    memset(&g_b, 0, sizeof g_b);
+    tl_collect(l, &g_b, 2, nb + 5, RAWSIZE); /* epoch 1, 5 batches in */
+    uint8_t st[STOKER_STATE_SIZE];
+    T_OK(stoker_loader_state_save(l, st, sizeof st, NULL));
+    stoker_loader_destroy(l);
+
+    l = tl_open(g_raw, cfg);
+    T_OK(stoker_loader_state_restore(l, st, sizeof st));
+    T_OK(stoker_loader_set_epoch(l, 1));
+    int64_t epoch = -1, pos = -1;
+    T_OK(stoker_loader_position(l, &epoch, &pos));
+    T_EQ_INT(epoch, 1);
+    T_EQ_INT(pos, 5);
+    memset(&g_b, 0, sizeof g_b);
+    tl_collect(l, &g_b, 1, INT64_MAX, RAWSIZE);
+    tl_same(&g_a, nb + 5, &g_b);
+    /* once a batch was taken, set_epoch restarts, the restored epoch too */
+    T_OK(stoker_loader_state_restore(l, st, sizeof st));
+    stoker_batch *b = NULL;
+    T_OK(stoker_loader_next(l, &b));
+    T_EQ_INT(stoker_batch_position(b), 5);
+    T_OK(stoker_batch_release(b));
+    T_OK(stoker_loader_set_epoch(l, 1));
+    T_OK(stoker_loader_position(l, &epoch, &pos));
+    T_EQ_INT(pos, 0);
+    /* and another epoch than the restored one restarts at once */
+    T_OK(stoker_loader_state_restore(l, st, sizeof st));
+    T_OK(stoker_loader_set_epoch(l, 0));
+    T_OK(stoker_loader_position(l, &epoch, &pos));
+    T_EQ_INT(epoch, 0);
+    T_EQ_INT(pos, 0);
+    stoker_loader_destroy(l);
+    stoker_config_destroy(cfg);
+}
+
 static void test_set_epoch_depth(void)
 {
     stoker_config *cfg = tl_cfg(16, 2);
@@ -379,6 +437,7 @@ int main(void)
     test_resume();
     test_state_errors();
     test_set_epoch_depth();
+    test_restore_then_set_epoch();
     test_ranks(0);
     test_ranks(1);
     test_drop_last();

@@ -90,7 +90,7 @@ static void check_view(const stoker_batch *b, int32_t dtype, int32_t layout)
     stoker_batch_view v;
     v.struct_size = sizeof v;
     T_OK(stoker_batch_get_view(b, &v));
-    const int32_t want = dtype ? dtype : STOKER_DTYPE_FLOAT16;
+    const int32_t want = dtype ? dtype : STOKER_DTYPE_FLOAT32; /* host batches' default */
     T_EQ_INT(v.dtype, want);
     T_EQ_INT(stoker_batch_dtype(b), want);
     T_EQ_INT(v.ndim, 4);
@@ -166,7 +166,7 @@ static uint8_t *run_train(const char *path, int threads, size_t *size)
     stoker_config *cfg = config(STOKER_TRANSFORM_TRAIN, 0, 0, threads);
     stoker_loader *l = NULL;
     T_OK(stoker_loader_create(&l, path, cfg));
-    const size_t sb = CROP * CROP * 3 * 2;
+    const size_t sb = CROP * CROP * 3 * 4; /* float32: host batches' default */
     uint8_t *all = malloc(2 * N_RECORDS * (sb + 8));
     size_t at = 0;
     for (int epoch = 0; epoch < 2; epoch++) {
@@ -190,7 +190,7 @@ static void check_threads(const char *path)
     size_t n1, n2, n7;
     uint8_t *a = run_train(path, 1, &n1), *b = run_train(path, 2, &n2);
     uint8_t *c = run_train(path, 7, &n7);
-    T_EQ_INT(n1, 2 * N_RECORDS * (CROP * CROP * 3 * 2 + 8));
+    T_EQ_INT(n1, 2 * N_RECORDS * (CROP * CROP * 3 * 4 + 8));
     T_EQ_INT(n2, n1);
     T_EQ_INT(n7, n1);
     T_ASSERT(memcmp(a, b, n1) == 0);
@@ -350,7 +350,7 @@ static void check_resolved(const char *path, const char *raw)
     T_EQ_INT(get(l, STOKER_OPT_TRANSFORM), STOKER_TRANSFORM_TRAIN);
     T_EQ_INT(get(l, STOKER_OPT_SIZE), 224);
     T_EQ_INT(get(l, STOKER_OPT_RESIZE), 256);
-    T_EQ_INT(get(l, STOKER_OPT_DTYPE), STOKER_DTYPE_FLOAT16);
+    T_EQ_INT(get(l, STOKER_OPT_DTYPE), STOKER_DTYPE_FLOAT32); /* host batches */
     T_EQ_INT(get(l, STOKER_OPT_LAYOUT), STOKER_LAYOUT_NCHW);
     T_EQ_INT(get(l, STOKER_OPT_DCT), STOKER_DCT_ISLOW);
     T_EQ_INT(get(l, STOKER_OPT_ANTIALIAS), STOKER_ANTIALIAS_OVER_2X);
@@ -459,7 +459,7 @@ int main(void)
         for (size_t d = 0; d < 5; d++)
             for (size_t k = 0; k < 2; k++)
                 check_combo(good, &js, transforms[t], dtypes[d], layouts[k]);
-    /* the defaults: train, float16, NCHW */
+    /* the defaults of host batches: train, float32, NCHW */
     check_combo(good, &js, 0, 0, 0);
     check_threads(good);
     check_bad(trunc, 21, "JPEG");

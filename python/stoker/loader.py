@@ -5,11 +5,15 @@ Lifetime of a batch: the memory of a batch stays valid while anything holds it: 
 (``torch.from_dlpack(batch.data)``, ``numpy.from_dlpack(batch.data)``, ``batch.numpy()``).
 When the last of them is gone, the batch's slot goes back to the loader, which refills it.
 The loader has ``depth`` slots used in turn (a ring): before handing out a batch it needs
-back the one it handed out ``depth`` batches earlier. Keep at most the ``depth - 1`` most
-recent batches (a ``for`` loop's variable is one of them) and copy what you keep longer
-(``tensor.clone()``); otherwise asking for the next batch raises ``StateError`` (a
-``RuntimeError``) instead of waiting forever.
+back the one it handed out ``depth`` batches earlier. A ``Batch`` kept longer (in a list,
+``first = next(iter(loader))``) is then copied out of its slot into memory of its own, once;
+an array or tensor made from it cannot be moved, so asking for the next batch raises
+``StateError`` (a ``RuntimeError``) saying so instead of waiting forever: copy what you keep
+past ``depth - 1`` batches (``tensor.clone()``). ``set_epoch`` and ``load_state_dict`` leave
+held batches valid (their slots are needed last).
 """
+from __future__ import annotations
+
 import contextlib
 import ctypes
 import gc
@@ -18,6 +22,7 @@ import os
 import sys
 import threading
 import weakref
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from . import _dlpack, _lib
 from ._config import (Config, INT64_MAX, check_bool, check_int, check_path, choice, set_remote,
@@ -59,11 +64,12 @@ def _profiler_label():
 _FORKED = ("this %s was created by process %d, and a forked process cannot use it (its "
            "threads and memory stay with that process): create a new %s here")
 
-_HOLD_RULE = ("the next batch's slot is still held (depth=%d): the loader's slots form a ring, "
-              "so the batch handed out depth steps earlier must be released first. A batch "
-              "stays in use while its Batch object or any array/tensor made from it is "
-              "alive: keep at most the depth - 1 most recent batches (the for-loop variable "
-              "counts), copy what you keep longer (tensor.clone(), array.copy()), or "
+_HOLD_RULE = ("the next batch needs the slot of the batch of epoch %d, position %d, which an "
+              "array or tensor made from it still holds (depth=%d: the loader's slots form a "
+              "ring, and arrays and tensors share a batch's memory without a copy, so they "
+              "cannot be moved; a Batch object alone is copied out of its slot). Keep at "
+              "most the depth - 1 most recent batches' arrays and tensors (after a break, "
+              "del them), copy what you keep longer (tensor.clone(), array.copy()), or "
               "create the loader with a larger depth")
 
 
@@ -84,7 +90,8 @@ class _Handout:
     ``state_dict()`` are those saved before the call (``epoch``, ``position``, ``state``), so
     the loader stands where it stood before the interrupted call."""
 
-    __slots__ = ("out", "epoch", "position", "state", "thread", "owner", "stream")
+    __slots__ = ("out", "epoch", "position", "state", "thread", "owner", "stream", "data",
+                 "serial")
 
     def __init__(self):
         self.out = ctypes.c_void_p()  # the stoker_batch, written by stoker_loader_next
@@ -94,6 +101,8 @@ class _Handout:
         self.thread = None
         self.owner = None  # a weakref to the batch's _BatchRef once handed over
         self.stream = None  # the last CUDA stream a consumer named (device batches)
+        self.data = None  # a weakref to the batch's BatchData, to copy it out of its slot
+        self.serial = 0  # hand-outs of the core before this one: the oldest is needed first
 
 
 class _Core:
@@ -121,6 +130,7 @@ class _Core:
         self.held = {}
         # The _Handout of the latest next() until its batch is handed over (under `calls`).
         self.pending = None
+        self.handouts = 0
         self.state_size = 0
         self.closing = False
         self.stopping = False  # close() was called: a next() waiting in steps gives up
@@ -259,6 +269,26 @@ class _BatchRef:
             raise error(rc, self.core.errmsg() or "stoker_batch_wait_stream failed")
 
 
+class _OwnedRef:
+    """The memory of a batch copied out of its slot (BatchData._detach): a host buffer or a
+    torch tensor, alive while the BatchData or an export of it is. Nothing to release."""
+
+    def __init__(self, keep, device):
+        self.keep = keep
+        self.device = device
+        self.count = 1
+        self.lock = threading.RLock()
+
+    def acquire(self):
+        pass
+
+    def release(self):
+        pass
+
+    def wait_stream(self, stream):
+        pass
+
+
 def _device_name(device):
     return "cpu" if device < 0 else "cuda:%d" % device
 
@@ -323,12 +353,49 @@ class BatchData:
                               % (self.device, dl_device))
         # A hold for the time of the export, so that a release() in another thread cannot
         # give the batch back while its stream is set up.
-        ref.acquire()
+        while True:
+            try:
+                ref.acquire()
+                break
+            except ValueError:
+                if self._ref is ref or self._ref is None:
+                    raise
+                ref = self._ref  # copied out of its slot meanwhile (_detach)
         try:
             ref.wait_stream(stream)
             return _dlpack.export(ref, self._ptr, self._shape, self._dtype, ref.device)
         finally:
             ref.release()
+
+    def _detach(self):
+        """Copies the batch out of its slot into memory of its own and gives the slot back,
+        when nothing but this object holds it (no array or tensor made from it). A host
+        batch is copied with memmove, a device batch with torch (when torch is imported).
+        Returns True when the slot was given back. The consumer's side."""
+        with self._drop_lock:
+            ref = self._ref
+            if ref is None or isinstance(ref, _OwnedRef):
+                return False
+            with ref.lock:
+                if ref.count != 1:
+                    return False  # an export is alive: its memory cannot move
+                if ref.device < 0:
+                    buf = ctypes.create_string_buffer(max(1, self._nbytes))
+                    ctypes.memmove(buf, self._ptr, self._nbytes)
+                    owned = _OwnedRef(buf, -1)
+                    ptr = ctypes.addressof(buf)
+                else:
+                    torch = sys.modules.get("torch")
+                    if torch is None:
+                        return False
+                    # from_dlpack orders torch's stream after the batch, and the slot's
+                    # release after the clone (release_stream on that stream)
+                    copy = torch.from_dlpack(self).clone()
+                    owned = _OwnedRef(copy, ref.device)
+                    ptr = copy.data_ptr()
+                self._ref, self._ptr = owned, ptr
+        ref.release()
+        return True
 
     def _drop(self):
         with self._drop_lock:
@@ -385,8 +452,30 @@ class Batch:
     def ids(self):
         return self.indices
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.count
+
+    def __iter__(self) -> Iterator[Any]:
+        """``x, y = batch`` (and ``for x, y in loader``): the data and the labels, as a
+        PyTorch user expects them. Where torch is imported, ``x`` is
+        ``torch.from_dlpack(batch.data)`` (no copy; on the batch's device) and ``y`` a torch
+        int64 tensor of the labels (on the CPU); else ``x`` is ``numpy.from_dlpack``'s array
+        for host batches (``batch.data`` itself for GPU and bfloat16 batches) and ``y``
+        ``batch.labels``. Like any array made from the batch, ``x`` keeps its memory."""
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            self.data._live()
+            yield torch.from_dlpack(self.data)
+            labels = self.labels
+            yield torch.from_numpy(labels) if _np is not None else torch.tensor(labels)
+            return
+        if (_np is not None and self.device < 0
+                and self.data._dtype != _lib.DTYPE["bfloat16"]):
+            yield self.numpy()
+        else:
+            self.data._live()
+            yield self.data
+        yield self.labels
 
     def numpy(self):
         """The data as a numpy array sharing the batch's memory (host batches only)."""
@@ -773,20 +862,13 @@ class Loader:
         core = core or self._core
         raise error(rc, core.errmsg() if core is not None else "")
 
-    def _call_released(self, core, fn, *args):
-        """Runs a call that needs every batch released, collecting garbage once if batches
-        are only held by unreachable objects. A batch an interrupted next() left undelivered
-        is released first. The caller holds core.calls."""
+    def _restart(self, core, fn, *args):
+        """Runs a restart (set_epoch, state restore): a batch an interrupted next() left
+        undelivered is released first; batches still held stay valid (the library needs
+        their slots last). The caller holds core.calls."""
         self._drop_leftover(core)
         core.sweep()
-        if core.outstanding:
-            gc.collect()
-            core.sweep()
         rc = fn(core.handle, *args)
-        if rc == _lib.E_STATE and core.outstanding:
-            raise StateError(rc, "%s; %d batch(es) are still held by Batch objects or arrays/"
-                             "tensors made from them (a for-loop variable keeps the last "
-                             "batch: del it)" % (core.errmsg(), core.outstanding))
         if rc != 0:
             self._fail(rc, core)
 
@@ -821,6 +903,25 @@ class Loader:
                 return self._next_locked(core)
         with label, self._consumer() as core:  # the wait shows in torch.profiler's trace
             return self._next_locked(core)
+
+    def _free_slot(self, core, h):
+        """The next batch's slot is held (the ring rule): frees it and calls next again.
+        Held batches are collected if unreachable, else the oldest (whose slot comes first)
+        is copied out of its slot while only its Batch holds it; one that an array or tensor
+        holds stops the loop with StateError. The caller holds core.calls."""
+        gc.collect()
+        core.sweep()
+        while True:
+            rc = self._wait_next(core, h)
+            if rc != _lib.E_STATE or not core.outstanding:
+                return rc
+            with core.lock:
+                oldest = min(core.held, key=lambda o: o.serial, default=None)
+            data = oldest.data() if oldest is not None and oldest.data is not None else None
+            if data is None or not data._detach():
+                core.pending = None
+                where = (-1, -1) if oldest is None else (oldest.epoch, oldest.position)
+                raise StateError(rc, _HOLD_RULE % (where + (self.depth,)))
 
     def _leftover(self, core):
         """The hand-out of a next() that an interrupt (or another exception) stopped before
@@ -871,13 +972,7 @@ class Loader:
             core.pending = h  # from here the library's batch is kept, whatever happens
             rc = self._wait_next(core, h)
             if rc == _lib.E_STATE and core.outstanding:
-                # the next batch's slot is held (the ring rule); by unreachable objects alone?
-                gc.collect()
-                core.sweep()
-                rc = self._wait_next(core, h)
-                if rc == _lib.E_STATE and core.outstanding:
-                    core.pending = None
-                    raise StateError(rc, _HOLD_RULE % self.depth)
+                rc = self._free_slot(core, h)
             if rc != 0:
                 core.pending = None
                 if rc == _lib.END:
@@ -891,6 +986,9 @@ class Loader:
             self._fail(rc, core)
         ref = _BatchRef(core, h, int(view.device))
         batch = Batch(ref, view)
+        h.data = weakref.ref(batch.data)
+        h.serial = core.handouts
+        core.handouts += 1
         token = weakref.ref(ref)
         h.thread = threading.get_ident()
         return batch, core.held, h, token
@@ -967,15 +1065,18 @@ class Loader:
         with self._consumer() as core:
             return self._position(core)[1]
 
-    def set_epoch(self, epoch):
-        """Restarts at the beginning of `epoch`. Every batch must have been released. A
-        no-op when the loader already stands at the start of that epoch (after the previous
-        epoch's end), which keeps its read-ahead."""
+    def set_epoch(self, epoch: int) -> None:
+        """Restarts at the beginning of `epoch`. A no-op when the loader already stands at
+        the start of that epoch (after the previous epoch's end), which keeps its
+        read-ahead, and right after ``load_state_dict`` of a state saved in `epoch` (no
+        batch taken since): the restored epoch goes on from the restored position, so the
+        resumed loop ``for e in range(start, E): loader.set_epoch(e); for b in loader:``
+        continues it. Batches still held (a loop variable after ``break``) stay valid."""
         epoch = check_int("epoch", epoch, 0)
         with self._consumer() as core:
             if self._position(core) == (epoch, 0):
                 return
-            self._call_released(core, _L.stoker_loader_set_epoch, epoch)
+            self._restart(core, _L.stoker_loader_set_epoch, epoch)
 
     def _state_fields(self, core):
         """The readable fields of a state_dict: where the loader stands and the options a
@@ -998,7 +1099,8 @@ class Loader:
 
     def load_state_dict(self, state):
         """Continues from a state_dict() (or its "state" bytes): the following batches are
-        those an uninterrupted loader would have delivered. Every batch must be released.
+        those an uninterrupted loader would have delivered; a following ``set_epoch`` of
+        the restored epoch keeps that position. Batches still held stay valid.
         The library checks the state; a state_dict whose other fields disagree with it
         (edited: they are not restored) is refused with ValueError, the loader unchanged."""
         blob = state.get("state") if isinstance(state, dict) else state
@@ -1019,7 +1121,7 @@ class Loader:
                                  % (key, fields[key], now[key]))
 
     def _restore(self, core, blob):
-        self._call_released(core, _L.stoker_loader_state_restore, blob, len(blob))
+        self._restart(core, _L.stoker_loader_state_restore, blob, len(blob))
 
     # ---- what the loader runs with ----
 

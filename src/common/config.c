@@ -125,7 +125,8 @@ static const opt_desc OPTS[] = {
     INT(STOKER_OPT_RESIZE, "resize", L, 0, 0, 65535, 0,
         "eval short side S; default round(C * 256 / 224)"),
     ENUM(STOKER_OPT_DTYPE, "dtype", L, STOKER_ENUM_DTYPE, STOKER_DTYPE_DEFAULT, 13, 0,
-         "the batches' dtype; default float16 for images, the stored dtype for raw records"),
+         "the batches' dtype; default for images float16 on a GPU, float32 for host "
+         "batches; the stored dtype for raw records"),
     ENUM(STOKER_OPT_LAYOUT, "layout", L, STOKER_ENUM_LAYOUT, STOKER_LAYOUT_NCHW, 2,
          ZERO_IS_DEFAULT, "the batches' layout of images; default nchw"),
     ENUM(STOKER_OPT_DCT, "dct", L, STOKER_ENUM_DCT, STOKER_DCT_ISLOW, 2, ZERO_IS_DEFAULT,

@@ -47,6 +47,9 @@ struct stoker__h2d {
     bool has_stream, has_cb_stream;
     stoker__dbuf *bufs;
     uint32_t nbuf;
+    /* Batch seq's buffer is (seq + first) % nbuf; a restart starts after the buffer handed
+     * out last (`taken`), so that a buffer still held then is needed last. Under mu. */
+    uint32_t first, taken;
     bool stream_pieces; /* copy finished pieces before the batch is whole */
     /* under mu */
     uint64_t issued;   /* copies issued (or failures recorded) for every seq < issued */
@@ -75,6 +78,11 @@ static int cuda_fail(stoker__err *err, int device, int e, const char *what)
 {
     return stoker__fail(err, STOKER_E_CUDA, "%s (device %d): %s", what, device,
                         stoker__cuda_error_string(e));
+}
+
+static stoker__dbuf *dbuf_of(stoker__h2d *g, uint64_t seq)
+{
+    return &g->bufs[(seq + g->first) % g->nbuf];
 }
 
 /* ---- pinned slot memory ---- */
@@ -490,7 +498,7 @@ static int copy_batch(stoker__h2d *g, uint64_t seq, stoker__dbuf *d)
  * consumer instead (the buffer held, or nbuf batches already ahead). */
 static bool buffer_free(stoker__h2d *g, uint64_t seq)
 {
-    stoker__dbuf *d = &g->bufs[seq % g->nbuf];
+    stoker__dbuf *d = dbuf_of(g, seq);
     if (seq - g->consumed >= g->nbuf || d->state == DBUF_OUT || d->state == DBUF_RELEASING ||
         d->state == DBUF_COPIED)
         return false;
@@ -521,7 +529,7 @@ static void *copy_main(void *arg)
         if (g->hold || g->stop) /* asked while buffer_free waited */
             continue;
         const uint64_t seq = g->issued;
-        stoker__dbuf *d = &g->bufs[seq % g->nbuf];
+        stoker__dbuf *d = dbuf_of(g, seq);
         pthread_mutex_unlock(&g->mu);
         stoker__err_clear(&d->err); /* d is not visible to next until COPIED below */
         const int rc = copy_batch(g, seq, d);
@@ -558,6 +566,7 @@ void stoker__h2d_quiesce(stoker__h2d *g)
         stoker__err_clear(&g->bufs[i].err);
     }
     g->issued = g->consumed = 0; /* the restart numbers batches from 0 again */
+    g->first = (g->taken + 1) % g->nbuf;
     pthread_mutex_unlock(&g->mu);
 }
 
@@ -571,7 +580,7 @@ void stoker__h2d_resume(stoker__h2d *g)
 int stoker__h2d_next(stoker__h2d *g, uint64_t seq, double until, stoker_batch **out,
                      double *waited, uint64_t *queued, stoker__err *err)
 {
-    stoker__dbuf *d = &g->bufs[seq % g->nbuf];
+    stoker__dbuf *d = dbuf_of(g, seq);
     *waited = 0;
     pthread_mutex_lock(&g->mu);
     if (g->issued <= seq && (d->state == DBUF_OUT || d->state == DBUF_RELEASING)) {
@@ -598,6 +607,7 @@ int stoker__h2d_next(stoker__h2d *g, uint64_t seq, double until, stoker_batch **
         stoker__fail(err, rc, "%s", d->err.msg); /* d may be refilled once consumed */
     d->state = rc < 0 ? DBUF_FREE : DBUF_OUT;
     d->pending = false;
+    g->taken = (uint32_t)(d - g->bufs);
     g->consumed = seq + 1;
     *queued = g->issued - g->consumed;
     pthread_cond_broadcast(&g->cv);

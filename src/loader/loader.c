@@ -258,6 +258,7 @@ static int next(stoker_loader *l, double until, stoker_batch **out)
 {
     STOKER_RETURN_IF(!l->running, &l->err, STOKER_E_STATE,
                      "the loader was not created successfully");
+    l->restored = false;
     if (l->cons_pos >= l->smp.nbatches) {
         l->cons_pos = 0;
         l->cons_epoch++;
@@ -346,6 +347,7 @@ static void restart(stoker_loader *l, const stoker__sampler *smp, uint64_t epoch
     l->cons_pos = pos;
     l->cons_seq = 0;
     l->wait_carry = 0;
+    l->restored = false;
     stoker__pool_resume(&l->pool, epoch, pos);
     if (l->h2d)
         stoker__h2d_resume(l->h2d);
@@ -357,9 +359,10 @@ static int set_epoch(stoker_loader *l, int64_t epoch)
                      "epoch %lld outside 0 .. 2^40", (long long)epoch);
     STOKER_RETURN_IF(!l->running, &l->err, STOKER_E_STATE,
                      "the loader was not created successfully");
-    STOKER_RETURN_IF(atomic_load(&l->outstanding) != 0, &l->err, STOKER_E_STATE,
-                     "%d batch(es) not released: release every batch before set_epoch",
-                     atomic_load(&l->outstanding));
+    if (l->restored && (uint64_t)epoch == l->cons_epoch) {
+        l->restored = false; /* the restored position is where this epoch goes on */
+        return 0;
+    }
     restart(l, NULL, (uint64_t)epoch, 0);
     return 0;
 }
@@ -487,8 +490,6 @@ static int state_restore(stoker_loader *l, const void *buf, size_t size)
                      "%" PRIu64 "; this loader is rank %u of %u with batch size %" PRIu64,
                      stoker__get_u32(p + 40), stoker__get_u32(p + 44), batch, l->smp.rank,
                      l->smp.world, l->smp.batch);
-    STOKER_RETURN_IF(atomic_load(&l->outstanding) != 0, &l->err, STOKER_E_STATE,
-                     "release every batch before restoring a state");
     const uint64_t epoch = stoker__get_u64(p + 24), pos = stoker__get_u64(p + 32);
     /* No loader reaches an epoch beyond 2^40 (a new epoch a microsecond would take 35 years
      * to), so such a state is corrupt. */
@@ -498,6 +499,7 @@ static int state_restore(stoker_loader *l, const void *buf, size_t size)
                      "loader state position %" PRIu64 " is beyond the epoch's %" PRIu64 " batches",
                      pos, smp.nbatches);
     restart(l, &smp, epoch, pos);
+    l->restored = true;
     return 0;
 }
 

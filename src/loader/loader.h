@@ -52,6 +52,9 @@ struct stoker_loader {
     uint64_t cons_seq, cons_epoch, cons_pos;
     double wait_carry; /* seconds the consumer waited for batch cons_seq in calls that timed
                           out (stoker_loader_next_wait): counted with its delivery */
+    /* A state was restored and no next has run since: set_epoch of the restored epoch then
+     * keeps the restored position (the resumed loop calls set_epoch before its batches). */
+    bool restored;
     atomic_int outstanding; /* batches handed out and not released */
 
     /* delivery counters: relaxed atomics, written by the consumer, read by stats anywhere */

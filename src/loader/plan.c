@@ -107,6 +107,14 @@ static int plan_simd(stoker__plan *p, const stoker_config *cfg, stoker__err *err
     return 0;
 }
 
+/* The dtype of image batches when none is asked for: float16 for a GPU (half the bytes
+ * across PCIe, what mixed precision computes in), float32 for host batches (what a model on
+ * the CPU computes in). The plan of the device comes first. */
+static int32_t default_image_dtype(const stoker__plan *p)
+{
+    return p->device < 0 ? STOKER_DTYPE_FLOAT32 : STOKER_DTYPE_FLOAT16;
+}
+
 /* The JPEG pipeline's parameters. Who normalises is decided here: with GPU normalisation
  * the workers stop at uint8 [C, C, 3], which the GPU stage's kernel takes. */
 static int plan_image(stoker__plan *p, const stoker_config *cfg, const char *path,
@@ -118,6 +126,8 @@ static int plan_image(stoker__plan *p, const stoker_config *cfg, const char *pat
     x->size = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_SIZE);
     x->resize = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_RESIZE);
     x->dtype = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_DTYPE);
+    if (x->dtype == STOKER_DTYPE_DEFAULT)
+        x->dtype = default_image_dtype(p);
     x->layout = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_LAYOUT);
     x->dct = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_DCT);
     x->antialias = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_ANTIALIAS);
@@ -381,7 +391,7 @@ static int plan_gpu_normalize(stoker__plan *p, const stoker_config *cfg, const c
         return rc;
     const int64_t dt = stoker__cfg_int(cfg, STOKER_OPT_DTYPE);
     stoker__norm *n = &p->norm;
-    n->dtype = dt == STOKER_DTYPE_DEFAULT ? STOKER_DTYPE_FLOAT16 : (int32_t)dt;
+    n->dtype = dt == STOKER_DTYPE_DEFAULT ? default_image_dtype(p) : (int32_t)dt;
     STOKER_RETURN_IF(n->dtype != STOKER_DTYPE_FLOAT16 && n->dtype != STOKER_DTYPE_FLOAT32 &&
                          n->dtype != STOKER_DTYPE_BFLOAT16,
                      err, STOKER_E_UNSUPPORTED,

@@ -260,6 +260,7 @@ int stoker__ring_take(stoker__ring *r, uint64_t seq, const atomic_bool *halt, bo
     }
     const int ready = atomic_fetch_sub_explicit(&r->ready, 1, memory_order_relaxed);
     s->state = SLOT_OUT;
+    atomic_store_explicit(&r->taken, (unsigned)(s - r->slots), memory_order_relaxed);
     pthread_mutex_unlock(&s->mu);
     if (waited)
         *waited = blocked ? stoker__now() - t0 : 0;
@@ -293,11 +294,16 @@ void stoker__ring_wake_all(stoker__ring *r)
 
 void stoker__ring_reset(stoker__ring *r)
 {
+    r->first = (atomic_load_explicit(&r->taken, memory_order_relaxed) + 1) % r->depth;
     for (uint32_t i = 0; i < r->depth; i++) {
         stoker__slot *s = &r->slots[i];
+        const uint64_t seq = (i + r->depth - r->first) % r->depth; /* its batch from now */
         pthread_mutex_lock(&s->mu);
-        s->seq = i;
-        s->state = SLOT_FREE;
+        /* A batch still held stays OUT, its memory intact: give_back then frees the slot
+         * for batch seq (seq - depth + depth, modulo 2^64), which waits for it meanwhile. */
+        s->seq = s->state == SLOT_OUT ? seq - r->depth : seq;
+        if (s->state != SLOT_OUT)
+            s->state = SLOT_FREE;
         s->err_code = 0;
         atomic_store(&s->failed, 0);
         atomic_store(&s->pending, 0);

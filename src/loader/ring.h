@@ -1,6 +1,7 @@
 /* The ring: `depth` batch slots and the back-pressure between the stages, which meet only
  * through these calls. Batches are numbered by a sequence number `seq` counted from the
- * last restart; batch seq lives in slot seq % depth.
+ * last restart; batch seq lives in slot (seq + first) % depth, where `first` is the slot
+ * after the one taken last before the restart: a batch still held then is needed last.
  *
  * Slot life (state and seq under the slot's mutex):
  *
@@ -87,6 +88,8 @@ struct stoker__ring {
     stoker__slot_mem mem;
     bool watch_pieces; /* a taker copies finished pieces early: wake it per piece */
     atomic_int ready;  /* slots READY and not yet taken, for occupancy */
+    uint32_t first;    /* slot of batch 0 since the last reset (written only by reset) */
+    atomic_uint taken; /* slot taken last (by the taker, read by reset) */
 };
 
 /* Allocates every slot (memory for a full batch of fixed-size records, or of the largest
@@ -98,7 +101,7 @@ void stoker__ring_destroy(stoker__ring *r);
 
 static inline stoker__slot *stoker__ring_slot(const stoker__ring *r, uint64_t seq)
 {
-    return &r->slots[seq % r->depth];
+    return &r->slots[(seq + r->first) % r->depth];
 }
 
 /* ---- workers ---- */
@@ -150,7 +153,9 @@ int stoker__ring_give_back(stoker__ring *r, stoker__slot *s);
 
 /* Wakes every thread waiting on any slot (after setting a halt flag). */
 void stoker__ring_wake_all(stoker__ring *r);
-/* Every slot FREE for batches 0 .. depth - 1 (a restart; nobody else touches the ring). */
+/* Every slot FREE for batches 0 .. depth - 1 from the slot after the one taken last (a
+ * restart; no worker or taker touches the ring), except a slot still OUT: it stays so until
+ * given back, then FREE for its batch. */
 void stoker__ring_reset(stoker__ring *r);
 
 #endif

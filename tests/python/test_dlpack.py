@@ -203,20 +203,25 @@ def test_holding_every_slot_raises_instead_of_hanging(raw_ds):
 
 
 def test_holding_an_old_batch_raises_instead_of_hanging(raw_ds):
-    """Slots form a ring: keeping batch 0 while dropping the others stops the loader at
-    batch `depth`, which must be reported, not waited on."""
+    """Slots form a ring: keeping an array of batch 0 while dropping the others stops the
+    loader at batch `depth`, which must be reported, not waited on; the Batch object alone
+    is copied out of its slot instead."""
     def run():
         with stoker.Loader(raw_ds, 8, depth=3, shuffle=False, device="cpu") as loader:
             it = iter(loader)
             first = next(it)
+            arr = first.numpy()
             got = []
-            with pytest.raises(RuntimeError, match="held"):
+            with pytest.raises(RuntimeError, match="holds"):
                 for _ in range(10):
                     got.append(list(next(it).indices))
             assert len(got) == 2
+            assert list(h.record_id(arr)) == list(range(8))
+            del arr
+            ptr = first.data.data_ptr()
+            assert list(next(iter(loader)).indices) == list(range(24, 32))  # copied out
+            assert first.data.data_ptr() != ptr
             assert list(h.record_id(first.numpy())) == list(range(8))
-            del first
-            assert list(next(iter(loader)).indices) == list(range(24, 32))
             return True
     assert guarded(run)
 
