@@ -310,25 +310,25 @@ class BatchData:
         self._nbytes = nbytes
 
     @property
-    def shape(self):
+    def shape(self) -> Tuple[int, ...]:
         self._live()
         return self._shape
 
     @property
-    def dtype(self):
+    def dtype(self) -> str:
         self._live()
         return _lib.DTYPE.name(self._dtype, "unknown")
 
     @property
-    def device(self):
+    def device(self) -> str:
         return _device_name(self._live().device)
 
     @property
-    def nbytes(self):
+    def nbytes(self) -> int:
         self._live()
         return self._nbytes
 
-    def data_ptr(self):
+    def data_ptr(self) -> int:
         self._live()
         return self._ptr or 0
 
@@ -337,11 +337,12 @@ class BatchData:
             raise ValueError("the batch was released")
         return self._ref
 
-    def __dlpack_device__(self):
+    def __dlpack_device__(self) -> Tuple[int, int]:
         dev = self._live().device
         return (_dlpack.kDLCUDA, dev) if dev >= 0 else (_dlpack.kDLCPU, 0)
 
-    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+    def __dlpack__(self, stream: Optional[int] = None, max_version: Any = None,
+                   dl_device: Any = None, copy: Optional[bool] = None) -> Any:
         """A classic ``"dltensor"`` capsule (also when max_version asks for a versioned one,
         which the DLPack protocol allows). `stream`: the consumer's CUDA stream, made to
         wait for the batch (see _BatchRef.wait_stream)."""
@@ -449,7 +450,7 @@ class Batch:
         self.dtype = _lib.DTYPE.name(int(view.dtype), "unknown")
 
     @property
-    def ids(self):
+    def ids(self) -> Any:
         return self.indices
 
     def __len__(self) -> int:
@@ -477,7 +478,7 @@ class Batch:
             yield self.data
         yield self.labels
 
-    def numpy(self):
+    def numpy(self) -> Any:
         """The data as a numpy array sharing the batch's memory (host batches only)."""
         self.data._live()
         if _np is None:
@@ -492,13 +493,13 @@ class Batch:
                             % self.device)
         return _np.from_dlpack(self.data)
 
-    def torch(self):
+    def torch(self) -> Any:
         """The data as a torch tensor sharing the batch's memory."""
         self.data._live()
         import torch
         return torch.from_dlpack(self.data)
 
-    def records(self):
+    def records(self) -> List[bytes]:
         """For records of varying size: a list of bytes, one per record (a copy)."""
         self.data._live()
         if self.offsets is None:
@@ -507,7 +508,7 @@ class Batch:
         off = [int(x) for x in self.offsets]
         return [raw[off[j]:off[j + 1]] for j in range(self.count)]
 
-    def release(self):
+    def release(self) -> None:
         """Drops this object's hold on the batch (arrays made from it stay valid)."""
         self.data._drop()
 
@@ -739,9 +740,14 @@ class Loader:
     consumer's batches); ``stats()`` never waits for a ``next``.
     """
 
-    def __init__(self, path, batch_size, shuffle=True, seed=0, transform=None, size=None,
-                 resize=None, dtype=None, layout=None, device=None, rank=None,
-                 world_size=None, drop_last=False, threads=None, depth=None, on_corrupt="error",
+    def __init__(self, path: Union[str, bytes, os.PathLike], batch_size: int,
+                 shuffle: bool = True, seed: int = 0, transform: Optional[str] = None,
+                 size: Optional[int] = None, resize: Optional[int] = None,
+                 dtype: Optional[str] = None, layout: Optional[str] = None,
+                 device: Union[None, str, int, Any] = None, rank: Optional[int] = None,
+                 world_size: Optional[int] = None, drop_last: bool = False,
+                 threads: Optional[int] = None, depth: Optional[int] = None,
+                 on_corrupt: str = "error",
                  backend="auto", direct_io=False, mean=None, std=None, epoch=0,
                  read_ahead=None, simd=None, dct=None, max_record_size=None,
                  max_pixels=None, h5_images=None, h5_labels=None, device_buffers=None,
@@ -750,7 +756,7 @@ class Loader:
                  cache_limit=None, block_size=None, fetch_window=None, fetch_transfers=None,
                  fetch_retries=None, fetch_retry_ms=None, fetch_timeout_ms=None,
                  ca_bundle=None, http_header=None, s3_region=None, s3_endpoint=None,
-                 fetch_clients=None):
+                 fetch_clients=None) -> None:
         remote = dict(cache_dir=cache_dir, cache_limit=cache_limit, block_size=block_size,
                       fetch_window=fetch_window, fetch_transfers=fetch_transfers,
                       fetch_retries=fetch_retries, fetch_retry_ms=fetch_retry_ms,
@@ -874,7 +880,7 @@ class Loader:
 
     # ---- iteration ----
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Batch]:
         with self._consumer():
             act = self._active() if self._active is not None else None
             if act is not None and not act.done:
@@ -884,7 +890,7 @@ class Loader:
             self._active = weakref.ref(it)
             return it
 
-    def __next__(self):
+    def __next__(self) -> Batch:
         """The next batch of the current epoch; StopIteration at its end."""
         got = self._next()
         if got is None:
@@ -995,7 +1001,7 @@ class Loader:
 
     # ---- epoch, size, state ----
 
-    def __len__(self):
+    def __len__(self) -> int:
         n = ctypes.c_int64()
         with self._consumer() as core:
             rc = _L.stoker_loader_num_batches(core.handle, ctypes.byref(n))
@@ -1004,7 +1010,7 @@ class Loader:
         return n.value
 
     @property
-    def num_records(self):
+    def num_records(self) -> int:
         """Records per epoch on this rank (padding included)."""
         n = ctypes.c_int64()
         with self._consumer() as core:
@@ -1054,13 +1060,13 @@ class Loader:
         return epoch.value, position.value
 
     @property
-    def epoch(self):
+    def epoch(self) -> int:
         """The epoch the next batch comes from."""
         with self._consumer() as core:
             return self._position(core)[0]
 
     @property
-    def position(self):
+    def position(self) -> int:
         """Batches consumed in the current epoch."""
         with self._consumer() as core:
             return self._position(core)[1]
@@ -1088,7 +1094,7 @@ class Loader:
             d[name] = self._option(core, name)
         return d
 
-    def state_dict(self):
+    def state_dict(self) -> Dict[str, Any]:
         """Where the loader stands: ``{"state": bytes, "epoch", "position", "seed", "rank",
         "world_size", "batch_size", "shuffle", "drop_last", "order"}``; only "state" is used
         to resume."""
@@ -1097,7 +1103,7 @@ class Loader:
             d.update(self._state_fields(core))
             return d
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: Union[Dict[str, Any], bytes]) -> None:
         """Continues from a state_dict() (or its "state" bytes): the following batches are
         those an uninterrupted loader would have delivered; a following ``set_epoch`` of
         the restored epoch keeps that position. Batches still held stay valid.
@@ -1156,12 +1162,12 @@ class Loader:
         return tuple(out)
 
     @property
-    def batch_size(self):
+    def batch_size(self) -> int:
         """Records per batch on this rank (readable after close too)."""
         return self._batch_size
 
     @property
-    def depth(self):
+    def depth(self) -> int:
         """Batch slots, the ring of the lifetime rule (readable after close too)."""
         return self._depth
 
@@ -1222,7 +1228,7 @@ class Loader:
 
     # ---- stats ----
 
-    def stats(self):
+    def stats(self) -> Dict[str, Any]:
         """Loader statistics as a dict (stoker_loader_stats_json: one snapshot), the JPEG
         decoder's figures among them: ``decoder`` (the one in effect, a name), ``cpu_decoded``,
         ``gpu_decoded``, ``gpu_retried``, ``gpu_fallbacks``, ``gpu_share``, ``cpu_busy``,
@@ -1278,7 +1284,7 @@ class Loader:
 
     # ---- lifetime ----
 
-    def close(self):
+    def close(self) -> None:
         """Stops the loader. Its memory is freed once every batch handed out has been
         released; arrays and tensors made from batches stay valid until then. Using the
         loader afterwards raises ValueError. Idempotent."""
@@ -1295,13 +1301,13 @@ class Loader:
             core.close()
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return self._core is None
 
-    def __enter__(self):
+    def __enter__(self) -> Loader:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
     def __del__(self):

@@ -159,3 +159,17 @@ def test_host_images_default_to_float32(tmp_path):
         assert b.shape == (2, 3, 32, 32)
     with stoker.Loader(path, 2, size=32, device="cpu", threads=1, dtype="float16") as loader:
         assert loader.dtype == "float16"
+
+
+def test_annotations_and_py_typed():
+    import os
+    import typing
+    pkg = os.path.dirname(stoker.__file__)
+    assert os.path.isfile(os.path.join(pkg, "py.typed"))
+    with open(os.path.join(os.path.dirname(pkg), "pyproject.toml")) as f:
+        assert '"py.typed"' in f.read()  # installed with the package
+    hints = typing.get_type_hints(stoker.Loader.state_dict)
+    assert hints["return"] == typing.Dict[str, typing.Any]
+    assert typing.get_type_hints(stoker.Loader.__len__)["return"] is int
+    assert typing.get_type_hints(stoker.Loader.set_epoch) == {"epoch": int,
+                                                             "return": type(None)}

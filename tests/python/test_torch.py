@@ -126,3 +126,65 @@ def test_cuda_gpu_normalize_jpeg(tmp_path):
             assert float(diff.max()) <= 2 ** -8 * (1 + float(ta.float().abs().max()))
             n += a.count
         assert n == 40
+
+
+def test_batch_unpacks_as_tensors(raw_ds):
+    with stoker.Loader(raw_ds, 10, seed=2, device="cpu") as loader:
+        for x, y in loader:
+            assert isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)
+            assert x.dtype == torch.uint8 and y.dtype == torch.int64
+            ids = h.record_id(x.numpy())
+            assert y.tolist() == [h.label_of(int(i)) for i in ids]
+        b = next(iter(loader))
+        x, y = b
+        assert x.data_ptr() == b.data.data_ptr()  # zero copy
+
+
+def test_dataloader_over_the_adapter(raw_ds):
+    """DataLoader(LoaderDataset(loader), batch_size=None): len, epochs in order (each
+    iteration the next epoch, set_epoch to choose), the loader's records, state_dict."""
+    import stoker.torch as st
+    with stoker.Loader(raw_ds, 8, seed=9, device="cpu") as ref:
+        want = [[list(b.indices) for b in ref] for _ in range(3)]
+    with stoker.Loader(raw_ds, 8, seed=9, device="cpu") as loader:
+        data = st.LoaderDataset(loader)
+        assert isinstance(data, torch.utils.data.IterableDataset)
+        dl = torch.utils.data.DataLoader(data, batch_size=None)
+        assert len(dl) == len(data) == 13
+        got = []
+        for epoch in range(2):  # no set_epoch: each iteration is the next epoch
+            seen = []
+            for x, y in dl:
+                assert isinstance(x, torch.Tensor) and x.shape[1:] == h.RECORD_SHAPE
+                ids = [int(i) for i in h.record_id(x.numpy())]
+                assert y.tolist() == [h.label_of(i) for i in ids]
+                seen.append(ids)
+            got.append(seen)
+        assert got == want[:2]
+        del x, y  # the comprehensions below keep their own: these would hold a slot
+        data.set_epoch(0)
+        assert [[int(i) for i in h.record_id(x.numpy())] for x, _ in dl] == want[0]
+        # resume mid-epoch through the adapter's state
+        data.set_epoch(2)
+        it = iter(dl)
+        for _ in range(4):
+            next(it)
+        del it
+        ck = data.state_dict()
+    with stoker.Loader(raw_ds, 8, seed=9, device="cpu") as loader:
+        data = st.LoaderDataset(loader)
+        data.load_state_dict(ck)
+        data.set_epoch(2)
+        dl = torch.utils.data.DataLoader(data, batch_size=None)
+        assert [[int(i) for i in h.record_id(x.numpy())] for x, _ in dl] == want[2][4:]
+
+
+def test_dataloader_workers_are_refused(raw_ds):
+    import stoker.torch as st
+    with stoker.Loader(raw_ds, 8, device="cpu") as loader:
+        dl = torch.utils.data.DataLoader(st.LoaderDataset(loader), batch_size=None,
+                                         num_workers=1)
+        with pytest.raises(RuntimeError, match="num_workers=0"):
+            next(iter(dl))
+    with pytest.raises(TypeError, match="stoker.Loader"):
+        st.LoaderDataset(raw_ds)
