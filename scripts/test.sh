@@ -87,6 +87,11 @@ print("train_ddp.py: %d epochs of %d records over two ranks, disjoint and comple
 PYEOF
     { echo "test.sh: train_ddp.py's output fails the check"; exit 1; }
 
+step "examples/checkpoint_resume.py: interrupted + resumed run = the uninterrupted one (CPU)"
+STOKER_LIBRARY="$root/build/libstoker.so" timeout 300 /usr/bin/python3 \
+    examples/checkpoint_resume.py --make-data "$torch_tmp/ck" --threads 1 --device cpu ||
+    { echo "test.sh: checkpoint_resume.py failed"; exit 1; }
+
 step "bench/train.py: CPU smoke run of every feed (synthetic, stoker cpu and default, DataLoader)"
 timeout 300 /usr/bin/python3 bench/train.py --build "$root/build" --device cpu --models tiny \
     --make-data "$torch_tmp/train" --images 128 --size 32 --batch-size 16 --steps 6 \
