@@ -282,9 +282,12 @@ static void check_bad_options(void)
     o.header = "no colon here";
     T_EQ_RC(stoker__http_create(&h, &o, &err), STOKER_E_INVALID);
     T_ASSERT(h == NULL);
-    T_CONTAINS(err.msg, "no colon here");
+    T_CONTAINS(err.msg, "has no ':'");
+    T_ASSERT(strstr(err.msg, "no colon here") == NULL); /* the text may be a token */
     o.header = "X-Test: a\r\nX-Injected: b";
     T_EQ_RC(stoker__http_create(&h, &o, &err), STOKER_E_INVALID);
+    T_CONTAINS(err.msg, "\"X-Test: ***\"");
+    T_ASSERT(strstr(err.msg, "X-Injected") == NULL);
     stoker__http_destroy(NULL);
 }
 

@@ -1351,12 +1351,15 @@ static int check_opts(const stoker__http_opts *o, stoker__err *err)
                      err, STOKER_E_INVALID, "http client: a time that is not positive");
     STOKER_RETURN_IF(o->max_transfers < 1 || o->max_transfers > 4096, err, STOKER_E_INVALID,
                      "http client: max_transfers %u is not in 1..4096", o->max_transfers);
-    /* the message shows the header's name only: its value is often a secret */
+    /* the message shows the header's name only (none without a colon): its value, or the
+     * whole text, is often a secret */
     const char *colon = o->header ? strchr(o->header, ':') : NULL;
-    STOKER_RETURN_IF(o->header && (!colon || strpbrk(o->header, "\r\n")), err, STOKER_E_INVALID,
-                     "http client: the header \"%.*s: ***\" is not \"Name: value\"%s",
-                     colon ? (int)strcspn(o->header, ":\r\n") : 0, o->header ? o->header : "",
-                     colon ? " on one line (it holds a line break)" : " (it has no ':')");
+    STOKER_RETURN_IF(o->header && !colon, err, STOKER_E_INVALID,
+                     "http client: the header (%zu bytes, not shown) is not \"Name: value\" "
+                     "(it has no ':')", strlen(o->header));
+    STOKER_RETURN_IF(o->header && strpbrk(o->header, "\r\n"), err, STOKER_E_INVALID,
+                     "http client: the header \"%.*s: ***\" is not \"Name: value\" on one line "
+                     "(it holds a line break)", (int)strcspn(o->header, ":\r\n"), o->header);
     return 0;
 }
 
