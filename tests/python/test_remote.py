@@ -604,16 +604,18 @@ def test_close_and_a_signal_end_a_remote_wait_within_a_second(served, tmp_path):
         assert out["t"] - t2 < 1.0, out["t"] - t2
 
 
-def test_a_batch_fails_as_soon_as_one_record_has_failed(served, tmp_path):
-    """A server that accepts and never answers the shards' requests, T = 1 s, one retry,
-    1 s to retry: a request ends within fetch_retry_ms + T x (1 + 16 KiB / 1 MiB), about
-    2 s (docs/REMOTE.md). The first batch fails once its first record has failed for good,
-    not after each of its records has waited out its own block's attempts."""
+@pytest.mark.parametrize("fault", ["hang", "trickle:rate=2.5"])
+def test_a_batch_fails_as_soon_as_one_record_has_failed(served, tmp_path, fault):
+    """A server that accepts and never answers the shards' requests, or answers them at 2.5
+    bytes/s; T = 1 s, one retry, 1 s to retry: a request ends within fetch_retry_ms +
+    T x (1 + 16 KiB / 1 MiB), about 2 s (docs/REMOTE.md). The first batch fails once its
+    first record has failed for good, not after each of its records has waited out its own
+    block's attempts."""
     with range_server.start(served) as srv:
         loader = stoker.Loader(srv.url + "/raw", 64, device="cpu", threads=2,
                                **opts(tmp_path, fetch_timeout_ms=1000, fetch_retries=1,
                                       fetch_retry_ms=1000))
-        srv.set_faults(["hang:path=/raw/shard-*"])
+        srv.set_faults([fault + ("," if ":" in fault else ":") + "path=/raw/shard-*"])
         t0 = time.monotonic()
         with pytest.raises(stoker.StokerError) as e:
             next(iter(loader))
