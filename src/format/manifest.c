@@ -309,7 +309,18 @@ static int parse_classes(cursor *c, stoker__manifest *m)
     return 0;
 }
 
-static bool plain_name(const char *s, size_t n)
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+static bool plain_bytes(const char *s, size_t n)
 {
     if (n == 0 || n > STK_NAME_MAX || s[0] == '.')
         return false;
@@ -317,6 +328,28 @@ static bool plain_name(const char *s, size_t n)
         if ((unsigned char)s[i] <= 0x20 || s[i] == '/' || s[i] == '\\' || s[i] == 0x7F)
             return false;
     return true;
+}
+
+/* A plain name, as it is and after percent-decoding (%XX, once): a remote source puts the
+ * name into a URL percent-encoded, but a server or a proxy that decodes a path twice would
+ * read "%2e%2e%2f" as "../", so a name whose decoded form is not plain is refused too. */
+static bool plain_name(const char *s, size_t n)
+{
+    if (!plain_bytes(s, n))
+        return false;
+    char dec[STK_NAME_MAX];
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        int hi, lo;
+        if (s[i] == '%' && i + 2 < n &&
+            (hi = hex_digit(s[i + 1])) >= 0 && (lo = hex_digit(s[i + 2])) >= 0) {
+            dec[m++] = (char)(hi << 4 | lo);
+            i += 2;
+        } else {
+            dec[m++] = s[i];
+        }
+    }
+    return m == n || (memchr(dec, '\0', m) == NULL && plain_bytes(dec, m));
 }
 
 static int parse_shard_line(cursor *c, stoker__mshard *sh)
@@ -330,7 +363,8 @@ static int parse_shard_line(cursor *c, stoker__mshard *sh)
     if (!plain_name(tok, tl))
         return stoker__fail(c->err, STOKER_E_CORRUPT,
                             "%s: line %llu: shard name \"%s\" is not a plain file name in the "
-                            "data set directory (no '/', no leading '.')",
+                            "data set directory (no '/', '\\', control byte or leading '.', "
+                            "as it is or percent-decoded)",
                             c->what, (unsigned long long)c->line, tok);
     sh->name = tok;
     char *rec = NULL, *bytes = NULL, *crc = NULL;

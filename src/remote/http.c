@@ -264,19 +264,19 @@ static void copy_value(char *dst, size_t cap, const char *v)
     dst[n] = '\0';
 }
 
-/* S3's URI encoding of a key: every byte but the unreserved ones and '/' as %XX. */
-static char *s3_encode_key(const char *key)
+/* s with every byte but the unreserved ones (and '/' where keep_slash) as %XX (malloc'd;
+ * NULL when out of memory). */
+static char *percent_encode(const char *s, bool keep_slash)
 {
     static const char hex[] = "0123456789ABCDEF";
-    const size_t n = strlen(key);
-    char *out = stoker__malloc(3 * n + 1);
+    char *out = stoker__malloc(3 * strlen(s) + 1);
     if (!out)
         return NULL;
     char *o = out;
-    for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         const int c = *p;
         if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-            c == '-' || c == '.' || c == '_' || c == '~' || c == '/') {
+            c == '-' || c == '.' || c == '_' || c == '~' || (c == '/' && keep_slash)) {
             *o++ = (char)c;
         } else {
             *o++ = '%';
@@ -285,6 +285,31 @@ static char *s3_encode_key(const char *key)
         }
     }
     *o = '\0';
+    return out;
+}
+
+/* S3's URI encoding of a key: every byte but the unreserved ones and '/' as %XX. */
+static char *s3_encode_key(const char *key)
+{
+    return percent_encode(key, true);
+}
+
+char *stoker__http_join(const char *base, const char *name)
+{
+    /* an s3:// URL names a key, which s3_url encodes when it builds the request */
+    if (strncasecmp(base, "s3://", 5) == 0) {
+        const size_t n = strlen(base) + strlen(name) + 2;
+        char *out = stoker__malloc(n);
+        if (out)
+            snprintf(out, n, "%s/%s", base, name);
+        return out;
+    }
+    char *enc = percent_encode(name, false);
+    const size_t n = enc ? strlen(base) + strlen(enc) + 2 : 0;
+    char *out = enc ? stoker__malloc(n) : NULL;
+    if (out)
+        snprintf(out, n, "%s/%s", base, enc);
+    stoker__free(enc);
     return out;
 }
 

@@ -123,5 +123,10 @@ void stoker__http_stats_get(stoker__http *h, stoker__http_stats *s);
 
 /* Whether `path` is a URL the client takes (http://, https://, s3://). */
 bool stoker__http_is_url(const char *path);
+/* base + "/" + name as a URL (malloc'd; NULL when out of memory): for http(s) the name is one
+ * path segment, percent-encoded, so no byte of it ('%', '/', '?', '#' ...) can change what the
+ * URL names; for s3:// it is appended as it is, being part of the key that is encoded when
+ * the request is made. */
+char *stoker__http_join(const char *base, const char *name);
 
 #endif

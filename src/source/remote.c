@@ -1194,10 +1194,9 @@ static int remote_open(stoker_dataset *ds, const char *path, const stoker_config
     r->n = (int32_t)n;
     for (uint32_t i = 0; i < n; i++) {
         rshard *sh = &r->shards[i];
-        const size_t ulen = strlen(r->base) + strlen(r->m.shards[i].name) + 2;
-        sh->url = stoker__malloc(ulen);
+        sh->url = stoker__http_join(r->base, r->m.shards[i].name);
         STOKER_RETURN_IF(!sh->url, &ds->err, -ENOMEM, "%s: out of memory", path);
-        snprintf(sh->url, ulen, "%s/%s", r->base, r->m.shards[i].name);
+        const size_t ulen = strlen(sh->url) + 1;
         sh->shown = stoker__malloc(ulen + 3);
         STOKER_RETURN_IF(!sh->shown, &ds->err, -ENOMEM, "%s: out of memory", path);
         stoker_redact(sh->url, sh->shown, ulen + 3);

@@ -628,3 +628,60 @@ def test_a_batch_fails_as_soon_as_one_record_has_failed(served, tmp_path, fault)
     assert closed < 1.0, closed
     msg = str(e.value)
     assert "/raw/shard-" in msg and "ETIMEDOUT" in msg, msg
+
+
+def _crc32c(data):
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def _rename_shard_in_manifest(ds, old, new):
+    """Rewrites ds's manifest naming shard `old` as `new`, with a new CRC line."""
+    path = os.path.join(ds, "manifest.stk")
+    body = open(path, "rb").read()
+    body = body[:body.rindex(b"crc32c ")]
+    assert (" %s " % old).encode() in body
+    body = body.replace((" %s " % old).encode(), (" %s " % new).encode())
+    with open(path, "wb") as f:
+        f.write(body + b"crc32c %08x\n" % _crc32c(body))
+
+
+@pytest.mark.parametrize("name", ["%2e%2e%2fother%2fshard-00000.stk",
+                                  "%2E%2E%2Fother%2Fshard-00000.stk",
+                                  "..%2fother%2fshard-00000.stk",
+                                  "%2e%2e%5cother%5cshard-00000.stk",
+                                  "%2fetc%2fpasswd", "shard%00.stk", "%2e%2e"])
+def test_a_percent_encoded_shard_name_cannot_leave_the_data_set(tmp_path, name):
+    h.write_raw(tmp_path / "other", 40)
+    h.write_raw(tmp_path / "evil", 40)
+    _rename_shard_in_manifest(str(tmp_path / "evil"), "shard-00000.stk", name)
+    with range_server.start(tmp_path) as srv:
+        with pytest.raises(stoker.StokerError) as e:
+            stoker.Dataset(srv.url + "/evil", **opts(tmp_path))
+        paths = [x["path"] for x in srv.log]
+    msg = str(e.value)
+    assert "manifest.stk" in msg and name in msg, msg
+    assert paths and all(os.path.normpath(p).startswith("/evil/") for p in paths), paths
+    # the local copy refuses the name too
+    with pytest.raises(stoker.StokerError) as e:
+        stoker.Dataset(str(tmp_path / "evil"))
+    assert "manifest.stk" in str(e.value) and name in str(e.value), str(e.value)
+
+
+def test_a_shard_name_goes_into_the_url_percent_encoded(tmp_path):
+    """A plain name with bytes that mean something in a URL reaches the server as itself."""
+    h.write_raw(tmp_path / "ds", 40)
+    name = "shard#1?a=b&c%25.stk"
+    os.rename(tmp_path / "ds" / "shard-00000.stk", tmp_path / "ds" / name)
+    _rename_shard_in_manifest(str(tmp_path / "ds"), "shard-00000.stk", name)
+    with range_server.start(tmp_path) as srv:
+        with stoker.Dataset(srv.url + "/ds", **opts(tmp_path)) as ds:
+            got = [ds.read(i) for i in range(len(ds))]
+        paths = {x["path"] for x in srv.log}
+    with stoker.Dataset(str(tmp_path / "ds")) as ds:
+        assert got == [ds.read(i) for i in range(len(ds))]
+    assert "/ds/" + name in paths, paths
