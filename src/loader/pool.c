@@ -198,6 +198,35 @@ static bool process_into(stoker__pool *p, stoker__worker *w, stoker__slot *s, ui
     return true;
 }
 
+/* A fetched record j failed its CRC32C: the source drops the copy it may hold damaged (a
+ * remote block in the cache) and the record is fetched once more before it counts as
+ * corrupt. 1: fetched again (*src: its bytes; `again` says what was dropped, for a
+ * message); 0: the source had nothing to drop; < 0: the fetch failed (record_failed
+ * decided). */
+static int refetch_record(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint32_t j,
+                          const uint8_t **src, const char *shard, char *again, size_t cap)
+{
+    const stoker__recloc *loc = &s->locs[j];
+    const int64_t id = s->batch.ids[j];
+    char what[STOKER_ERRMSG_CAP / 2];
+    if (stoker__dataset_refetch(p->ds, id, loc, what, sizeof what) <= 0)
+        return 0;
+    uint8_t *dst = p->plan->staged ? NULL : s->batch.data + s->batch.offsets[j];
+    const int rc = stoker__dataset_fetch(p->ds, id, loc, dst, src, &s->failed, &w->err);
+    if (rc < 0) {
+        char was[STOKER_ERRMSG_CAP];
+        snprintf(was, sizeof was, "%s", w->err.msg);
+        stoker__fail(&w->err, rc,
+                     "%s: record %" PRId64 ": CRC32C mismatch, read from %s, which was dropped; "
+                     "fetching it again: %s",
+                     shard, id, what, was);
+        record_failed(p, w, s, j, rc);
+        return rc;
+    }
+    snprintf(again, cap, " after %s was dropped and its block fetched again", what);
+    return 1;
+}
+
 /* Checks record j, whose bytes are at src (all of them read), and for staged reads runs
  * the process step into its place in the slot, or routes the record to the GPU decode
  * stage, which then owns its decoding. */
@@ -206,11 +235,19 @@ static void check_record(stoker__pool *p, stoker__worker *w, stoker__slot *s, ui
 {
     const stoker__recloc *loc = &s->locs[j];
     const int64_t id = s->batch.ids[j];
-    const uint32_t crc = loc->has_crc ? stoker_crc32c(0, src, loc->length) : 0;
+    uint32_t crc = loc->has_crc ? stoker_crc32c(0, src, loc->length) : 0;
+    char again[STOKER_ERRMSG_CAP] = "";
+    if (loc->has_crc && crc != loc->crc && loc->fetch) {
+        const int rc = refetch_record(p, w, s, j, &src, shard, again, sizeof again);
+        if (rc < 0)
+            return;
+        if (rc > 0)
+            crc = stoker_crc32c(0, src, loc->length);
+    }
     if (loc->has_crc && crc != loc->crc) {
         stoker__fail(&w->err, STOKER_E_CORRUPT,
-                     "%s: record %" PRId64 ": CRC32C mismatch (stored %08x, computed %08x)",
-                     shard, id, loc->crc, crc);
+                     "%s: record %" PRId64 ": CRC32C mismatch (stored %08x, computed %08x)%s",
+                     shard, id, loc->crc, crc, again);
         record_failed(p, w, s, j, STOKER_E_CORRUPT);
         return;
     }

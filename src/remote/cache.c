@@ -1100,6 +1100,34 @@ void stoker__cache_release(stoker__cache_obj *o, uint64_t block, int fd)
     pthread_mutex_unlock(&c->mu);
 }
 
+void stoker__cache_discard(stoker__cache_obj *o, uint64_t block, int fd)
+{
+    stoker__cache *c = o->c;
+    pthread_mutex_lock(&c->mu);
+    held *h = held_find(c, o, block, fd, false);
+    if (h) {
+        char name[NAME_CAP];
+        block_name(name, block, "");
+        /* not a newer copy another process committed since this one was pinned */
+        if (same_file(h->fd, o->dirfd, name) && unlinkat(o->dirfd, name, 0) == 0) {
+            const uint64_t n = stoker__cache_block_bytes(o, block);
+            c->bytes -= n < c->bytes ? n : c->bytes;
+            c->st.bytes = c->bytes;
+            evict_lock(o->dirfd, block);
+        }
+        close(h->fd);
+        held_remove(c, h);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+void stoker__cache_block_path(const stoker__cache_obj *o, uint64_t block, char *buf, size_t cap)
+{
+    char name[NAME_CAP];
+    block_name(name, block, "");
+    snprintf(buf, cap, "%s/%s/%s", o->c->dir, o->name, name);
+}
+
 void stoker__cache_stats_get(stoker__cache *c, stoker__cache_stats *s)
 {
     pthread_mutex_lock(&c->mu);

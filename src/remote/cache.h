@@ -97,6 +97,14 @@ uint64_t stoker__cache_free_bytes(const stoker__cache *c);
  * blocks no reader pins, of any object, until `want` bytes are free there or none is left
  * to evict, whatever the limit. Returns the bytes free then. */
 uint64_t stoker__cache_reclaim(stoker__cache *c, uint64_t want);
+/* Unpins a READY block, as release does, and removes its file when the path still names the
+ * file pinned: its bytes were found damaged (a record in it failed its CRC32C), so that the
+ * next acquire, by any process, fetches it again. A process that pins the file keeps reading
+ * it until it releases it. A descriptor that is not this handle's pin of `block` is left
+ * alone. */
+void stoker__cache_discard(stoker__cache_obj *o, uint64_t block, int fd);
+/* The path of block `block`'s file, for messages: DIR/OBJECT/bNNNNNNNNNN. */
+void stoker__cache_block_path(const stoker__cache_obj *o, uint64_t block, char *buf, size_t cap);
 
 typedef struct stoker__cache_stats {
     uint64_t hits;    /* acquires answered READY at once */

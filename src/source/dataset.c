@@ -284,6 +284,12 @@ int stoker__dataset_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *
     return ds->ops->fetch(ds, id, loc, dst, out, cancel, err);
 }
 
+int stoker__dataset_refetch(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, char *what,
+                            size_t cap)
+{
+    return ds->ops->refetch ? ds->ops->refetch(ds, id, loc, what, cap) : 0;
+}
+
 int stoker__dataset_fetch_plan(stoker_dataset *ds, int64_t id, const stoker__recloc *loc,
                                uint64_t round, stoker__fetch_read *out, uint32_t cap, uint32_t *n)
 {

@@ -51,6 +51,15 @@ int stoker__dataset_direct_fd(stoker_dataset *ds, int32_t shard);
 int stoker__dataset_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, uint8_t *dst,
                           const uint8_t **out, const atomic_int *cancel, stoker__err *err);
 
+/* A record fetched with stoker__dataset_fetch failed its CRC32C: the source drops the copy it
+ * read it from where that copy may be what is damaged (a remote source's blocks in the block
+ * cache: a reply with wrong bytes committed there, or a file damaged on disk), so that the
+ * next fetch reads the record afresh. 1: dropped (`what`, cap bytes, says what was, for a
+ * message: fetch the record once more before it counts as corrupt); 0: nothing to drop (the
+ * record is corrupt as it is stored). Thread-safe. */
+int stoker__dataset_refetch(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, char *what,
+                            size_t cap);
+
 /* Fetched records through the caller's own reader (chunked HDF5): before fetching a batch
  * piece's records, a worker asks the source, record by record, for the reads they still
  * lack (whole stored chunks missing from the calling thread's chunk cache), makes them

@@ -33,6 +33,7 @@
 #include "source/source.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -760,6 +761,63 @@ static int remote_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *lo
     return 0;
 }
 
+/* Drops block b of shard i from this process and from the cache, its file removed, so that
+ * the next reader fetches it (mu held; released meanwhile). Readers that hold it finish
+ * their pread first: B_DROPPING sends new ones the slow way, to wait for the fetch. */
+static void discard_block(remote *r, int32_t i, uint64_t b)
+{
+    rshard *sh = &r->shards[i];
+    rblock *k = &sh->blocks[b];
+    k->st = B_DROPPING;
+    while (k->users != 0) { /* a pread each: short */
+        pthread_mutex_unlock(&r->mu);
+        sched_yield();
+        pthread_mutex_lock(&r->mu);
+    }
+    stoker__cache_discard(sh->obj, b, k->fd);
+    k->fd = -1;
+    k->st = B_NONE;
+    k->listed = false;
+    r->pinned_bytes -= block_bytes(r, sh, b);
+    pthread_cond_broadcast(&r->cond);
+}
+
+/* A record failed its CRC32C: the blocks it was read from go, their files too (a reply
+ * with wrong bytes was committed, or a file was damaged on disk), and the next fetch reads
+ * them from the server. A block unpinned since the read is pinned again to be dropped; one
+ * being fetched, or dropped by another reader, already counts as dropped. */
+static int remote_refetch(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, char *what,
+                          size_t cap)
+{
+    remote *r = ds->state;
+    const int32_t i = loc->shard;
+    rshard *sh = &r->shards[i];
+    const uint64_t b0 = loc->offset / r->block_size;
+    const uint64_t b1 = loc->length ? (loc->offset + loc->length - 1) / r->block_size : b0;
+    char path[STOKER_ERRMSG_CAP / 2];
+    stoker__cache_block_path(sh->obj, b0, path, sizeof path);
+    snprintf(what, cap, "the cache's block file%s %s%s", b1 > b0 ? "s" : "", path,
+             b1 > b0 ? " and the next" : "");
+    (void)id;
+    pthread_mutex_lock(&r->mu);
+    for (uint64_t b = b0; b <= b1 && b < sh->nblocks; b++) {
+        if (sh->blocks[b].st == B_NONE) {
+            pending *p = NULL;
+            start_block(r, i, b, &p);
+            if (p) { /* not in the cache any more: fetched afresh */
+                pthread_mutex_unlock(&r->mu);
+                submit(r, p);
+                pthread_mutex_lock(&r->mu);
+                continue;
+            }
+        }
+        if (sh->blocks[b].st == B_READY)
+            discard_block(r, i, b);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return 1;
+}
+
 static const char *remote_file_path(const stoker_dataset *ds, int32_t i)
 {
     const remote *r = ds->state;
@@ -866,6 +924,7 @@ static const stoker__source_ops REMOTE_OPS = {
     .key = remote_key,
     .close = remote_close,
     .fetch = remote_fetch,
+    .refetch = remote_refetch,
     .follow = remote_follow,
     .progress = remote_progress,
     .interrupt = remote_interrupt,

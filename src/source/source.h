@@ -45,6 +45,10 @@ typedef struct stoker__source_ops {
     int (*plan)(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, uint64_t round,
                 stoker__fetch_read *out, uint32_t cap, uint32_t *n);
     void (*landed)(stoker_dataset *ds, uint32_t cookie, uint64_t length, int64_t res);
+    /* A fetched record failed its CRC32C (dataset.h). NULL: the source keeps no copy that
+     * may be damaged (0) */
+    int (*refetch)(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, char *what,
+                   size_t cap);
     /* NULL: no natural block */
     uint64_t (*block_records)(const stoker_dataset *ds);
     /* NULL: never; true: the source reads every record itself, one at a time */

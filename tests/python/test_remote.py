@@ -685,3 +685,70 @@ def test_a_shard_name_goes_into_the_url_percent_encoded(tmp_path):
     with stoker.Dataset(str(tmp_path / "ds")) as ds:
         assert got == [ds.read(i) for i in range(len(ds))]
     assert "/ds/" + name in paths, paths
+
+
+def _one_epoch(url, **kw):
+    """The loader's first epoch; the faults of `faults` start once the open is done, so that
+    they hit the blocks' GETs and not the open's reads."""
+    faults = kw.pop("faults", None)
+    srv = kw.pop("srv")
+    opened = kw.pop("opened", None)
+    out = []
+    with stoker.Loader(url, 32, seed=11, device="cpu", threads=2, **kw) as loader:
+        if faults:
+            srv.set_faults(faults)
+        if opened:
+            opened()
+        loader.set_epoch(0)
+        for b in loader:
+            out.append((b.indices.copy(), b.labels.copy(), b.numpy().copy()))
+    return out
+
+
+def _block_gets(srv, path):
+    """{range: GETs} of the blocks of `path` the server answered."""
+    got = {}
+    for e in srv.log:
+        if e["method"] == "GET" and e["path"] == path and e["sent"] == BLOCK:
+            got[e["range"]] = got.get(e["range"], 0) + 1
+    return got
+
+
+def test_a_poisoned_block_is_fetched_again_and_heals(served, tmp_path):
+    want = epochs(str(served / "raw"), n=1)
+    with range_server.start(served) as srv:
+        got = _one_epoch(srv.url + "/raw", srv=srv, faults=["corrupt:times=1,path=/raw/shard-00001.stk"],
+                         **opts(tmp_path, cache_limit=64 << 20))
+        bad = [e["range"] for e in srv.log if "corrupt" in e["faults"]]
+        gets = _block_gets(srv, "/raw/shard-00001.stk")
+    same(want, got)
+    assert len(bad) == 1 and gets[bad[0]] == 2, (bad, gets)
+
+
+def test_a_block_damaged_in_the_cache_is_fetched_again(served, tmp_path):
+    want = epochs(str(served / "raw"), n=1)
+    o = opts(tmp_path, cache_limit=64 << 20)
+    with range_server.start(served) as srv:
+        same(want, _one_epoch(srv.url + "/raw", srv=srv, **o))
+        files = sorted(p for p in (tmp_path / "cache").glob("*/b*") if "." not in p.name)
+        assert len(files) > 4
+        victim = files[len(files) // 2]
+        size = victim.stat().st_size
+        with open(victim, "r+b") as f:  # zeroed by hand, the size kept
+            f.write(bytes(size))
+        n0 = []
+        same(want, _one_epoch(srv.url + "/raw", srv=srv, opened=lambda: n0.append(len(srv.log)),
+                              **o))
+        again = [e for e in srv.log[n0[0]:] if e["method"] == "GET"]
+    # the damaged block alone was fetched again, once
+    assert len(again) == 1 and again[0]["sent"] == size, again
+
+
+def test_a_block_that_stays_corrupt_fails_saying_it_was_fetched_again(served, tmp_path):
+    with range_server.start(served) as srv:
+        with pytest.raises(stoker.StokerError) as e:
+            _one_epoch(srv.url + "/raw", srv=srv, faults=["corrupt:path=/raw/shard-00001.stk"],
+                       **opts(tmp_path, cache_limit=64 << 20))
+    msg = str(e.value)
+    assert "CRC32C mismatch" in msg and "fetched again" in msg, msg
+    assert "/raw/shard-00001.stk" in msg and str(tmp_path / "cache") in msg, msg

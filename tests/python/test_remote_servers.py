@@ -363,6 +363,16 @@ def test_wrong_content_range(serve):
     assert h["content-range"] == "bytes 15-24/%d" % SIZE
 
 
+def test_corrupt_bytes_under_the_right_range(serve):
+    srv = serve(["corrupt:times=1"])
+    assert request(srv, "/data/obj.bin")[::2] == (200, DATA)  # not a range request
+    status, h, body = get_range(srv, "bytes=10-19")
+    assert status == 206 and h["content-range"] == "bytes 10-19/%d" % SIZE
+    assert len(body) == 10 and body == bytes(b ^ 0xFF for b in DATA[10:20])
+    assert get_range(srv, "bytes=10-19")[::2] == (206, DATA[10:20])  # times=1
+    assert srv.faults_injected == {"corrupt": 1}
+
+
 def test_changing_etag(serve):
     srv = serve(["etag:after=2"])
     tags = [request(srv, "/data/obj.bin", method="HEAD")[1]["etag"] for _ in range(4)]

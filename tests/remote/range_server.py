@@ -44,7 +44,8 @@ SENDFILE_PIECE = 4 << 20  # a body with no fault goes by os.sendfile, counted in
 STATUS_FAULTS = {"401", "403", "404", "429", "500", "503"}
 MODIFIERS = {"latency", "etag"}
 KINDS = STATUS_FAULTS | MODIFIERS | {"reset", "cut", "full", "badrange", "trickle", "hang",
-                                     "redirect", "nolength"}
+                                     "redirect", "nolength", "corrupt"}
+_FLIP = bytes(b ^ 0xFF for b in range(256))  # corrupt's table: every bit of a byte flipped
 _INT_OPTIONS = {"times", "every", "after", "seed", "ms", "bytes", "shift", "retry_after",
                 "status"}
 
@@ -72,11 +73,12 @@ class Rule:
     at a time); ``hang`` (reads the request and never answers, until the server stops);
     ``redirect`` (a ``status=N`` redirect, default 302, to the same path and query under the
     base URL ``to=URL``, e.g. another server's); ``nolength`` (no Content-Length: a body
-    then ends with the connection).
+    then ends with the connection); ``corrupt`` (a 206 with the right Content-Range and
+    length whose body has every bit flipped: wrong bytes no header betrays).
 
     Some kinds can apply to some responses only, and count only those as eligible: ``cut``
-    and ``reset:at=body`` a GET with a non-empty body, ``full`` and ``badrange`` a GET
-    answered 206, ``etag`` a request for an existing file.
+    and ``reset:at=body`` a GET with a non-empty body, ``full``, ``badrange`` and
+    ``corrupt`` a GET answered 206, ``etag`` a request for an existing file.
     """
 
     def __init__(self, kind, path="*", method=None, times=None, every=None, after=0,
@@ -356,7 +358,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         has_body = not head and plan.status in (200, 206) and plan.body_length() > 0
         if rule.kind == "cut" or (rule.kind == "reset" and rule.at == "body"):
             return has_body
-        if rule.kind in ("full", "badrange"):
+        if rule.kind in ("full", "badrange", "corrupt"):
             return not head and plan.status == 206
         if rule.kind == "trickle":
             return has_body
@@ -540,6 +542,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     data = f.read(min(CHUNK, limit - sent))
                     if not data:
                         break  # the file shrank under us: the client sees it cut short
+                    if fault.kind == "corrupt":
+                        data = data.translate(_FLIP)
                     self._write(data, entry, counted=True)
                     sent += len(data)
         if sent < length:
