@@ -243,12 +243,27 @@ int stoker_dataset_read(stoker_dataset *ds, int64_t id, void *buf, size_t cap, s
                 ds, rc, "%s: record %lld (shard record %llu): read: %s", p, (long long)id, sr,
                 rc == STOKER_E_CORRUPT ? "file ends early" : stoker_strerror(rc));
     }
-    const uint32_t crc = loc.has_crc ? stoker_crc32c(0, buf, (size_t)loc.length) : 0;
+    uint32_t crc = loc.has_crc ? stoker_crc32c(0, buf, (size_t)loc.length) : 0;
+    char what[STOKER_ERRMSG_CAP / 2], again[STOKER_ERRMSG_CAP] = "";
+    if (loc.has_crc && crc != loc.crc && loc.fetch &&
+        stoker__dataset_refetch(ds, id, &loc, what, sizeof what) > 0) {
+        /* the copy read may be what is damaged: fetched once more (dataset.h) */
+        stoker__err err = {0};
+        const uint8_t *got = NULL;
+        const int frc = stoker__dataset_fetch(ds, id, &loc, buf, &got, NULL, &err);
+        if (frc < 0)
+            return stoker__dataset_fail(ds, frc,
+                                        "%s: record %lld: CRC32C mismatch, read from %s, which "
+                                        "was dropped; fetching it again: %s",
+                                        p, (long long)id, what, err.msg);
+        crc = stoker_crc32c(0, buf, (size_t)loc.length);
+        snprintf(again, sizeof again, " after %s was dropped and its block fetched again", what);
+    }
     if (loc.has_crc && crc != loc.crc)
         return stoker__dataset_fail(ds, STOKER_E_CORRUPT,
                                     "%s: record %lld (shard record %llu): CRC32C mismatch "
-                                    "(stored %08x, computed %08x)",
-                                    p, (long long)id, sr, loc.crc, crc);
+                                    "(stored %08x, computed %08x)%s",
+                                    p, (long long)id, sr, loc.crc, crc, again);
     return 0;
 }
 
