@@ -217,13 +217,13 @@ static int refetch_record(stoker__pool *p, stoker__worker *w, stoker__slot *s, u
         char was[STOKER_ERRMSG_CAP];
         snprintf(was, sizeof was, "%s", w->err.msg);
         stoker__fail(&w->err, rc,
-                     "%s: record %" PRId64 ": CRC32C mismatch, read from %s, which was dropped; "
-                     "fetching it again: %s",
+                     "%s: record %" PRId64 ": CRC32C mismatch, read from %s, dropped; "
+                     "fetching it again failed: %s",
                      shard, id, what, was);
         record_failed(p, w, s, j, rc);
         return rc;
     }
-    snprintf(again, cap, " after %s was dropped and its block fetched again", what);
+    snprintf(again, cap, ", also when fetched again after dropping %s", what);
     return 1;
 }
 

@@ -253,11 +253,11 @@ int stoker_dataset_read(stoker_dataset *ds, int64_t id, void *buf, size_t cap, s
         const int frc = stoker__dataset_fetch(ds, id, &loc, buf, &got, NULL, &err);
         if (frc < 0)
             return stoker__dataset_fail(ds, frc,
-                                        "%s: record %lld: CRC32C mismatch, read from %s, which "
-                                        "was dropped; fetching it again: %s",
+                                        "%s: record %lld: CRC32C mismatch, read from %s, "
+                                        "dropped; fetching it again failed: %s",
                                         p, (long long)id, what, err.msg);
         crc = stoker_crc32c(0, buf, (size_t)loc.length);
-        snprintf(again, sizeof again, " after %s was dropped and its block fetched again", what);
+        snprintf(again, sizeof again, ", also when fetched again after dropping %s", what);
     }
     if (loc.has_crc && crc != loc.crc)
         return stoker__dataset_fail(ds, STOKER_E_CORRUPT,

@@ -796,9 +796,9 @@ static int remote_refetch(stoker_dataset *ds, int64_t id, const stoker__recloc *
     const uint64_t b1 = loc->length ? (loc->offset + loc->length - 1) / r->block_size : b0;
     char path[STOKER_ERRMSG_CAP / 2];
     stoker__cache_block_path(sh->obj, b0, path, sizeof path);
-    snprintf(what, cap, "the cache's block file%s %s%s", b1 > b0 ? "s" : "", path,
-             b1 > b0 ? " and the next" : "");
-    (void)id;
+    snprintf(what, cap, "the cache's block file %s%s", path,
+             b1 > b0 ? " (and the next block's)" : "");
+    (void)id; /* the blocks are the record's, found by loc */
     pthread_mutex_lock(&r->mu);
     for (uint64_t b = b0; b <= b1 && b < sh->nblocks; b++) {
         if (sh->blocks[b].st == B_NONE) {
