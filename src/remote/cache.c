@@ -323,6 +323,11 @@ static int block_open(stoker__cache_obj *o, uint64_t block, int *fd, stoker__err
                                                  o->name, name, stoker_strerror(-errno));
     } else if (!same_file(bfd, o->dirfd, name)) {
         rc = -ENOENT; /* evicted between the open and the lock */
+    } else if (fstat(bfd, &st) == 0 && S_ISREG(st.st_mode) &&
+               (uint64_t)st.st_size != stoker__cache_block_bytes(o, block) &&
+               flock(bfd, LOCK_EX | LOCK_NB) == 0 && unlinkat(o->dirfd, name, 0) == 0) {
+        rc = -ENOENT; /* a file of the wrong size (cut short on disk) nobody pins: fetched
+                         again, as a block the cache never had */
     } else if (fstat(bfd, &st) != 0 || !S_ISREG(st.st_mode) ||
                (uint64_t)st.st_size != stoker__cache_block_bytes(o, block)) {
         rc = stoker__fail(

@@ -70,7 +70,8 @@ enum {
 };
 /* Takes block `block` of o: READY, FETCH or BUSY as above, or a negative error (the
  * message in err): STOKER_E_INVALID (no such block), STOKER_E_CORRUPT (the block's file
- * is not what the cache writes: a link, or not the block's size), -errno. BUSY also
+ * is not what the cache writes: a link, or not the block's size while another process pins
+ * it; one nobody pins is removed and answered FETCH), -errno. BUSY also
  * answers while an evictor is removing the block at that instant. Thread-safe (the
  * handle's mutex); never blocks on another process. */
 int stoker__cache_acquire(stoker__cache_obj *o, uint64_t block, int *fd, stoker__err *err);
