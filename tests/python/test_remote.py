@@ -722,7 +722,8 @@ def test_a_poisoned_block_is_fetched_again_and_heals(served, tmp_path):
         bad = [e["range"] for e in srv.log if "corrupt" in e["faults"]]
         gets = _block_gets(srv, "/raw/shard-00001.stk")
     same(want, got)
-    assert len(bad) == 1 and gets[bad[0]] == 2, (bad, gets)
+    # fetched again (a third time when two workers dropped it at once)
+    assert len(bad) == 1 and 2 <= gets[bad[0]] <= 3, (bad, gets)
 
 
 def test_a_block_damaged_in_the_cache_is_fetched_again(served, tmp_path):
@@ -741,8 +742,10 @@ def test_a_block_damaged_in_the_cache_is_fetched_again(served, tmp_path):
         same(want, _one_epoch(srv.url + "/raw", srv=srv, opened=lambda: n0.append(len(srv.log)),
                               **o))
         again = [e for e in srv.log[n0[0]:] if e["method"] == "GET"]
-        # the damaged block alone was fetched again, once
-        assert len(again) == 1 and again[0]["sent"] == size, again
+        # the damaged block alone was fetched again: once, or twice when two workers found
+        # records of it damaged at once and the second dropped the first's new copy
+        assert 1 <= len(again) <= 2 and {(e["range"], e["sent"]) for e in again} == \
+            {(again[0]["range"], size)}, again
         # Dataset.read heals the same way, and a block file cut short is fetched again too
         with open(victim, "r+b") as f:
             f.write(bytes(size))
