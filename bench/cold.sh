@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Cold-cache figures: stoker and its peers reading data that is not in the page cache, beside
 # what the storage itself delivers for the same reads.
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Where a process's threads spend their time in the CUDA driver: a CUPTI injection module.
  * The driver loads it at cuInit when CUDA_INJECTION64_PATH names it, and calls
  * InitializeInjection; from then on every driver API call of every thread (nvJPEG's and the

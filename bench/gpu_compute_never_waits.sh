@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The compute-never-waits benchmark: a training-loop consumer (examples/train_loop.cpp) on
 # its own CUDA stream, per step: next -> stream waits on the batch's event -> a kernel that
 # runs X ms on the batch -> release_stream -> wait for the previous step's kernel (as

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A chunked, compressed HDF5 file read in random order, three ways:
 #   1. stoker-bench --order records (a permutation of all records: most records cost a
 #      partial inflation of their chunk);

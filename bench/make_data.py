@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Makes the benchmark's data: an ImageNet-like JPEG tree and an HDF5 file of raw images.
 
     make_data.py images --out DIR --n N [--classes C] [--src PHOTOS] [--jobs J] [--seed S]

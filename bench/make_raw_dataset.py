@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes a data set of raw uint8 records through stoker's public writer (ctypes).
 
 Record i holds bytes (i * 131 + k * 7 + (k >> 8) + 1) mod 256, k = 0.., so every byte a

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # stoker-pack's speed on a JPEG tree:
 #  1. packing without checking the JPEGs (--no-validate: a copy with headers parsed) against
 #     `cp -r` of the same tree on the same disk (best of 3 each, page cache warmed first;

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Raw-record read throughput of stoker-bench against `cat` of the same shards, over thread
 # counts and back-ends (warm page cache, 150,528-byte records, shuffled).
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A packed data set read locally and over HTTP with latency: stoker-bench's img/s for each.
 
     bench/remote.py DATA [--build build] [--latency-ms 20] [--epochs 1] [--repeat 3]

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Rows and tables of bench/run.sh. Standard library only: any python3 runs it.
 
 Every measurement is one JSON row: {"id", "name", "group" ("jpeg" | "raw"), "figure",

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # stoker beside its peers, on one machine and one data set, in one go.
 #
 #   bench/run.sh [--build DIR] [--images DIR|N] [--h5 FILE|N] [--out DIR] [--threads T]

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Where a training step's time goes with one feed: the host's share of it, or the step
 captured in a CUDA graph.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The time-limited steps run.sh and cold.sh share. Source it after setting `deadline` (the
 # run's end, epoch seconds), `reserve` (seconds kept for the report) and `out` (logs go to
 # OUT/logs); `stop_signal` (default TERM) is what a step gets at its limit, then KILL.

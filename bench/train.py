@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A training step fed by stoker, by PyTorch's DataLoader and by one fixed batch: img/s.
 
     bench/train.py --data DS --imagefolder DIR [--models resnet18,resnet50] [--repeat N]

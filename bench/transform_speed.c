@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Single-thread speed of the per-sample pipeline: a benchmark, not a test (it prints
  * figures and cannot fail, so ctest does not run it). Built with the tests, whose helpers
  * it shares (tests/testutil.h, tests/jpegutil.h):

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Checkpoint and resume a training loop mid-epoch: model, optimiser and loader state.
 
     python3 examples/checkpoint_resume.py --make-data /tmp/ck-ds          # CPU, small

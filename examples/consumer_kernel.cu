@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The example consumer's "training step": a kernel that keeps the GPU busy for a given
 // time, then reads every byte of the batch into a checksum (so a batch overwritten while
 // in use would show up as a wrong sum, and the data is really read from device memory).

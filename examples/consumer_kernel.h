@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The example consumer kernel (consumer_kernel.cu). */
 #ifndef STOKER_EXAMPLE_CONSUMER_KERNEL_H
 #define STOKER_EXAMPLE_CONSUMER_KERNEL_H

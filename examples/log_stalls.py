@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Logs what a training loop waits for: every --every steps, the loader's window (the last
 --window seconds) says the rate, the share of the time the loop waited for data, each
 stage's busy share and the verdict (the stage that limits the loader, or "consumer" when

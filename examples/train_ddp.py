@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Data-parallel training with torchrun, DistributedDataParallel and a sharded stoker Loader.
 
     torchrun --nproc_per_node=2 examples/train_ddp.py --make-data /tmp/ddp-ds --epochs 5

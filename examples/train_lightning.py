@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A small Lightning training fed by stoker through stoker.torch.LoaderDataset.
 
     python3 examples/train_lightning.py --make-data /tmp/pl-ds --epochs 2

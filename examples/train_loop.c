@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A training loop on stoker batches, in C. With a GPU (a CUDA build and a usable device)
  * the batches arrive in device memory and the loop works on its own CUDA stream:
  *

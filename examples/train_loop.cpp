@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // A training loop on stoker batches with its own CUDA stream, and the compute-never-waits
 // benchmark. Per step, shaped like a training step:
 //   next -> make my stream wait on the batch's event -> launch a kernel that runs X ms on

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """ResNet-50 training throughput with stoker, or with a PyTorch DataLoader as the baseline.
 
     # stoker on a packed JPEG data set (stoker-pack IMAGEFOLDER DS)

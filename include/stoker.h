@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * stoker.h - the whole public API of stoker, a library that keeps a GPU fed.
  *

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # stoker's main job on a small built-in sample, on a fresh Debian 12 machine:
 # install the dependencies, build, make ~600 ImageNet-like JPEGs from the photographs of
 # Debian's mate-backgrounds package, pack them into shards, verify the result, print a

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Installs everything stoker needs to build and test, from Debian 12's packages.
 # Idempotent and non-interactive; needs root (or sudo). Does nothing when all is present.
 # PyTorch (Debian's 1.13, CPU) runs the torch tests, the two-rank DDP example and the CPU

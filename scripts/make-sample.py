@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Make a small ImageNet-like sample data set from real photographs.
 
 Cuts random crops out of the photographs in SRC (by default the ones Debian's

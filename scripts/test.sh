@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The whole test suite on a fresh Debian 12 machine: installs the dependencies, builds
 # stoker (warnings are errors), runs the C tests, the Python tests (tests/python/test_torch.py
 # among them, on Debian's PyTorch), examples/train_ddp.py on two gloo ranks, CPU smoke runs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Run-time capabilities of this build and host, probed once and cached. */
 #include "common/common.h"
 #include "common/crc32c.h"

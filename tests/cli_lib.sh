@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Helpers the command-line tests share; source it after setting T, the test's temporary
 # folder. Not a test itself (ctest runs tests/test_*.sh only).
 

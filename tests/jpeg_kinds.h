@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test helpers: JPEGs of every kind libjpeg can write here, with the hardware decoder's
  * verdict on each by nvJPEG's documented rule (the GPU tests check the rule against nvJPEG
  * itself). */

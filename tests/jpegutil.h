@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test helpers: making JPEGs with libjpeg in memory, and decoding them whole. */
 #ifndef STOKER_TEST_JPEGUTIL_H
 #define STOKER_TEST_JPEGUTIL_H

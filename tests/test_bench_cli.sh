@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # stoker-bench smoke test: --json gives one valid JSON object with the documented keys;
 # --dump-indices lists every batch, and each epoch delivers every record exactly once
 # (and, for two ranks, disjoint and complete apart from the padding); bad arguments fail

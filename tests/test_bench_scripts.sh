@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The benchmark scripts on this machine: bench/run.sh --quick on a small JPEG tree gives
 # every pipeline a row. Where no GPU is found, or stoker-bench takes no --decoder, the GPU
 # decode rows (stoker --decoder cpu, auto and gpu; torchvision's batched GPU decode) are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Capabilities agree with what the host says through other means. */
 #include "testutil.h"
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The project names only what it holds: no comment, document or test cites a source file by
 # a name the history removed (src/loader_gpu.c, cuda/pinned.h, ...) or an internal function
 # or type (stoker__*) that no code defines; every function, public name and file that the

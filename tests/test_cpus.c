@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CPUs a process may use (common/cpus.c): cgroup v2 and v1 quota files found through a
  * /proc/self/cgroup list, in trees of the test's own; the affinity mask of this process. */
 #include "common/common.h"

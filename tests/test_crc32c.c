@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* CRC32C against published check values (RFC 3720 B.4); the AVX-512 path's fold constants
  * recomputed; and every path the CPU has (portable, SSE4.2, AVX-512 folding, and the
  * dispatcher) against the portable code: every size 0..4096 at every offset 0..63 from a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GPU decode stage's host side, where there is no GPU: the routing of records (and of
  * records no checksum vouches for, HDF5's), the GPU worker, the CPU retry of what the GPU
  * decoder refuses or fails, the split's fallback, on_corrupt and restarts, with the stage's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CPU/GPU split controller (src/loader/split.c).
  *
  * Beside a consumer that always waits (a benchmark with no model), with simulated sides whose

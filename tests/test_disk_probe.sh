@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # bench_disk_probe (bench/ceiling/disk_probe.c) on real files with real O_DIRECT io_uring
 # reads: random reads cover every whole 4096-rounded slot of every file once, sequential
 # reads every byte, and the JSON's counts, rates and byte sums match the files; --seconds

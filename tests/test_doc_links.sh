@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The project stands alone: every Markdown document that the code, tests, tools and docs
 # name (README.md, docs/FORMAT.md, ...) is in the repository.
 set -u

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A process forked while a loader or a writer is alive: the child's copy is not its own.
  * Destroying it there must neither hang (the loader's threads are the parent's) nor delete
  * the parent's unfinished output; the parent goes on as if nothing happened. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Damaged and hostile data sets: a flipped byte in a payload, an index, a footer and the
  * manifest; truncated and missing shards; manifests naming files outside the data set;
  * index entries crafted past the end, overlapping, misaligned or huge, with their CRCs fixed

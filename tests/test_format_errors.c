@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Writer and open error paths: existing outputs (with and without overwrite), cancel and
  * destroy of unfinished writers (the previous output untouched, no temporary left behind),
  * STOKER_E_EMPTY, invalid arguments, limits, and a failed allocation at every point of

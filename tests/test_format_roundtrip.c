@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shard format round trip: records of random sizes (empty ones too), labels and awkward keys
  * written with each alignment over several shards, then read back through every getter,
  * stoker_dataset_read and stoker__dataset_locate; the same input written twice gives the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GPU decode stage on a real GPU: a loader that decodes a share of its JPEGs with the
  * hardware decoder delivers the samples of the CPU-only loader within the decoders'
  * rounding (same ids, same crop boxes and flips), in every dtype and layout; a damaged image

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* CUDA resources that cannot be had, on a real GPU: the Nth CUDA resource request of
  * loader create (copy stream, events, device batch buffers, the normalisation staging
  * buffer, pinned batch slots) fails with cudaErrorMemoryAllocation, injected, for

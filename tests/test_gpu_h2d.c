@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The H2D stage: device batches hold the data set's bytes; a device buffer is not refilled
  * before the consumer's stream is done with it; restarts, destroy with copies in flight and
  * two loaders on one device. The host-only checks (no GPU: host batches, device -1, pinned

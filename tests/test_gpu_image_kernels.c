@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GPU share's image transform (src/cuda/image_kernels.cu) against the CPU pipeline
  * (stoker__xform_rgb) on the same decoded pixels: JPEGs of several kinds and sizes decoded
  * by libjpeg on the CPU, uploaded whole or as the region the sample reads (as nvJPEG's

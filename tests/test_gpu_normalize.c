@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GPU normalisation (STOKER_OPT_GPU_NORMALIZE): raw uint8 [H, W, 3] records cross PCIe as
  * uint8 and a kernel writes (v/255 - mean)/std as float32 / float16 / bfloat16, NCHW or
  * NHWC. Every value is compared with the CPU formula (float32 v * scale + bias, as the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nvJPEG's hardware decoder (src/cuda/nvjpeg.c) on a GPU with JPEG decoder engines:
  * - the header rule (stoker__jpeg_hw_eligible) against nvJPEG's own verdict on every kind
  *   of JPEG: an image the rule calls eligible must be taken;

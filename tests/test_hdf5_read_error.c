@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A read of an HDF5 file failing with an I/O error, where libhdf5 reads the records itself
  * (variable-length records, as h5py writes bytes): the error says nothing about the record,
  * so it fails the batch with -EIO under on_corrupt=skip too, naming the file and the record,

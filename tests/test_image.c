@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* stoker-pack's pack_image_inspect / pack_image_transcode (tools/pack/image.h) on JPEGs and
  * PNGs made here with libjpeg and libpng: good, truncated, corrupted, not-an-image,
  * oversized, CMYK, grey, PNG, large. */

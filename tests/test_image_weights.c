@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GPU transform's filter (src/cuda/image_kernels.h), on the host, against the CPU
  * resampler's tables (stoker__resample_coeffs in src/transform/crop.c) for the geometries
  * the pipeline makes: train, eval and resize transforms, both antialias rules, output sizes

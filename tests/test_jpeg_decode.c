@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Region decoding: for many random crop boxes, decoding only the box (jpeg_crop_scanline +
  * jpeg_skip_scanlines) gives exactly the pixels of a full decode with the same IDCT, in every
  * kind of JPEG (4:2:0, 4:2:2, 4:4:4, grayscale, progressive, CMYK with and without the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The JPEG header reader (src/decode/jpeg_info.c) against libjpeg's jpeg_read_header, on
  * every kind of JPEG libjpeg can write here (baseline 4:2:0, 4:2:2, 4:4:4, 4:4:0, 4:1:1,
  * 4:1:0, unusual factors, grayscale, progressive, arithmetic, CMYK with and without the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The loader end to end on real data sets (written with the public writer) and real
  * io_uring: every record exactly once per epoch with the right bytes, labels and ids;
  * records that vary in size; back-ends and thread counts agree batch for batch; resume

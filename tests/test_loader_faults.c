@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The loader under faults: failed and short reads through the fault-injecting back-end,
  * io_uring setup failure, corrupt payloads with both policies, failed allocations during
  * create, no allocation in steady state, destroy at any moment. Run it under ASan and TSan

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* JPEG records through the loader: a data set of JPEGs of several sizes and kinds
  * (baseline 4:2:0 and 4:4:4, grayscale, progressive, CMYK) written with the public writer,
  * loaded with every transform, dtype and layout. Every delivered sample must equal the

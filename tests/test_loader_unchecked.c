@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* JPEGs nobody checked: a data set written with the public writer without
  * STOKER_OPT_JPEG_CHECKED (as stoker-pack --no-validate packs, and as every HDF5 file is read)
  * holds JPEGs damaged inside their entropy-coded data below the rows a crop needs. libjpeg's

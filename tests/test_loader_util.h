@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers shared by the loader tests: data sets written with the public writer whose
  * payload bytes encode the record id, so every delivered byte can be checked, and a
  * collector of whole loader runs. */

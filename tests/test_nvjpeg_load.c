@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Loading nvJPEG at run time (src/cuda/nvjpeg.c): a missing or broken library means
  * "unavailable, with the reason", never a failure of another kind or a crash. The library
  * named by STOKER_NVJPEG_LIBRARY (or libnvjpeg.so.13, libnvjpeg.so) may be absent, a file

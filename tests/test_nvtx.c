@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NVTX ranges (cuda/nvtx.h) from several threads, nested and overlapping: they run in every
  * build, with CUDA (NVTX 3, here with an injection library that cannot be loaded, as when a
  * profiler's path is wrong) and without (nothing is marked); nothing breaks either way. */

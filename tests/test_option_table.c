@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one table of options (src/common/config.c), as the public API reads it: every option
  * has a name, a one-line doc, a type, the objects it applies to; stoker_option_describe's
  * range and enum are what stoker_config_set_int takes, and a new config holds a default

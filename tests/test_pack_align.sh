@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # stoker-pack's default alignment (docs/FORMAT.md, "Choosing the alignment"): without
 # --align it takes the largest of 4096, 512 and 1 whose padding is at most 5% of the
 # payload. Small records (rows of 16 bytes) pack to about their payload and the index, not

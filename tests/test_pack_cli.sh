@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # stoker-pack end to end: ImageFolder / list / .npy sources round-trip byte for byte, the
 # output does not depend on --jobs, bad inputs are reported by name and left out (or fail
 # the run with --strict), JPEGs are decoded by default and the data set marked checked

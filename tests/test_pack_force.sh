@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # stoker-pack --force replaces a previous data set and nothing else: it refuses an OUT that
 # is, holds or lies inside the source (real paths, symbolic links followed), an OUT that
 # holds an input (a list file's entry, --labels), and an OUT that is not a stoker data set

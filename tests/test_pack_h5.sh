@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # stoker-pack from HDF5 files written by h5py: variable-length JPEG records go through the
 # same checks and conversions as a folder of files (by default, as --validate, damaged
 # records are left out by name and the data set is marked checked; --strict fails on them,

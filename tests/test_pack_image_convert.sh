@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs tests/python/test_image_convert.py (stoker-pack's --rgb and --max-side against
 # Pillow) with this build's stoker-pack and shared library, so the colour-conversion checks
 # run with ctest too.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # stoker-pack's messages say what is wrong: a missing OUT, an extra argument, options that
 # would be ignored or contradict each other (pack options with --verify or --info, --json
 # without --info, --seed with --no-shuffle, --validate with --no-validate), --verify on

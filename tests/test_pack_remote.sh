@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # stoker-pack --info of a remote data set (http://): the same description as of the local
 # copy (records, shards, classes, payload bytes, field, checked, the alignment its manifest
 # states), the size on the server said not to be measured, never "an HDF5 file". Served by

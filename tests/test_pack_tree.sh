@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # stoker-pack on hostile source trees and interrupted runs: symbolic link loops are named
 # and never followed, a file reached twice through links is packed once; a FIFO named like
 # an image is named and left out (never opened to block a worker); SIGTERM and SIGINT end a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A data set larger than the page cache it may fill (STOKER_OPT_MAX_CACHE): buffered reads
  * drop their pages behind them, so after an epoch the shards' resident pages stay within the
  * bound plus what is still in flight, and the process does not grow. A data set within the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The remote source's block cache (src/remote/cache.c): blocks fetched once and read back,
  * the byte limit held by evicting the least recently used blocks, pins (in this process and
  * in others) never evicted, a commit waiting when pins alone fill the limit, one fetch per

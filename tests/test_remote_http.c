@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The remote client (src/remote/http.c) against the test servers of tests/remote, one
  * scenario per run. tests/python/test_remote_http.py starts a server (with the scenario's
  * fault rules) and runs this program with:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A loader on a remote data set against the same loader on the local copy: every batch of
  * two epochs equal, byte for byte, with a restart in the middle of the first and the loader
  * destroyed with blocks in flight; several workers, the read-ahead thread and the client's

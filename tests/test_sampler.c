@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The sampler against a straightforward reference of docs/SEMANTICS.md's rule: permutation,
  * padding with its own first records to a multiple of the world size, global batches of
  * batch x world, rank r takes slice r of each (the short last one split evenly). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The block order (STOKER_ORDER_BLOCKS): each epoch a permutation of all ids in which every
  * block of consecutive ids takes consecutive positions (the partial last block included),
  * drawn from (seed, epoch) alone, then padded and cut into rank slices by the same rule as

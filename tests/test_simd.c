@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Every SIMD variant against the scalar reference, on odd sizes and unaligned buffers.
  * Resampling is integer arithmetic and normalisation one fused multiply-add followed by
  * round-to-nearest-even in every variant, so the expected tolerance is zero: outputs must

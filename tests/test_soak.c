@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Soak: many epochs through one loader, and many loaders created and destroyed, must not
  * grow the process: resident memory (from /proc/self/statm) after the last epoch or cycle
  * is within 1% of what it was after the first (plus a small absolute slack, see

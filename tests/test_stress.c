@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Stress of the whole pipeline with many threads, meant to run under ThreadSanitizer too
  * (scripts/test.sh does): a loader over a small JPEG data set with the train transform,
  * 4 worker threads and depth 2, many short epochs, every batch handed to another thread

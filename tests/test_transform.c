@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Geometry of the transforms: RandomResizedCrop boxes (inside the image, scale and ratio
  * bounds, determinism in (seed, epoch, id), the centre-crop fallback), eval boxes against
  * hand-computed torchvision results, resampling ranges, output sizes, flip, and parameter

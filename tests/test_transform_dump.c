@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Runs the per-sample pipeline on one JPEG file and writes the sample, for the Python
  * reference tests (tests/python/test_transform_reference.py):
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GPU decode's conversion of decoded planes to RGB (image_kernels.h: libjpeg's fancy
  * chroma upsampling and YCbCr tables), run here on the host through the same functions the
  * kernel runs: from the planes libjpeg itself decodes (raw_data_out), every pixel must equal

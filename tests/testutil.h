@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Small helpers for stoker's C tests: asserts that print both sides, temporary
  * directories, file helpers. Exit codes: 0 pass, 77 skip, anything else fail. */
 #ifndef STOKER_TESTUTIL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* decode_ceiling: how fast can T threads decode JPEGs with libjpeg and nothing else?
  *
  * Loads every JPEG named in LIST into memory, then decodes them REPS times over with T

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* disk_probe: how fast can the storage itself deliver the reads stoker issues?
  *
  *   disk_probe random FILE... --size BYTES [--qd N] [--threads T] [--seconds S] [--seed S]

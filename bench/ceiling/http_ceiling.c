@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What a server gives to plain parallel ranged GETs: the ceiling for stoker's remote reads.
  *
  *   http_ceiling URL... --block BYTES [--transfers N] [--seconds S] [--out DIR]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared by the peer pipelines: arguments, the timed loop and the one JSON line each prints.
 
 Every peer prints exactly one JSON object on stdout, also when its packages are absent

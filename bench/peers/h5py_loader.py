@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """h5py in a PyTorch DataLoader: random batches of raw records from an HDF5 file, each batch
 one sorted fancy-index read (h5py needs increasing indices), onto the GPU when there is one.
 

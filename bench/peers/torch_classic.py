@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """PyTorch DataLoader, the classic way: Pillow decode, RandomResizedCrop(224), flip, ToTensor,
 Normalize in float32 on the CPU, then onto the GPU (when there is one).
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """torchvision's batched GPU decode alone: torchvision.io.decode_jpeg(list of encoded
 images, device="cuda") (nvJPEG) on batches of whole images, no crop, resize or normalise;
 the GPU decode ceiling a user gets from torchvision.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """PyTorch DataLoader, the faster way: torchvision.io.decode_jpeg (libjpeg-turbo), v2
 RandomResizedCrop(224) and flip on uint8 in the workers; normalise on the GPU (on the CPU
 when there is none).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """stoker: data sets on disk to ready training batches, from Python.
 
 A pure ctypes binding of libstoker (include/stoker.h). The shared library is found through

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A stoker_config owned by Python (created, filled and destroyed within one call)."""
 import ctypes
 import math

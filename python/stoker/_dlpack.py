@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """DLPack export in pure ctypes: the classic, unversioned ABI (``DLManagedTensor`` in a
 PyCapsule named ``"dltensor"``), which numpy >= 1.22 and every PyTorch accept.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Loading libstoker and declaring, with argtypes and restype, every C function the binding
 calls. Nothing here is public API; see stoker/__init__.py.
 

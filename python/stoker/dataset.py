@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Writing and reading stoker data sets: thin wrappers of stoker_writer_* and
 stoker_dataset_* (include/stoker.h; the format is docs/FORMAT.md)."""
 import contextlib

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Exceptions raised by the binding."""
 import errno as _errno
 

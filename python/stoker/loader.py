@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """stoker.Loader: batches from a data set, as DLPack-exporting views (zero copy).
 
 Lifetime of a batch: the memory of a batch stays valid while anything holds it: the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """stoker.Loader as a PyTorch ``IterableDataset``, for ``torch.utils.data.DataLoader`` and
 Lightning.
 

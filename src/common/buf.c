@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A growable byte buffer. */
 #include "common/buf.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A growable byte buffer (stoker__malloc'd), for text built piece by piece: manifests,
  * reports. */
 #ifndef STOKER_COMMON_BUF_H

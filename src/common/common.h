@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal utilities every layer may use: errors, messages, checked arithmetic,
  * allocation with fault injection, logging. Depends on nothing but libc. */
 #ifndef STOKER_COMMON_H

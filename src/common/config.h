@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The config object's layout, shared by the objects built from a config. */
 #ifndef STOKER_CONFIG_H
 #define STOKER_CONFIG_H

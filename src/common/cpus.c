@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CPUs this process may use: its affinity mask and its cgroup's CPU quota (common.h). */
 #include "common/common.h"
 

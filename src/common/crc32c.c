@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* CRC32C: a portable slicing-by-8 reference and a run-time switch to SSE4.2 or AVX-512. */
 #include "common/crc32c.h"
 #include "common/common.h"

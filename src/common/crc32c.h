@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* CRC32C (Castagnoli, reflected polynomial 0x82F63B78), as used by iSCSI, ext4 and
  * the shard format. The SSE4.2 instruction is used when the CPU has it, and folding with
  * VPCLMULQDQ on AVX-512 registers when it has those too. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* CRC32C by carry-less multiplication folding with VPCLMULQDQ on 512-bit registers; built
  * with -mavx512f -mavx512vl -mvpclmulqdq -mpclmul -msse4.2 and called only when crc32c.c
  * found those features and the OS saving the AVX-512 state.

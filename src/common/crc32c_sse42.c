@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* CRC32C with the SSE4.2 crc32 instruction; built with -msse4.2 -mpclmul and called only
  * when the CPU has SSE4.2 (after crc32c.c's init has run __builtin_cpu_init). The few cores
  * with SSE4.2 but no PCLMULQDQ take the single chain.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The names of every public enum, one table each: what stoker_enum_name prints and
  * stoker_enum_parse reads, and what stoker-bench and the Python binding use, so that a
  * value is spelt the same everywhere. Aliases are accepted when parsing only. */

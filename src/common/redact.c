@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* stoker_redact: the one rule by which URLs are shown (stoker.h). */
 #include "common/common.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Counter-based random numbers for per-sample augmentation.
  *
  * Every value is a pure function of (seed, epoch, record id, draw index): no state, no

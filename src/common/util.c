@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Errors, allocation, logging and small helpers shared by every layer. */
 #include "common/common.h"
 

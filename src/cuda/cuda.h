@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The library's CUDA runtime calls, behind small wrappers: runtime.c implements them with
  * the CUDA runtime, none.c for a build without CUDA (no device is ever found there, so the
  * callers never go past the device query). The kernels are launched in their own files:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The GPU share's image transform (image_kernels.h): one thread per output pixel, all of a
 // batch in one launch (blockIdx.y: the sample). A thread computes its column's and row's
 // taps once, then for each row tap the horizontal sum over the column taps, rounded and

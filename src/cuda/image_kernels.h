@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GPU share's image transform: from a decoded uint8 RGB image in device memory (the
  * whole image, or the region of it that nvJPEG decoded), the sample's crop box resized to
  * C x C with the CPU pipeline's filter, mirrored when its geometry says so, normalised and

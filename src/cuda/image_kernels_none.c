@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The image transform of image_kernels.h for a build without nvcc: none. */
 #include "cuda/image_kernels.h"
 

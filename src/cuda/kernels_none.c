@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GPU kernels of cuda.h for a build with the CUDA runtime but without nvcc: none. */
 #include "cuda/cuda.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA wrappers of cuda.h for a build without CUDA: no device is ever found, so the
  * loader plans host batches and never reaches the other calls; they fail if called. */
 #include "cuda/cuda.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // GPU normalisation: uint8 HWC images -> float32 / float16 / bfloat16, NCHW or NHWC.
 // One thread per pixel: it reads the pixel's 3 bytes and writes its 3 values. NHWC
 // writes are contiguous; NCHW writes are three coalesced planes. Reads of 3-byte pixels

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nvJPEG over dlopen (nvjpeg.h). The few types and constants used are declared here, with
  * their values from the nvJPEG documentation (docs.nvidia.com/cuda/nvjpeg, "nvJPEG Type
  * Declarations" and "nvJPEG API Reference"), which match nvjpeg.h of CUDA 11 to 13:

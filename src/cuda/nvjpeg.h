@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nvJPEG's hardware JPEG decoder (the NVJPG engines of A100, H100, H200 and later), loaded
  * at run time: the library needs neither nvjpeg.h nor libnvjpeg to build, and a machine
  * without them (or with a GPU that has no decoder engine) only finds the decoder

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nvjpeg.h for a build without CUDA: the decoder is never available. */
 #include "cuda/nvjpeg.h"
 

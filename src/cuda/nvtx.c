@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NVTX ranges with the toolkit's header-only NVTX 3 (nvtx.h): one domain, "stoker", and a
  * registered string per range, made once. */
 #include "cuda/nvtx.h"

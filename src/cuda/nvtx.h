@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NVTX ranges in the domain "stoker", so that Nsight Systems (and tools reading NVTX) show
  * the loader's stages (docs/SEMANTICS.md). Built with CUDA, nvtx.c marks them with the
  * header-only NVTX 3 of the toolkit (no library to link; each call is a test and a return

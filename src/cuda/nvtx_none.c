@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NVTX ranges without CUDA: nothing is marked (nvtx.h). */
 #include "cuda/nvtx.h"
 

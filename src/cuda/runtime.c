@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA wrappers of cuda.h over the CUDA runtime (a build with CUDA). */
 #include "cuda/cuda.h"
 

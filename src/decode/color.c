@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Colour conversions matching Pillow's. */
 #include "decode/color.h"
 

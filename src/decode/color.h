@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Colour conversions of decoded rows that libjpeg-turbo does not do itself. */
 #ifndef STOKER_DECODE_COLOR_H
 #define STOKER_DECODE_COLOR_H

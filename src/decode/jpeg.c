@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Region decoding with libjpeg-turbo. The error manager is jpeg_common's: fatal errors
  * longjmp to the setjmp in decode, which owns every resource touched after it
  * (the decompressor and the row buffer both belong to the decoder object, so nothing of an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Region decoding of JPEG images for the per-sample pipeline: only the rows and columns a
  * crop needs are decoded (jpeg_crop_scanline, jpeg_skip_scanlines), rows are handed to a
  * sink as RGBX (grayscale, RGB, YCbCr, CMYK and YCCK alike). */

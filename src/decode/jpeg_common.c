@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libjpeg error manager: no printing, longjmp on errors, damage warnings counted. */
 #include "decode/jpeg_common.h"
 

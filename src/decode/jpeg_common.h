@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libjpeg error handling for every libjpeg user inside the library.
  *
  * The error manager never prints. A fatal error formats libjpeg's own message and longjmps

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* JPEG header reader (ITU T.81 annex B) for routing records before decoding. Strict where
  * libjpeg warns about damage (bytes between segments), because the CPU decoder counts those
  * warnings as corruption too: a record this reader rejects is left to the CPU, whose decoder

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A JPEG header reader that needs no libjpeg: it walks the markers from SOI up to the first
  * SOS and reports the frame, the components and the colour markers, so that a record can be
  * routed (GPU hardware decoder or CPU) before anything is decoded. Every read is bounds-

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The shard format, version 1: on-disk constants, the manifest's parsed form, and the
  * layout of an open data set. docs/FORMAT.md is the byte-by-byte specification; keep the
  * two in step. Internal to src/format/. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The manifest: a small line-oriented UTF-8 text (docs/FORMAT.md), its escaping, loading
  * and parsing. Parsing trusts nothing: every count is checked against the limits and the
  * bytes left before allocating, every line against its grammar. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The manifest of a packed data set: its parsed form, escaping, loading and parsing
  * (docs/FORMAT.md). */
 #ifndef STOKER_FORMAT_MANIFEST_H

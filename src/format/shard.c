@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Checks of a shard's header, footer and index from their bytes (shard.h). */
 #include "format/shard.h"
 

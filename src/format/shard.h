@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A shard file's header, footer and index, checked from their bytes: every source of packed
  * data sets (local files, remote objects) reads the bytes its own way and checks them here,
  * against the manifest, before any record is used. */

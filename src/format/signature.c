@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Telling file formats apart by their first bytes. */
 #include "format/signature.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Telling file formats apart by their first bytes. */
 #ifndef STOKER_FORMAT_SIGNATURE_H
 #define STOKER_FORMAT_SIGNATURE_H

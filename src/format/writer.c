@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The data set writer: shards written sequentially through one large staging buffer (no
  * per-record system call for records smaller than it), the manifest at finish, and an
  * atomic publish by rename of a hidden temporary directory. Files hold nothing but the

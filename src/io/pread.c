@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The pread back-end: each request is read synchronously at submit, on the worker's own
  * thread (the workers are the thread pool), and its completion queued for reap. The same
  * code serves the fault-injecting test back-end, with the system call wrapped. */

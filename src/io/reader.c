@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reader factory and the test fault hook. */
 #include "io/reader.h"
 

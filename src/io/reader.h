@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The reader: one narrow interface over the read back-ends (io_uring, pread, and a
  * fault-injecting pread for tests).
  *

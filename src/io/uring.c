@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The io_uring back-end: one ring per reader, hence per worker thread. A buffered read of
  * cached data is copied by the thread that submits it, so throughput scales with the
  * number of submitting threads, which is why rings are per worker and never shared.

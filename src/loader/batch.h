@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A batch as the consumer sees it (the public stoker_batch): the ring's host slots and the
  * H2D stage's device buffers each hold one, which next hands out. A batch describes itself
  * (dtype, shape, where its data is), so its getters need nothing else. */

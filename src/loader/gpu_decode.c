@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GPU decode stage (gpu_decode.h). */
 #include "loader/gpu_decode.h"
 

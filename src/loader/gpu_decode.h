@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GPU decode stage: the batches' device decodes a share of each batch's JPEGs with its
  * hardware decoder (nvJPEG), beside the CPU workers. Exists only when the plan's gpu_decode
  * holds and nvJPEG's hardware back-end opens on the device.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The H2D stage (h2d.h): a ring of device buffers filled by a copy thread on the stage's
  * own stream. Issuing a copy costs the caller time that grows with its size, so it is kept
  * off the consumer; pieces are copied while the batch is still being made, which also lets

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The H2D stage: finished host slots are copied to a ring of device buffers on the stage's
  * own stream and handed out as device batches. It takes slots from the ring like any taker
  * and knows CUDA only through src/cuda/. Exists only when the plan has a device.

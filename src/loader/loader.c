@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The loader's public face (loader.h): create wires the stages from the plan, next and
  * release move batches between them and the consumer, restarts (set_epoch, state restore)
  * pause them, reposition the order and let them go. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The loader: the stages wired together (loader.c: create, next, release, restarts, state;
  * stats.c: batch views and statistics).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The plan: a loader's options resolved once (plan.h). The only reader of stoker_config in
  * the loader; each option is read once, here, and each rule between options lives in one
  * function below. */

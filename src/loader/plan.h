@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The plan: every option of a loader resolved once, at create, from its stoker_config and
  * its data set into the immutable values the stages run on. plan.c is the only part of the
  * loader that reads a stoker_config: defaults, the rules between options (who normalises,

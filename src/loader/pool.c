@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The worker pool (pool.h): prepare a batch's layout, read its records through the
  * worker's own reader, verify each record's CRC32C in the thread that read it, run the
  * per-record process step, replace corrupt records (SKIP), and publish the batch when its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The pool: the worker threads. Each batch is cut into pieces of STOKER__PIECE records;
  * workers draw tickets (seq * pieces + piece) from one atomic counter, so they walk the
  * sampler's future order in step, and the only shared write of the hot path is that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The JPEG image pipeline as the workers' process step (process.h). */
 #include "loader/process.h"
 

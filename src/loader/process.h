@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The workers' per-record process step: the JPEG image pipeline. Each record's stored bytes
  * become its finished sample, written straight into its fixed-size place in the batch, so
  * a batch is one dense [count, 3, C, C] (NCHW) or [count, C, C, 3] (NHWC) array. Each

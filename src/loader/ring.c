@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The ring of batch slots (ring.h). Memory is allocated once at create; a slot grows only
  * when a batch of records that vary in size needs more than it holds (rare). */
 #include "loader/ring.h"

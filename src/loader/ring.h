@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The ring: `depth` batch slots and the back-pressure between the stages, which meet only
  * through these calls. Batches are numbered by a sequence number `seq` counted from the
  * last restart; batch seq lives in slot (seq + first) % depth, where `first` is the slot

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Sampler: order, padding and rank slicing (the rule is written out in sampler.h). */
 #include "loader/sampler.h"
 

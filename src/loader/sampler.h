@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The sampler: which records go into which batch, on which rank, in which epoch.
  *
  * Pure functions of (data set size, batch size, rank, world size, shuffle, drop_last, seed,

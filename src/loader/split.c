@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CPU/GPU split controller (split.h). */
 #include "loader/split.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The split of a batch's JPEG records between the CPU workers and the GPU decoder.
  *
  * The objective is the consumer's step rate, not the loader's own throughput: every image

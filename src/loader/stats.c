@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Batch views and getters, loader statistics. */
 #include "loader/loader.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The block cache (cache.h): files under one directory, shared between processes through
  * flock(2) alone, so that a process that dies leaves nothing to clean up but, at most, a
  * temporary file that the lock file names.

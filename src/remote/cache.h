@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The block cache: remote objects' blocks as files on local disk, per node, shared by every
  * process that opens the same directory (several ranks of one node fetch each block once).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The remote source's client (http.h): libcurl's multi interface, driven by one thread per
  * client.
  *

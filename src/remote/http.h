@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The remote source's client: HTTP(S) and S3 over libcurl's multi interface. One thread
  * drives every transfer of a client (keep-alive, HTTP/2 where the server offers it), at most
  * `max_transfers` at once; callers queue requests from any thread and are told on completion.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* An open data set's public face: stoker_dataset_open chooses the source from the list
  * (sources.c), and every call after it goes through the source's operations (source.h). */
 #include "source/source.h"

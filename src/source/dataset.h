@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The internal face of an open data set: how the reader finds a record's bytes.
  *
  * Every source (local shards, an HDF5 file, remote shards; source.h) maps a record id to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The HDF5 source: libhdf5 for the map, the loader's reader for the bytes.
  *
  * At open, under one global lock, libhdf5 tells where the records lie: a contiguous

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The HDF5 source: an h5py-written file whose records lie along axis 0 of one dataset.
  * libhdf5 is called only at open (and for the serialised fallback reads); the record map
  * it yields lets the loader read the bytes itself. Built only with STOKER_HAVE_HDF5. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* HDF5 records that are not one extent on disk: assembled from whole chunks (inflated and
  * unshuffled here, in the calling worker), or, for what cannot be mapped, read with H5Dread
  * under the global lock.

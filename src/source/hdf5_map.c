@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The record map's arithmetic: chunk grids, chunk extents, blob offsets. These take
  * libhdf5's answers (which a damaged or malicious file can make anything) and decide whether
  * they describe records inside the file; no libhdf5 call here, so that tests can drive

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The remote source: a packed data set (manifest.stk and its shards, as stoker-pack wrote
  * them) behind http://, https:// or s3://BUCKET/PREFIX (docs/REMOTE.md).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A shard index entry as a record's location (the sources of packed data sets). */
 #ifndef STOKER_SOURCE_SHARD_REC_H
 #define STOKER_SOURCE_SHARD_REC_H

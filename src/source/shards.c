@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The local shard source: a packed data set's directory (or its manifest file) on a local
  * file system. Open reads the manifest, then every shard's header, footer and index, each
  * checked (format/shard.h) before use; afterwards the handle is immutable (except the lazily

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The local shard source's state, shared by its two files: shards.c (open, locate) and
  * shards_verify.c (stoker_dataset_verify). Internal to the source. */
 #ifndef STOKER_SOURCE_SHARDS_H

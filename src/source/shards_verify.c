@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* stoker_dataset_verify: every check open makes, plus each shard's whole-file CRC32C (the
  * manifest's) and every record's CRC32C, continuing past problems and reporting each. */
 #include "source/shards.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Sources: where an open data set's records come from. Each kind (local shards, an HDF5
  * file, remote shards) is one file behind this interface, and none calls another; the data
  * set's public face (dataset.c) chooses one at open from an explicit list (sources.c), each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The list of sources stoker_dataset_open chooses from: the first whose claims() says 1
  * opens the path. A source this build lacks stays in the list as a refusal, so that its
  * paths get a message saying so rather than another source's misreading. */

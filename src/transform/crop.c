@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Crop-box geometry (torchvision's RandomResizedCrop and Resize + CenterCrop) and Pillow's
  * bilinear resampling coefficients. */
 #include "transform/transform.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The kernels of each instruction set, for the per-ISA tables and their tails. Internal to
  * src/transform. */
 #ifndef STOKER_TRANSFORM_KERNELS_H

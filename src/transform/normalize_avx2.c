@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* AVX2 + FMA + F16C normalisation: the same single-rounding fused multiply-add as the
  * scalar reference, and the same round-to-nearest-even conversions, so results are equal
  * bit for bit. */

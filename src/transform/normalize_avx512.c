@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* AVX-512 normalisation: the same fused multiply-add and round-to-nearest-even conversions
  * as the scalar reference, 16 lanes at a time; the tail under a mask. */
 #include "transform/transform.h"

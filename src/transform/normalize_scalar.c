@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reference normalisation: uint8 -> (v/255 - mean)/std as one fused multiply-add, then the
  * element type's rounding to nearest even. The SIMD variants must match it bit for bit. */
 #include "transform/transform.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The per-sample pipeline: geometry -> region decode -> horizontal pass per decoded row ->
  * vertical pass per output row -> unpack + normalise straight into the sample's place.
  *

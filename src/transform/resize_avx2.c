@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* AVX2 resampling and unpacking kernels; integer arithmetic identical to the scalar
  * reference (sums of int32 products are exact, so only the order differs). */
 #include "transform/transform.h"

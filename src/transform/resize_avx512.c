@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* AVX-512 (F, BW, VL, DQ) resampling kernels; exact like the AVX2 ones. Tails use masked
  * loads and stores, which never touch the masked-off bytes. */
 #include "transform/transform.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reference resampling kernels: Pillow's 8-bit fixed-point passes (Resample.c). */
 #include "transform/transform.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Chooses the SIMD kernels: the CPU is probed once (pthread_once), the best level it runs
  * is the default, and a level may be forced as long as the CPU has it. */
 #include "transform/transform.h"

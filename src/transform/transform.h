@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The per-sample image pipeline: crop-box geometry, bilinear antialiased resampling,
  * normalisation, and the one entry point the loader's workers call per record.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target for the shard format's reader: the input becomes a manifest, a shard, or both,
  * in a temporary data set directory, which is then opened, located, read and verified.
  *

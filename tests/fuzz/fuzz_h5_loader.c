@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target for the loader's HDF5 read paths under damage: "a delivered record is an
  * intact record or a counted replacement".
  *

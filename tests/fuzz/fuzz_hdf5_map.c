@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target for the HDF5 source's own code: the input describes what libhdf5 would have
  * answered at open (rank, shape, chunk shape, element size, filter pipeline, and each
  * chunk's address, stored size and filter mask) and also serves as the file those chunks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: stoker-pack's pack_image_inspect and pack_image_transcode
  * (tools/pack/image.h) on arbitrary bytes (JPEG, PNG or neither). Limits keep a hostile
  * header from asking for huge memory. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target for the JPEG header reader (src/decode/jpeg_info.c): the input is the JPEG.
  * A read must stay inside the input (the sanitizer sees any byte past it: the input is an
  * exact-size copy), fail with an undocumented status never and with an empty message never,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target for JPEG data sets under damage, checked and unchecked, through the loader:
  * "a record libjpeg warns about never comes out as a good sample".
  *

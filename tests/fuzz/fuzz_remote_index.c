@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target for a remote data set's index parsing, without a network: what the remote
  * source (src/source/remote.c, read_indexes) does with the bytes its ranged GETs bring. The
  * manifest is parsed, then each shard's header (its first STK_HEADER_SIZE bytes) and footer

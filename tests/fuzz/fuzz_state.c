@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target for stoker_loader_state_restore: arbitrary bytes are restored into a real
  * loader over a tiny data set (made once, in a temporary directory); they must give a clean
  * error or a valid restore, never a crash, and after a successful restore the loader must

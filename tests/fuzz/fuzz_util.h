@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the image fuzzers share. */
 #ifndef STOKER_FUZZ_UTIL_H
 #define STOKER_FUZZ_UTIL_H

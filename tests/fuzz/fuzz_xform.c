@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target for JPEG decoding and the image pipeline: the input is a JPEG handed to
  * stoker__xform_jpeg, with a small output size and a small pixel limit (so that frames
  * declaring huge dimensions are rejected at once), through one scratch reused across

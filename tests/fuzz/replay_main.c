@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Runs a libFuzzer target over every file in the given directories or files, so that a
  * saved corpus is replayed as an ordinary test with any compiler. Exit 0 when every input
  * ran (a crash or sanitizer report fails the process on its own). */

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Installs a built tree into a temporary prefix, then compiles and runs a small C and a
 # small C++ program against it twice: through find_package(stoker) and through
 # pkg-config stoker.   usage: check-install.sh BUILD_DIR

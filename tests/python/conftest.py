@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared fixtures of the Python tests: the stoker binding bound to the library under test,
 and small data sets written with the binding's own Writer.
 

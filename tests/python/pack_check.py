@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Checks on stoker-pack's output for tests/test_pack_cli.sh, reading data sets through the
 real shared library (ctypes; STOKER_LIBRARY names it). Usage: pack_check.py MODE ARGS...;
 exit status 0 when the check holds."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The binding's view of include/stoker.h: every value of every public enum, as the binding
 reads it from the library's tables of names, equals the header's constant; the few
 numbers the binding keeps itself (the STOKER_ENUM_* kinds, STOKER_MAX_DIMS, the major

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Who decodes JPEGs (Loader(decoder=)): the names are the library's, the loader reads back
 the decoder in effect, and stats() carries the decoder's figures of stoker_stats. Without a
 GPU for the batches (device="cpu", or no usable GPU) the workers decode every image, and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A process forked while a Loader or a Writer is alive (os.fork, or a library doing it).
 
 The child has copies of the Python objects but none of the loader's threads: exiting must

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What a Loader runs with, as the library resolved it (stoker_loader_get_int): its
 properties agree with the batches it delivers and with its statistics, also after a state
 with other options was restored; the names its options take are the library's, in any

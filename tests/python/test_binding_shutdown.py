@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Arrays and tensors made from batches that are still alive when the interpreter exits.
 
 Each scenario runs in its own interpreter: the DLPack deleter is then called during

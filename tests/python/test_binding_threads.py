@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Loader and Batch methods called from several threads at once, with real threads.
 
 Each scenario runs in its own interpreter with a deadline, so that a hang fails the test

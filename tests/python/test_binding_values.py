@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Values that cross into C: integers out of the 64-bit range the C API takes (which ctypes
 would wrap silently), negative ones where none is allowed, booleans where an int is
 expected, numbers that are not finite, strings with a NUL byte (which C would cut); and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A delivered record is the right bytes or a counted replacement, on every read path.
 
 Each test damages records of a data set on one fetch path (packed shards, HDF5 variable-length

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """DLPack export and batch lifetime: zero copy, deleters, holding batches, the ring rule."""
 import ctypes
 import gc

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """PyTorch's habits on a stoker.Loader: a batch unpacks as (data, labels); the resumed loop
 of README continues the restored epoch; batches kept past the ring's depth, a break
 followed by set_epoch, and next(iter(loader)) followed by a loop work; host batches of

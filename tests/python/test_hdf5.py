@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """HDF5 sources: files written by h5py in every layout stoker maps (contiguous, chunked with
 any grid, deflate and shuffle, JPEG blob plus offsets, variable-length bytes) and in layouts it
 reads through libhdf5 (lzf, big-endian); every record stoker delivers must equal h5py's read

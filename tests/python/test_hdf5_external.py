@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """HDF5 datasets whose bytes are not in the file named: external links, external raw
 storage and virtual datasets. stoker reads the bytes by file offset itself, so each must
 either give exactly what h5py reads through the same path or be refused at open with a

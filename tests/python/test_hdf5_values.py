@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """HDF5 labels and blob offsets whose values stoker cannot take as they are: unsigned labels
 above INT64_MAX, floating-point labels, negative or floating-point offsets. Each is refused
 at open with a message naming the file, the dataset and, where one value is at fault, its

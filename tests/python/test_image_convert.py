@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """stoker-pack's colour conversions (--rgb) and downscaling (--max-side) against Pillow's
 Image.convert("RGB") and BOX resize.
 

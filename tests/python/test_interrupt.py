@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Ctrl-C while a Loader works (issue 29): a real SIGINT, whose KeyboardInterrupt Python
 raises at its next check for signals, which may come after the library has handed a batch
 out but before the binding has wrapped it. After such an interrupt the loop goes on: the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Writer(jpeg_checked=True) marks a JPEG data set as checked (manifest version 2), which
 Dataset.jpeg_checked reads back; without it the manifest stays at version 1. The mark is for
 JPEG data sets only."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """stoker.Loader through the real library: contents, order, epochs, resume, ranks, errors."""
 import glob
 import os

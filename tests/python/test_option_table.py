@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The library's one table of options (src/common/config.c) reaches every place that lists
 options: an option added to the table alone fails here, naming what it still needs.
 

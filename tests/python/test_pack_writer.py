@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The writer's STOKER_OPT_OVERWRITE replaces a previous stoker data set (or an empty folder)
 and nothing else: a regular file, a symbolic link, a folder of other files, a data set with a
 foreign entry beside its shards are refused by name (ExistsError), before anything is

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Remote data sets through the real library: a packed data set served over HTTP (and as a
 path-style S3 endpoint) by the test servers in tests/remote, on 127.0.0.1 only, with faults
 injected. Batches read through them equal the local data set's, byte for byte."""

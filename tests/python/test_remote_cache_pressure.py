@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The block cache under pressure: a small file system (a tmpfs of 20 MB, mounted by the
 test, as root only) and several processes sharing one small cache, against the range server
 of tests/remote on 127.0.0.1. What the cache cannot hold is an error naming the cache

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The remote client (src/remote/http.c) against the test servers of tests/remote, with their
 fault rules: each scenario starts a server in this process and runs the C program
 test_remote_http (tests/test_remote_http.c) once, which checks the request's outcome and the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Credentials of a remote data set (a password in the URL, sent as Basic auth; the value of
 http_header) never reach a file under the block cache, an error message, the stats or
 stoker-bench's report, and the cache is not readable by other users; a remote data set

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The test servers of the remote reader (tests/remote): the HTTP range server, its fault
 rules and counters, the S3 endpoint's SigV4 checks, and sigv4.py against AWS's published
 examples. Everything talks to 127.0.0.1 only; every server is stopped by its fixture."""

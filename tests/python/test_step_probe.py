@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bench/step_probe.py's reading of a profiler trace (device_time), on traces made here:
 the model's stream found by its kernels' time, its gaps, the time other streams ran beside
 it and how much longer its kernels ran then."""

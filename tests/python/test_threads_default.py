@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The default worker count fits the node: the CPUs of the process's affinity mask, fewer
 under its cgroup's CPU quota, shared among LOCAL_WORLD_SIZE ranks, less one (at least one);
 stats()'s threads_note says how it was chosen.

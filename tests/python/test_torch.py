@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """torch.from_dlpack on stoker batches (skipped where PyTorch is not installed)."""
 import gc
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bench/train.py's feed texts: a synthetic feed with env.NAME keys (the script's
 TRAIN_CUDA_SCHED), refused keywords, titles that tell two synthetic feeds apart."""
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The per-sample pipeline against Pillow (and torchvision when importable).
 
 Pillow decodes with libjpeg's accurate IDCT and fancy upsampling, as stoker does, and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """JPEGs nobody checked, damaged inside their entropy-coded data below the rows a crop needs.
 
 Written with Writer(kind="jpeg") (not jpeg_checked) or as an h5py variable-length dataset, such

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A job sees its stalls: loader.window() and stats()'s "window" and "overall" give the rate,
 the consumer's wait share, the stages' busy shares and the verdict over a recent span, and
 the wait share agrees with what the consumer itself timed; torch.profiler labels next()."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A read-only HTTP/1.1 server of one directory, with byte ranges and injected faults, for the
 tests of the remote (HTTP(S)/S3) reader.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A path-style S3 endpoint (GET and HEAD of ``/BUCKET/KEY``) over a directory, which checks
 AWS Signature Version 4 as S3 does for header-signed requests, for the tests of the S3 reader.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """AWS Signature Version 4 for header-signed requests, as S3 computes it.
 
 One function, ``sign``, does the whole computation and returns the intermediate strings too

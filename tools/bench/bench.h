@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* stoker-bench's parts: options (main.c), the timed run (run.c), reports and the verdict
  * (report.c), the SVG plot (plot.c), raw read bandwidth (io.c) and GPU utilisation through
  * NVML (gpu.c). Public API (stoker.h) only. */

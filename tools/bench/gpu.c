@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GPU utilisation through NVML, loaded at run time (dlopen) so that stoker-bench needs no
  * NVIDIA library to build or run: without it, nothing is measured and nothing is said. */
 #include "bench.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* --io: the data set's raw read bandwidth, independent of the loader: every shard file read
  * sequentially in 1 MiB blocks with pread, first with O_DIRECT (the device itself, when the
  * file system allows it), then buffered (the page cache, once warm). */

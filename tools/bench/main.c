@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* stoker-bench: runs the loader over a data set and reports its throughput, the library's
  * version, read back-end, SIMD level, every effective option, per-stage times and the
  * stage that limits it. Uses the public API (stoker.h) only. This file: options and the

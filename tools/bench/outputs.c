@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* --plot and --dump-indices name files that stoker-bench writes: checked before the run,
  * so that a run of many minutes does not end in "No such file or directory", and so that
  * no output file replaces a file of the data set being measured (or the other output). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* --plot: the timeline as a self-contained SVG (no plotting dependency): throughput on the
  * left axis, the consumer's wait fraction on the right one, time along the bottom. */
 #include "bench.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What stoker-bench prints: the effective options, the results, the per-stage breakdown
  * and the verdict, as text or as one JSON object. */
 #include "bench.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The timed run: warm-up batches, then the epochs, with a simulated consumer, a timeline
  * sampled every quarter second, a heartbeat every 5 s and a clean stop on SIGINT. */
 #include "bench.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The command-line machinery stoker-pack and stoker-bench share (cli.h). */
 #include "cli.h"
 

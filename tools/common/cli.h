@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What stoker-pack and stoker-bench share: one option parser (getopt_long underneath), so
  * that both accept the same syntax (--name VALUE, --name=VALUE, unambiguous prefixes, -h for
  * --help, -- before operands, options anywhere) and word their usage errors alike; value

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The default payload alignment (no --align; docs/FORMAT.md, "Choosing the alignment").
  * 4096 lets every record be read with O_DIRECT, but each record then takes its size rounded
  * up to 4 KiB: nothing for records of tens of KB (JPEGs), 250 times their size for rows of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* stoker-pack's HDF5 source: the file is opened as a stoker data set (the library maps it;
  * the tool sees the public API only), and each record is read and written as it is, or,
  * for JPEG records (unless --no-validate) or given image options, checked and converted by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* stoker-pack's image checks and conversions (image.h): what is it, is it intact, and
  * CMYK/grayscale/PNG to RGB JPEG with downscaling. Each function that drives libjpeg or
  * libpng arms its own setjmp and releases what it holds in that handler; buffers that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* stoker-pack's image checks and conversions: is it a JPEG, is it intact, and re-encoding
  * CMYK, grey and PNG images as RGB JPEGs and large ones smaller (--validate, --rgb,
  * --max-side). Built as a small static library of its own (stoker_pack_image) so that the

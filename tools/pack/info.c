@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* --info (human or JSON) and --verify. */
 #include "pack.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* stoker-pack: packs an ImageFolder tree, a list file, a .npy array or an HDF5 file into a
  * stoker data set; --verify and --info inspect one. Exit codes: 0 ok, 1 failure or
  * corruption, 2 usage, 130 interrupted. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NumPy .npy files (format versions 1, 2 and 3), mapped read-only. The header is untrusted
  * text: it is parsed by a small strict tokenizer and every size is overflow-checked against
  * the file's real size before anything is read. */

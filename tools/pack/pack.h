@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* stoker-pack: what its files share. The tool sees the public API (stoker.h) only; its
  * messages go through tools/common/cli.h (cli_err, cli_put_escaped). */
 #ifndef STOKER_PACK_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Where the output may go. --force replaces the old output, so no input may lie inside it
  * (nor may it lie inside the source, which the pack would read back). Paths are compared
  * real, symbolic links followed, so no spelling of a path gets around the check. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The packing pipeline. Worker threads read whole files and check or convert them into a
  * ring of slots; the main thread adds the slots to the writer strictly in storage order
  * (a bounded reorder window), so the output is byte-identical whatever --jobs is.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Progress on stderr: a bar redrawn at most 10 times a second on a terminal, a plain line
  * every 2 seconds otherwise; and the list of files left out. */
 #include "pack.h"

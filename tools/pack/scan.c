@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Building the record list: ImageFolder trees (torchvision's order and labels) and list
  * files; the shuffled storage order. */
 #include "pack.h"

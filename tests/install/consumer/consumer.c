@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* An installed-library consumer: writes a tiny data set and reads it back. */
 #define _DEFAULT_SOURCE /* mkdtemp */
 #include <stoker.h>

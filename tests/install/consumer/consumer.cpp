@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // An installed-library consumer in C++: the header must compile as C++ and link.
 #include <stoker.h>
 
