@@ -188,6 +188,17 @@ static bool wait_add(remote *r, pending *p)
 
 /* Moves block b of shard i on from B_NONE or B_BUSY (mu held): to B_READY from the cache,
  * to B_FETCHING (*out: the request to submit once mu is released), B_BUSY, or B_FAILED. */
+/* The message of a block that a full file system kept out of the cache. */
+static void full_message(remote *r, int rc, uint64_t bytes, char *msg, size_t cap)
+{
+    snprintf(msg, cap,
+             "the block cache %s: its file system is full (%s): %llu bytes free after "
+             "evicting every block no reader pins, and a block takes %llu: free space "
+             "there, or give cache_dir on a larger disk or a smaller cache_limit",
+             stoker__cache_dir(r->cache), stoker_strerror(rc),
+             (unsigned long long)stoker__cache_free_bytes(r->cache), (unsigned long long)bytes);
+}
+
 static void start_block(remote *r, int32_t i, uint64_t b, pending **out)
 {
     rshard *sh = &r->shards[i];
@@ -232,6 +243,19 @@ static void start_block(remote *r, int32_t i, uint64_t b, pending **out)
         p->req.ctx = p;
         k->st = B_FETCHING;
         *out = p;
+    } else if ((rc == -ENOSPC || rc == -EDQUOT) && !k->nospc_retried &&
+               stoker__cache_reclaim(r->cache, r->nospc_want) >= block_bytes(r, sh, b)) {
+        /* the disk filled before the fetch could begin (its temporary file): evicting what
+         * no reader pins made room, so the block is started once more */
+        k->nospc_retried = true;
+        r->pinned_bytes -= block_bytes(r, sh, b);
+        k->st = B_NONE;
+        start_block(r, i, b, out);
+    } else if (rc == -ENOSPC || rc == -EDQUOT) {
+        char msg[STOKER_ERRMSG_CAP];
+        full_message(r, rc, block_bytes(r, sh, b), msg, sizeof msg);
+        fail_block(k, rc, msg);
+        r->pinned_bytes -= block_bytes(r, sh, b);
     } else {
         fail_block(k, rc, err.msg);
         r->pinned_bytes -= block_bytes(r, sh, b);
@@ -297,13 +321,7 @@ static void fetched(stoker__http_req *req, void *ctx)
     } else {
         char msg[STOKER_ERRMSG_CAP];
         if (full)
-            snprintf(msg, sizeof msg,
-                     "the block cache %s: its file system is full (%s): %llu bytes free after "
-                     "evicting every block no reader pins, and a block takes %llu: free space "
-                     "there, or give cache_dir on a larger disk or a smaller cache_limit",
-                     stoker__cache_dir(r->cache), stoker_strerror(rc),
-                     (unsigned long long)stoker__cache_free_bytes(r->cache),
-                     (unsigned long long)bytes);
+            full_message(r, rc, bytes, msg, sizeof msg);
         else
             snprintf(msg, sizeof msg, "%s", req->rc < 0 ? req->msg : err.msg);
         fail_block(k, rc, msg);
