@@ -40,7 +40,9 @@ static int affinity(void)
 
 int main(void)
 {
-    snprintf(root, sizeof root, "%s", t_mkdtemp("cpus"));
+    char *made = t_mkdtemp("cpus");
+    snprintf(root, sizeof root, "%s", made);
+    free(made);
     const int aff = affinity();
     T_ASSERT(aff >= 1);
 

@@ -60,7 +60,8 @@ typedef struct rblock {
     int rc;          /* B_FAILED */
     uint64_t failed_at; /* when it failed: readers get the failure for FAIL_HOLD_NS, then
                            a reader asks again */
-    bool nospc_retried; /* fetched again once after the disk was full (fetched) */
+    uint8_t nospc_tries; /* fetched again after the disk was full, since its last success:
+                            other transfers may take the room an eviction made */
     char *msg;
 } rblock;
 
@@ -199,6 +200,9 @@ static void full_message(remote *r, int rc, uint64_t bytes, char *msg, size_t ca
              (unsigned long long)stoker__cache_free_bytes(r->cache), (unsigned long long)bytes);
 }
 
+/* Times a block is fetched again after a full disk made room by eviction, before it fails */
+#define NOSPC_TRIES 4
+
 static void start_block(remote *r, int32_t i, uint64_t b, pending **out)
 {
     rshard *sh = &r->shards[i];
@@ -243,11 +247,11 @@ static void start_block(remote *r, int32_t i, uint64_t b, pending **out)
         p->req.ctx = p;
         k->st = B_FETCHING;
         *out = p;
-    } else if ((rc == -ENOSPC || rc == -EDQUOT) && !k->nospc_retried &&
+    } else if ((rc == -ENOSPC || rc == -EDQUOT) && k->nospc_tries < NOSPC_TRIES &&
                stoker__cache_reclaim(r->cache, r->nospc_want) >= block_bytes(r, sh, b)) {
         /* the disk filled before the fetch could begin (its temporary file): evicting what
          * no reader pins made room, so the block is started once more */
-        k->nospc_retried = true;
+        k->nospc_tries++;
         r->pinned_bytes -= block_bytes(r, sh, b);
         k->st = B_NONE;
         start_block(r, i, b, out);
@@ -310,11 +314,11 @@ static void fetched(stoker__http_req *req, void *ctx)
     if (rc == 0) {
         k->fd = fd;
         k->st = B_READY;
-        k->nospc_retried = false;
+        k->nospc_tries = 0;
         pin_list(r, p->shard, p->block);
         atomic_fetch_add_explicit(&r->fetched, 1, memory_order_relaxed);
-    } else if (full && !k->nospc_retried && avail >= bytes && !r->stop) {
-        k->nospc_retried = true;
+    } else if (full && k->nospc_tries < NOSPC_TRIES && avail >= bytes && !r->stop) {
+        k->nospc_tries++;
         k->st = B_NONE;
         r->pinned_bytes -= bytes;
         start_block(r, p->shard, p->block, &again);
@@ -665,7 +669,7 @@ static int hold_block(remote *r, int32_t i, uint64_t b, const atomic_int *cancel
         }
         if (k->st == B_FAILED) { /* asked again later: the fault may be gone */
             k->st = B_NONE;
-            k->nospc_retried = false;
+            k->nospc_tries = 0;
         }
         if (k->st == B_NONE || k->st == B_BUSY) {
             pending *p = NULL;

@@ -384,9 +384,8 @@ static int parse(int argc, char **argv, opts *o)
     if (optind + 1 < argc)
         return cli_usage("unexpected argument '%s' (expected one data set)", argv[optind + 1]);
     o->data = argv[optind];
-    const size_t cap = 2 * strlen(o->data) + 8; /* room for every "***" */
-    char *shown = malloc(cap); /* lives as long as the run */
-    o->shown = shown ? stoker_redact(o->data, shown, cap) : "(the data set)";
+    static char shown[8192]; /* the run's one data set as reported (a longer one is cut) */
+    o->shown = stoker_redact(o->data, shown, sizeof shown);
     o->epochs_exact = GIVEN(o, OPT_EPOCHS);
     if (o->io && strstr(o->data, "://"))
         return cli_usage("--io measures the read bandwidth of the disk a local data set lies "
