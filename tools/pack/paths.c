@@ -16,6 +16,20 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Splits `path` (a copy the caller owns, written to) into its parent folder and last
+ * component, trailing slashes dropped: "a/b/" gives "a" and "b", "b" gives "." and "b". */
+static void split_path(char *path, const char **parent, const char **base)
+{
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        path[--n] = '\0';
+    char *slash = strrchr(path, '/');
+    *base = slash ? slash + 1 : path;
+    *parent = !slash ? "." : slash == path ? "/" : path;
+    if (slash)
+        *slash = '\0';
+}
+
 /* The real path of `path` into out[PATH_MAX]: that of the path itself when it exists, else
  * its parent's real path with its last component appended (an output need not exist). */
 static bool real_path(const char *path, char *out)
@@ -25,14 +39,8 @@ static bool real_path(const char *path, char *out)
     char *copy = strdup(path);
     if (!copy)
         return false;
-    size_t n = strlen(copy);
-    while (n > 1 && copy[n - 1] == '/')
-        copy[--n] = '\0';
-    char *slash = strrchr(copy, '/');
-    const char *base = slash ? slash + 1 : copy;
-    const char *parent = !slash ? "." : slash == copy ? "/" : copy;
-    if (slash)
-        *slash = '\0';
+    const char *base, *parent;
+    split_path(copy, &parent, &base);
     char rparent[PATH_MAX], full[2 * PATH_MAX + 2];
     bool ok = realpath(parent, rparent) && strcmp(base, "..") != 0;
     if (ok)
@@ -230,14 +238,8 @@ void pack_remove_leftovers(const char *out, bool quiet)
     char *dir = strdup(out);
     if (!dir)
         return;
-    size_t n = strlen(dir);
-    while (n > 1 && dir[n - 1] == '/')
-        dir[--n] = '\0';
-    char *slash = strrchr(dir, '/');
-    const char *base = slash ? slash + 1 : dir;
-    const char *parent = !slash ? "." : slash == dir ? "/" : dir;
-    if (slash)
-        *slash = '\0';
+    const char *base, *parent;
+    split_path(dir, &parent, &base);
     const size_t blen = strlen(base);
     const int dfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *d = dfd >= 0 ? fdopendir(dup(dfd)) : NULL;
