@@ -5,6 +5,7 @@
  * up so that the structural checks themselves are exercised. Every case must fail with the
  * right code and a message naming the shard (and record), and verify must report it. */
 #include "format/format.h"
+#include "source/dataset.h"
 #include "testutil.h"
 
 static char *g_tmp;

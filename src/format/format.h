@@ -6,7 +6,6 @@
 #define STOKER_FORMAT_FORMAT_H
 
 #include "common/common.h"
-#include "source/dataset.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
