@@ -9,8 +9,8 @@
 # violation is reported as file:line, the include and the rule it breaks.
 #
 # Layer cells: `name` is src/name (a folder, or a file such as `capability.c`); a name with a
-# slash is a path in the repository (`tools/`, `tools/pack/image.c`). A file belongs to the most specific layer that
-# holds it. Files under no layer (tests/, bench/) are not checked.
+# slash is a path in the repository (`tools/`, `tools/pack/image.c`). A file belongs to the
+# most specific layer that holds it. Files under no layer (tests/, bench/) are not checked.
 #
 # STOKER_LAYERS_DOC replaces the document read, and STOKER_LAYERS_ROOT the tree checked. The
 # test first runs the check on a small tree with a planted upward include, and fails unless
@@ -117,7 +117,8 @@ for path in sorted(files):
             target = resolve(path, m.group(2), m.group(1) == '"')
             if target is None:
                 continue  # a system or third-party header
-            where = f'{path}:{no}: #include {m.group(1)}{m.group(2)}{">" if m.group(1) == "<" else chr(34)}'
+            close = ">" if m.group(1) == "<" else '"'
+            where = f"{path}:{no}: #include {m.group(1)}{m.group(2)}{close}"
             a, b = os.path.dirname(path), os.path.dirname(target)
             if a != b:
                 edges.setdefault(a, {}).setdefault(b, where)
@@ -149,8 +150,8 @@ EOF
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/docs" "$tmp/src/common" "$tmp/src/loader" "$tmp/src/io"
-printf '| layer | uses |\n| --- | --- |\n| `common` | nothing |\n| `io` | `common` |\n| `loader` | all of the above |\n' \
-    > "$tmp/docs/ARCHITECTURE.md"
+printf '%s\n' '| layer | uses |' '| --- | --- |' '| `common` | nothing |' '| `io` | `common` |' \
+    '| `loader` | all of the above |' > "$tmp/docs/ARCHITECTURE.md"
 printf '#include "loader/plan.h"\n' > "$tmp/src/common/util.c"
 printf '#include "common/util.h"\n' > "$tmp/src/loader/plan.h"
 : > "$tmp/src/common/util.h"
