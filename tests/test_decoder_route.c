@@ -9,7 +9,7 @@
 #include "jpegutil.h"
 #include "test_loader_util.h"
 
-#include "loader/gpu_decode.h"
+#include "loader/plan.h"
 
 #include <time.h>
 
@@ -129,11 +129,11 @@ static int compare_epochs(stoker_loader *cpu, stoker_loader *gpu, int epochs)
  * batches are the CPU's. */
 static void check_refused(const char *mixed)
 {
-    stoker__gdec_emulate(STOKER__GDEC_REFUSE);
-    stoker__gdec_pin_share(0.5); /* tiny images keep no worker busy: auto would not route */
+    stoker__plan_emulate_gdec(STOKER__GDEC_REFUSE);
+    stoker__plan_pin_gpu_share(0.5); /* tiny images keep no worker busy: auto would not route */
     stoker_loader *cpu = open_loader(mixed, STOKER_DECODER_CPU, STOKER_ON_CORRUPT_ERROR);
     stoker_loader *gpu = open_loader(mixed, STOKER_DECODER_AUTO, STOKER_ON_CORRUPT_ERROR);
-    stoker__gdec_pin_share(0);
+    stoker__plan_pin_gpu_share(0);
     int64_t v = 0;
     T_OK(stoker_loader_get_int(cpu, STOKER_OPT_DECODER, &v));
     T_EQ_INT(v, STOKER_DECODER_CPU);
@@ -155,14 +155,14 @@ static void check_refused(const char *mixed)
     T_EQ_INT(sc.gpu_retried, 0);
     stoker_loader_destroy(cpu);
     stoker_loader_destroy(gpu);
-    stoker__gdec_emulate(STOKER__GDEC_REAL);
+    stoker__plan_emulate_gdec(STOKER__GDEC_REAL);
 }
 
 /* STOKER_GPU_SHARE fixes auto's share as the test hook does (the note says which), and a
  * value out of (0, 1] is ignored: the split decides again. */
 static void check_share_env(const char *mixed)
 {
-    stoker__gdec_emulate(STOKER__GDEC_REFUSE);
+    stoker__plan_emulate_gdec(STOKER__GDEC_REFUSE);
     setenv("STOKER_GPU_SHARE", "0.5", 1);
     stoker_loader *l = open_loader(mixed, STOKER_DECODER_AUTO, STOKER_ON_CORRUPT_ERROR);
     setenv("STOKER_GPU_SHARE", "1.5", 1);
@@ -183,7 +183,7 @@ static void check_share_env(const char *mixed)
     T_ASSERT(sn.gpu_share == 0);
     stoker_loader_destroy(l);
     stoker_loader_destroy(n);
-    stoker__gdec_emulate(STOKER__GDEC_REAL);
+    stoker__plan_emulate_gdec(STOKER__GDEC_REAL);
 }
 
 /* Auto left to its split, beside a consumer slower than the workers (it sleeps 20 ms a
@@ -191,7 +191,7 @@ static void check_share_env(const char *mixed)
  * why. */
 static void check_auto_slow_consumer(const char *mixed)
 {
-    stoker__gdec_emulate(STOKER__GDEC_REFUSE);
+    stoker__plan_emulate_gdec(STOKER__GDEC_REFUSE);
     stoker_loader *l = open_loader(mixed, STOKER_DECODER_AUTO, STOKER_ON_CORRUPT_ERROR);
     stoker_batch *b = NULL;
     for (int i = 0; i < 40; i++) {
@@ -211,7 +211,7 @@ static void check_auto_slow_consumer(const char *mixed)
     T_CONTAINS(st.decoder_note, "ready at the consumer's calls");
     T_CONTAINS(st.decoder_note, "the CPU decodes alone");
     stoker_loader_destroy(l);
-    stoker__gdec_emulate(STOKER__GDEC_REAL);
+    stoker__plan_emulate_gdec(STOKER__GDEC_REAL);
 }
 
 /* Which records are routed: with decoder gpu, every record the hardware takes and nothing
@@ -222,7 +222,7 @@ static void check_auto_slow_consumer(const char *mixed)
  * 0.05 (split.h). */
 static void check_auto_hungry_consumer(const char *mixed)
 {
-    stoker__gdec_emulate(STOKER__GDEC_REFUSE);
+    stoker__plan_emulate_gdec(STOKER__GDEC_REFUSE);
     stoker_loader *l = open_loader(mixed, STOKER_DECODER_AUTO, STOKER_ON_CORRUPT_ERROR);
     stoker_batch *b = NULL;
     double first = 0;
@@ -238,12 +238,12 @@ static void check_auto_hungry_consumer(const char *mixed)
     printf("auto, hungry consumer: first share %.3f; %s\n", first, st.decoder_note);
     T_ASSERT(first > 0.1);
     stoker_loader_destroy(l);
-    stoker__gdec_emulate(STOKER__GDEC_REAL);
+    stoker__plan_emulate_gdec(STOKER__GDEC_REAL);
 }
 
 static void check_routing(const char *eligible, const char *ineligible)
 {
-    stoker__gdec_emulate(STOKER__GDEC_REFUSE);
+    stoker__plan_emulate_gdec(STOKER__GDEC_REFUSE);
     stoker_loader *l = open_loader(eligible, STOKER_DECODER_GPU, STOKER_ON_CORRUPT_ERROR);
     stoker_batch *b = NULL;
     for (int i = 0; i < N_RECORDS / BATCH; i++) {
@@ -265,14 +265,14 @@ static void check_routing(const char *eligible, const char *ineligible)
     T_EQ_INT(st.gpu_retried, 0); /* progressive and CMYK stay on the CPU */
     T_ASSERT(st.cpu_decoded >= N_RECORDS);
     stoker_loader_destroy(l);
-    stoker__gdec_emulate(STOKER__GDEC_REAL);
+    stoker__plan_emulate_gdec(STOKER__GDEC_REAL);
 }
 
 /* A decoder whose every batch fails: retried on the CPU, then after three failures in a row
  * the CPU takes everything (the fallback), batches still the CPU's. */
 static void check_fallback(const char *mixed)
 {
-    stoker__gdec_emulate(STOKER__GDEC_FAIL);
+    stoker__plan_emulate_gdec(STOKER__GDEC_FAIL);
     stoker_loader *cpu = open_loader(mixed, STOKER_DECODER_CPU, STOKER_ON_CORRUPT_ERROR);
     stoker_loader *gpu = open_loader(mixed, STOKER_DECODER_GPU, STOKER_ON_CORRUPT_ERROR);
     T_EQ_INT(compare_epochs(cpu, gpu, 3), 0);
@@ -284,14 +284,14 @@ static void check_fallback(const char *mixed)
     T_ASSERT(st.gpu_retried > 0);
     stoker_loader_destroy(cpu);
     stoker_loader_destroy(gpu);
-    stoker__gdec_emulate(STOKER__GDEC_REAL);
+    stoker__plan_emulate_gdec(STOKER__GDEC_REAL);
 }
 
 /* A damaged record the GPU side takes by its header: corrupt on the CPU retry, so ERROR fails
  * its batch with the CPU's message and SKIP replaces it, as on the CPU alone. */
 static void check_corrupt(const char *bad)
 {
-    stoker__gdec_emulate(STOKER__GDEC_REFUSE);
+    stoker__plan_emulate_gdec(STOKER__GDEC_REFUSE);
     for (int policy = 0; policy < 2; policy++) {
         const int32_t oc = policy ? STOKER_ON_CORRUPT_SKIP : STOKER_ON_CORRUPT_ERROR;
         stoker_loader *cpu = open_loader(bad, STOKER_DECODER_CPU, oc);
@@ -304,7 +304,7 @@ static void check_corrupt(const char *bad)
         stoker_loader_destroy(cpu);
         stoker_loader_destroy(gpu);
     }
-    stoker__gdec_emulate(STOKER__GDEC_REAL);
+    stoker__plan_emulate_gdec(STOKER__GDEC_REAL);
 }
 
 /* Running out of memory while the CPU retries what the GPU side refused is not a corrupt
@@ -330,7 +330,7 @@ static void check_oom_retry(const char *dir)
     T_OK(stoker_writer_finish(w));
     stoker_writer_destroy(w);
 
-    stoker__gdec_emulate(STOKER__GDEC_REFUSE);
+    stoker__plan_emulate_gdec(STOKER__GDEC_REFUSE);
     stoker_config *cfg = NULL;
     T_OK(stoker_config_create(&cfg));
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_TRANSFORM, STOKER_TRANSFORM_EVAL));
@@ -359,17 +359,17 @@ static void check_oom_retry(const char *dir)
     T_ASSERT(st.gpu_retried > 0);
     T_EQ_INT(st.gpu_decoded, 0);
     stoker_loader_destroy(l);
-    stoker__gdec_emulate(STOKER__GDEC_REAL);
+    stoker__plan_emulate_gdec(STOKER__GDEC_REAL);
 }
 
 /* Restarts with batches queued for the GPU worker: the new epoch's batches are the CPU's. */
 static void check_restart(const char *mixed)
 {
-    stoker__gdec_emulate(STOKER__GDEC_REFUSE);
-    stoker__gdec_pin_share(0.5);
+    stoker__plan_emulate_gdec(STOKER__GDEC_REFUSE);
+    stoker__plan_pin_gpu_share(0.5);
     stoker_loader *cpu = open_loader(mixed, STOKER_DECODER_CPU, STOKER_ON_CORRUPT_ERROR);
     stoker_loader *gpu = open_loader(mixed, STOKER_DECODER_AUTO, STOKER_ON_CORRUPT_ERROR);
-    stoker__gdec_pin_share(0);
+    stoker__plan_pin_gpu_share(0);
     for (int round = 0; round < 5; round++) {
         for (int i = 0; i < round % 3; i++)
             T_OK(same_next(cpu, gpu));
@@ -379,7 +379,7 @@ static void check_restart(const char *mixed)
     }
     stoker_loader_destroy(cpu);
     stoker_loader_destroy(gpu);
-    stoker__gdec_emulate(STOKER__GDEC_REAL);
+    stoker__plan_emulate_gdec(STOKER__GDEC_REAL);
 }
 
 #ifdef STOKER_HAVE_HDF5
@@ -441,7 +441,7 @@ static void make_h5(const char *path, bool blob)
 static void check_unchecked_set(const char *path, const char *note)
 {
     static const int32_t decoders[] = {STOKER_DECODER_AUTO, STOKER_DECODER_GPU};
-    stoker__gdec_emulate(STOKER__GDEC_REFUSE);
+    stoker__plan_emulate_gdec(STOKER__GDEC_REFUSE);
     for (size_t i = 0; i < sizeof decoders / sizeof decoders[0]; i++) {
         const bool gpu = decoders[i] == STOKER_DECODER_GPU;
         stoker_loader *cpu = open_loader(path, STOKER_DECODER_CPU, STOKER_ON_CORRUPT_ERROR);
@@ -464,7 +464,7 @@ static void check_unchecked_set(const char *path, const char *note)
         stoker_loader_destroy(cpu);
         stoker_loader_destroy(l);
     }
-    stoker__gdec_emulate(STOKER__GDEC_REAL);
+    stoker__plan_emulate_gdec(STOKER__GDEC_REAL);
 }
 
 /* A data set written without STOKER_OPT_JPEG_CHECKED: manifest version 1, not checked. */

@@ -6,7 +6,7 @@
  * replaces it). Prints the pixel differences that docs/SEMANTICS.md quotes. Exits 77 (skip)
  * without a GPU with a hardware JPEG decoder, unless STOKER_TEST_REQUIRE_NVJPEG=1. */
 #include "jpegutil.h"
-#include "loader/gpu_decode.h"
+#include "loader/plan.h"
 
 #include "test_loader_util.h"
 #include "transform/transform.h"
@@ -258,14 +258,14 @@ int main(void)
     check_pixels(good, STOKER_DECODER_GPU, U8, NHWC, STOKER_DCT_SCALE_NEVER, 48, 0.1);
     /* auto's pixels with half of each batch on the GPU: this test's consumer need not wait
      * for busy workers, so left to itself the split would keep the CPU alone */
-    stoker__gdec_pin_share(0.5);
+    stoker__plan_pin_gpu_share(0.5);
     check_pixels(good, STOKER_DECODER_AUTO, U8, NHWC, STOKER_DCT_SCALE_NEVER, 48, 0.1);
     check_pixels(good, STOKER_DECODER_GPU, U8, NHWC, STOKER_DCT_SCALE_TRAIN, 255, 3.0);
     check_pixels(good, STOKER_DECODER_GPU, STOKER_DTYPE_FLOAT16, NCHW, STOKER_DCT_SCALE_NEVER,
                  48 / (255 * 0.224), 0.1 / (255 * 0.224));
     check_pixels(good, STOKER_DECODER_AUTO, STOKER_DTYPE_FLOAT32, NHWC, STOKER_DCT_SCALE_TRAIN,
                  255 / (255 * 0.224), 3.0 / (255 * 0.224));
-    stoker__gdec_pin_share(0);
+    stoker__plan_pin_gpu_share(0);
     for (int how = 0; how < 3; how++)
         check_corrupt(bad[how], how);
     t_rmrf(dir);

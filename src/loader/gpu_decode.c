@@ -4,6 +4,7 @@
 
 #include "cuda/image_kernels.h"
 #include "cuda/nvjpeg.h"
+#include "cuda/nvtx.h"
 #include "decode/jpeg_info.h"
 #include "loader/split.h"
 
@@ -123,6 +124,9 @@ static stoker__slot *fifo_pop(fifo *f)
     return s;
 }
 
+/* What the GPU worker does next (next). */
+enum { STEP_IDLE, STEP_BEGIN, STEP_END, STEP_RETRY };
+
 struct stoker__gdec {
     int emulated; /* a test hook's mode: no device, no nvJPEG */
     const stoker__plan *plan;
@@ -147,7 +151,7 @@ struct stoker__gdec {
     _Atomic double share; /* for the batches prepared next (read without mu in prepare,
                              under a slot's mutex, which is a leaf) */
     _Atomic double epart; /* the split's eligible / records, likewise */
-    double pinned;        /* above 0: auto's share, fixed (stoker__gdec_pin_share) */
+    double pinned;        /* above 0: auto's share, fixed (the plan's gpu_share) */
     bool pinned_by_env;   /* ... by STOKER_GPU_SHARE */
     bool fallen;
     /* the consumer's deliveries of the current period: its thread's alone */
@@ -161,35 +165,12 @@ struct stoker__gdec {
     /* counters */
     atomic_uint_fast64_t decoded, retried, fallbacks, busy_ns;
     uint64_t wait_ns; /* the GPU worker's, waiting for runs to end */
+    /* the GPU worker */
+    stoker__gdec_host host;
+    void *host_ctx;
+    pthread_t thread;
+    bool started;
 };
-
-static atomic_int emulation;
-static _Atomic double pinned_share;
-
-/* STOKER_GPU_SHARE=S (0 < S <= 1) fixes auto's share at S, for measuring what a given share
- * costs a consumer beside the split's own choice (docs/GPU.md); anything else is ignored. */
-static double share_from_env(void)
-{
-    const char *v = getenv("STOKER_GPU_SHARE");
-    char *end = NULL;
-    const double s = v ? strtod(v, &end) : 0;
-    return v && end != v && *end == '\0' && s > 0 && s <= 1 ? s : 0;
-}
-
-void stoker__gdec_pin_share(double share)
-{
-    atomic_store(&pinned_share, share > 0 && share <= 1 ? share : 0);
-}
-
-void stoker__gdec_emulate(int mode)
-{
-    atomic_store(&emulation, mode);
-}
-
-int stoker__gdec_emulated(void)
-{
-    return atomic_load(&emulation);
-}
 
 static gslot *slot_of(const stoker__gdec *gd, const stoker__slot *s)
 {
@@ -203,7 +184,7 @@ int stoker__gdec_create(stoker__gdec **out, const stoker__plan *plan, char *why,
 {
     *out = NULL;
     stoker__nvjpeg *nj[LANES] = {NULL};
-    const int emulated = stoker__gdec_emulated();
+    const int emulated = plan->gdec_emulate;
     int rc = 0;
     for (uint32_t i = 0; i < LANES && rc == 0 && !emulated; i++)
         rc = stoker__nvjpeg_open(&nj[i], plan->device, why, cap);
@@ -233,12 +214,8 @@ int stoker__gdec_create(stoker__gdec **out, const stoker__plan *plan, char *why,
         return stoker__fail(err, -ENOMEM, "cannot create the GPU decode stage's condition");
     }
     gd->has_locks = true;
-    gd->pinned = plan->decoder == STOKER_DECODER_GPU ? 0 : atomic_load(&pinned_share);
-    const double env =
-        plan->decoder == STOKER_DECODER_GPU || gd->pinned > 0 ? 0 : share_from_env();
-    gd->pinned_by_env = env > 0;
-    if (gd->pinned_by_env)
-        gd->pinned = env;
+    gd->pinned = plan->gpu_share;
+    gd->pinned_by_env = plan->gpu_share_by_env;
     /* auto starts with the CPU alone (the split starts at 0; made in start, with the ring) */
     gd->share = plan->decoder == STOKER_DECODER_GPU ? 1.0 : gd->pinned;
     gd->epart = 1.0;
@@ -306,16 +283,6 @@ static int slot_init(stoker__gdec *gd, gslot *g, uint64_t batch, stoker__err *er
     return e == 0 ? 0 : cuda_fail(err, gd->device, e, "cudaMalloc of the GPU decode's samples");
 }
 
-/* The lanes' streams are of the device's least priority: their kernels (the colour
- * conversion, the crop's resampling) yield to the consumer's, which a training step is made
- * of. STOKER_GPU_DECODE_PRIORITY=greatest gives them the greatest again, to measure the
- * difference (docs/GPU.md). */
-static bool decode_urgent(void)
-{
-    const char *v = getenv("STOKER_GPU_DECODE_PRIORITY");
-    return v && strcmp(v, "greatest") == 0;
-}
-
 static int lane_init(stoker__gdec *gd, lane *ln, uint64_t batch, stoker__err *err)
 {
     ln->data = stoker__calloc(batch, sizeof *ln->data);
@@ -331,7 +298,10 @@ static int lane_init(stoker__gdec *gd, lane *ln, uint64_t batch, stoker__err *er
                      err, -ENOMEM, "out of memory for the GPU decode stage");
     if (gd->emulated)
         return 0;
-    int e = stoker__cuda_stream_create(&ln->stream, decode_urgent());
+    /* the device's least priority: the lanes' kernels (the colour conversion, the crop's
+     * resampling) yield to the consumer's, which a training step is made of; the plan's
+     * measuring switch gives them the greatest */
+    int e = stoker__cuda_stream_create(&ln->stream, gd->plan->gpu_decode_urgent);
     if (e != 0)
         return cuda_fail(err, gd->device, e, "cudaStreamCreateWithFlags");
     ln->has_stream = true;
@@ -456,6 +426,8 @@ void stoker__gdec_destroy(stoker__gdec *gd)
 
 void stoker__gdec_prepare(stoker__gdec *gd, stoker__slot *s)
 {
+    if (!gd)
+        return;
     gslot *g = slot_of(gd, s);
     g->share = atomic_load(&gd->share);
     g->count = (int32_t)s->batch.count;
@@ -509,6 +481,8 @@ static bool eligible(const stoker__gdec *gd, const uint8_t *src, uint64_t n,
 bool stoker__gdec_route(stoker__gdec *gd, stoker__slot *s, uint32_t j, uint64_t seed,
                         int64_t epoch, const uint8_t *src, uint64_t n, bool checked)
 {
+    if (!gd)
+        return false;
     gslot *g = slot_of(gd, s);
     if (g->closed || g->quota == 0 || n > UINT32_MAX)
         return false;
@@ -544,33 +518,43 @@ bool stoker__gdec_route(stoker__gdec *gd, stoker__slot *s, uint32_t j, uint64_t 
 
 void stoker__gdec_cpu_time(stoker__gdec *gd, stoker__slot *s, uint64_t ns)
 {
+    if (!gd)
+        return;
     gslot *g = slot_of(gd, s);
     atomic_fetch_add_explicit(&g->cpu_ns, ns, memory_order_relaxed);
     atomic_fetch_add_explicit(&g->cpu_records, 1, memory_order_relaxed);
 }
 
-bool stoker__gdec_pending(const stoker__gdec *gd, const stoker__slot *s)
+static void submit(stoker__gdec *gd, stoker__slot *s);
+
+bool stoker__gdec_hand_over(stoker__gdec *gd, stoker__slot *s)
 {
-    return atomic_load(&slot_of(gd, s)->ngpu) > 0;
+    if (!gd)
+        return false;
+    gslot *g = slot_of(gd, s);
+    if (atomic_load(&g->ngpu) > 0 && stoker__ring_failed(s) == 0) {
+        submit(gd, s);
+        return true;
+    }
+    g->closed = true; /* replacements are decoded by the finishing worker, on the CPU */
+    return false;
 }
 
-void stoker__gdec_close(stoker__gdec *gd, stoker__slot *s)
+/* The split's measures: the GPU's are those of the batch's run (end), or none (prepare). */
+void stoker__gdec_batch_done(stoker__gdec *gd, stoker__slot *s)
 {
-    slot_of(gd, s)->closed = true;
-}
-
-void stoker__gdec_batch_done(stoker__gdec *gd, stoker__slot *s, uint64_t gpu_ns, bool gpu_failed)
-{
+    if (!gd)
+        return;
     gslot *g = slot_of(gd, s);
     const bool measured = g->share > 0;
     const stoker__split_batch b = {
         .cpu_ns = atomic_load(&g->cpu_ns) / gd->plan->threads,
-        .gpu_ns = gpu_ns,
+        .gpu_ns = g->gpu_ns,
         .cpu_records = (int64_t)atomic_load(&g->cpu_records),
         .gpu_records = g->ndone,
         .records = measured ? g->count : 0,
         .eligible = measured ? (int64_t)atomic_load(&g->neligible) : -1,
-        .gpu_failed = gpu_failed};
+        .gpu_failed = g->failed};
     pthread_mutex_lock(&gd->mu);
     const double share = stoker__split_update(&gd->split, &b);
     const bool fallen = stoker__split_fallen_back(&gd->split);
@@ -630,7 +614,8 @@ void stoker__gdec_consumed(stoker__gdec *gd, uint64_t records, double waited, do
 
 /* ---- the GPU worker ---- */
 
-void stoker__gdec_submit(stoker__gdec *gd, stoker__slot *s)
+/* Queues slot s (all pieces done, records routed) for the GPU worker. */
+static void submit(stoker__gdec *gd, stoker__slot *s)
 {
     pthread_mutex_lock(&gd->mu);
     fifo_push(&gd->queue, s);
@@ -647,44 +632,52 @@ static stoker__slot *pop_retry(stoker__gdec *gd)
     return s;
 }
 
-/* What the GPU worker does next, under mu; STOKER__GDEC_IDLE when there is nothing. */
+/* What the GPU worker does next, under mu; STEP_IDLE when there is nothing. */
 static int next_step(stoker__gdec *gd, stoker__slot **s)
 {
     const lane *old = gd->in_flight ? &gd->lanes[gd->next_lane] : NULL;
     if (old && old->finished == old->begun)
-        return STOKER__GDEC_END; /* publishes a batch: cheap, and first */
+        return STEP_END; /* publishes a batch: cheap, and first */
     if (gd->in_flight < LANES && (*s = fifo_pop(&gd->queue))) {
         atomic_store_explicit(&gd->qpending, gd->queue.len, memory_order_relaxed);
-        return STOKER__GDEC_BEGIN;
+        return STEP_BEGIN;
     }
     /* nothing to begin: wait for the oldest run when its end will not be signalled, or when
      * every lane is in flight */
     if (old && (!old->notify || gd->in_flight == LANES))
-        return STOKER__GDEC_END;
+        return STEP_END;
     if (!old && (*s = pop_retry(gd)))
-        return STOKER__GDEC_RETRY;
-    return STOKER__GDEC_IDLE;
+        return STEP_RETRY;
+    return STEP_IDLE;
 }
 
-int stoker__gdec_next(stoker__gdec *gd, const atomic_bool *halt, stoker__slot **s)
+/* What the GPU worker does next: BEGIN a run of *s (a lane is free and a slot queued), END
+ * the oldest run (it has finished, or must be waited for: every lane in flight, its end is
+ * not signalled, or no signal came within a bounded wait), RETRY *s on the CPU (nothing in
+ * flight: the workers may all be waiting for slots), or IDLE: nothing after a bounded wait,
+ * or `halt` was set. The GPU worker sleeps while runs are on the GPU, and a batch queued
+ * meanwhile is begun at once. */
+static int next(stoker__gdec *gd, const atomic_bool *halt, stoker__slot **s)
 {
     *s = NULL;
-    int step = STOKER__GDEC_IDLE;
+    int step = STEP_IDLE;
     pthread_mutex_lock(&gd->mu);
     for (int tries = 0; tries < 2 && !atomic_load(halt); tries++) {
-        if ((step = next_step(gd, s)) != STOKER__GDEC_IDLE)
+        if ((step = next_step(gd, s)) != STEP_IDLE)
             break;
         if (tries == 0)
             stoker__timed_wait(&gd->cv, &gd->mu);
         else if (gd->in_flight > 0) /* no word from the run (a failed stream runs no host */
-            step = STOKER__GDEC_END; /* function): its event says how it ended */
+            step = STEP_END;        /* function): its event says how it ended */
     }
     pthread_mutex_unlock(&gd->mu);
-    return atomic_load(halt) && step == STOKER__GDEC_BEGIN ? STOKER__GDEC_IDLE : step;
+    return atomic_load(halt) && step == STEP_BEGIN ? STEP_IDLE : step;
 }
 
 void stoker__gdec_drop_queue(stoker__gdec *gd)
 {
+    if (!gd)
+        return;
     pthread_mutex_lock(&gd->mu);
     gd->queue.head = gd->queue.len = 0;
     atomic_store(&gd->qpending, 0);
@@ -693,7 +686,9 @@ void stoker__gdec_drop_queue(stoker__gdec *gd)
     pthread_mutex_unlock(&gd->mu);
 }
 
-void stoker__gdec_submit_retry(stoker__gdec *gd, stoker__slot *s)
+/* Queues slot s, whose run left records for the CPU, for the workers, who decode them in
+ * parallel with the GPU's next batch (stoker__gdec_retry). */
+static void submit_retry(stoker__gdec *gd, stoker__slot *s)
 {
     pthread_mutex_lock(&gd->mu);
     fifo_push(&gd->retries, s);
@@ -702,24 +697,31 @@ void stoker__gdec_submit_retry(stoker__gdec *gd, stoker__slot *s)
     pthread_mutex_unlock(&gd->mu);
 }
 
-stoker__slot *stoker__gdec_take_retry(stoker__gdec *gd)
+/* Slot s's run left records for the CPU: host.decode (with ctx) decodes each from its
+ * staged bytes (a record corrupt there too is corrupt as always), then host.finish repairs
+ * and publishes the batch. */
+static void retry_batch(stoker__gdec *gd, void *ctx, stoker__slot *s)
 {
-    if (atomic_load_explicit(&gd->rpending, memory_order_relaxed) == 0)
-        return NULL;
+    const gslot *g = slot_of(gd, s);
+    s->repaired = true; /* host samples written after their pieces may have been copied */
+    for (uint32_t i = 0; i < g->nretry; i++) {
+        const grec *r = &g->rec[g->retry[i]];
+        gd->host.decode(ctx, s, g->retry[i], g->z + r->zoff, r->zlen);
+    }
+    gd->host.finish(ctx, s);
+}
+
+bool stoker__gdec_retry(stoker__gdec *gd, void *ctx)
+{
+    if (!gd || atomic_load_explicit(&gd->rpending, memory_order_relaxed) == 0)
+        return false;
     pthread_mutex_lock(&gd->mu);
     stoker__slot *s = pop_retry(gd);
     pthread_mutex_unlock(&gd->mu);
-    return s;
-}
-
-const uint32_t *stoker__gdec_outcome(const stoker__gdec *gd, const stoker__slot *s, uint32_t *n,
-                                     uint64_t *gpu_ns, bool *failed)
-{
-    const gslot *g = slot_of(gd, s);
-    *n = g->nretry;
-    *gpu_ns = g->gpu_ns;
-    *failed = g->failed;
-    return g->retry;
+    if (!s)
+        return false;
+    retry_batch(gd, ctx, s);
+    return true;
 }
 
 /* Room for `need` bytes of decoded regions (the lane's arena is not in use between runs). */
@@ -794,7 +796,7 @@ static void lane_finished(void *arg)
     lane *ln = arg;
     stoker__gdec *gd = ln->gd;
     pthread_mutex_lock(&gd->mu);
-    if (ln->finished < ln->begun) /* never ahead of the runs begun (see stoker__gdec_end) */
+    if (ln->finished < ln->begun) /* never ahead of the runs begun (see end) */
         ln->finished++;
     pthread_cond_signal(&gd->cv);
     pthread_mutex_unlock(&gd->mu);
@@ -829,10 +831,14 @@ static void begin_on_device(stoker__gdec *gd, lane *ln, gslot *g)
     }
 }
 
-/* A lane is begun only after its previous run was waited for (end): nvJPEG's hardware
- * decoder has been seen to write its outputs when the call is made, not in the order of the
- * stream's queued work, so the arena must not be in use by anything queued. */
-void stoker__gdec_begin(stoker__gdec *gd, stoker__slot *s)
+/* A run decodes slot s's routed records on the GPU into its device samples. Runs are begun
+ * and ended in order, a few in flight (each in its own lane: decoder state, stream,
+ * scratch), so that the host's part of one (parsing, queueing) overlaps the GPU's work on
+ * the others. begin needs a free lane (next said BEGIN). A lane is begun only after its
+ * previous run was waited for (end): nvJPEG's hardware decoder writes its outputs when the
+ * call is made, not in the order of the stream's queued work, so the arena must not be in
+ * use by anything queued. */
+static void begin(stoker__gdec *gd, stoker__slot *s)
 {
     lane *ln = &gd->lanes[(gd->next_lane + gd->in_flight) % LANES];
     gd->in_flight++;
@@ -859,12 +865,10 @@ void stoker__gdec_begin(stoker__gdec *gd, stoker__slot *s)
     stoker__cuda_restore_device(gd->device, prev);
 }
 
-uint32_t stoker__gdec_in_flight(const stoker__gdec *gd)
-{
-    return gd->in_flight;
-}
-
-stoker__slot *stoker__gdec_end(stoker__gdec *gd)
+/* Waits for the oldest run and keeps its outcome with its slot (the records left for the
+ * CPU, its time, whether the GPU failed as a whole: a CUDA or nvJPEG failure leaves every
+ * routed record, the cause logged); returns its slot. */
+static stoker__slot *end(stoker__gdec *gd)
 {
     lane *ln = &gd->lanes[gd->next_lane];
     gd->next_lane = (gd->next_lane + 1) % LANES;
@@ -919,12 +923,76 @@ stoker__slot *stoker__gdec_end(stoker__gdec *gd)
     return s;
 }
 
-const uint8_t *stoker__gdec_bytes(const stoker__gdec *gd, const stoker__slot *s, uint32_t j,
-                                  uint64_t *n)
+/* ---- the GPU worker ---- */
+
+/* Ends the oldest run: what the GPU left goes to the workers, so that the GPU worker moves
+ * on at once; a batch the GPU made whole is finished here. */
+static void end_run(stoker__gdec *gd)
 {
-    const gslot *g = slot_of(gd, s);
-    *n = g->rec[j].zlen;
-    return g->z + g->rec[j].zoff;
+    stoker__slot *s = end(gd);
+    gslot *g = slot_of(gd, s);
+    g->closed = true;
+    if (g->nretry > 0)
+        submit_retry(gd, s);
+    else
+        gd->host.finish(gd->host_ctx, s);
+}
+
+static void *gpu_main(void *arg)
+{
+    stoker__gdec *gd = arg;
+    const stoker__gdec_host *h = &gd->host;
+    stoker__thread_name("stoker-gpu");
+    while (!atomic_load_explicit(h->stop, memory_order_acquire)) {
+        if (h->held(gd->host_ctx)) {
+            while (gd->in_flight > 0) /* runs read slots: they end first */
+                end_run(gd);
+            h->park(gd->host_ctx);
+            continue;
+        }
+        stoker__slot *s = NULL;
+        switch (next(gd, h->halt, &s)) {
+        case STEP_BEGIN:
+            stoker__nvtx_push(STOKER__NVTX_GPU_DECODE);
+            begin(gd, s); /* while the runs before it are on the GPU */
+            stoker__nvtx_pop();
+            break;
+        case STEP_END:
+            stoker__nvtx_push(STOKER__NVTX_GPU_DECODE);
+            end_run(gd);
+            stoker__nvtx_pop();
+            break;
+        case STEP_RETRY:
+            retry_batch(gd, gd->host_ctx, s);
+            break;
+        default:
+            break;
+        }
+    }
+    while (gd->in_flight > 0)
+        end_run(gd);
+    return NULL;
+}
+
+int stoker__gdec_run(stoker__gdec *gd, const stoker__gdec_host *host, void *ctx,
+                     stoker__err *err)
+{
+    gd->host = *host;
+    gd->host_ctx = ctx;
+    const int rc = stoker__thread_start(&gd->thread, gpu_main, gd);
+    if (rc != 0)
+        return stoker__fail(err, -rc, "cannot start the GPU decode stage's thread: %s",
+                            stoker_strerror(-rc));
+    gd->started = true;
+    return 0;
+}
+
+void stoker__gdec_stop(stoker__gdec *gd)
+{
+    if (!gd || !gd->started)
+        return;
+    pthread_join(gd->thread, NULL);
+    gd->started = false;
 }
 
 /* ---- the H2D stage ---- */

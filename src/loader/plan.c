@@ -8,8 +8,8 @@
 #include "cuda/cuda.h"
 #include "source/dataset.h"
 #include "io/reader.h"
-#include "loader/gpu_decode.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -410,6 +410,41 @@ static int plan_gpu_normalize(stoker__plan *p, const stoker_config *cfg, const c
     return 0;
 }
 
+static atomic_int gdec_emulation;
+static _Atomic double pinned_share;
+
+void stoker__plan_emulate_gdec(int mode)
+{
+    atomic_store(&gdec_emulation, mode);
+}
+
+void stoker__plan_pin_gpu_share(double share)
+{
+    atomic_store(&pinned_share, share > 0 && share <= 1 ? share : 0);
+}
+
+/* The measuring switches (docs/GPU.md lists them), read once, here. STOKER_GPU_SHARE=S
+ * (0 < S <= 1) fixes auto's share at S, to measure what a given share costs a consumer
+ * beside the split's own choice; a value outside that, or not a number, is ignored, as the
+ * others' are. */
+static void plan_switches(stoker__plan *p)
+{
+    const char *v = getenv("STOKER_GPU_DECODE_PRIORITY");
+    p->gpu_decode_urgent = v && strcmp(v, "greatest") == 0;
+    v = getenv("STOKER_WORKER_NICE");
+    const long nice = v ? strtol(v, NULL, 10) : 0;
+    p->worker_nice = nice > 0 && nice < 20 ? (int32_t)nice : 0;
+    p->gdec_emulate = atomic_load(&gdec_emulation);
+    p->gpu_share = atomic_load(&pinned_share); /* the test hook's before the switch's */
+    v = getenv("STOKER_GPU_SHARE");
+    char *end = NULL;
+    const double share = v ? strtod(v, &end) : 0;
+    if (p->gpu_share == 0 && v && end != v && *end == '\0' && share > 0 && share <= 1) {
+        p->gpu_share = share;
+        p->gpu_share_by_env = true;
+    }
+}
+
 #define GPU_DECODE_SLOTS 4 /* default depth beyond the workers' with the GPU decode stage */
 #define AUTO_SPARE 3      /* cores left to other threads under AUTO with the GPU stage */
 #define AUTO_SPARE_FROM 8 /* ... on machines of this many cores or more */
@@ -424,6 +459,10 @@ static int plan_decoder(stoker__plan *p, const stoker_config *cfg, stoker_datase
 {
     p->decoder = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_DECODER);
     p->decoder_note[0] = '\0';
+    if (p->decoder == STOKER_DECODER_GPU) { /* every eligible record: no share to fix */
+        p->gpu_share = 0;
+        p->gpu_share_by_env = false;
+    }
     STOKER_RETURN_IF(!p->image && p->decoder == STOKER_DECODER_GPU, err, STOKER_E_UNSUPPORTED,
                      "%s: the GPU decodes JPEG images with a transform only; these records "
                      "are not decoded",
@@ -434,7 +473,7 @@ static int plan_decoder(stoker__plan *p, const stoker_config *cfg, stoker_datase
                       : !stoker__cuda_has_kernels()      ? "this build has no GPU kernels (nvcc)"
                                                          : NULL;
     p->gpu_decode = why == NULL;
-    if (p->image && p->decoder != STOKER_DECODER_CPU && stoker__gdec_emulated())
+    if (p->image && p->decoder != STOKER_DECODER_CPU && p->gdec_emulate)
         p->gpu_decode = true, why = NULL; /* the test hook's stage needs no device */
     /* The hardware decoder does not report damage inside the compressed data, where libjpeg
      * does: AUTO sends it only JPEGs that libjpeg decoded without damage when they were
@@ -442,7 +481,8 @@ static int plan_decoder(stoker__plan *p, const stoker_config *cfg, stoker_datase
      * counts as corrupt into a delivered one. GPU is the user's choice to send the rest. */
     if (p->gpu_decode && p->decoder == STOKER_DECODER_AUTO && !stoker_dataset_jpeg_checked(ds)) {
         p->gpu_decode = false;
-        why = strcmp(stoker__dataset_source(ds), "hdf5") == 0
+        /* format version 0: records stoker did not pack (an HDF5 file), so never checked */
+        why = stoker_dataset_format_version(ds) == 0
                   ? "HDF5 records were not checked when written: decoder gpu sends them to the "
                     "GPU"
                   : "the data set's JPEGs were not checked when packed (stoker-pack checks them "
@@ -476,6 +516,7 @@ int stoker__plan_make(stoker__plan *p, const stoker_config *cfg, stoker_dataset 
     p->max_shards = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_MAX_SHARDS);
     p->gpu_normalize = stoker__cfg_int(cfg, STOKER_OPT_GPU_NORMALIZE) != 0;
     read_mean_std(p, cfg);
+    plan_switches(p);
     const char *path = stoker__dataset_path(ds);
     int64_t local = -1;
     int rc = plan_ranks(p, cfg, &local, err);

@@ -76,6 +76,15 @@ typedef struct stoker__plan {
     bool gpu_decode;         /* the GPU decode stage runs beside the workers (the loader
                                 clears it when nvJPEG cannot be loaded) */
     char decoder_note[160];  /* why the GPU decodes nothing, when it does not */
+    int32_t gdec_emulate;    /* STOKER__GDEC_*: the test hook's stage (below), or REAL */
+    double gpu_share;        /* above 0: auto's share, fixed (the test hook's, else the
+                                measuring switch STOKER_GPU_SHARE's); 0: the split decides */
+    bool gpu_share_by_env;   /* ... fixed by STOKER_GPU_SHARE */
+
+    /* ---- measuring switches (docs/GPU.md's table), read from the environment here ---- */
+    bool gpu_decode_urgent;  /* STOKER_GPU_DECODE_PRIORITY=greatest: the decode lanes'
+                                streams at the device's greatest priority, not its least */
+    int32_t worker_nice;     /* STOKER_WORKER_NICE=N (1..19): the CPU workers' nice; 0 */
 
     /* ---- limits and diagnostics ---- */
     uint64_t max_pixels, max_record_size, max_records, max_shards;
@@ -95,5 +104,17 @@ int stoker__plan_make(stoker__plan *p, const stoker_config *cfg, stoker_dataset 
  * loader (image options of raw records), STOKER_E_INVALID for one that is not a loader's. */
 int stoker__plan_get_int(const stoker__plan *p, stoker_option opt, int64_t *v);
 int stoker__plan_get_float(const stoker__plan *p, stoker_option opt, double *v);
+
+/* Test hook, so that the GPU decode stage's routing, its worker, the CPU retries and the
+ * split's fallback run where there is no GPU: STOKER__GDEC_REFUSE makes loaders planned from
+ * now on (image records, decoder not cpu) have the stage with no device and no nvJPEG, its
+ * decoder refusing every image; STOKER__GDEC_FAIL, its every batch failing;
+ * STOKER__GDEC_REAL (the default) turns it off. Not for production use. */
+enum { STOKER__GDEC_REAL = 0, STOKER__GDEC_REFUSE = 1, STOKER__GDEC_FAIL = 2 };
+void stoker__plan_emulate_gdec(int mode);
+/* Test hook: a share above 0 pins decoder auto's share of the loaders planned next at it (the
+ * split's decisions are not taken), so that routing under auto can be tested where nothing
+ * makes the consumer wait for busy workers; 0 lets the split decide again. */
+void stoker__plan_pin_gpu_share(double share);
 
 #endif

@@ -38,7 +38,7 @@ struct stoker__worker {
     stoker__err err;                /* messages of this worker's failures */
     stoker__process *proc;          /* the process step's state (image pipeline), or NULL */
     int64_t epoch;                  /* of the batch being read: the process step's randomness */
-    bool gpu;                       /* the GPU worker: runs the GPU decode stage's batches */
+    bool gpu;                       /* the GPU worker's: the GPU decode stage's thread uses it */
     /* Records of the round whose chunks the round reads (dataset.h's planned fetches):
      * assembled once its reads are done. round numbers the worker's rounds. */
     uint64_t round;
@@ -118,8 +118,7 @@ static void prepare(void *ctx, stoker__slot *s, uint64_t seq)
     stoker__sampler_batch(p->smp, epoch, pos, b->ids);
     stoker__dataset_progress(p->ds, seq); /* what batches before it needed may go */
     memset(s->marks, 0, (size_t)b->count);
-    if (p->gd)
-        stoker__gdec_prepare(p->gd, s);
+    stoker__gdec_prepare(p->gd, s);
     int rc = 0;
     for (int64_t j = 0; j < b->count && rc == 0; j++)
         rc = locate(p, w, s, (uint64_t)j);
@@ -183,8 +182,7 @@ static bool process_into(stoker__pool *p, stoker__worker *w, stoker__slot *s, ui
     count_add(&w->stats.process_ns, ns);
     if (whole)
         count_add(&w->stats.whole, 1);
-    if (p->gd)
-        stoker__gdec_cpu_time(p->gd, s, ns);
+    stoker__gdec_cpu_time(p->gd, s, ns);
     if (rc < 0) {
         char why[STOKER_ERRMSG_CAP]; /* the step's own message, if it left one */
         snprintf(why, sizeof why, "%s", w->err.msg[0] ? w->err.msg : stoker_strerror(rc));
@@ -252,9 +250,8 @@ static void check_record(stoker__pool *p, stoker__worker *w, stoker__slot *s, ui
         record_failed(p, w, s, j, STOKER_E_CORRUPT);
         return;
     }
-    const bool routed = p->gd && w->proc &&
-                        stoker__gdec_route(p->gd, s, j, p->smp->seed, w->epoch, src, loc->length,
-                                           loc->has_crc);
+    const bool routed = w->proc && stoker__gdec_route(p->gd, s, j, p->smp->seed, w->epoch, src,
+                                                      loc->length, loc->has_crc);
     if (p->plan->staged && !routed && !process_into(p, w, s, j, src, loc->length, shard))
         return;
     count_add(&w->stats.records, 1);
@@ -614,75 +611,54 @@ static void repair(stoker__pool *p, stoker__worker *w, stoker__slot *s)
 }
 
 /* The batch's records are all decided (the GPU's share included): replaces the corrupt
- * ones, tells the split what the batch measured and publishes it. By the worker that owns
- * the slot's contents. */
-static void finish(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint64_t gpu_ns,
-                   bool gpu_failed)
+ * ones, tells the GPU decode stage's split what the batch measured and publishes it. By the
+ * worker that owns the slot's contents. */
+static void finish(stoker__pool *p, stoker__worker *w, stoker__slot *s)
 {
-    if (p->gd)
-        stoker__gdec_close(p->gd, s); /* replacements are decoded here, on the CPU */
     if (p->plan->on_corrupt == STOKER_ON_CORRUPT_SKIP && count_marked(s, REC_BAD)) {
         repair(p, w, s);
         /* Counted as skipped only if this batch is delivered. */
         s->batch.replaced = count_marked(s, REC_REPLACED);
     }
-    if (p->gd)
-        stoker__gdec_batch_done(p->gd, s, gpu_ns, gpu_failed);
+    stoker__gdec_batch_done(p->gd, s);
     stoker__ring_publish(p->ring, s);
 }
 
 /* Called by every piece's worker; the last one finishes the batch, or hands it to the GPU
- * worker when records of it were routed to the GPU. */
+ * decode stage when records of it were routed to the GPU. */
 static void piece_done(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint32_t piece)
 {
-    if (!stoker__ring_piece_done(p->ring, s, piece))
-        return;
-    if (p->gd && stoker__gdec_pending(p->gd, s) && stoker__ring_failed(s) == 0) {
-        stoker__gdec_submit(p->gd, s);
-        return;
-    }
-    finish(p, w, s, 0, false);
+    if (stoker__ring_piece_done(p->ring, s, piece) && !stoker__gdec_hand_over(p->gd, s))
+        finish(p, w, s);
 }
 
-/* A batch whose GPU run left records for the CPU: a worker decodes them from their staged
- * bytes (a record corrupt there too is corrupt as always) and finishes the batch. */
-static void retry_batch(stoker__pool *p, stoker__worker *w, stoker__slot *s)
+/* ---- the GPU decode stage's side (gpu_stage.h's host), with a worker's context ---- */
+
+/* A record the GPU left, from its staged bytes (a record corrupt there too is corrupt as
+ * always). */
+static void host_decode(void *ctx, stoker__slot *s, uint32_t j, const uint8_t *src, uint64_t n)
 {
-    uint32_t n = 0;
-    uint64_t gpu_ns = 0;
-    bool failed = false;
-    const uint32_t *retry = stoker__gdec_outcome(p->gd, s, &n, &gpu_ns, &failed);
+    stoker__worker *w = ctx;
+    stoker__pool *p = w->pool;
     w->epoch = s->batch.epoch;
-    s->repaired = true; /* host samples written after their pieces may have been copied */
-    for (uint32_t i = 0; i < n; i++) {
-        const uint32_t j = retry[i];
-        uint64_t len = 0;
-        const uint8_t *src = stoker__gdec_bytes(p->gd, s, j, &len);
-        process_into(p, w, s, j, src, len, stoker__dataset_shard_path(p->ds, s->locs[j].shard));
-    }
-    finish(p, w, s, gpu_ns, failed);
+    process_into(p, w, s, j, src, n, stoker__dataset_shard_path(p->ds, s->locs[j].shard));
 }
 
-/* The GPU worker ends its oldest run: what the GPU left goes to the workers, so that the GPU
- * worker moves on at once; a batch the GPU made whole is finished here. */
-static void end_run(stoker__pool *p, stoker__worker *w)
+static void host_finish(void *ctx, stoker__slot *s)
 {
-    stoker__slot *s = stoker__gdec_end(p->gd);
-    stoker__gdec_close(p->gd, s);
-    uint32_t n = 0;
-    uint64_t gpu_ns = 0;
-    bool failed = false;
-    stoker__gdec_outcome(p->gd, s, &n, &gpu_ns, &failed);
-    if (n > 0)
-        stoker__gdec_submit_retry(p->gd, s);
-    else
-        finish(p, w, s, gpu_ns, failed);
+    stoker__worker *w = ctx;
+    finish(w->pool, w, s);
 }
 
 /* ---- the workers ---- */
 
-/* Parks the worker while a restart is in progress (the pause protocol), or while an epoch
- * has no batches at all. */
+/* Whether the workers park: a restart is in progress (the pause protocol), or an epoch has
+ * no batches at all. */
+static bool held(const stoker__pool *p)
+{
+    return atomic_load_explicit(&p->halt, memory_order_acquire) || p->smp->nbatches == 0;
+}
+
 static void park(stoker__pool *p)
 {
     pthread_mutex_lock(&p->mu);
@@ -694,53 +670,26 @@ static void park(stoker__pool *p)
     pthread_mutex_unlock(&p->mu);
 }
 
-static void *gpu_main(void *arg)
+static bool host_held(void *ctx)
 {
-    stoker__worker *w = arg;
-    stoker__pool *p = w->pool;
-    stoker__gdec *gd = p->gd;
-    stoker__thread_name("stoker-gpu");
-    while (!atomic_load_explicit(&p->stop, memory_order_acquire)) {
-        if (atomic_load_explicit(&p->halt, memory_order_acquire) || p->smp->nbatches == 0) {
-            while (stoker__gdec_in_flight(gd) > 0) /* runs read slots: they end first */
-                end_run(p, w);
-            park(p);
-            continue;
-        }
-        stoker__slot *s = NULL;
-        switch (stoker__gdec_next(gd, &p->halt, &s)) {
-        case STOKER__GDEC_BEGIN:
-            stoker__nvtx_push(STOKER__NVTX_GPU_DECODE);
-            stoker__gdec_begin(gd, s); /* while the runs before it are on the GPU */
-            stoker__nvtx_pop();
-            break;
-        case STOKER__GDEC_END:
-            stoker__nvtx_push(STOKER__NVTX_GPU_DECODE);
-            end_run(p, w);
-            stoker__nvtx_pop();
-            break;
-        case STOKER__GDEC_RETRY:
-            retry_batch(p, w, s);
-            break;
-        default:
-            break;
-        }
-    }
-    while (stoker__gdec_in_flight(gd) > 0)
-        end_run(p, w);
-    return NULL;
+    const stoker__worker *w = ctx;
+    return held(w->pool);
 }
 
-/* STOKER_WORKER_NICE=N (1..19) lowers the CPU workers' scheduling priority by N, so that the
- * consumer's threads (a training step's Python and autograd threads, which launch its
- * kernels) take a core before them when the cores are all busy: a switch to measure with
- * (docs/GPU.md). Linux gives each thread its own nice value. */
-static void lower_priority(void)
+static void host_park(void *ctx)
 {
-    const char *v = getenv("STOKER_WORKER_NICE");
-    const long n = v ? strtol(v, NULL, 10) : 0;
-    if (n > 0 && n < 20)
-        (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), (int)n);
+    const stoker__worker *w = ctx;
+    park(w->pool);
+}
+
+/* The plan's worker_nice (a measuring switch, docs/GPU.md) lowers the CPU workers'
+ * scheduling priority, so that the consumer's threads (a training step's Python and autograd
+ * threads, which launch its kernels) take a core before them when the cores are all busy.
+ * Linux gives each thread its own nice value. */
+static void lower_priority(const stoker__plan *pl)
+{
+    if (pl->worker_nice > 0)
+        (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), pl->worker_nice);
 }
 
 static void *worker_main(void *arg)
@@ -750,17 +699,14 @@ static void *worker_main(void *arg)
     char name[16];
     snprintf(name, sizeof name, "stoker-w%u", w->index);
     stoker__thread_name(name);
-    lower_priority();
+    lower_priority(p->plan);
     while (!atomic_load_explicit(&p->stop, memory_order_acquire)) {
-        if (atomic_load_explicit(&p->halt, memory_order_acquire) || p->smp->nbatches == 0) {
+        if (held(p)) {
             park(p);
             continue;
         }
-        stoker__slot *r = p->gd ? stoker__gdec_take_retry(p->gd) : NULL;
-        if (r) {
-            retry_batch(p, w, r);
+        if (stoker__gdec_retry(p->gd, w))
             continue;
-        }
         const uint64_t t = atomic_fetch_add_explicit(&p->ticket, 1, memory_order_relaxed);
         const uint64_t seq = t / p->plan->pieces;
         const uint32_t piece = (uint32_t)(t % p->plan->pieces);
@@ -886,7 +832,15 @@ int stoker__pool_start(stoker__pool *p, stoker__err *err)
     follow(p);
     for (uint32_t i = 0; i < p->nworkers; i++) {
         stoker__worker *w = &p->workers[i];
-        const int rc = stoker__thread_start(&w->thread, w->gpu ? gpu_main : worker_main, w);
+        if (w->gpu) {
+            const stoker__gdec_host host = {host_decode, host_finish, host_held, host_park,
+                                            &p->stop, &p->halt};
+            const int rc = stoker__gdec_run(p->gd, &host, w, err);
+            if (rc < 0)
+                return rc;
+            continue;
+        }
+        const int rc = stoker__thread_start(&w->thread, worker_main, w);
         if (rc != 0)
             return stoker__fail(err, -rc, "cannot start worker thread %u: %s", i,
                                 stoker_strerror(-rc));
@@ -906,6 +860,7 @@ void stoker__pool_destroy(stoker__pool *p)
     for (uint32_t i = 0; p->workers && i < p->nworkers; i++)
         if (p->workers[i].started)
             pthread_join(p->workers[i].thread, NULL);
+    stoker__gdec_stop(p->gd); /* the GPU worker, which uses the last worker's resources */
     if (p->ds) /* the data set may outlive the loader */
         stoker__dataset_interrupt(p->ds, false);
     for (uint32_t i = 0; p->workers && i < p->nworkers; i++) {
@@ -951,8 +906,7 @@ void stoker__pool_pause(stoker__pool *p)
 void stoker__pool_resume(stoker__pool *p, uint64_t epoch, uint64_t pos)
 {
     pthread_mutex_lock(&p->mu);
-    if (p->gd) /* slots queued before the pause were reset with the ring */
-        stoker__gdec_drop_queue(p->gd);
+    stoker__gdec_drop_queue(p->gd); /* slots queued before the pause were reset with the ring */
     atomic_store(&p->ticket, 0);
     p->base_epoch = epoch;
     p->base_pos = pos;

@@ -5,7 +5,9 @@
  * fetch_add. A worker claims its batch's slot in the ring, reads its piece's records
  * through its own reader, checks each (CRC32C, the process step: the JPEG pipeline), and
  * flags the piece done; the last piece's worker replaces corrupt records (SKIP) and
- * publishes the batch. The pool knows the ring and the data set, nothing downstream.
+ * publishes the batch. The pool knows the ring and the data set, nothing downstream; with
+ * GPU decoding, the GPU decode stage through gpu_stage.h, whose thread (the GPU worker) uses
+ * one more worker's reader and scratch to finish and retry batches.
  *
  * Pause protocol (restarts): the controlling thread calls pause, which sets `halt`, wakes
  * every waiter and waits until all workers are parked (each finishes the piece it is
@@ -15,7 +17,7 @@
 #define STOKER_LOADER_POOL_H
 
 #include "io/reader.h"
-#include "loader/gpu_decode.h"
+#include "loader/gpu_stage.h"
 #include "loader/plan.h"
 #include "loader/ring.h"
 #include "loader/sampler.h"
@@ -55,7 +57,7 @@ typedef struct stoker__pool {
      * set once its record came out clean, so that later epochs decode it as a checked one.
      * NULL: the data set's JPEGs were all decoded whole when packed, or none is decoded. */
     _Atomic uint64_t *clean;
-    stoker__worker *workers;    /* threads readers, then the GPU worker when gd is set */
+    stoker__worker *workers;    /* threads readers, then the GPU worker's when gd is set */
     uint32_t nworkers; /* workers allocated (destroy frees these) */
 
     pthread_mutex_t mu; /* parking; taken before a slot mutex, never after */
@@ -71,9 +73,10 @@ typedef struct stoker__pool {
 } stoker__pool;
 
 /* Workers with their readers, staging and image scratch; threads start in start. With the
- * GPU decode stage gd (may be NULL), the workers route records to it and one more worker,
- * the GPU worker, runs its batches (gpu_decode.h); the workers decode on the CPU what the
- * GPU did not, before their next ticket. */
+ * GPU decode stage gd (may be NULL), the workers route records to it, one more worker's
+ * resources serve the stage's own thread, the GPU worker (started in start, stopped in
+ * destroy, parked with the others), and the workers decode on the CPU what the GPU did not,
+ * before their next ticket (gpu_stage.h). */
 int stoker__pool_create(stoker__pool *p, const stoker__plan *plan, stoker_dataset *ds,
                         stoker__ring *ring, const stoker__sampler *smp, stoker__gdec *gd,
                         stoker__err *err);
