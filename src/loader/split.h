@@ -2,66 +2,47 @@
 /* The split of a batch's JPEG records between the CPU workers and the GPU decoder.
  *
  * The objective is the consumer's step rate, not the loader's own throughput: every image
- * the GPU decodes costs the consumer's kernels some time (the decoder's driver calls and
- * kernels share the device with them, docs/GPU.md), so the CPU decodes first and the GPU
- * takes only the overflow. The share (of the records the GPU could take: the eligible ones)
- * starts at 0 and moves on what the consumer sees, decided once a period of deliveries
- * (stoker__split_consumed). Where the period carries its rates (the loader's do), the share
- * the rates ask for is the consumer's own rate (its records over its time less its waits)
- * less what the workers make (their records, as if busy all the period: over their busy
- * share, counted at no less than busy_high), both smoothed over periods (`smoothing`), as a
- * part of the eligible records, plus `margin`; the rules below then move the share to it at
- * once, up by at most `jump` a period and down by at most `drop`, where they would move by
- * steps:
+ * the GPU decodes costs the consumer's kernels some time (docs/GPU.md), so the CPU decodes
+ * first and the GPU takes only the overflow. The share (of the records the GPU could take:
+ * the eligible ones) starts at 0 and is decided once a period of deliveries
+ * (stoker__split_consumed), by the first rule that holds:
  *
- *   the consumer waited more than wait_high of its time with batches queued for the GPU
- *   (gpu_behind or more at its calls, on average): the GPU is the slower side, and takes
- *   step_down less (below the floor: none); with the rates, down to where both sides keep
- *   pace by them (the GPU's records against the workers' scaled as above);
- *   (that share is the ceiling: the rises of a consumer whose own rate is more than twice
- *   what it is given, both smoothed, stop there and go above it by step_min a period: the
- *   rates misjudge the rate of a consumer that waits most of its time, read from too little
- *   of it, as that of a host that only queues its steps for the GPU, and would send the
- *   share past what the GPU keeps up with every few periods);
- *   it waited more than wait_high with the workers busy (at least busy_high of their time):
- *   the GPU takes more, by gain times the waited share (the share of the records the CPU fell
- *   short by), at least step_min and at most step_max, or twice the last rise's most when the
- *   last period rose too (up to 4 x step_max: a training job that starts waiting needs a
- *   quarter to a half of its images from the GPU within a second or two, not a rise of 0.05
- *   every period);
- *   it did not wait, but fewer batches were ready at its calls than `low` and than at the
- *   period before, with the workers busy and no batch queued for the GPU: the ring runs dry,
- *   and the GPU takes step_min more before the consumer waits (the waits that come with each
- *   batch the GPU's part holds back are what a training step loses);
- *   it waited less than wait_low, with `ahead` or more batches ready at its calls: the
- *   producers outrun it, and the GPU takes step_down less (down to 0: the CPU alone);
- *   it waited less than wait_low, with at least `low` batches ready and none queued for the
- *   GPU, and the rates ask for less than the share by more than step_down: the GPU takes
- *   step_down less (each image it decodes costs the consumer's step; the ring running dry
- *   takes it up again). Without it the share a training job's start sent up held in the
- *   dead band, a third above what the job needed;
- *   it waited less than wait_low with the workers short of saturated (busy under
- *   busy_slack), and `slack` or more batches ready at its calls or batches queued for the
- *   GPU (gpu_behind): the CPU has room for more of the work, and the GPU takes step_down
- *   less (each image it decodes costs the consumer's step; the workers' idle time costs
- *   nothing). Without it a share that rose while a training job started (its first slow
- *   steps, then its waits) held at twice what the job needed, in the dead band, with the
- *   workers half idle;
- *   anything between: the share holds (a dead band, so a steady job settles and stays).
+ *   rule (the period's averages)                                     the share   reason
+ *   waited > wait_high, gpu_queued >= gpu_behind                     down        GPU_BEHIND
+ *   waited > wait_high, busy < busy_high                             holds       NOT_CPU
+ *   waited > wait_high                                               up          MORE
+ *   low > 0, ahead < low and <= the period before's, busy >=
+ *     busy_high, gpu_queued < gpu_behind (the ring runs dry)         up          DRY
+ *   waited < wait_low, share > 0, busy < busy_slack, and ahead >=
+ *     slack (slack > 0) or gpu_queued >= gpu_behind                  down        SLACK
+ *   waited < wait_low, ahead >= `ahead`                              down        LESS
+ *   waited < wait_low, ahead >= low, gpu_queued < gpu_behind, and
+ *     the rates ask for less than share - step_down                  down        TRIM
+ *   anything else (a dead band: a steady job settles and stays)      holds       HOLD
  *
- * A consumer that never waits on the CPU alone keeps a share of 0; the share is at most
- * 1 - floor, so the CPU keeps some records while both work. Where the GPU falls behind is
- * read from its queue, not from its measured rate: a run's time at a small share is mostly
- * its latency beside the consumer's kernels (two runs overlap), so the point where both sides
- * would finish a batch together by the smoothed rates (`cap`, from every batch's measures,
- * stoker__split_update: r_gpu / (r_cpu + r_gpu) over the eligible fraction) held the share
- * well below what the GPU keeps up with beside ResNet-18 (docs/GPU.md). The cap is kept as a
- * figure, no longer as a bound.
+ * `waited` is the share of the period's time the consumer waited. A rise goes to what the
+ * period's rates ask for (the loader's periods carry them): the consumer's own rate (its
+ * records over its time less its waits) less what the workers make (their records over
+ * their busy share, counted at no less than busy_high), both smoothed (`smoothing`), as a
+ * part of the eligible records, plus `margin`; by step_min at least and `jump` at most.
+ * Without rates, MORE rises by gain x waited / the eligible part, at least step_min and at
+ * most step_max, twice the last rise's most when the last period rose too (up to 4 x
+ * step_max), and DRY by step_min. For a consumer whose own rate is more than twice what it
+ * is given (smoothed), rises stop at the `ceiling` (where both sides kept pace when the GPU
+ * last fell behind) unless by step_min. GPU_BEHIND falls to where both sides keep pace by
+ * the period's rates, by step_down at least and `drop` at most (by step_down without them);
+ * the other falls are by step_down; a share that falls below the floor goes to 0 (TRIM is
+ * taken only with the rates). A rise ends at 1 - floor (CAPPED), so the CPU keeps some
+ * records while both work.
  *
- * A GPU batch that fails (its records go back to the CPU) leaves the share as it was;
- * `max_failures` failed batches in a row send everything to the CPU for `retry_after`
- * batches, after which one batch at the floor share tries the GPU again: a success resumes
- * the split, a failure doubles the wait.
+ * A consumer that never waits on the CPU alone keeps a share of 0. Every batch's measures
+ * (stoker__split_update) keep the smoothed rates and `cap`, the share at which both sides
+ * would finish a batch together (r_gpu / (r_cpu + r_gpu) over the eligible part): a figure
+ * for the description, not a bound. A GPU batch that fails (its records go back to the CPU)
+ * leaves the share as it was; `max_failures` failed batches in a row send everything to the
+ * CPU for `retry_after` batches, after which one batch at the floor share tries the GPU
+ * again: a success resumes the split, a failure doubles the wait. Why each rule and default
+ * is there: docs/BENCHMARKS.md, "The split's rules".
  *
  * Plain data, no allocation, no locks of its own: the GPU decode stage calls it under its
  * mutex (whichever worker publishes a batch, and the consumer thread once a period). */
@@ -82,14 +63,11 @@ typedef struct stoker__split_config {
     double ahead;         /* batches ready at the consumer's calls, on average, that count as
                              ahead of it (0: 1.5); the GPU stage sets 3/4 of the ring, so that
                              only producers held back by a full ring take the share down */
-    double busy_high;     /* the workers' busy share at which the CPU is the limit (0: 0.5;
-                             saturated workers show 65-80%: the rest is time between
-                             records that the measure leaves out) */
+    double busy_high;     /* the workers' busy share at which the CPU is the limit (0: 0.5) */
     double gain;          /* of the waited share, added to the share (0: 0.6) */
     double step_min;      /* least rise (0: 0.02) */
-    double step_max;      /* greatest first rise (0: 0.05): the consumer's waits come in
-                             bursts, and one burst must not send the GPU past what it keeps
-                             up with; rises in a row may double it, twice */
+    double step_max;      /* greatest first rise (0: 0.05); rises in a row may double it,
+                             twice */
     double step_down;     /* fall per period with batches ahead (0: 0.02) */
     double low;           /* batches ready at the consumer's calls, on average, below which
                              (and no more than the period before) the ring runs dry: with
@@ -99,11 +77,10 @@ typedef struct stoker__split_config {
     double slack;         /* batches ready at the consumer's calls, on average, at which idle
                              workers take records back from the GPU (0: never) */
     double busy_slack;    /* the workers' busy share under which they are idle enough for
-                             that (0: 0.85; saturated workers show 0.95-1.0) */
+                             that (0: 0.85) */
     double margin;        /* added to the share the period's rates ask for (0: 0.04) */
     double jump;          /* most a period's rates raise the share at once (0: 0.3) */
-    double drop;          /* ... and lower it (0: 0.1; a GPU's first runs at a new share
-                             are slow, and its rate then says too little) */
+    double drop;          /* ... and lower it (0: 0.1) */
 } stoker__split_config;
 
 /* What one batch measured. Busy time is the wall time a side needed for its records of the
@@ -159,8 +136,7 @@ typedef struct stoker__split {
     int32_t reason;            /* STOKER__SPLIT_* of the last decision */
     stoker__split_period last; /* the period it was made on */
     int32_t rises;             /* rises in a row for waits (each may be twice the last's) */
-    double cpu_full, consumer; /* the rates, records per second, smoothed over periods (the
-                                  consumer's varies from one period to the next by half) */
+    double cpu_full, consumer; /* the rates, records per second, smoothed over periods */
     double ceiling;            /* where both sides kept pace by the rates when the GPU last
                                   fell behind: the rises of a consumer that mostly waited stop
                                   there, and above it go by step_min (0: not fallen behind) */
