@@ -4,13 +4,14 @@
 # Idempotent and non-interactive; needs root (or sudo). Does nothing when all is present.
 # PyTorch (Debian's 1.13, CPU) runs the torch tests, the two-rank DDP example and the CPU
 # smoke run of bench/train.py in scripts/test.sh; mate-backgrounds' photographs make the demo's
-# sample and the data of tests/test_bench_scripts.sh.
+# sample and the data of tests/test_bench_scripts.sh; clang-format (14) runs
+# scripts/check-format.sh.
 set -eu
 
 PKGS="build-essential cmake pkg-config git
 liburing-dev libturbojpeg0-dev libjpeg62-turbo-dev libhdf5-dev zlib1g-dev libpng-dev
 libcurl4-openssl-dev
-clang libclang-rt-14-dev
+clang libclang-rt-14-dev clang-format
 python3 python3-numpy python3-pytest python3-h5py python3-pil
 python3-venv python3-wheel python3-setuptools
 python3-torch python3-torchvision
