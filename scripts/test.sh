@@ -8,6 +8,9 @@
 # UndefinedBehaviorSanitizer, the multi-threaded ones under ThreadSanitizer, and builds a C
 # and a C++ program against an installed copy through both find_package(stoker) and
 # pkg-config, and installs the Python package as README.md says (scripts/check-pip-install.sh).
+# First, the cheap checks of a change: its C/C++/CUDA files formatted as .clang-format says
+# (scripts/check-format.sh) and its commits' subjects within 72 characters
+# (scripts/check-commits.sh).
 #   scripts/test.sh            everything
 #   STOKER_QUICK=1 scripts/test.sh   skip the sanitizer builds
 set -eu
@@ -18,6 +21,10 @@ jobs=$(nproc 2>/dev/null || echo 2)
 sh scripts/install-deps.sh
 
 step() { printf '\n==== %s\n' "$*"; }
+
+step "the change's habits: clang-format on the files it touches, commit subjects"
+sh scripts/check-format.sh
+sh scripts/check-commits.sh
 
 step "build (RelWithDebInfo, -Werror)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTOKER_WERROR=ON > build.log 2>&1 ||
