@@ -50,7 +50,7 @@ for h in $(git rev-list "$range"); do
 done
 since=$(git rev-parse --short "$base")
 if [ "$bad" -gt 0 ]; then
-    echo "check-commits: $bad of the $n commits from $since on break the rule"
+    echo "check-commits: commits checked from $since on: $n, breaking the rule: $bad"
     exit 1
 fi
-echo "check-commits: $n commits from $since on, subjects within $MAX characters"
+echo "check-commits: commits checked from $since on: $n, subjects within $MAX characters"
