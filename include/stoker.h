@@ -547,16 +547,29 @@ STOKER_API int64_t stoker_writer_bytes(const stoker_writer *w);
 /* Reading a data set                                                                         */
 /* ------------------------------------------------------------------------------------------ */
 
-/* An open, read-only data set (a shard directory, or an HDF5 file where supported). Opening
- * validates the manifest and every shard's footer and index against the configured limits;
- * payload CRCs are checked when records are read. Immutable after open: any number of
- * threads may call the read functions concurrently. */
+/* An open, read-only data set (a shard directory, an HDF5 file where supported, or a shard
+ * directory's URL: stoker_dataset_open). Opening validates the manifest and every shard's
+ * footer and index against the configured limits; payload CRCs are checked when records are
+ * read. Immutable after open: any number of threads may call the read functions
+ * concurrently. */
 typedef struct stoker_dataset stoker_dataset;
 
 /* Opens a data set. *out is set even on failure (unless -ENOMEM leaves it NULL); read the
  * reason with stoker_dataset_errmsg and close it either way. Errors: -ENOENT and other
  * -errno, STOKER_E_FORMAT (not a data set, wrong version), STOKER_E_CORRUPT (checksum,
- * truncation, inconsistent sizes), STOKER_E_LIMIT. */
+ * truncation, inconsistent sizes), STOKER_E_LIMIT.
+ *
+ * `path` may also be the http://, https:// or s3://BUCKET/PREFIX URL of a packed data set
+ * (of its directory or of its manifest.stk; docs/REMOTE.md): open reads the manifest and
+ * every shard's header, footer and index over the network, with the same checks, and
+ * records are then read from blocks fetched into a block cache on local disk. These options
+ * set how: STOKER_OPT_CACHE_DIR, STOKER_OPT_CACHE_LIMIT, STOKER_OPT_BLOCK_SIZE,
+ * STOKER_OPT_FETCH_WINDOW, STOKER_OPT_FETCH_TRANSFERS, STOKER_OPT_FETCH_CLIENTS,
+ * STOKER_OPT_FETCH_RETRIES, STOKER_OPT_FETCH_RETRY_MS, STOKER_OPT_FETCH_TIMEOUT_MS,
+ * STOKER_OPT_CA_BUNDLE, STOKER_OPT_HTTP_HEADER, STOKER_OPT_S3_REGION, STOKER_OPT_S3_ENDPOINT
+ * (S3's keys come from the environment: AWS_ACCESS_KEY_ID, ...). STOKER_E_UNSUPPORTED for a
+ * URL naming an HDF5 file, or for any URL in a build without libcurl; a request that still
+ * fails after its retries fails the open, naming the URL and the cause. */
 STOKER_API int stoker_dataset_open(stoker_dataset **out, const char *path,
                                    const stoker_config *cfg);
 /* Closes a data set; NULL ok. Not while another thread uses it. */
