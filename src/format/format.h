@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The shard format, version 1: on-disk constants, the manifest's parsed form, and the
- * layout of an open data set. docs/FORMAT.md is the byte-by-byte specification; keep the
- * two in step. Internal to src/format/. */
+/* The shard format, version 1: its on-disk constants (the magics, the sizes and field
+ * offsets of a shard's header, footer and index entries, the manifest's name and limits)
+ * and the size of the chunks shards are written and verified in. docs/FORMAT.md is the
+ * byte-by-byte specification; keep the two in step. The manifest's parsed form is in
+ * manifest.h, a shard's checks in shard.h. Used by src/format/, by the sources that read
+ * packed shards (src/source/) and by tests that build or damage shards byte by byte. */
 #ifndef STOKER_FORMAT_FORMAT_H
 #define STOKER_FORMAT_FORMAT_H
 
