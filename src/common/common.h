@@ -134,6 +134,14 @@ int stoker__option_at(int32_t index, int32_t *value);
 /* ---- time ---- */
 double stoker__now(void);      /* CLOCK_MONOTONIC seconds */
 uint64_t stoker__now_ns(void); /* CLOCK_MONOTONIC nanoseconds (vDSO, ~20 ns a call) */
+
+/* Bumped (after the close) by whoever closes a descriptor it handed to the loader's readers
+ * for a while only (the remote transport's block files): a reader that keeps descriptors
+ * it saw (the io_uring reader's registered files) forgets them all when it changed, since
+ * the number may now name another file. Descriptors that live as long as their data set
+ * (local shards) need not bump it. */
+void stoker__fds_closed(void);
+uint64_t stoker__fds_epoch(void);
 #define STOKER__WAIT_NS 20000000L /* bounded waits re-check their halt flag this often */
 /* A bounded wait on cond (mu held): returns after a signal or STOKER__WAIT_NS, so that the
  * caller re-checks its halt flag. */

@@ -190,6 +190,18 @@ void stoker__timed_wait(pthread_cond_t *cond, pthread_mutex_t *mu)
     pthread_cond_timedwait(cond, mu, &ts);
 }
 
+static _Atomic uint64_t fds_epoch;
+
+void stoker__fds_closed(void)
+{
+    atomic_fetch_add_explicit(&fds_epoch, 1, memory_order_release);
+}
+
+uint64_t stoker__fds_epoch(void)
+{
+    return atomic_load_explicit(&fds_epoch, memory_order_acquire);
+}
+
 uint64_t stoker__now_ns(void)
 {
     struct timespec t;

@@ -31,6 +31,9 @@ typedef struct uring_reader {
     uint32_t *free_ids;   /* stack of unused indices */
     uint32_t nfree;
     bool files_ok;        /* the sparse table was registered */
+    bool files_stale;     /* descriptors were closed since they were registered, with
+                             reads in flight: plain descriptors until the next reset */
+    uint64_t fds_epoch;   /* stoker__fds_epoch() when the table was last reset */
     uint32_t nfiles;
     int hash_fd[FILE_HASH];   /* open addressing: fd -> table slot; -1 empty */
     int hash_slot[FILE_HASH];
@@ -39,7 +42,7 @@ typedef struct uring_reader {
 /* The fixed-file slot of fd, registering it on first use; -1 to use the plain fd. */
 static int file_slot(uring_reader *u, int fd)
 {
-    if (!u->files_ok)
+    if (!u->files_ok || u->files_stale)
         return -1;
     uint32_t h = ((uint32_t)fd * 2654435761u) % FILE_HASH;
     for (uint32_t i = 0; i < FILE_HASH; i++, h = (h + 1) % FILE_HASH) {
@@ -87,6 +90,16 @@ static int ur_submit(stoker__reader *r, const stoker__read_req *req, uint32_t n)
     uring_reader *u = (uring_reader *)r;
     if (n > u->nfree)
         return -EINVAL;
+    const uint64_t epoch = stoker__fds_epoch();
+    if (epoch != u->fds_epoch) { /* a registered number may name another file now */
+        u->files_stale = r->inflight > 0;
+        if (!u->files_stale) {
+            for (uint32_t i = 0; i < FILE_HASH; i++)
+                u->hash_fd[i] = -1;
+            u->nfiles = 0; /* slots are overwritten as descriptors come */
+            u->fds_epoch = epoch;
+        }
+    }
     for (uint32_t i = 0; i < n; i++) {
         const uint32_t id = u->free_ids[--u->nfree];
         u->reqs[id] = (ureq){.req = req[i]};

@@ -375,6 +375,7 @@ static void unpin(stoker__robjs *r, stoker__robj *sh, uint64_t b)
 {
     rblock *k = &sh->blocks[b];
     stoker__cache_release(sh->obj, b, k->fd);
+    stoker__fds_closed(); /* readers may have kept the number (remote/object.h) */
     k->fd = -1;
     k->st = B_NONE;
     k->listed = false;
@@ -794,6 +795,7 @@ static void discard_block(stoker__robjs *r, stoker__robj *sh, uint64_t b)
         pthread_mutex_lock(&r->mu);
     }
     stoker__cache_discard(sh->obj, b, k->fd);
+    stoker__fds_closed();
     k->fd = -1;
     k->st = B_NONE;
     k->listed = false;
@@ -888,8 +890,10 @@ static void obj_free(stoker__robj *o)
     if (!o)
         return;
     for (uint64_t b = 0; o->blocks && b < o->nblocks; b++) {
-        if (o->blocks[b].st == B_READY)
+        if (o->blocks[b].st == B_READY) {
             stoker__cache_release(o->obj, b, o->blocks[b].fd);
+            stoker__fds_closed();
+        }
         stoker__free(o->blocks[b].msg);
     }
     stoker__free(o->blocks);

@@ -95,7 +95,8 @@ typedef struct stoker__rspan {
  * the spans to read (*n, at most cap): 0. -EAGAIN: some block is not ready; nothing is held,
  * and the missing blocks are started (a later hold or read finds them). STOKER_E_LIMIT: more
  * than cap blocks. Lock-free when every block is ready and pinned by this set. The spans'
- * descriptors stay valid until stoker__robj_release of the same range. */
+ * descriptors stay valid until stoker__robj_release of the same range; once a block file is
+ * closed, stoker__fds_closed (common.h) tells readers that keep descriptors to forget them. */
 int stoker__robj_hold(stoker__robj *o, uint64_t off, uint64_t len, stoker__rspan *spans,
                       uint32_t cap, uint32_t *n);
 void stoker__robj_release(stoker__robj *o, uint64_t off, uint64_t len);
