@@ -713,27 +713,8 @@ int stoker__robj_hold(stoker__robj *o, uint64_t off, uint64_t len, stoker__rspan
         }
         return 0;
     }
-    for (uint64_t h = b0; h < b; h++) /* not all ready: none held; the rest started */
+    for (uint64_t h = b0; h < b; h++) /* not all ready: none held */
         drop_block(r, o, h);
-    pending *todo[STOKER__HOLD_MAX];
-    uint32_t ntodo = 0;
-    pthread_mutex_lock(&r->mu);
-    for (; b <= b1; b++) {
-        rblock *k = &o->blocks[b];
-        if (k->st == B_NONE || (k->st == B_FAILED &&
-                                stoker__now_ns() - k->failed_at >= FAIL_HOLD_NS)) {
-            if (k->st == B_FAILED) {
-                k->st = B_NONE;
-                k->nospc_tries = 0;
-            }
-            start_block(r, o, b, &todo[ntodo]);
-            if (todo[ntodo])
-                ntodo++;
-        }
-    }
-    pthread_mutex_unlock(&r->mu);
-    for (uint32_t t = 0; t < ntodo; t++)
-        submit(r, todo[t]);
     return -EAGAIN;
 }
 

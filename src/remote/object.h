@@ -16,7 +16,7 @@
  *   - stoker__robj_hold / stoker__robj_release: for a caller with its own reader (io_uring,
  *     pread): hold answers at once, without a lock on the hot path, with the cached block
  *     files' (descriptor, offset, length) spans covering a byte range, held until release;
- *     or -EAGAIN, having started what is missing.
+ *     or -EAGAIN.
  * Reading ahead: stoker__robjs_follow gives the future order as byte extents, batch by batch;
  * the thread starts the blocks they need in that order within `fetch_window` bytes pinned
  * (the oldest batch not yet read may pin up to half the cache's limit), and unpins a block
@@ -92,8 +92,9 @@ typedef struct stoker__rspan {
 #define STOKER__HOLD_MAX 16 /* spans one hold may list */
 
 /* Holds the blocks covering [off, off + len) when every one is in the cache now, and lists
- * the spans to read (*n, at most cap): 0. -EAGAIN: some block is not ready; nothing is held,
- * and the missing blocks are started (a later hold or read finds them). STOKER_E_LIMIT: more
+ * the spans to read (*n, at most cap): 0. -EAGAIN: some block is not ready; nothing is held
+ * nor started (the read-ahead starts blocks in order; stoker__robj_read waits for them, one
+ * at a time, within the cache's limit). STOKER_E_LIMIT: more
  * than cap blocks. Lock-free when every block is ready and pinned by this set. The spans'
  * descriptors stay valid until stoker__robj_release of the same range; once a block file is
  * closed, stoker__fds_closed (common.h) tells readers that keep descriptors to forget them. */

@@ -10,7 +10,7 @@
  * block the record touches); the worker's io_uring or pread reader makes them with the
  * round's other reads; each landing read is handed back (landed), and once a record's
  * reads are all in, its blocks are let go; the fetch then hands the bytes over. A record
- * whose blocks are not all in the cache yet is planned as PLAN_NONE (its blocks started):
+ * whose blocks are not all in the cache yet is planned as PLAN_NONE:
  * the fetch waits for them and reads it synchronously (stoker__robj_read).
  *
  * Reading ahead: given the loader's future order (stoker__dataset_follow), the transport's
@@ -183,16 +183,22 @@ static int remote_plan(stoker_dataset *ds, int64_t id, const stoker__recloc *loc
     stoker__shards *S = ds->state;
     *n = 0;
     rthread *t = thread_round(S->rem, true);
-    if (!t || loc->length == 0 || loc->length > ARENA_BYTES)
+    if (!t)
         return STOKER__PLAN_NONE;
     if (t->round != round) {
         round_end(S, t);
         t->round = round;
     }
+    /* A record fetched at once waits for its blocks, which may need room in the cache that
+     * this round's holds keep: with records planned, the round goes first (PLAN_FULL),
+     * and the record is fetched as the next round's first, holding nothing. */
+    const int later = t->nplans > 0 ? STOKER__PLAN_FULL : STOKER__PLAN_NONE;
+    if (loc->length == 0 || loc->length > ARENA_BYTES)
+        return later;
     if (t->nplans == PLANS_MAX || t->used + loc->length > ARENA_BYTES)
         return STOKER__PLAN_FULL;
     if (!t->arena && !(t->arena = stoker__malloc((size_t)ARENA_BYTES)))
-        return STOKER__PLAN_NONE;
+        return later;
     stoker__robj *o = S->files[loc->shard].obj;
     stoker__rspan sp[STOKER__HOLD_MAX];
     uint32_t ns = 0;
@@ -201,7 +207,7 @@ static int remote_plan(stoker_dataset *ds, int64_t id, const stoker__recloc *loc
     if (rc == STOKER_E_LIMIT)
         return STOKER__PLAN_FULL; /* more blocks than this round has room for */
     if (rc < 0)
-        return STOKER__PLAN_NONE; /* not all in the cache (-EAGAIN: started): the fetch waits */
+        return later; /* not all in the cache (-EAGAIN): the fetch waits */
     const uint32_t k = t->nplans++;
     rplan *p = &t->plans[k];
     *p = (rplan){.id = id, .shard = loc->shard, .off = loc->offset, .len = loc->length,

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Fuzz target for a remote data set's index parsing, without a network: what the remote
- * source (src/source/remote.c, read_indexes) does with the bytes its ranged GETs bring. The
+/* Fuzz target for a remote data set's index parsing, without a network: what the shard
+ * source (src/source/shards.c, open_files) does with the bytes the remote transport's ranged
+ * GETs bring (the same steps as for a local file's). The
  * manifest is parsed, then each shard's header (its first STK_HEADER_SIZE bytes) and footer
  * (its last STK_FOOTER_SIZE bytes, by the manifest's size) are checked, and the index is
  * taken from where the footer says into a buffer of exactly its size (as a GET fills one:
