@@ -547,11 +547,12 @@ STOKER_API int64_t stoker_writer_bytes(const stoker_writer *w);
 /* Reading a data set                                                                         */
 /* ------------------------------------------------------------------------------------------ */
 
-/* An open, read-only data set (a shard directory, an HDF5 file where supported, or a shard
- * directory's URL: stoker_dataset_open). Opening validates the manifest and every shard's
- * footer and index against the configured limits; payload CRCs are checked when records are
- * read. Immutable after open: any number of threads may call the read functions
- * concurrently. */
+/* An open, read-only data set: a shard directory, an HDF5 file (FILE or FILE:/dataset) where
+ * supported, or either at an http://, https:// or s3:// URL (an HDF5 file's URL ends in .h5,
+ * .hdf5 or .he5; docs/REMOTE.md) where built with libcurl. Opening
+ * validates the manifest and every shard's footer and index against the configured limits;
+ * payload CRCs are checked when records are read. Immutable after open: any number of
+ * threads may call the read functions concurrently. */
 typedef struct stoker_dataset stoker_dataset;
 
 /* Opens a data set. *out is set even on failure (unless -ENOMEM leaves it NULL); read the
@@ -567,8 +568,10 @@ typedef struct stoker_dataset stoker_dataset;
  * STOKER_OPT_FETCH_WINDOW, STOKER_OPT_FETCH_TRANSFERS, STOKER_OPT_FETCH_CLIENTS,
  * STOKER_OPT_FETCH_RETRIES, STOKER_OPT_FETCH_RETRY_MS, STOKER_OPT_FETCH_TIMEOUT_MS,
  * STOKER_OPT_CA_BUNDLE, STOKER_OPT_HTTP_HEADER, STOKER_OPT_S3_REGION, STOKER_OPT_S3_ENDPOINT
- * (S3's keys come from the environment: AWS_ACCESS_KEY_ID, ...). STOKER_E_UNSUPPORTED for a
- * URL naming an HDF5 file, or for any URL in a build without libcurl; a request that still
+ * (S3's keys come from the environment: AWS_ACCESS_KEY_ID, ...). An HDF5 file's URL (its path
+ * ends in .h5, .hdf5 or .he5, optionally followed by :/dataset) is read through the same
+ * block cache, its batches the local file's (docs/HDF5.md). STOKER_E_UNSUPPORTED for any URL
+ * in a build without libcurl (or an HDF5 URL in a build without HDF5); a request that still
  * fails after its retries fails the open, naming the URL and the cause. */
 STOKER_API int stoker_dataset_open(stoker_dataset **out, const char *path,
                                    const stoker_config *cfg);

@@ -142,13 +142,22 @@ static int has_signature(const char *file)
 }
 
 /* Splits path into its file and dataset parts (dataset NULL when there is no colon part).
- * 0, -ENOMEM, or -errno when reading the file failed. */
+ * 0, -ENOMEM, or -errno when reading the file failed. A URL is split by its name
+ * (stoker__hdf5_url): its bytes are not read for this. */
 static int split_path(const char *path, char **file, char **dset)
 {
     *dset = NULL;
     *file = stoker__strdup(path);
     if (!*file)
         return -ENOMEM;
+    const size_t url = stoker__hdf5_url(path);
+    if (url > 0 && path[url] != '\0') {
+        (*file)[url] = '\0';
+        *dset = stoker__strdup(path + url + 1);
+        return *dset ? 0 : -ENOMEM;
+    }
+    if (url > 0)
+        return 0;
     const int sig = has_signature(path);
     if (sig != 0)
         return sig < 0 ? sig : 0;
@@ -163,6 +172,8 @@ static int split_path(const char *path, char **file, char **dset)
 /* Allocates nothing: every open asks, and allocation failures belong to the open itself. */
 int stoker__h5_detect(const char *path)
 {
+    if (stoker__hdf5_url(path) > 0)
+        return 1; /* a URL is told by its name: reading it to tell would cost a request */
     const int whole = has_signature(path);
     if (whole != 0)
         return whole;
@@ -792,6 +803,13 @@ static int open_layout(h5_open *o)
     stoker__h5 *h = o->h;
     const H5D_layout_t lay = H5Pget_layout(o->dcpl);
     const int external = H5Pget_external_count(o->dcpl);
+    /* libhdf5 would look for these files on the local disk, not beside the URL */
+    H5_FAIL_IF(h->remote && (lay == H5D_VIRTUAL || external > 0), STOKER_E_UNSUPPORTED,
+               "%s: dataset %s: %s; over HTTP(S) and S3 a dataset's bytes must lie in the file "
+               "itself (copy them into it, or read a local copy)",
+               h->file, h->name,
+               lay == H5D_VIRTUAL ? "a virtual dataset, whose sources are other files"
+                                  : "its bytes lie in external raw data files");
     uint64_t base = 0;
     int rc = lay == H5D_VIRTUAL ? open_virtual(o)
              : external > 0     ? open_external(o, external, &base)
@@ -812,9 +830,9 @@ static int open_layout(h5_open *o)
         return 0; /* libhdf5 1.10 gives contiguous offsets past a user block but chunk
                    * addresses from the superblock: neither is trusted, libhdf5 reads them */
     struct stat st;
-    H5_FAIL_IF(fstat(h->fd, &st) != 0, -errno, "%s: %s", stoker__h5_bytes_file(h),
+    H5_FAIL_IF(!h->remote && fstat(h->fd, &st) != 0, -errno, "%s: %s", stoker__h5_bytes_file(h),
                stoker_strerror(-errno));
-    const uint64_t file_size = (uint64_t)st.st_size;
+    const uint64_t file_size = h->remote ? h->remote->size : (uint64_t)st.st_size;
     rc = 0;
     if (lay == H5D_CONTIGUOUS && (rc = open_extent(o, file_size)) > 0)
         h->mode = H5M_EXTENT;
@@ -923,8 +941,8 @@ static int h5_locate(const stoker_dataset *ds, int64_t id, stoker__recloc *loc)
     loc->crc = 0;
     loc->has_crc = 0; /* HDF5 keeps no per-record checksum */
     loc->length = h->lens ? h->lens[id] : (r1 - r0) * h->row_bytes;
-    loc->fetch = h->mode != H5M_EXTENT;
-    loc->offset = h->mode == H5M_EXTENT ? h->base + r0 * h->row_bytes : 0;
+    loc->fetch = h->mode != H5M_EXTENT || h->remote; /* a URL's bytes: through the transport */
+    loc->offset = loc->fetch ? 0 : h->base + r0 * h->row_bytes;
     return 0;
 }
 
@@ -966,6 +984,9 @@ static void h5_free(stoker__h5 *h)
     }
     if (h->fd >= 0)
         close(h->fd);
+#ifdef STOKER_HAVE_CURL
+    stoker__h5_remote_close(h);
+#endif
     stoker__free(h->chunks);
     stoker__free(h->labels);
     stoker__free(h->offs);
@@ -997,25 +1018,45 @@ static uint64_t h5_block_records(const stoker_dataset *ds)
     return h->mode == H5M_CHUNKS && !h->offs ? h->cdims[0] : 0;
 }
 
-/* The source's fetch: HDF5 reads wait on local I/O only, so nothing cancels them. */
+/* The source's fetch: a local file's reads wait on local I/O only; a remote file's give up
+ * once `cancel` reads non-zero. */
 static int h5_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, uint8_t *dst,
                     const uint8_t **out, const atomic_int *cancel, stoker__err *err)
 {
-    (void)cancel;
-    return stoker__h5_fetch(ds, id, loc, dst, out, err);
+    return stoker__h5_fetch(ds, id, loc, dst, out, cancel, err);
 }
 
+#define H5_COMMON_OPS                                                                            \
+    .name = "hdf5", .locate = h5_locate, .file_path = h5_file_path, .close = h5_close,           \
+    .fetch = h5_fetch, .block_records = h5_block_records, .serialised = h5_serialised
+
 static const stoker__source_ops H5_OPS = {
-    .name = "hdf5",
-    .locate = h5_locate,
-    .file_path = h5_file_path,
-    .close = h5_close,
+    H5_COMMON_OPS,
     .advise = h5_advise,
-    .fetch = h5_fetch,
     .plan = stoker__h5_plan,
     .landed = stoker__h5_landed,
-    .block_records = h5_block_records,
-    .serialised = h5_serialised,
+};
+
+#ifdef STOKER_HAVE_CURL
+static void h5_interrupt(stoker_dataset *ds, bool on)
+{
+    stoker__h5_remote_interrupt(ds->state, on);
+}
+
+static void h5_remote_stats(stoker_dataset *ds, stoker__remote_stats *s)
+{
+    stoker__h5_remote_stats(ds->state, s);
+}
+#endif
+
+/* A URL: the source reads every record itself, through the transport. */
+static const stoker__source_ops H5_REMOTE_OPS = {
+    H5_COMMON_OPS,
+    .backend = STOKER_BACKEND_REMOTE,
+#ifdef STOKER_HAVE_CURL
+    .interrupt = h5_interrupt,
+    .remote_stats = h5_remote_stats,
+#endif
 };
 
 /* ---- open: the whole sequence ---- */
@@ -1024,7 +1065,12 @@ static int open_dataset(h5_open *o)
 {
     stoker__h5 *h = o->h;
     char why[256];
-    h->fid = H5Fopen(h->file, H5F_ACC_RDONLY, H5P_DEFAULT);
+    const hid_t fapl = h->remote ? stoker__h5_vfd_fapl(h->remote) : H5P_DEFAULT;
+    H5_FAIL_IF(fapl < 0, STOKER_E_FORMAT, "%s: cannot set up libhdf5's reads: %s", h->file,
+               stoker__h5_why(why, sizeof why));
+    h->fid = H5Fopen(h->file, H5F_ACC_RDONLY, fapl);
+    if (fapl != H5P_DEFAULT)
+        H5Pclose(fapl);
     H5_FAIL_IF(h->fid < 0, STOKER_E_FORMAT, "%s: cannot open as HDF5: %s", h->file,
                stoker__h5_why(why, sizeof why));
     const htri_t there = H5Lexists(h->fid, h->name, H5P_DEFAULT);
@@ -1117,7 +1163,7 @@ static int fill_handle(stoker_dataset *ds, stoker__h5 *h, int32_t dtype)
     const uint8_t *got = NULL;
     int rc = 0;
     if (loc.fetch)
-        rc = stoker__h5_fetch(ds, 0, &loc, buf, &got, &ds->err);
+        rc = stoker__h5_fetch(ds, 0, &loc, buf, &got, NULL, &ds->err);
     else if ((rc = stoker__pread_full(h->fd, buf, 2, loc.offset)) < 0)
         stoker__fail(&ds->err, rc, "%s: dataset %s: record 0: cannot read %s: %s", h->file, h->name,
                      stoker__h5_bytes_file(h), stoker_strerror(rc));
@@ -1153,6 +1199,39 @@ static int failed_read_at_open(stoker_dataset *ds, int rc, int io)
                         strerror(io));
 }
 
+static int remote_read8(void *ctx, uint8_t got[8], uint64_t at)
+{
+    stoker__h5_bytes *b = ctx;
+    if (at > b->size || b->size - at < 8)
+        return 0;
+    const int rc = b->read(b->ctx, got, 8, at, NULL, &b->err);
+    return rc < 0 ? rc : 1;
+}
+
+/* A URL's object through the transport (hdf5_remote.c): h->file becomes the URL as shown,
+ * and the object must hold HDF5's signature. */
+static int open_remote(stoker_dataset *ds, stoker__h5 *h, const stoker_config *cfg)
+{
+#ifdef STOKER_HAVE_CURL
+    const int rc = stoker__h5_remote_open(h, cfg, &ds->err);
+    if (rc < 0)
+        return rc;
+    const int sig = stoker__hdf5_signature_by(remote_read8, h->remote);
+    STOKER_RETURN_IF(sig < 0, &ds->err, sig, "%s", h->remote->err.msg);
+    STOKER_RETURN_IF(sig == 0, &ds->err, STOKER_E_FORMAT,
+                     "%s: not an HDF5 file (no HDF5 signature in its %llu bytes), though its "
+                     "name says so",
+                     h->file, (unsigned long long)h->remote->size);
+    return 0;
+#else
+    (void)cfg;
+    return stoker__fail(&ds->err, STOKER_E_UNSUPPORTED,
+                        "%s: a URL; this build cannot read remote data sets (it was built "
+                        "without libcurl)",
+                        h->file);
+#endif
+}
+
 static int hdf5_open(stoker_dataset *ds, const char *path, const stoker_config *cfg)
 {
     ds->ops = &H5_OPS;
@@ -1169,8 +1248,15 @@ static int hdf5_open(stoker_dataset *ds, const char *path, const stoker_config *
                      split == -ENOMEM ? "" : strerror(-split));
     h->name = dset ? dset : stoker__strdup(images && *images ? images : "images");
     STOKER_RETURN_IF(!h->name, &ds->err, -ENOMEM, "%s: out of memory", path);
-    h->fd = open(h->file, O_RDONLY | O_CLOEXEC);
-    STOKER_RETURN_IF(h->fd < 0, &ds->err, -errno, "%s: %s", h->file, stoker_strerror(-errno));
+    int rc = 0;
+    if (stoker__hdf5_url(path) > 0) {
+        ds->ops = &H5_REMOTE_OPS;
+        if ((rc = open_remote(ds, h, cfg)) < 0)
+            return rc;
+    } else {
+        h->fd = open(h->file, O_RDONLY | O_CLOEXEC);
+        STOKER_RETURN_IF(h->fd < 0, &ds->err, -errno, "%s: %s", h->file, stoker_strerror(-errno));
+    }
     h5_open o = {
         .ds = ds,
         .h = h,
@@ -1183,12 +1269,16 @@ static int hdf5_open(stoker_dataset *ds, const char *path, const stoker_config *
         .max_record_size = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_MAX_RECORD_SIZE),
     };
     stoker__h5_lock();
-    int rc = open_dataset(&o);
+    rc = open_dataset(&o);
     open_release(&o);
     const int io = h5_io_errno;
+    const int remote_rc = h->remote ? h->remote->rc : 0;
     stoker__h5_unlock();
     if (io)
         rc = failed_read_at_open(ds, rc, io);
+    if (remote_rc < 0) /* the transport's failure is the cause, whatever libhdf5 made of it */
+        rc = stoker__fail(&ds->err, remote_rc, "%s: dataset %s: %s", h->file, h->name,
+                          h->remote->err.msg);
     if (rc == 0)
         rc = fill_handle(ds, h, o.dtype);
     if (rc == 0 && h->mode != H5M_EXTENT && h->mode != H5M_CHUNKS) {

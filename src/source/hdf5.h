@@ -9,6 +9,7 @@
 #include "source/source.h"
 
 #include <hdf5.h>
+#include <stdatomic.h>
 
 #define STOKER__H5_MAX_RANK 32 /* HDF5's own limit */
 #define STOKER__H5_MAX_FILTERS 8
@@ -20,6 +21,27 @@ enum {
     H5M_READ,       /* anything else libhdf5 can read: H5Dread, serialised */
     H5M_VLEN,       /* variable-length uint8 (global heap): H5Dread, serialised */
 };
+
+/* The bytes of a file that is not local (a URL): its size and a read function (the remote
+ * transport's), which libhdf5 reads through the driver of hdf5_vfd.c and the record reads of
+ * hdf5_fetch.c call directly. `read` is thread-safe; 0 or a negative stoker error with the
+ * message (naming the URL) in err. */
+typedef struct stoker__h5_bytes {
+    void *ctx;
+    uint64_t size;
+    const char *name; /* the name H5Fopen is given: the only file the driver opens */
+    int (*read)(void *ctx, uint8_t *dst, uint64_t len, uint64_t off, const atomic_int *cancel,
+                stoker__err *err);
+    /* Written by the driver under the HDF5 lock: what its reads wait on (the cancel flag of
+     * the fetch that called libhdf5, or NULL), and its first failure since rc was last set to
+     * 0, whose message the caller reports instead of libhdf5's. */
+    const atomic_int *cancel;
+    int rc;
+    stoker__err err;
+} stoker__h5_bytes;
+
+/* A file access property list reading through `b` (HDF5 lock held), or -1. */
+hid_t stoker__h5_vfd_fapl(stoker__h5_bytes *b);
 
 /* One chunk of the map: where it lies, its stored size, which filters were skipped. */
 typedef struct stoker__h5_chunk {
@@ -34,7 +56,9 @@ typedef struct stoker__h5 {
     char *name;      /* the dataset's path inside it */
     char *data_file; /* the file fd reads when the bytes are not in `file` (an external link's
                         target, an external raw data file); NULL when they are */
-    int fd;
+    int fd;                   /* -1 when the file is remote */
+    stoker__h5_bytes *remote; /* a URL's bytes; NULL for a local file */
+    void *remote_state;       /* hdf5_remote.c's */
     int mode;
     int rank;
     uint64_t dims[STOKER__H5_MAX_RANK];
@@ -91,7 +115,11 @@ void stoker__h5_rows(const stoker__h5 *h, int64_t id, uint64_t *r0, uint64_t *r1
 
 /* The fetch operation (format.h's source table). */
 int stoker__h5_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, uint8_t *dst,
-                     const uint8_t **out, stoker__err *err);
+                     const uint8_t **out, const atomic_int *cancel, stoker__err *err);
+/* len bytes at off of the file holding the records: pread, or the remote transport's read
+ * (its message in err). 0, -errno, or STOKER_E_CORRUPT when the file ends first. */
+int stoker__h5_read_at(const stoker__h5 *h, uint8_t *dst, uint64_t len, uint64_t off,
+                       const atomic_int *cancel, stoker__err *err);
 /* The plan and landed operations (dataset.h: fetched records through the worker's reader):
  * chunked datasets only; the other modes answer STOKER__PLAN_NONE. */
 int stoker__h5_plan(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, uint64_t round,
@@ -101,8 +129,19 @@ void stoker__h5_landed(stoker_dataset *ds, uint32_t cookie, uint64_t length, int
 int stoker__h5_decode(const stoker__h5 *h, uint32_t mask, uint8_t *raw, uint64_t size, uint8_t *out,
                       uint8_t *tmp);
 
+/* ---- hdf5_remote.c: a URL's bytes through the remote transport (built with libcurl) ---- */
+/* Opens h->file (a URL) through the transport into h->remote, whose name and h->file become
+ * the URL as it may be shown (no credentials); the message in err on failure. */
+int stoker__h5_remote_open(stoker__h5 *h, const stoker_config *cfg, stoker__err *err);
+/* Frees what open made (nothing when it made nothing). */
+void stoker__h5_remote_close(stoker__h5 *h);
+/* The source's interrupt and remote_stats operations (source.h). */
+void stoker__h5_remote_interrupt(stoker__h5 *h, bool on);
+void stoker__h5_remote_stats(stoker__h5 *h, stoker__remote_stats *s);
+
 /* 1 when `path` names an HDF5 file, either whole or as "file:/dataset/path", 0 when not,
- * -errno when reading the file to tell failed (an I/O error the open reports as such). */
+ * -errno when reading the file to tell failed (an I/O error the open reports as such). A
+ * URL is told by its name (stoker__hdf5_url), without a request. */
 int stoker__h5_detect(const char *path);
 
 

@@ -44,6 +44,8 @@ typedef struct h5_cache {
     uint64_t round; /* the round of the latest plan */
     uint8_t *tmp, *rec;
     size_t tmp_cap, rec_cap;
+    const atomic_int *cancel; /* the current fetch's: what a remote read gives up on */
+    stoker__err rerr;         /* a remote read's failure in the current fetch */
 } h5_cache;
 
 static pthread_key_t cache_key;
@@ -151,6 +153,14 @@ int stoker__h5_decode(const stoker__h5 *h, uint32_t mask, uint8_t *raw, uint64_t
 
 /* ---- chunks ---- */
 
+int stoker__h5_read_at(const stoker__h5 *h, uint8_t *dst, uint64_t len, uint64_t off,
+                       const atomic_int *cancel, stoker__err *err)
+{
+    if (h->remote)
+        return h->remote->read(h->remote->ctx, dst, len, off, cancel, err);
+    return stoker__pread_full(h->fd, dst, (size_t)len, off);
+}
+
 static void fill_chunk(const stoker__h5 *h, uint8_t *p)
 {
     if (h->fill_zero) {
@@ -204,7 +214,7 @@ static int entry_load(const stoker__h5 *h, h5_cache *c, h5_entry *e, uint64_t in
     if (!dst)
         return -ENOMEM;
     const uint64_t size = h->nfilters ? k->size : h->chunk_bytes;
-    const int rc = stoker__pread_full(h->fd, dst, (size_t)size, k->addr);
+    const int rc = stoker__h5_read_at(h, dst, size, k->addr, c->cancel, &c->rerr);
     return rc < 0 ? rc : entry_decode(h, c, e, k);
 }
 
@@ -368,7 +378,8 @@ int stoker__h5_plan(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, u
 {
     (void)loc;
     const stoker__h5 *h = ds->state;
-    h5_cache *c = h->mode == H5M_CHUNKS ? thread_cache() : NULL;
+    /* a remote file's chunks come through the transport inside the fetch */
+    h5_cache *c = h->mode == H5M_CHUNKS && !h->remote ? thread_cache() : NULL;
     *n = 0;
     if (!c)
         return STOKER__PLAN_NONE;
@@ -505,22 +516,44 @@ static int read_vlen(const stoker__h5 *h, uint64_t row, uint64_t len, uint8_t *d
     return ok ? 0 : failed < 0 ? failed : STOKER_E_CORRUPT;
 }
 
-static int serial_read(const stoker__h5 *h, int64_t id, uint64_t len, uint8_t *dst, char *why,
-                       size_t cap)
+/* libhdf5 reads a remote file through the transport (hdf5_vfd.c): a failed read there is
+ * the cause, with its own message (the URL, the status), whatever libhdf5 made of it. */
+static int serial_read(const stoker__h5 *h, int64_t id, uint64_t len, uint8_t *dst,
+                       const atomic_int *cancel, char *why, size_t cap)
 {
     uint64_t r0, r1;
     stoker__h5_rows(h, id, &r0, &r1);
     stoker__h5_lock();
-    const int rc = h->mode == H5M_VLEN ? read_vlen(h, (uint64_t)id, len, dst, why, cap)
-                                       : read_rows(h, r0, r1, dst, why, cap);
+    if (h->remote) {
+        h->remote->rc = 0;
+        h->remote->cancel = cancel;
+    }
+    int rc = h->mode == H5M_VLEN ? read_vlen(h, (uint64_t)id, len, dst, why, cap)
+                                 : read_rows(h, r0, r1, dst, why, cap);
+    if (h->remote && h->remote->rc < 0) {
+        rc = h->remote->rc;
+        snprintf(why, cap, "%s", h->remote->err.msg);
+    }
+    if (h->remote)
+        h->remote->cancel = NULL;
     stoker__h5_unlock();
     return rc;
+}
+
+/* A contiguous record of a remote file, read through the transport. */
+static int extent_read(const stoker__h5 *h, int64_t id, const stoker__recloc *loc, uint8_t *dst,
+                       h5_cache *c)
+{
+    uint64_t r0, r1;
+    stoker__h5_rows(h, id, &r0, &r1);
+    return stoker__h5_read_at(h, dst, loc->length, h->base + r0 * h->row_bytes, c->cancel,
+                              &c->rerr);
 }
 
 /* ---- the source's fetch ---- */
 
 int stoker__h5_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, uint8_t *dst,
-                     const uint8_t **out, stoker__err *err)
+                     const uint8_t **out, const atomic_int *cancel, stoker__err *err)
 {
     const stoker__h5 *h = ds->state;
     h5_cache local;
@@ -530,19 +563,23 @@ int stoker__h5_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, 
     STOKER_RETURN_IF(!dst && grow(&c->rec, &c->rec_cap, loc->length) < 0, err, -ENOMEM,
                      "%s: record %lld: out of memory", h->file, (long long)id);
     uint8_t *buf = dst ? dst : c->rec;
-    char why[256] = "";
+    char why[STOKER_ERRMSG_CAP] = "";
     int rc = 0;
-    if (h->mode == H5M_CHUNKS) {
+    c->cancel = cancel;
+    c->rerr.msg[0] = '\0';
+    if (h->mode == H5M_CHUNKS || h->mode == H5M_EXTENT) {
         uint64_t r0, r1;
         stoker__h5_rows(h, id, &r0, &r1);
-        rc = assemble(h, c, r0, r1, buf);
+        rc = h->mode == H5M_CHUNKS ? assemble(h, c, r0, r1, buf) : extent_read(h, id, loc, buf, c);
         snprintf(why, sizeof why, "%s",
-                 rc == STOKER_E_CORRUPT ? "a chunk is cut short or does not decode to its size "
-                                          "(truncated or damaged file)"
-                                        : stoker_strerror(rc));
+                 c->rerr.msg[0]           ? c->rerr.msg
+                 : rc == STOKER_E_CORRUPT ? "a chunk is cut short or does not decode to its size "
+                                            "(truncated or damaged file)"
+                                          : stoker_strerror(rc));
     } else {
-        rc = serial_read(h, id, loc->length, buf, why, sizeof why);
+        rc = serial_read(h, id, loc->length, buf, cancel, why, sizeof why);
     }
+    c->cancel = NULL;
     if (c == &local)
         cache_free(&local);
     *out = buf;

@@ -3,6 +3,7 @@
  * opens the path. A source this build lacks stays in the list as a refusal, so that its
  * paths get a message saying so rather than another source's misreading. */
 #include "source/source.h"
+#include "format/signature.h"
 
 #include <string.h>
 #include <strings.h>
@@ -27,10 +28,28 @@ static const stoker__source stoker__remote_source = {
 };
 #endif
 
+#ifndef STOKER_HAVE_HDF5
+static int h5_url_claims(const char *path)
+{
+    return stoker__hdf5_url(path) > 0;
+}
+
+/* Local HDF5 files reach the shard source, which refuses them by their signature. */
+static const stoker__source stoker__hdf5_source = {
+    .name = "hdf5",
+    .claims = h5_url_claims,
+    .refusal = "a URL naming an HDF5 file; this build cannot read HDF5 data sets",
+};
+#endif
+
 static const stoker__source *const SOURCES[] = {
-    &stoker__remote_source, /* http://, https://, s3:// */
-#ifdef STOKER_HAVE_HDF5
-    &stoker__hdf5_source, /* a file with HDF5's signature, or FILE:/dataset */
+#ifndef STOKER_HAVE_CURL
+    &stoker__remote_source, /* every URL, refused */
+#endif
+    &stoker__hdf5_source, /* a file with HDF5's signature, FILE:/dataset, or a URL named so
+                             (stoker__hdf5_url) */
+#ifdef STOKER_HAVE_CURL
+    &stoker__remote_source, /* other http://, https://, s3:// URLs: a packed data set */
 #endif
     &stoker__shards_source, /* anything else: a packed data set, or an error saying why not */
 };

@@ -97,7 +97,7 @@ static void fuzz_planned(stoker_dataset *ds, int64_t id, uint64_t round, uint8_t
     for (int64_t i = id; i <= last; i++) {
         stoker__err err;
         const uint8_t *out = NULL;
-        stoker__h5_fetch(ds, i, &loc, buf, &out, &err);
+        stoker__h5_fetch(ds, i, &loc, buf, &out, NULL, &err);
     }
 }
 
@@ -109,7 +109,7 @@ static void fuzz_records(stoker_dataset *ds, const stoker__h5 *h)
         stoker__recloc loc = {.length = h->row_bytes, .fetch = 1};
         stoker__err err;
         const uint8_t *out = NULL;
-        stoker__h5_fetch(ds, id, &loc, buf, &out, &err);
+        stoker__h5_fetch(ds, id, &loc, buf, &out, NULL, &err);
     }
     static uint64_t rounds; /* a worker's rounds only grow */
     for (int64_t id = 0; buf && id < (int64_t)h->records; id += 2)
