@@ -110,8 +110,9 @@ static const opt_desc OPTS[] = {
     INT(STOKER_OPT_DEVICE, "device", L, 0, -1, 1024, 0,
         "CUDA device ordinal + 1, -1 the CPU; default GPU 0 (or LOCAL_RANK) when usable, else "
         "the CPU"),
-    INT(STOKER_OPT_DEVICE_BUFFERS, "device_buffers", L, 0, 0, 64, 0,
-        "device batch buffers (at least 2); default 6"),
+    /* docs/GPU.md: why six */
+    INT(STOKER_OPT_DEVICE_BUFFERS, "device_buffers", L, 6, 0, 64, ZERO_IS_DEFAULT,
+        "device batch buffers (1 counts as 2); default 6"),
     INT(STOKER_OPT_GPU_NORMALIZE, "gpu_normalize", L, 0, 0, 1, 0,
         "1: uint8 crosses PCIe and is normalised on the GPU; default 0"),
     INT(STOKER_OPT_MAX_CACHE, "max_cache", L, 0, 0, INT64_MAX, 0,

@@ -15,8 +15,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define DEFAULT_READ_AHEAD 64u
-#define DEFAULT_DEVICE_BUFFERS 6u /* docs/GPU.md: why six */
 #define ROUND_BYTES (UINT64_C(1) << 20) /* docs/BENCHMARKS.md: rounds of 1 MiB */
 
 /* A non-negative decimal environment variable (at most 2^20); -1 when unset. A value that
@@ -259,8 +257,7 @@ static int plan_machinery(stoker__plan *p, const stoker_config *cfg, stoker_data
     p->pieces = (uint32_t)((p->batch + STOKER__PIECE - 1) / STOKER__PIECE);
     const int64_t depth = stoker__cfg_int(cfg, STOKER_OPT_DEPTH);
     p->depth = depth > 0 ? (uint32_t)depth : default_depth(p);
-    const int64_t ra = stoker__cfg_int(cfg, STOKER_OPT_READ_AHEAD);
-    p->read_ahead = ra > 0 ? (uint32_t)ra : DEFAULT_READ_AHEAD;
+    p->read_ahead = (uint32_t)stoker__cfg_int(cfg, STOKER_OPT_READ_AHEAD);
     p->direct = stoker__cfg_int(cfg, STOKER_OPT_DIRECT_IO) != 0;
     p->on_corrupt = stoker__cfg_int(cfg, STOKER_OPT_ON_CORRUPT) == STOKER_ON_CORRUPT_SKIP
                         ? STOKER_ON_CORRUPT_SKIP
@@ -336,7 +333,7 @@ static int plan_device(stoker__plan *p, const stoker_config *cfg, int64_t local,
     const int64_t opt = stoker__cfg_int(cfg, STOKER_OPT_DEVICE);
     const int64_t nb = stoker__cfg_int(cfg, STOKER_OPT_DEVICE_BUFFERS);
     p->device = -1;
-    p->device_buffers = nb <= 0 ? DEFAULT_DEVICE_BUFFERS : nb < 2 ? 2u : (uint32_t)nb;
+    p->device_buffers = nb < 2 ? 2u : (uint32_t)nb; /* a ring of one would never overlap */
     if (opt < 0)
         return 0;
     STOKER_RETURN_IF(opt > 0 && !stoker__cuda_built(), err, STOKER_E_UNSUPPORTED,

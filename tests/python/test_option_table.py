@@ -216,3 +216,43 @@ def test_stoker_bench_has_a_flag_for_every_loader_option(where):
     assert not missing, "stoker-bench has no flag for %s (in its %s: tools/bench/main.c)" % (
         ", ".join(missing), "table of long options" if where == "source" else "--help")
     assert not _stale(BENCH_NOT_FLAGS, _lib.FOR_LOADER)
+
+
+# Options whose table default (0, or an enum's "auto"/"default") stands for a rule the
+# loader applies when it is created, each as the table's doc line says: what it runs with
+# is read back resolved.
+RESOLVED_AT_CREATE = {
+    "threads", "depth", "device", "max_cache", "backend", "simd", "transform", "dtype",
+    "resize", "decoder",
+}
+
+
+def test_the_loader_runs_with_the_tables_defaults(raw_ds):
+    """Every option's default lives in one place, the table: a loader created with nothing
+    set runs with each option's table default (as a fresh config reads it), except where
+    the table's doc line names a rule. A second default kept below the table (x ? x : 6)
+    fails here."""
+    import ctypes
+    from stoker._config import Config
+    L = _lib.lib
+    with Config() as cfg:
+        defaults = {}
+        for name, o in OPTIONS.items():
+            if o.type == _lib.OPTION_INT and o.applies & _lib.FOR_LOADER:
+                v = ctypes.c_int64()
+                assert L.stoker_config_get_int(cfg.handle, o.value, ctypes.byref(v)) == 0
+                defaults[name] = v.value
+        handle = ctypes.c_void_p()
+        assert L.stoker_loader_create(ctypes.byref(handle), os.fsencode(raw_ds), cfg.handle) == 0
+    try:
+        differ = []
+        for name, want in defaults.items():
+            v = ctypes.c_int64()
+            rc = L.stoker_loader_get_int(handle, OPTIONS[name].value, ctypes.byref(v))
+            if rc == 0 and v.value != want and name not in RESOLVED_AT_CREATE:
+                differ.append("%s: the table says %d, the loader runs with %d"
+                              % (name, want, v.value))
+        assert not differ, "a default kept outside the table (src/common/config.c): " + \
+            "; ".join(differ)
+    finally:
+        L.stoker_loader_destroy(handle)
