@@ -892,6 +892,24 @@ STOKER_API int stoker_loader_get_stats(const stoker_loader *l, stoker_stats *sta
 STOKER_API int stoker_loader_stats_json(const stoker_loader *l, char *buf, size_t cap,
                                         size_t *needed);
 
+/* The same for a snapshot taken with stoker_loader_get_stats (its struct_size the whole
+ * struct's): how a caller formats the snapshots it keeps. */
+STOKER_API int stoker_stats_json(const stoker_stats *stats, char *buf, size_t cap,
+                                 size_t *needed);
+
+/* The library's table of stoker_stats' fields, from which the JSON above, the Python
+ * binding's struct and stoker-bench's report are made: the index-th field's name, type
+ * (STOKER_STAT_*), byte offset and size in stoker_stats, the stoker_enum naming an int32's
+ * values (0: a number) and a one-line doc. struct_size and reserved fields are not
+ * listed. Any output may be NULL. 0, or STOKER_E_INVALID past the last field. */
+#define STOKER_STAT_INT32 1
+#define STOKER_STAT_INT64 2
+#define STOKER_STAT_DOUBLE 3
+#define STOKER_STAT_TEXT 4 /* a NUL-terminated char array */
+STOKER_API int stoker_stats_field(int32_t index, const char **name, int32_t *type,
+                                  int32_t *values, uint32_t *offset, uint32_t *size,
+                                  const char **doc);
+
 /* ---- stalls: rates, waits and busy shares over a window ---- */
 
 /* What a span of a loader's life measured: its rates, the share of it the consumer waited

@@ -38,6 +38,12 @@ ENUM_LAYOUT = 15
 ENUM_FIELD = 16
 ENUM_DECODER = 17
 
+# The types of stoker_stats_field (STOKER_STAT_* in the header).
+STAT_INT32 = 1
+STAT_INT64 = 2
+STAT_DOUBLE = 3
+STAT_TEXT = 4
+
 # What stoker_option_describe reports (STOKER_OPTION_* and STOKER_FOR_* in the header).
 OPTION_INT = 1
 OPTION_FLOAT = 2
@@ -67,63 +73,6 @@ class BatchView(ctypes.Structure):
         ("ids", c_int64_p),
         ("epoch", ctypes.c_int64),
         ("position", ctypes.c_int64),
-    ]
-
-
-class Stats(ctypes.Structure):
-    """stoker_stats (size-prefixed)."""
-    _fields_ = [
-        ("struct_size", ctypes.c_uint32),
-        ("backend", ctypes.c_int32),
-        ("simd", ctypes.c_int32),
-        ("threads", ctypes.c_int32),
-        ("depth", ctypes.c_int32),
-        ("device", ctypes.c_int32),
-        ("batches", ctypes.c_int64),
-        ("records", ctypes.c_int64),
-        ("bytes", ctypes.c_int64),
-        ("skipped", ctypes.c_int64),
-        ("records_read", ctypes.c_int64),
-        ("bytes_read", ctypes.c_int64),
-        ("pinned_bytes", ctypes.c_int64),
-        ("seconds", ctypes.c_double),
-        ("records_per_sec", ctypes.c_double),
-        ("bytes_per_sec", ctypes.c_double),
-        ("wait_seconds", ctypes.c_double),
-        ("ready_slots", ctypes.c_double),
-        ("reads_in_flight", ctypes.c_double),
-        ("read_seconds", ctypes.c_double),
-        ("crc_seconds", ctypes.c_double),
-        ("process_seconds", ctypes.c_double),
-        ("decode_seconds", ctypes.c_double),
-        ("resize_seconds", ctypes.c_double),
-        ("normalize_seconds", ctypes.c_double),
-        ("reduced", ctypes.c_int64),
-        ("dropped_bytes", ctypes.c_int64),
-        ("decoder", ctypes.c_int32),
-        ("reserved0", ctypes.c_int32),
-        ("cpu_decoded", ctypes.c_int64),
-        ("gpu_decoded", ctypes.c_int64),
-        ("gpu_retried", ctypes.c_int64),
-        ("gpu_fallbacks", ctypes.c_int64),
-        ("gpu_share", ctypes.c_double),
-        ("cpu_busy", ctypes.c_double),
-        ("gpu_busy", ctypes.c_double),
-        ("decoder_note", ctypes.c_char * 160),
-        ("full_checks", ctypes.c_int64),
-        ("remote_bytes", ctypes.c_int64),
-        ("remote_requests", ctypes.c_int64),
-        ("remote_retries", ctypes.c_int64),
-        ("cache_hits", ctypes.c_int64),
-        ("cache_misses", ctypes.c_int64),
-        ("cache_bytes", ctypes.c_int64),
-        ("cache_limit", ctypes.c_int64),
-        ("fetch_wait_seconds", ctypes.c_double),
-        ("threads_note", ctypes.c_char * 128),
-        ("h2d_seconds", ctypes.c_double),
-        ("gpu_decode_seconds", ctypes.c_double),
-        ("next_calls", ctypes.c_int64),
-        ("ready_sum", ctypes.c_int64),
     ]
 
 
@@ -240,7 +189,11 @@ _SIGNATURES = {
     "stoker_batch_data": (_vp, [_vp]),
     "stoker_batch_nbytes": (_u64, [_vp]),
     "stoker_batch_device": (_i32, [_vp]),
-    "stoker_loader_get_stats": (_int, [_vp, ctypes.POINTER(Stats)]),
+    "stoker_loader_get_stats": (_int, [_vp, _vp]),  # a Stats (below), by reference
+    "stoker_stats_json": (_int, [_vp, _str, _sz, ctypes.POINTER(_sz)]),
+    "stoker_stats_field": (_int, [_i32, ctypes.POINTER(_str), ctypes.POINTER(_i32),
+                                  ctypes.POINTER(_i32), ctypes.POINTER(_u32),
+                                  ctypes.POINTER(_u32), ctypes.POINTER(_str)]),
     "stoker_loader_stats_json": (_int, [_vp, _str, _sz, ctypes.POINTER(_sz)]),
     "stoker_loader_window": (_int, [_vp, ctypes.c_double, ctypes.POINTER(Window)]),
     "stoker_loader_state_save": (_int, [_vp, _vp, _sz, ctypes.POINTER(_sz)]),
@@ -442,3 +395,70 @@ E_INVALID = STATUS["invalid"]
 E_LIMIT = STATUS["limit"]
 E_UNSUPPORTED = STATUS["unsupported"]
 E_STATE = STATUS["state"]
+
+
+class StatsField:
+    """One row of the library's table of statistics (stoker_stats_field): ``name``, ``type``
+    (STAT_INT32, _INT64, _DOUBLE or _TEXT), ``values`` (the Enum naming an int32's values,
+    or None), ``offset`` and ``size`` in stoker_stats, ``doc`` (one line)."""
+
+    def __init__(self, index):
+        name, doc = ctypes.c_char_p(), ctypes.c_char_p()
+        t, e = ctypes.c_int32(), ctypes.c_int32()
+        off, size = ctypes.c_uint32(), ctypes.c_uint32()
+        self.found = lib.stoker_stats_field(index, ctypes.byref(name), ctypes.byref(t),
+                                            ctypes.byref(e), ctypes.byref(off),
+                                            ctypes.byref(size), ctypes.byref(doc)) == 0
+        self.name, self.type, self.doc = text(name.value), t.value, text(doc.value)
+        self.values = (_ENUMS.get(e.value) or Enum(e.value)) if e.value else None
+        self.offset, self.size = off.value, size.value
+
+    def __repr__(self):
+        return "StatsField(%r)" % self.name
+
+
+def _stats_fields():
+    out = {}
+    while True:
+        f = StatsField(len(out))
+        if not f.found:
+            return out
+        out[f.name] = f
+
+
+# Every field of stoker_stats, by name, in the struct's order.
+STATS_FIELDS = _stats_fields()
+
+_STAT_CTYPES = {STAT_INT32: ctypes.c_int32, STAT_INT64: ctypes.c_int64,
+                STAT_DOUBLE: ctypes.c_double}
+
+
+def _stats_struct():
+    """stoker_stats as a ctypes struct, laid out from the library's table: its fields at the
+    table's offsets (reserved space as padding), size-prefixed."""
+    layout, at = [("struct_size", ctypes.c_uint32)], 4
+    for f in sorted(STATS_FIELDS.values(), key=lambda f: f.offset):
+        ctype = ctypes.c_char * f.size if f.type == STAT_TEXT else _STAT_CTYPES.get(f.type)
+        if ctype is None or ctypes.sizeof(ctype) != f.size or f.offset < at:
+            raise ImportError("stoker: %s describes stoker_stats.%s in a way this binding "
+                              "cannot lay out" % (path, f.name))
+        if f.offset > at:
+            layout.append(("_reserved%d" % at, ctypes.c_char * (f.offset - at)))
+        layout.append((f.name, ctype))
+        at = f.offset + f.size
+    cls = type("Stats", (ctypes.Structure,), {
+        "__doc__": "stoker_stats (size-prefixed), laid out from the library's table.",
+        "_fields_": layout})
+    for f in STATS_FIELDS.values():
+        if getattr(cls, f.name).offset != f.offset:
+            raise ImportError("stoker: stoker_stats.%s lies at %d in %s, at %d here"
+                              % (f.name, f.offset, path, getattr(cls, f.name).offset))
+    return cls
+
+
+Stats = _stats_struct()
+
+
+def stats_doc():
+    """The fields of stoker_stats, one line each, for a docstring."""
+    return "\n".join("``%s``: %s." % (name, f.doc) for name, f in STATS_FIELDS.items())

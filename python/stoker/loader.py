@@ -1230,18 +1230,14 @@ class Loader:
     # ---- stats ----
 
     def stats(self) -> Dict[str, Any]:
-        """Loader statistics as a dict (stoker_loader_stats_json: one snapshot), the JPEG
-        decoder's figures among them: ``decoder`` (the one in effect, a name), ``cpu_decoded``,
-        ``gpu_decoded``, ``gpu_retried``, ``gpu_fallbacks``, ``gpu_share``, ``cpu_busy``,
-        ``gpu_busy`` and ``decoder_note`` (a str), and ``full_checks`` (JPEGs decoded to the
-        end of their data to find damage past the crop: a record of a data set not checked
-        when packed, on its first use); for a remote data set, ``remote_bytes``,
-        ``remote_requests``, ``remote_retries``, ``cache_hits``, ``cache_misses``,
-        ``cache_bytes``, ``cache_limit`` and ``fetch_wait_seconds``; ``threads_note`` (how
-        the thread count was chosen); ``window`` (window() over the last WINDOW_SECONDS) and
-        ``overall`` (window() since create): rates, the consumer's wait share, each stage's
-        busy share and the verdict. Does not wait for a next() in progress in another
-        thread."""
+        """Loader statistics as a dict (stoker_loader_stats_json: one snapshot): every field
+        of the library's table of statistics (listed below, as ``_lib.STATS_FIELDS`` holds
+        them; enums by name, notes as str), plus ``window`` (window() over the last
+        WINDOW_SECONDS) and ``overall`` (window() since create): rates, the consumer's wait
+        share, each stage's busy share and the verdict. Does not wait for a next() in
+        progress in another thread.
+
+        """
         cap = 4096
         for _ in range(3):
             buf = ctypes.create_string_buffer(cap)
@@ -1327,3 +1323,7 @@ class Loader:
         except ValueError:  # closed, also by another thread since
             return "Loader(%r, closed)" % self._shown
         return "Loader(%r, batch_size=%d, batches=%d)" % (self._shown, self.batch_size, batches)
+
+
+if Loader.stats.__doc__:  # None under python -OO
+    Loader.stats.__doc__ += "\n        ".join(_lib.stats_doc().splitlines()) + "\n"

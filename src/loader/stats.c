@@ -2,6 +2,9 @@
 /* Batch views and getters, loader statistics. */
 #include "loader/loader.h"
 
+#include "loader/stats_table.h"
+
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -418,49 +421,116 @@ int stoker_loader_get_stats(const stoker_loader *l, stoker_stats *stats)
     return 0;
 }
 
+/* ---- the table of statistics ---- */
+
+typedef struct stat_desc {
+    const char *name;
+    int32_t type, values;
+    uint32_t offset, size;
+    int decimals; /* of a double in the JSON */
+    const char *doc;
+} stat_desc;
+
+#define I32 STOKER_STAT_INT32
+#define I64 STOKER_STAT_INT64
+#define F64 STOKER_STAT_DOUBLE
+#define TEXT STOKER_STAT_TEXT
+#define CTYPE_I32 int32_t
+#define CTYPE_I64 int64_t
+#define CTYPE_F64 double
+#define CTYPE_TEXT char *
+
+/* Each row's field exists in stoker_stats with the row's type (a char array for TEXT). */
+#define CHECK(name, type, values, decimals, doc)                                                  \
+    _Static_assert(_Generic(((stoker_stats *)0)->name, CTYPE_##type: 1, default: 0),               \
+                   "stoker_stats." #name " is not of its row's type");
+STOKER__STATS_FIELDS(CHECK)
+
+#define ROW(name, type, values, decimals, doc)                                                     \
+    {#name, type, values, (uint32_t)offsetof(stoker_stats, name),                                  \
+     (uint32_t)sizeof(((stoker_stats *)0)->name), decimals, doc},
+static const stat_desc STATS[] = {STOKER__STATS_FIELDS(ROW)};
+#define NSTATS (sizeof STATS / sizeof STATS[0])
+
+int stoker_stats_field(int32_t index, const char **name, int32_t *type, int32_t *values,
+                       uint32_t *offset, uint32_t *size, const char **doc)
+{
+    if (index < 0 || (size_t)index >= NSTATS)
+        return STOKER_E_INVALID;
+    const stat_desc *d = &STATS[index];
+    if (name)
+        *name = d->name;
+    if (type)
+        *type = d->type;
+    if (values)
+        *values = d->values;
+    if (offset)
+        *offset = d->offset;
+    if (size)
+        *size = d->size;
+    if (doc)
+        *doc = d->doc;
+    return 0;
+}
+
+/* Appends to buf (capacity cap) at *n, counting what does not fit. */
+static void put(char *buf, size_t cap, size_t *n, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void put(char *buf, size_t cap, size_t *n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    const int k = *n < cap ? vsnprintf(buf + *n, cap - *n, fmt, ap) : vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (k > 0)
+        *n += (size_t)k;
+}
+
+int stoker_stats_json(const stoker_stats *s, char *buf, size_t cap, size_t *needed)
+{
+    if (!s || (!buf && cap) || s->struct_size < sizeof *s)
+        return STOKER_E_INVALID;
+    size_t n = 0;
+    for (size_t i = 0; i < NSTATS; i++) {
+        const stat_desc *d = &STATS[i];
+        const char *at = (const char *)s + d->offset;
+        put(buf, cap, &n, "%s\"%s\":", i ? "," : "{", d->name);
+        if (d->type == I32) {
+            int32_t v;
+            memcpy(&v, at, sizeof v);
+            const char *named = d->values ? stoker_enum_name((stoker_enum)d->values, v) : NULL;
+            if (d->values)
+                put(buf, cap, &n, "\"%s\"", named ? named : "unknown");
+            else
+                put(buf, cap, &n, "%" PRId32, v);
+        } else if (d->type == I64) {
+            int64_t v;
+            memcpy(&v, at, sizeof v);
+            put(buf, cap, &n, "%" PRId64, v);
+        } else if (d->type == F64) {
+            double v;
+            memcpy(&v, at, sizeof v);
+            put(buf, cap, &n, "%.*f", d->decimals, v);
+        } else {
+            char text[6 * 256 + 1], field[256];
+            const size_t len = d->size < sizeof field ? d->size : sizeof field;
+            memcpy(field, at, len);
+            field[len - 1] = '\0';
+            json_text(field, text, sizeof text);
+            put(buf, cap, &n, "\"%s\"", text);
+        }
+    }
+    put(buf, cap, &n, "}");
+    if (needed)
+        *needed = n + 1;
+    return n < cap ? 0 : STOKER_E_LIMIT;
+}
+
 int stoker_loader_stats_json(const stoker_loader *l, char *buf, size_t cap, size_t *needed)
 {
     if (!l || (!buf && cap))
         return STOKER_E_INVALID;
     stoker_stats s;
     fill_stats(l, &s);
-    char note[6 * sizeof s.decoder_note + 1], tnote[6 * sizeof s.threads_note + 1];
-    json_text(s.decoder_note, note, sizeof note);
-    json_text(s.threads_note, tnote, sizeof tnote);
-    const int n =
-        snprintf(buf, cap,
-                 "{\"backend\":\"%s\",\"simd\":\"%s\",\"threads\":%d,\"depth\":%d,\"device\":%d,"
-                 "\"batches\":%" PRId64 ",\"records\":%" PRId64 ",\"bytes\":%" PRId64
-                 ",\"skipped\":%" PRId64 ",\"records_read\":%" PRId64 ",\"bytes_read\":%" PRId64
-                 ",\"pinned_bytes\":%" PRId64 ",\"seconds\":%.6f,\"records_per_sec\":%.3f,"
-                 "\"bytes_per_sec\":%.3f,\"wait_seconds\":%.6f,\"ready_slots\":%.3f,"
-                 "\"reads_in_flight\":%.3f,\"read_seconds\":%.6f,\"crc_seconds\":%.6f,"
-                 "\"process_seconds\":%.6f,\"decode_seconds\":%.6f,\"resize_seconds\":%.6f,"
-                 "\"normalize_seconds\":%.6f,\"reduced\":%" PRId64 ",\"dropped_bytes\":%" PRId64
-                 ",\"decoder\":\"%s\",\"cpu_decoded\":%" PRId64 ",\"gpu_decoded\":%" PRId64
-                 ",\"gpu_retried\":%" PRId64 ",\"gpu_fallbacks\":%" PRId64
-                 ",\"gpu_share\":%.4f,\"cpu_busy\":%.4f,\"gpu_busy\":%.4f,\"decoder_note\":\"%s\","
-                 "\"full_checks\":%" PRId64 ",\"remote_bytes\":%" PRId64
-                 ",\"remote_requests\":%" PRId64 ",\"remote_retries\":%" PRId64
-                 ",\"cache_hits\":%" PRId64 ",\"cache_misses\":%" PRId64
-                 ",\"cache_bytes\":%" PRId64 ",\"cache_limit\":%" PRId64
-                 ",\"fetch_wait_seconds\":%.6f,\"threads_note\":\"%s\",\"h2d_seconds\":%.6f,"
-                 "\"gpu_decode_seconds\":%.6f,\"next_calls\":%" PRId64 ",\"ready_sum\":%" PRId64
-                 "}",
-                 stoker_backend_name(s.backend), stoker_simd_name(s.simd), s.threads, s.depth,
-                 s.device, s.batches, s.records, s.bytes, s.skipped, s.records_read, s.bytes_read,
-                 s.pinned_bytes, s.seconds, s.records_per_sec, s.bytes_per_sec, s.wait_seconds,
-                 s.ready_slots, s.reads_in_flight, s.read_seconds, s.crc_seconds, s.process_seconds,
-                 s.decode_seconds, s.resize_seconds, s.normalize_seconds, s.reduced,
-                 s.dropped_bytes, stoker_enum_name(STOKER_ENUM_DECODER, s.decoder), s.cpu_decoded,
-                 s.gpu_decoded, s.gpu_retried, s.gpu_fallbacks, s.gpu_share, s.cpu_busy, s.gpu_busy,
-                 note, s.full_checks, s.remote_bytes, s.remote_requests, s.remote_retries,
-                 s.cache_hits, s.cache_misses, s.cache_bytes, s.cache_limit,
-                 s.fetch_wait_seconds, tnote, s.h2d_seconds, s.gpu_decode_seconds,
-                 s.next_calls, s.ready_sum);
-    if (n < 0)
-        return STOKER_E_INVALID;
-    if (needed)
-        *needed = (size_t)n + 1;
-    return (size_t)n < cap ? 0 : STOKER_E_LIMIT;
+    return stoker_stats_json(&s, buf, cap, needed);
 }

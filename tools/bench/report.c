@@ -141,6 +141,33 @@ static void stages_text(const result *r)
     printf("; consumer wait %.3f s\n", s->wait);
 }
 
+/* The counters of the library's table of statistics (stoker_stats_field) that no other line
+ * shows, then the ready slots and reads in flight: a counter added to the table is
+ * reported without a change here. */
+static void stats_text(const stoker_stats *st)
+{
+    static const char *const elsewhere[] = {
+        "batches",       "records",         "bytes",          "pinned_bytes",
+        "cpu_decoded",   "gpu_decoded",     "gpu_retried",    "gpu_fallbacks",
+        "full_checks",   "remote_bytes",    "remote_requests", "remote_retries",
+        "cache_hits",    "cache_misses",    "cache_bytes",    "cache_limit",
+    };
+    const char *name = NULL;
+    int32_t type = 0;
+    uint32_t offset = 0;
+    fputs("stats       ", stdout);
+    for (int32_t i = 0; stoker_stats_field(i, &name, &type, NULL, &offset, NULL, NULL) == 0; i++) {
+        bool shown = type != STOKER_STAT_INT64;
+        for (size_t k = 0; !shown && k < sizeof elsewhere / sizeof elsewhere[0]; k++)
+            shown = !strcmp(name, elsewhere[k]);
+        int64_t v;
+        memcpy(&v, (const char *)st + offset, sizeof v);
+        if (!shown)
+            printf(" %s=%" PRId64, name, v);
+    }
+    printf(" ready_slots=%.2f reads_in_flight=%.2f\n", st->ready_slots, st->reads_in_flight);
+}
+
 void bench_report_text(const opts *o, const result *r)
 {
     const double s = r->seconds > 0 ? r->seconds : 1e-9;
@@ -199,10 +226,7 @@ void bench_report_text(const opts *o, const result *r)
                (double)st->remote_bytes / 1e6 / (double)st->remote_requests, st->remote_retries,
                st->cache_hits, st->cache_misses, (double)st->cache_bytes / 1e6,
                (double)st->cache_limit / 1e6, st->fetch_wait_seconds);
-    printf("stats        skipped=%" PRId64 " records_read=%" PRId64 " ready_slots=%.2f "
-           "reads_in_flight=%.2f reduced=%" PRId64 " dropped_bytes=%" PRId64 "\n",
-           st->skipped, st->records_read, st->ready_slots, st->reads_in_flight, st->reduced,
-           st->dropped_bytes);
+    stats_text(st);
     char why[512];
     const char *v = bench_verdict(r, why, sizeof why);
     printf("verdict      %s: %s\n", v, why);
@@ -255,6 +279,14 @@ static void json_decoder(const result *r)
            ",\"cache_bytes\":%" PRId64 ",\"cache_limit\":%" PRId64 ",\"fetch_wait_seconds\":%.6f",
            st->remote_bytes, st->remote_requests, st->remote_retries, st->cache_hits,
            st->cache_misses, st->cache_bytes, st->cache_limit, st->fetch_wait_seconds);
+}
+
+/* "stats": the end-of-run snapshot, every field of the library's table (stoker_stats_json). */
+static void json_stats(const stoker_stats *st)
+{
+    char buf[16384];
+    if (stoker_stats_json(st, buf, sizeof buf, NULL) == 0)
+        printf(",\"stats\":%s", buf);
 }
 
 static void json_extras(const result *r)
@@ -317,6 +349,7 @@ void bench_report_json(const opts *o, const result *r)
            verdict);
     cli_put_json_string(stdout, why);
     json_decoder(r);
+    json_stats(&r->stats);
     json_options(o, r, &e);
     json_extras(r);
     printf("}\n");
