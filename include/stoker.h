@@ -881,6 +881,8 @@ typedef struct stoker_stats {
     double gpu_decode_seconds; /* the GPU decode stage busy (gpu_busy x seconds) */
     int64_t next_calls;        /* batches handed out by stoker_loader_next */
     int64_t ready_sum;         /* ready batches found by those calls, summed */
+    int64_t cache_records;     /* records of a remote data set read from blocks in the block
+                                  cache (read-ahead included); 0 for local ones */
 } stoker_stats;
 
 /* Fills `stats` (struct_size set by the caller). Any thread. 0 or STOKER_E_INVALID. */

@@ -399,6 +399,7 @@ static void fill_stats(const stoker_loader *l, stoker_stats *s)
         s->cache_bytes = (int64_t)rs.cache_bytes;
         s->cache_limit = (int64_t)rs.cache_limit;
         s->fetch_wait_seconds = (double)rs.wait_ns * 1e-9;
+        s->cache_records = (int64_t)rs.records;
     }
     const uint64_t calls = LOAD(l->c_next_calls);
     s->next_calls = (int64_t)calls;

@@ -63,6 +63,7 @@
     X(h2d_seconds, F64, 0, 6, "seconds the host-to-device copy stage was busy")                    \
     X(gpu_decode_seconds, F64, 0, 6, "seconds the GPU decode stage was busy")                      \
     X(next_calls, I64, 0, 0, "batches handed out by next")                                         \
-    X(ready_sum, I64, 0, 0, "ready batches found by those calls, summed")
+    X(ready_sum, I64, 0, 0, "ready batches found by those calls, summed")                          \
+    X(cache_records, I64, 0, 0, "records read from blocks in the block cache")
 
 #endif

@@ -134,6 +134,7 @@ typedef struct stoker__remote_stats {
     uint64_t cache_hits, cache_misses, cache_bytes, cache_limit;
     uint64_t wait_ns; /* time workers waited for blocks not yet fetched */
     uint64_t block_size, window;
+    uint64_t records; /* records read from blocks in the cache */
 } stoker__remote_stats;
 /* A remote source's counters; false, and zeros, for other sources. */
 bool stoker__dataset_remote_stats(stoker_dataset *ds, stoker__remote_stats *s);

@@ -24,6 +24,7 @@
 #include "source/shards.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -62,6 +63,7 @@ struct stoker__shards_remote {
     int64_t *ids;
     uint64_t ids_cap;
     uint64_t bytes; /* of the shard files */
+    atomic_uint_fast64_t records; /* records fetched from the block cache (cache_records) */
 };
 
 /* ---- the read-ahead: records to byte extents ---- */
@@ -310,6 +312,7 @@ static int remote_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *lo
         if (dst)
             memcpy(dst, p->buf, (size_t)p->len);
         *out = dst ? dst : p->buf;
+        atomic_fetch_add_explicit(&S->rem->records, 1, memory_order_relaxed);
         return 0;
     }
     if (!dst)
@@ -323,6 +326,7 @@ static int remote_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *lo
         snprintf(was, sizeof was, "%s", err->msg);
         return stoker__fail(err, rc, "record %lld: %s", (long long)id, was);
     }
+    atomic_fetch_add_explicit(&S->rem->records, 1, memory_order_relaxed);
     *out = dst;
     return 0;
 }
@@ -361,7 +365,8 @@ static void remote_stats(stoker_dataset *ds, stoker__remote_stats *s)
         .bytes_fetched = st.bytes_fetched, .requests = st.requests, .retries = st.retries,
         .cache_hits = st.cache_hits, .cache_misses = st.cache_misses,
         .cache_bytes = st.cache_bytes, .cache_limit = st.cache_limit, .wait_ns = st.wait_ns,
-        .block_size = st.block_size, .window = st.window};
+        .block_size = st.block_size, .window = st.window,
+        .records = atomic_load_explicit(&S->rem->records, memory_order_relaxed)};
 }
 
 /* The block order's run of consecutive ids: the records of RUN_BLOCKS fetched blocks, on

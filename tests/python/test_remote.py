@@ -49,6 +49,11 @@ def served(tmp_path_factory):
     return root
 
 
+@pytest.fixture
+def raw_local(served):
+    return served / "raw"
+
+
 def opts(tmp_path, **kw):
     o = dict(cache_dir=str(tmp_path / "cache"), block_size=BLOCK, fetch_window=8 * BLOCK,
              fetch_transfers=4, cache_limit=4 << 20, fetch_retries=6, fetch_retry_ms=20000,
@@ -196,6 +201,22 @@ def test_a_second_run_reads_the_cache(served, tmp_path):
     assert first > 0 and not blocks, blocks[:5]
     assert st["cache_hits"] > 0 and st["cache_misses"] == 0
     assert st["cache_limit"] == 4 << 20 and st["remote_requests"] > 0
+
+
+def test_records_read_from_the_cache_are_counted(served, tmp_path, raw_local):
+    """stats()["cache_records"]: every record the workers read of a remote data set comes
+    from a block in the cache, read-ahead included; none of a local one."""
+    with range_server.start(served) as srv:
+        with stoker.Loader(srv.url + "/raw", 32, seed=11, device="cpu", threads=2,
+                           **opts(tmp_path)) as loader:
+            for _ in loader:
+                pass
+            st = loader.stats()
+    assert st["cache_records"] == st["records_read"] >= RECORDS, st
+    with stoker.Loader(raw_local, 32, device="cpu", threads=2) as loader:
+        for _ in loader:
+            pass
+        assert loader.stats()["cache_records"] == 0
 
 
 def test_the_cache_limit_holds_and_nothing_else_is_touched(served, tmp_path):
