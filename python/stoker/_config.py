@@ -199,21 +199,76 @@ def dtype_code(value):
     return code
 
 
-# Remote data sets' options (docs/REMOTE.md), keywords of Loader and Dataset alike: the
-# integers (bytes, counts, milliseconds; 0 or more) and the strings.
-REMOTE_INTS = ("cache_limit", "block_size", "fetch_window", "fetch_transfers",
-               "fetch_retries", "fetch_retry_ms", "fetch_timeout_ms", "fetch_clients")
-REMOTE_STRINGS = ("cache_dir", "ca_bundle", "http_header", "s3_region", "s3_endpoint")
+# ---- keywords from the library's table of options ----
 
 
-def set_remote(cfg, values):
-    """Sets the remote options given (not None) in `values`, a dict of keyword arguments."""
-    for name in REMOTE_INTS:
-        if values.get(name) is not None:
-            cfg.set_int(_lib.OPTION[name], check_int(name, values[name], 0))
-    for name in REMOTE_STRINGS:
-        value = values.get(name)
-        if value is not None:
+def table_keywords(bit, left_out=()):
+    """The options of the library's table that apply to an object (a FOR_* bit), by name in
+    the table's order, less those `left_out`: the keywords its constructor takes."""
+    return [name for name, o in _lib.OPTIONS.items() if o.applies & bit and name not in left_out]
+
+
+def bind(what, args, kw, positional, allowed):
+    """The keyword arguments of a call `what`(..., *args, **kw) as one dict: `args` are the
+    parameters named by `positional`, in order (the constructors' historical order; options
+    added since are keyword-only); a name not in `allowed`, or given twice, is a TypeError
+    as Python gives for a fixed signature."""
+    if len(args) > len(positional):
+        raise TypeError("%s takes at most %d positional arguments after its first ones (%d "
+                        "given)" % (what, len(positional), len(args)))
+    out = dict(kw)
+    for name, value in zip(positional, args):
+        if name in out:
+            raise TypeError("%s got multiple values for argument %r" % (what, name))
+        out[name] = value
+    unknown = sorted(set(out) - set(allowed))
+    if unknown:
+        raise TypeError("%s got an unexpected keyword argument %r" % (what, unknown[0]))
+    return out
+
+
+def signature(first, positional, keywords, defaults=None):
+    """An inspect.Signature for a constructor taking `first` (names, required), then
+    `positional` and `keywords` (keyword-only) with None, the library's default (or the
+    binding's own parameter's, in `defaults`)."""
+    defaults = defaults or {}
+    import inspect
+    P = inspect.Parameter
+    params = [P("self", P.POSITIONAL_OR_KEYWORD)]
+    params += [P(n, P.POSITIONAL_OR_KEYWORD) for n in first]
+    params += [P(n, P.POSITIONAL_OR_KEYWORD, default=defaults.get(n)) for n in positional]
+    params += [P(n, P.KEYWORD_ONLY, default=defaults.get(n)) for n in keywords
+               if n not in positional and n not in first]
+    return inspect.Signature(params)
+
+
+def keyword_doc(names):
+    """The table's doc line of each option in `names`, one line each, for a docstring."""
+    return "\n".join("``%s``: %s." % (n, _lib.OPTIONS[n].doc) for n in names
+                      if n in _lib.OPTIONS)
+
+
+def set_options(cfg, values):
+    """Sets each option of the table given (not None) in `values` (name: value), as its row
+    says: a name of its enum (any case, or an alias) for an option an enum names; a bool for
+    a flag (range 0..1); an int for an integer, a number for a float, a str or path for a
+    string. The library checks the range and names it when it refuses a value."""
+    for name, value in values.items():
+        if value is None:
+            continue
+        o = _lib.OPTIONS[name]
+        if o.type == _lib.OPTION_STRING:
             if not isinstance(value, (str, bytes, os.PathLike)):
                 raise TypeError("%s must be a str, not %s" % (name, type(value).__name__))
-            cfg.set_string(_lib.OPTION[name], value)
+            cfg.set_string(o.value, value)
+        elif o.type == _lib.OPTION_FLOAT:
+            if is_bool(value) or not isinstance(value, (int, float)) and \
+                    not hasattr(value, "__float__"):
+                raise TypeError("%s must be a number, not %s" % (name, type(value).__name__))
+            cfg.set_float(o.value, value)
+        elif o.values is not None:
+            cfg.set_int(o.value, choice(name, value, o.values, o.value))
+        elif (o.min, o.max) == (0, 1):
+            cfg.set_int(o.value, check_bool(name, value))
+        else:
+            cfg.set_int(o.value, check_int(name, value))

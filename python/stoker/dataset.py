@@ -7,8 +7,8 @@ import os
 import threading
 
 from . import _lib
-from ._config import (Config, c_string, check_int, check_bool, check_path, choice,
-                      dtype_code, set_remote)
+from ._config import (Config, bind, c_string, check_int, check_path, choice, dtype_code,
+                      keyword_doc, set_options, signature, table_keywords)
 from .errors import error, StateError
 
 _L = _lib.lib
@@ -35,6 +35,24 @@ def _payload(payload):
     return arr, ctypes.addressof(arr), mv.nbytes
 
 
+# Writer's keywords: its own (kind, dtype, shape, classes) and the library's table's writer
+# options, less the limits on untrusted input (a writer's records come from its caller,
+# under the defaults).
+_WRITER_KEYWORDS = ("kind", "dtype", "shape", "classes") + tuple(table_keywords(
+    _lib.FOR_WRITER, ("max_record_size", "max_records", "max_shards")))
+# Its parameters after path by position, in their historical order (later ones keyword-only).
+_WRITER_POSITIONAL = ("kind", "dtype", "shape", "shard_size", "align", "overwrite", "fsync",
+                      "classes", "jpeg_checked")
+# Dataset's keywords: the table's data set options, less the shard index's limits (as for
+# the Loader) and the HDF5 dataset names (Dataset opens "images" and "labels").
+_DATASET_KEYWORDS = tuple(table_keywords(_lib.FOR_DATASET, (
+    "max_records", "max_shards", "h5_images", "h5_labels")))
+_DATASET_POSITIONAL = (
+    "max_record_size", "cache_dir", "cache_limit", "block_size", "fetch_window",
+    "fetch_transfers", "fetch_retries", "fetch_retry_ms", "fetch_timeout_ms", "ca_bundle",
+    "http_header", "s3_region", "s3_endpoint", "fetch_clients")
+
+
 class Writer:
     """Builds a data set directory (shards + manifest), atomically.
 
@@ -54,8 +72,10 @@ class Writer:
     Any thread: calls are taken one at a time, except ``cancel()``, which does not wait.
     """
 
-    def __init__(self, path, kind="bytes", dtype=None, shape=None, shard_size=None,
-                 align=None, overwrite=False, fsync=True, classes=None, jpeg_checked=False):
+    def __init__(self, path, *args, **options):
+        kw = bind("Writer()", args, options, _WRITER_POSITIONAL, _WRITER_KEYWORDS)
+        kind, dtype, shape = kw.pop("kind", "bytes"), kw.pop("dtype", None), kw.pop("shape", None)
+        classes = kw.pop("classes", None)
         raw_path = check_path("path", path)
         self.path = os.fsdecode(raw_path)
         self._shown = _lib.shown(self.path)  # for messages: no password
@@ -72,13 +92,7 @@ class Writer:
         self._pid = os.getpid()
         self._getpid = os.getpid
         with Config() as cfg:
-            if shard_size is not None:
-                cfg.set_int(_lib.OPTION["shard_size"], check_int("shard_size", shard_size, 1))
-            if align is not None:
-                cfg.set_int(_lib.OPTION["align"], check_int("align", align, 1))
-            cfg.set_int(_lib.OPTION["overwrite"], check_bool("overwrite", overwrite))
-            cfg.set_int(_lib.OPTION["fsync"], check_bool("fsync", fsync))
-            cfg.set_int(_lib.OPTION["jpeg_checked"], check_bool("jpeg_checked", jpeg_checked))
+            set_options(cfg, kw)
             rc = _L.stoker_writer_create(ctypes.byref(self._handle), raw_path, cfg.handle)
         if rc != 0:
             self._fail(rc)
@@ -224,16 +238,8 @@ class Dataset:
     ``ds[i]`` -> ``(payload bytes, label)``; ``ds.array(i)`` for raw records (numpy).
     Any thread: calls are taken one at a time (close waits for the call in progress)."""
 
-    def __init__(self, path, max_record_size=None, cache_dir=None, cache_limit=None,
-                 block_size=None, fetch_window=None, fetch_transfers=None, fetch_retries=None,
-                 fetch_retry_ms=None, fetch_timeout_ms=None, ca_bundle=None, http_header=None,
-                 s3_region=None, s3_endpoint=None, fetch_clients=None):
-        remote = dict(cache_dir=cache_dir, cache_limit=cache_limit, block_size=block_size,
-                      fetch_window=fetch_window, fetch_transfers=fetch_transfers,
-                      fetch_retries=fetch_retries, fetch_retry_ms=fetch_retry_ms,
-                      fetch_timeout_ms=fetch_timeout_ms, ca_bundle=ca_bundle,
-                      http_header=http_header, s3_region=s3_region, s3_endpoint=s3_endpoint,
-                      fetch_clients=fetch_clients)
+    def __init__(self, path, *args, **options):
+        kw = bind("Dataset()", args, options, _DATASET_POSITIONAL, _DATASET_KEYWORDS)
         raw_path = check_path("path", path)
         self.path = os.fsdecode(raw_path)
         self._shown = _lib.shown(self.path)  # for messages: no password
@@ -243,10 +249,7 @@ class Dataset:
         self._lock = threading.RLock()
         self._close = _L.stoker_dataset_close
         with Config() as cfg:
-            if max_record_size is not None:
-                cfg.set_int(_lib.OPTION["max_record_size"], check_int("max_record_size",
-                                                                max_record_size, 1))
-            set_remote(cfg, remote)
+            set_options(cfg, kw)
             rc = _L.stoker_dataset_open(ctypes.byref(self._handle), raw_path, cfg.handle)
         if rc != 0:
             msg = _lib.text(_L.stoker_dataset_errmsg(self._handle)) if self._handle else ""
@@ -401,3 +404,12 @@ def verify(path):
     if rc != 0 and not problems:
         problems.append((-1, -1, rc, "%s: %s" % (os.fsdecode(raw_path), _lib.strerror(rc))))
     return problems
+
+
+Writer.__init__.__signature__ = signature(("path",), _WRITER_POSITIONAL, _WRITER_KEYWORDS,
+                                          {"kind": "bytes"})
+Dataset.__init__.__signature__ = signature(("path",), _DATASET_POSITIONAL, _DATASET_KEYWORDS)
+for _cls, _names in ((Writer, _WRITER_KEYWORDS), (Dataset, _DATASET_KEYWORDS)):
+    if _cls.__doc__:  # None under python -OO
+        _cls.__doc__ += ("\n    Options (the library's table; None: its default):\n\n    " +
+                         "\n    ".join(keyword_doc(_names).splitlines()) + "\n")

@@ -26,8 +26,8 @@ import weakref
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from . import _dlpack, _lib
-from ._config import (Config, INT64_MAX, check_bool, check_int, check_path, choice, set_remote,
-                      dtype_code, is_bool)
+from ._config import (Config, INT64_MAX, bind, check_bool, check_int, check_path,
+                      dtype_code, is_bool, keyword_doc, set_options, signature, table_keywords)
 from .errors import error, StateError
 
 try:
@@ -637,6 +637,27 @@ def _check_state_types(state):
     return out
 
 
+# Loader options of the library's table that are not keywords (batch_size is the second
+# parameter): dist_env is always on
+# (rank and world size come from torch.distributed, else RANK/WORLD_SIZE); max_records and
+# max_shards bound the shard index a loader opens, and no data set stoker writes nears them;
+# the normalisation's floats are the keywords mean=(r, g, b) and std=(r, g, b).
+_NOT_KEYWORDS = ("batch_size", "dist_env", "max_records", "max_shards",
+                 "mean_r", "mean_g", "mean_b", "std_r", "std_g", "std_b")
+# Every keyword of Loader: the table's loader options, and mean and std.
+_KEYWORDS = tuple(table_keywords(_lib.FOR_LOADER, _NOT_KEYWORDS)) + ("mean", "std")
+# The parameters Loader took by position before its keywords came from the table, in that
+# order (an option added since is keyword-only).
+_POSITIONAL = (
+    "shuffle", "seed", "transform", "size", "resize", "dtype", "layout", "device", "rank",
+    "world_size", "drop_last", "threads", "depth", "on_corrupt", "backend", "direct_io",
+    "mean", "std", "epoch", "read_ahead", "simd", "dct", "max_record_size", "max_pixels",
+    "h5_images", "h5_labels", "device_buffers", "order", "gpu_normalize", "antialias",
+    "resampler", "dct_scale", "max_cache", "decoder", "cache_dir", "cache_limit", "block_size",
+    "fetch_window", "fetch_transfers", "fetch_retries", "fetch_retry_ms", "fetch_timeout_ms",
+    "ca_bundle", "http_header", "s3_region", "s3_endpoint", "fetch_clients")
+
+
 class _Epoch:
     """Iterator over the rest of the loader's current epoch."""
 
@@ -741,69 +762,32 @@ class Loader:
     consumer's batches); ``stats()`` never waits for a ``next``.
     """
 
-    def __init__(self, path: Union[str, bytes, os.PathLike], batch_size: int,
-                 shuffle: bool = True, seed: int = 0, transform: Optional[str] = None,
-                 size: Optional[int] = None, resize: Optional[int] = None,
-                 dtype: Optional[str] = None, layout: Optional[str] = None,
-                 device: Union[None, str, int, Any] = None, rank: Optional[int] = None,
-                 world_size: Optional[int] = None, drop_last: bool = False,
-                 threads: Optional[int] = None, depth: Optional[int] = None,
-                 on_corrupt: str = "error",
-                 backend="auto", direct_io=False, mean=None, std=None, epoch=0,
-                 read_ahead=None, simd=None, dct=None, max_record_size=None,
-                 max_pixels=None, h5_images=None, h5_labels=None, device_buffers=None,
-                 order="records", gpu_normalize=False, antialias=None, resampler=None,
-                 dct_scale=None, max_cache=None, decoder=None, cache_dir=None,
-                 cache_limit=None, block_size=None, fetch_window=None, fetch_transfers=None,
-                 fetch_retries=None, fetch_retry_ms=None, fetch_timeout_ms=None,
-                 ca_bundle=None, http_header=None, s3_region=None, s3_endpoint=None,
-                 fetch_clients=None) -> None:
-        remote = dict(cache_dir=cache_dir, cache_limit=cache_limit, block_size=block_size,
-                      fetch_window=fetch_window, fetch_transfers=fetch_transfers,
-                      fetch_retries=fetch_retries, fetch_retry_ms=fetch_retry_ms,
-                      fetch_timeout_ms=fetch_timeout_ms, ca_bundle=ca_bundle,
-                      http_header=http_header, s3_region=s3_region, s3_endpoint=s3_endpoint,
-                      fetch_clients=fetch_clients)
+    def __init__(self, path: Union[str, bytes, os.PathLike], batch_size: int, *args: Any,
+                 **options: Any) -> None:
+        # The keywords are the library's table's loader options (_KEYWORDS, the signature
+        # below); those the binding spells or resolves its own way are taken out first.
+        kw = bind("Loader()", args, options, _POSITIONAL, _KEYWORDS)
         self._core = None
         self._active = None
         raw_path = check_path("path", path)
         self.path = os.fsdecode(raw_path)
         self._shown = _lib.shown(self.path)  # for messages: no password
-        rank, world_size = _dist_defaults(rank, world_size)
+        rank, world_size = _dist_defaults(kw.pop("rank", None), kw.pop("world_size", None))
+        seed, device, dtype = kw.pop("seed", None), kw.pop("device", None), kw.pop("dtype", None)
+        mean, std = kw.pop("mean", None), kw.pop("std", None)
         opt = _lib.OPTION
         # (option, value or None to leave the library's default); the library checks each
         # against its table's range and names the range when it refuses one
         ints = [
             ("batch_size", check_int("batch_size", batch_size)),
-            ("shuffle", check_bool("shuffle", shuffle)),
-            ("seed", check_int("seed", seed, 0, (1 << 64) - 1)),  # the C seed is 64 bits
-            ("drop_last", check_bool("drop_last", drop_last)),
+            # the C seed is 64 bits
+            ("seed", None if seed is None else check_int("seed", seed, 0, (1 << 64) - 1)),
             ("dist_env", 1),
             ("rank", check_int("rank", rank, allow_none=True)),
             ("world_size", check_int("world_size", world_size, allow_none=True)),
-            ("epoch", check_int("epoch", epoch)),
-            ("gpu_normalize", check_bool("gpu_normalize", gpu_normalize)),
-            ("threads", check_int("threads", threads, allow_none=True)),
-            ("depth", check_int("depth", depth, allow_none=True)),
-            ("direct_io", check_bool("direct_io", direct_io)),
             ("device", _device_option(device)),
-            ("device_buffers", check_int("device_buffers", device_buffers, allow_none=True)),
-            ("read_ahead", check_int("read_ahead", read_ahead, allow_none=True)),
-            ("max_record_size", check_int("max_record_size", max_record_size, allow_none=True)),
-            ("max_pixels", check_int("max_pixels", max_pixels, allow_none=True)),
-            ("max_cache", check_int("max_cache", max_cache, allow_none=True)),
-            ("size", check_int("size", size, allow_none=True)),
-            ("resize", check_int("resize", resize, allow_none=True)),
             ("dtype", None if dtype is None else dtype_code(dtype)),
         ]
-        # options the library's enums name (their table: _lib.OPTIONS[name].values)
-        named = (("order", order), ("backend", backend),
-                 ("on_corrupt", on_corrupt))  # a name, never None
-        optional = (("simd", simd), ("dct", dct), ("antialias", antialias),
-                    ("resampler", resampler), ("dct_scale", dct_scale), ("decoder", decoder),
-                    ("transform", transform), ("layout", layout))
-        ints += [(name, choice(name, value, _lib.OPTIONS[name].values, opt[name]))
-                 for name, value in named + tuple(o for o in optional if o[1] is not None)]
         with Config() as cfg:
             for name, value in ints:
                 if value is not None:
@@ -813,11 +797,7 @@ class Loader:
                 if value is not None:
                     for channel, v in zip("rgb", _three_floats(name, value)):
                         cfg.set_float(opt["%s_%s" % (name, channel)], v)
-            if h5_images is not None:
-                cfg.set_string(opt["h5_images"], h5_images)
-            if h5_labels is not None:
-                cfg.set_string(opt["h5_labels"], h5_labels)
-            set_remote(cfg, remote)
+            set_options(cfg, kw)
             core = _Core()
             rc = _L.stoker_loader_create(ctypes.byref(core.handle), raw_path, cfg.handle)
         if rc != 0:
@@ -1327,3 +1307,8 @@ class Loader:
 
 if Loader.stats.__doc__:  # None under python -OO
     Loader.stats.__doc__ += "\n        ".join(_lib.stats_doc().splitlines()) + "\n"
+
+Loader.__init__.__signature__ = signature(("path", "batch_size"), _POSITIONAL, _KEYWORDS)
+if Loader.__doc__:  # None under python -OO
+    Loader.__doc__ += "\n    Keywords (the library's table of options; None: its default):\n\n    " + \
+        "\n    ".join(keyword_doc(_KEYWORDS).splitlines()) + "\n"

@@ -277,7 +277,7 @@ def test_use_after_close_raises_value_error(raw_ds):
 def test_wrong_types_raise_type_error(raw_ds):
     bad = [dict(batch_size="8"), dict(batch_size=8.0), dict(batch_size=True),
            dict(shuffle="yes"), dict(seed=1.5), dict(dtype=3.5), dict(device=[0]),
-           dict(mean="abc"), dict(mean=(1, 2)), dict(transform=1), dict(on_corrupt=None),
+           dict(mean="abc"), dict(mean=(1, 2)), dict(transform=1), dict(on_corrupt=1),
            dict(threads="2"), dict(layout=1)]
     for kw in bad:
         args = dict(batch_size=8)
@@ -288,6 +288,13 @@ def test_wrong_types_raise_type_error(raw_ds):
         stoker.Loader(123, 8)
     with pytest.raises(TypeError):
         stoker.Loader(None, 8)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'shufle'"):
+        stoker.Loader(raw_ds, 8, shufle=False)
+    with pytest.raises(TypeError, match="multiple values for argument 'shuffle'"):
+        stoker.Loader(raw_ds, 8, True, shuffle=False)
+    # None is the library's default (its table's), for every keyword alike
+    with stoker.Loader(raw_ds, 8, device="cpu", on_corrupt=None, shuffle=None) as loader:
+        assert loader.on_corrupt == "error" and loader.shuffle is True
     with pytest.raises(ValueError):
         stoker.Loader(raw_ds, 0)
     with pytest.raises(ValueError):
