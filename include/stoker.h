@@ -442,6 +442,11 @@ STOKER_API const char *stoker_option_doc(stoker_option opt);
  * STOKER_E_INVALID for an unknown option (nothing is written). Thread-safe. */
 STOKER_API int stoker_option_describe(stoker_option opt, int32_t *type, int32_t *applies,
                                       int32_t *values, int64_t *min, int64_t *max);
+/* The unit of integer option `opt`'s value: STOKER_UNIT_BYTES, STOKER_UNIT_MS
+ * (milliseconds), or 0 (a count, a flag, an enum's value, or not an integer option). */
+#define STOKER_UNIT_BYTES 1
+#define STOKER_UNIT_MS 2
+STOKER_API int32_t stoker_option_unit(stoker_option opt);
 
 /* ---- names of enum values ----
  * One table per enum, used by stoker-bench and the Python binding alike, so a value is

@@ -208,6 +208,11 @@ usage_err "invalid value '2000' for --threads: expected an integer from 0 to 102
     "$TMP/data" --threads 2000
 usage_err "invalid value '0' for --batch-size: expected an integer from 1 to" "$TMP/data" \
     --batch-size 0
+# a flag takes what its option's row takes: fetch_retries 0 means no retry (not a size > 0),
+# and a block size below the table's least is refused naming the range
+"$STOKER_BENCH" "$TMP/data" --epochs 1 --fetch-retries 0 --fetch-retry-ms 0 > /dev/null
+usage_err "invalid value '1K' for --block-size: expected a size from 4096 to" "$TMP/data" \
+    --block-size 1K
 "$STOKER_BENCH" "$TMP/data" --epochs 1 --threads 0 --seed 18446744073709551615 --json \
     > "$TMP/seed.json" 2> /dev/null || { cat "$TMP/seed.json"; exit 1; }
 grep -q '"seed":18446744073709551615,' "$TMP/seed.json" || { cat "$TMP/seed.json"; exit 1; }

@@ -142,6 +142,13 @@ int main(void)
     T_OK(stoker_option_describe(STOKER_OPT_H5_LABELS, &type, NULL, NULL, &min, &max));
     T_EQ_INT(type, STOKER_OPTION_STRING);
     T_CONTAINS(stoker_option_doc(STOKER_OPT_BATCH_SIZE), "default 256");
+    /* units: bytes and milliseconds, else none (a count, a flag, a float) */
+    T_EQ_INT(stoker_option_unit(STOKER_OPT_BLOCK_SIZE), STOKER_UNIT_BYTES);
+    T_EQ_INT(stoker_option_unit(STOKER_OPT_MAX_CACHE), STOKER_UNIT_BYTES);
+    T_EQ_INT(stoker_option_unit(STOKER_OPT_FETCH_TIMEOUT_MS), STOKER_UNIT_MS);
+    T_EQ_INT(stoker_option_unit(STOKER_OPT_FETCH_RETRIES), 0);
+    T_EQ_INT(stoker_option_unit(STOKER_OPT_MEAN_R), 0);
+    T_EQ_INT(stoker_option_unit((stoker_option)99), 0);
     stoker_config *cfg = NULL;
     T_OK(stoker_config_create(&cfg));
     int64_t v = 0;

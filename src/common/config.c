@@ -10,7 +10,9 @@ enum opt_kind {
     OPT_STRING = STOKER_OPTION_STRING,
 };
 
-enum { ZERO_IS_DEFAULT = 1 }; /* flags: set_int takes 0 as "the default" */
+/* flags: set_int takes 0 as "the default"; the value is a number of bytes, of
+ * milliseconds (stoker_option_unit) */
+enum { ZERO_IS_DEFAULT = 1, BYTES = 2, MS = 4 };
 
 typedef struct opt_desc {
     stoker_option key;
@@ -53,7 +55,7 @@ typedef struct opt_desc {
  * beside the key in stoker.h; defaults are also in docs/SEMANTICS.md. */
 static const opt_desc OPTS[] = {
     /* writer */
-    INT(STOKER_OPT_SHARD_SIZE, "shard_size", W, 256 * MiB, 4096, INT64_C(1) << 40, 0,
+    INT(STOKER_OPT_SHARD_SIZE, "shard_size", W, 256 * MiB, 4096, INT64_C(1) << 40, BYTES,
         "target shard size in bytes; default 256 MiB"),
     INT(STOKER_OPT_ALIGN, "align", W, 4096, 0, 4096, ZERO_IS_DEFAULT,
         "payload alignment in bytes: 1, 512 or 4096; default 4096"),
@@ -64,7 +66,7 @@ static const opt_desc OPTS[] = {
     INT(STOKER_OPT_JPEG_CHECKED, "jpeg_checked", W, 0, 0, 1, 0,
         "1: the caller vouches that libjpeg decoded every JPEG record without damage; default 0"),
     /* limits on untrusted input */
-    INT(STOKER_OPT_MAX_RECORD_SIZE, "max_record_size", W | D | L, GiB, 1, INT64_C(1) << 40, 0,
+    INT(STOKER_OPT_MAX_RECORD_SIZE, "max_record_size", W | D | L, GiB, 1, INT64_C(1) << 40, BYTES,
         "largest record in bytes; default 1 GiB"),
     INT(STOKER_OPT_MAX_RECORDS, "max_records", W | D | L, INT64_C(1) << 28, 1, INT64_C(1) << 32,
         0, "most records per shard; default 2^28"),
@@ -115,7 +117,7 @@ static const opt_desc OPTS[] = {
         "device batch buffers (1 counts as 2); default 6"),
     INT(STOKER_OPT_GPU_NORMALIZE, "gpu_normalize", L, 0, 0, 1, 0,
         "1: uint8 crosses PCIe and is normalised on the GPU; default 0"),
-    INT(STOKER_OPT_MAX_CACHE, "max_cache", L, 0, 0, INT64_MAX, 0,
+    INT(STOKER_OPT_MAX_CACHE, "max_cache", L, 0, 0, INT64_MAX, BYTES,
         "bytes of page cache the data set may fill; default half the memory available"),
     ENUM(STOKER_OPT_DECODER, "decoder", L, STOKER_ENUM_DECODER, STOKER_DECODER_AUTO, 2, 0,
          "who decodes JPEGs: auto, cpu or gpu; default auto"),
@@ -161,21 +163,21 @@ static const opt_desc OPTS[] = {
            "S3 region; default $AWS_REGION, $AWS_DEFAULT_REGION, us-east-1"),
     STRING(STOKER_OPT_S3_ENDPOINT, "s3_endpoint", D | L, 6, "",
            "an S3-compatible endpoint URL (path-style); default $AWS_ENDPOINT_URL, none"),
-    INT(STOKER_OPT_CACHE_LIMIT, "cache_limit", D | L, 0, 0, INT64_MAX, 0,
+    INT(STOKER_OPT_CACHE_LIMIT, "cache_limit", D | L, 0, 0, INT64_MAX, BYTES,
         "bytes the block cache may hold; 0 (default): a quarter of its file system, at least "
         "four times what is in flight, at most its free space and the cache's own blocks"),
-    INT(STOKER_OPT_BLOCK_SIZE, "block_size", D | L, 16 * MiB, 4096, GiB, ZERO_IS_DEFAULT,
+    INT(STOKER_OPT_BLOCK_SIZE, "block_size", D | L, 16 * MiB, 4096, GiB, ZERO_IS_DEFAULT | BYTES,
         "bytes per block fetched from a remote data set; default 16 MiB"),
     INT(STOKER_OPT_FETCH_WINDOW, "fetch_window", D | L, 512 * MiB, 4096, INT64_C(1) << 40,
-        ZERO_IS_DEFAULT, "bytes fetched ahead of the workers; default 512 MiB"),
+        ZERO_IS_DEFAULT | BYTES, "bytes fetched ahead of the workers; default 512 MiB"),
     INT(STOKER_OPT_FETCH_TRANSFERS, "fetch_transfers", D | L, 16, 1, 1024, ZERO_IS_DEFAULT,
         "remote transfers in flight; default 16"),
     INT(STOKER_OPT_FETCH_RETRIES, "fetch_retries", D | L, 8, 0, 1000, 0,
         "attempts after the first for a failed remote request (0: none); default 8"),
-    INT(STOKER_OPT_FETCH_RETRY_MS, "fetch_retry_ms", D | L, 60000, 0, INT64_C(1) << 31, 0,
+    INT(STOKER_OPT_FETCH_RETRY_MS, "fetch_retry_ms", D | L, 60000, 0, INT64_C(1) << 31, MS,
         "most milliseconds one remote request spends retrying (0: no retry); default 60000"),
     INT(STOKER_OPT_FETCH_TIMEOUT_MS, "fetch_timeout_ms", D | L, 30000, 100, INT64_C(1) << 31,
-        ZERO_IS_DEFAULT, "a transfer moving no byte this long fails; default 30000"),
+        ZERO_IS_DEFAULT | MS, "a transfer moving no byte this long fails; default 30000"),
     INT(STOKER_OPT_FETCH_CLIENTS, "fetch_clients", D | L, 0, 0, 16, 0,
         "HTTP clients (a thread each) sharing the transfers; 0 (default): 2, 1 under 4 "
         "transfers"),
@@ -347,6 +349,12 @@ int stoker_option_describe(stoker_option opt, int32_t *type, int32_t *applies, i
         return 0;
     }
     return STOKER_E_INVALID;
+}
+
+int32_t stoker_option_unit(stoker_option opt)
+{
+    const opt_desc *d = find(opt, OPT_INT);
+    return !d ? 0 : d->flags & BYTES ? STOKER_UNIT_BYTES : d->flags & MS ? STOKER_UNIT_MS : 0;
 }
 
 int64_t stoker__cfg_int(const stoker_config *cfg, stoker_option opt)

@@ -16,29 +16,32 @@
 #define BENCH_MIN_EPOCHS 10
 #define BENCH_MIN_SECONDS 3.0
 
-/* The command line. An option of the library's is passed on only when given (its bit in
- * `given`, by the option's order in main.c); the loader resolves the others. */
+/* Integer options the report reads back (stoker_loader_get_int), and the library's options
+ * the command line holds: those whose key is below BENCH_OPTIONS. */
+enum { BENCH_OPTIONS = 256 };
+
+/* The command line: the tool's own options, and each library option given (its flag comes
+ * from the library's table of options, main.c), by key, in the field of its type. An
+ * option not given is not passed on: the loader resolves it. */
 typedef struct opts {
     const char *data;
     const char *shown; /* data as reported: its password hidden (stoker_redact) */
-    int64_t epochs, batch, threads, depth, rank, world, seed, warmup;
-    int64_t size, resize, max_cache;
+    int64_t epochs, warmup;
     int epochs_exact;   /* --epochs given: exactly that many, whatever the time */
+    int warmup_given;
     double min_seconds; /* 0: no time rule, and no run is too short */
     double compute_ms;
-    int shuffle, drop_last, direct, json, io, compute_sleep, gpu_normalize;
-    int32_t backend, on_corrupt, transform, dct, antialias, resampler, dct_scale, dtype, layout,
-        simd, order, decoder;
-    int64_t device; /* STOKER_OPT_DEVICE's value */
-    uint64_t given;
+    int json, io, compute_sleep;
     const char *dump, *plot;
-    const char *remote[13]; /* the remote data set options given (remote_opts' order) */
+    unsigned char given[BENCH_OPTIONS];
+    int64_t ival[BENCH_OPTIONS];
+    double fval[BENCH_OPTIONS];
+    const char *sval[BENCH_OPTIONS];
 } opts;
 
 /* What the loader runs with, read back from it (stoker_loader_get_int) for each integer
  * option below BENCH_OPTIONS; has[opt] is 0 where the option does not apply to it (image
  * options of records the image pipeline does not transform). */
-enum { BENCH_OPTIONS = 128 };
 typedef struct resolved {
     int64_t v[BENCH_OPTIONS];
     unsigned char has[BENCH_OPTIONS];

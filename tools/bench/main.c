@@ -7,6 +7,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,181 +22,132 @@ double bench_now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* Options in the order of the tables below: each kind a run of values from 256 up. */
+/* The tool's own options; a library option's value is OPT_LIBRARY + its key. */
 enum {
-    OPT_BACKEND = 256, /* named values, as `choices` */
-    OPT_ON_CORRUPT,
-    OPT_TRANSFORM,
-    OPT_DCT,
-    OPT_ANTIALIAS,
-    OPT_RESAMPLER,
-    OPT_DCT_SCALE,
-    OPT_DTYPE,
-    OPT_LAYOUT,
-    OPT_SIMD,
-    OPT_ORDER,
-    OPT_DECODER,
-    OPT_EPOCHS, /* integers, as `ints` */
-    OPT_BATCH_SIZE,
-    OPT_THREADS,
-    OPT_DEPTH,
-    OPT_SEED,
-    OPT_RANK,
-    OPT_WORLD_SIZE,
+    OPT_EPOCHS = 256,
     OPT_WARMUP,
-    OPT_SIZE,
-    OPT_RESIZE,
-    OPT_NO_SHUFFLE, /* flags, as `flags` */
-    OPT_DROP_LAST,
-    OPT_DIRECT,
+    OPT_MIN_SECONDS,
+    OPT_COMPUTE_MS,
+    OPT_COMPUTE_SLEEP,
     OPT_JSON,
     OPT_IO,
-    OPT_COMPUTE_SLEEP,
-    OPT_GPU_NORMALIZE,
-    OPT_DEVICE, /* the rest: the library's first, with their bit in `given` */
-    OPT_MAX_CACHE,
-    OPT_COMPUTE_MS,
-    OPT_MIN_SECONDS,
     OPT_DUMP_INDICES,
     OPT_PLOT,
-    OPT_REMOTE, /* remote data sets' options, as `remote_opts`: OPT_REMOTE + row */
+    OPT_LIBRARY = 1024,
     OPT_HELP = 'h', /* -h too */
 };
 
-static const struct option long_opts[] = {
-    {"backend", required_argument, NULL, OPT_BACKEND},
-    {"on-corrupt", required_argument, NULL, OPT_ON_CORRUPT},
-    {"transform", required_argument, NULL, OPT_TRANSFORM},
-    {"dct", required_argument, NULL, OPT_DCT},
-    {"antialias", required_argument, NULL, OPT_ANTIALIAS},
-    {"resampler", required_argument, NULL, OPT_RESAMPLER},
-    {"dct-scale", required_argument, NULL, OPT_DCT_SCALE},
-    {"dtype", required_argument, NULL, OPT_DTYPE},
-    {"layout", required_argument, NULL, OPT_LAYOUT},
-    {"simd", required_argument, NULL, OPT_SIMD},
-    {"order", required_argument, NULL, OPT_ORDER},
-    {"decoder", required_argument, NULL, OPT_DECODER},
+static const struct option own_opts[] = {
     {"epochs", required_argument, NULL, OPT_EPOCHS},
-    {"batch-size", required_argument, NULL, OPT_BATCH_SIZE},
-    {"threads", required_argument, NULL, OPT_THREADS},
-    {"depth", required_argument, NULL, OPT_DEPTH},
-    {"seed", required_argument, NULL, OPT_SEED},
-    {"rank", required_argument, NULL, OPT_RANK},
-    {"world-size", required_argument, NULL, OPT_WORLD_SIZE},
     {"warmup", required_argument, NULL, OPT_WARMUP},
-    {"size", required_argument, NULL, OPT_SIZE},
-    {"resize", required_argument, NULL, OPT_RESIZE},
-    {"no-shuffle", no_argument, NULL, OPT_NO_SHUFFLE},
-    {"drop-last", no_argument, NULL, OPT_DROP_LAST},
-    {"direct", no_argument, NULL, OPT_DIRECT},
+    {"min-seconds", required_argument, NULL, OPT_MIN_SECONDS},
+    {"compute-ms", required_argument, NULL, OPT_COMPUTE_MS},
+    {"compute-sleep", no_argument, NULL, OPT_COMPUTE_SLEEP},
     {"json", no_argument, NULL, OPT_JSON},
     {"io", no_argument, NULL, OPT_IO},
-    {"compute-sleep", no_argument, NULL, OPT_COMPUTE_SLEEP},
-    {"gpu-normalize", no_argument, NULL, OPT_GPU_NORMALIZE},
-    {"device", required_argument, NULL, OPT_DEVICE},
-    {"max-cache", required_argument, NULL, OPT_MAX_CACHE},
-    {"compute-ms", required_argument, NULL, OPT_COMPUTE_MS},
-    {"min-seconds", required_argument, NULL, OPT_MIN_SECONDS},
     {"dump-indices", required_argument, NULL, OPT_DUMP_INDICES},
     {"plot", required_argument, NULL, OPT_PLOT},
-    {"cache-dir", required_argument, NULL, OPT_REMOTE + 0},
-    {"ca-bundle", required_argument, NULL, OPT_REMOTE + 1},
-    {"http-header", required_argument, NULL, OPT_REMOTE + 2},
-    {"s3-region", required_argument, NULL, OPT_REMOTE + 3},
-    {"s3-endpoint", required_argument, NULL, OPT_REMOTE + 4},
-    {"cache-limit", required_argument, NULL, OPT_REMOTE + 5},
-    {"block-size", required_argument, NULL, OPT_REMOTE + 6},
-    {"fetch-window", required_argument, NULL, OPT_REMOTE + 7},
-    {"fetch-transfers", required_argument, NULL, OPT_REMOTE + 8},
-    {"fetch-retries", required_argument, NULL, OPT_REMOTE + 9},
-    {"fetch-retry-ms", required_argument, NULL, OPT_REMOTE + 10},
-    {"fetch-timeout-ms", required_argument, NULL, OPT_REMOTE + 11},
-    {"fetch-clients", required_argument, NULL, OPT_REMOTE + 12},
     {"help", no_argument, NULL, OPT_HELP},
-    {NULL, 0, NULL, 0},
 };
 
-/* Remote data sets' options (docs/REMOTE.md), in long_opts' order from OPT_REMOTE: strings
- * first, then sizes and counts (K, M, G suffixes taken as for --max-cache). */
-static const stoker_option remote_opts[] = {
-    STOKER_OPT_CACHE_DIR,     STOKER_OPT_CA_BUNDLE,     STOKER_OPT_HTTP_HEADER,
-    STOKER_OPT_S3_REGION,     STOKER_OPT_S3_ENDPOINT,   STOKER_OPT_CACHE_LIMIT,
-    STOKER_OPT_BLOCK_SIZE,    STOKER_OPT_FETCH_WINDOW,  STOKER_OPT_FETCH_TRANSFERS,
-    STOKER_OPT_FETCH_RETRIES, STOKER_OPT_FETCH_RETRY_MS, STOKER_OPT_FETCH_TIMEOUT_MS,
-    STOKER_OPT_FETCH_CLIENTS,
-};
-#define REMOTE_STRINGS 5
-
-/* An option that takes a value of one of the library's enums, named as the library's table
- * names it (any case, or an alias), and the library option it sets. */
-typedef struct choice {
-    stoker_enum e;
-    stoker_option opt;
-    size_t off; /* of an int32_t in opts */
-} choice;
-
-static const choice choices[] = {
-    {STOKER_ENUM_BACKEND, STOKER_OPT_BACKEND, offsetof(opts, backend)},
-    {STOKER_ENUM_ON_CORRUPT, STOKER_OPT_ON_CORRUPT, offsetof(opts, on_corrupt)},
-    {STOKER_ENUM_TRANSFORM, STOKER_OPT_TRANSFORM, offsetof(opts, transform)},
-    {STOKER_ENUM_DCT, STOKER_OPT_DCT, offsetof(opts, dct)},
-    {STOKER_ENUM_ANTIALIAS, STOKER_OPT_ANTIALIAS, offsetof(opts, antialias)},
-    {STOKER_ENUM_RESAMPLER, STOKER_OPT_RESAMPLER, offsetof(opts, resampler)},
-    {STOKER_ENUM_DCT_SCALE, STOKER_OPT_DCT_SCALE, offsetof(opts, dct_scale)},
-    {STOKER_ENUM_DTYPE, STOKER_OPT_DTYPE, offsetof(opts, dtype)},
-    {STOKER_ENUM_LAYOUT, STOKER_OPT_LAYOUT, offsetof(opts, layout)},
-    {STOKER_ENUM_SIMD, STOKER_OPT_SIMD, offsetof(opts, simd)},
-    {STOKER_ENUM_ORDER, STOKER_OPT_ORDER, offsetof(opts, order)},
-    {STOKER_ENUM_DECODER, STOKER_OPT_DECODER, offsetof(opts, decoder)},
+/* Every loader option of the library's table has a flag (its name, - for _), but these,
+ * each with why. */
+static const stoker_option no_flag[] = {
+    STOKER_OPT_DIST_ENV, /* one process: --rank and --world-size give a rank's share */
+    STOKER_OPT_EPOCH,    /* a run starts at epoch 0 and runs --epochs */
+    /* the limits on untrusted input: their defaults */
+    STOKER_OPT_MAX_RECORD_SIZE,
+    STOKER_OPT_MAX_RECORDS,
+    STOKER_OPT_MAX_PIXELS,
+    STOKER_OPT_MAX_SHARDS,
+    /* the library's defaults are what is measured */
+    STOKER_OPT_READ_AHEAD,
+    STOKER_OPT_DEVICE_BUFFERS,
+    /* normalisation's constants do not change its cost */
+    STOKER_OPT_MEAN_R,
+    STOKER_OPT_MEAN_G,
+    STOKER_OPT_MEAN_B,
+    STOKER_OPT_STD_R,
+    STOKER_OPT_STD_G,
+    STOKER_OPT_STD_B,
+    /* HDF5 files are benchmarked with their default names */
+    STOKER_OPT_H5_IMAGES,
+    STOKER_OPT_H5_LABELS,
 };
 
-#define NO_OPTION ((stoker_option)0) /* the tool's own, not the library's */
-
-/* An option that takes an integer: the library option it sets (its range is the library's
- * table's, stoker_option_describe, as for the Python binding) or, for the tool's own, the
- * least it may be; and its int64_t field. */
-static const struct {
-    int64_t min;
-    stoker_option opt;
-    size_t off;
-} ints[] = {
-    {1, NO_OPTION, offsetof(opts, epochs)},
-    {0, STOKER_OPT_BATCH_SIZE, offsetof(opts, batch)},
-    {0, STOKER_OPT_THREADS, offsetof(opts, threads)},
-    {0, STOKER_OPT_DEPTH, offsetof(opts, depth)},
-    {0, STOKER_OPT_SEED, offsetof(opts, seed)},
-    {0, STOKER_OPT_RANK, offsetof(opts, rank)},
-    {0, STOKER_OPT_WORLD_SIZE, offsetof(opts, world)},
-    {0, NO_OPTION, offsetof(opts, warmup)},
-    {0, STOKER_OPT_SIZE, offsetof(opts, size)},
-    {0, STOKER_OPT_RESIZE, offsetof(opts, resize)},
-};
-
-/* A flag: the library option it sets and its int field, set to 1 (--no-shuffle clears). */
+/* Flags spelt otherwise than their option, or said otherwise than its doc line (which
+ * speaks of the C value): shuffling is on by default, so its flag turns it off. */
 static const struct {
     stoker_option opt;
-    size_t off;
-} flags[] = {
-    {STOKER_OPT_SHUFFLE, offsetof(opts, shuffle)},
-    {STOKER_OPT_DROP_LAST, offsetof(opts, drop_last)},
-    {STOKER_OPT_DIRECT_IO, offsetof(opts, direct)},
-    {NO_OPTION, offsetof(opts, json)},
-    {NO_OPTION, offsetof(opts, io)},
-    {NO_OPTION, offsetof(opts, compute_sleep)},
-    {STOKER_OPT_GPU_NORMALIZE, offsetof(opts, gpu_normalize)},
+    const char *flag, *doc; /* NULL: the option's name, its doc line */
+} spelt[] = {
+    {STOKER_OPT_SHUFFLE, "no-shuffle", "the order of the data set, not shuffled"},
+    {STOKER_OPT_DIRECT_IO, "direct", NULL},
+    {STOKER_OPT_DEVICE, NULL,
+     "cpu, cuda (GPU 0) or a CUDA device number; default GPU 0 (or LOCAL_RANK) when usable, "
+     "else the CPU"},
 };
 
-#define FIELD(o, type, off) ((type *)(void *)((char *)(o) + (off)))
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
-#define GIVEN(o, c) (((o)->given >> ((c)-OPT_BACKEND)) & 1u)
+#define MAX_FLAGS 256
 
-/* The tables are indexed by an option's offset in its run of the enum: a row for each. */
-_Static_assert(COUNT(choices) == OPT_DECODER - OPT_BACKEND + 1, "a row of choices per option");
-_Static_assert(COUNT(ints) == OPT_RESIZE - OPT_EPOCHS + 1, "a row of ints per option");
-_Static_assert(COUNT(flags) == OPT_GPU_NORMALIZE - OPT_NO_SHUFFLE + 1, "a row of flags per option");
-_Static_assert(OPT_MAX_CACHE - OPT_BACKEND < 64, "a bit of `given` per option");
-_Static_assert(COUNT(remote_opts) == sizeof ((opts *)0)->remote / sizeof(char *),
-               "a string of `remote` per remote option");
+/* The flags: the tool's own, then the library's (build_flags). */
+static struct option long_opts[MAX_FLAGS + 1];
+static char flag_names[MAX_FLAGS][48];
+
+/* What the library's table says of option `opt`. */
+typedef struct row {
+    int32_t type, applies, values;
+    int64_t min, max;
+} row;
+
+static bool describe(stoker_option opt, row *r)
+{
+    *r = (row){0};
+    return stoker_option_describe(opt, &r->type, &r->applies, &r->values, &r->min, &r->max) == 0;
+}
+
+/* A flag that takes no value: an integer option of 0 and 1 only. */
+static bool is_switch(const row *r)
+{
+    return r->type == STOKER_OPTION_INT && !r->values && r->min == 0 && r->max == 1;
+}
+
+static bool has_flag(stoker_option opt, const row *r)
+{
+    if (!(r->applies & STOKER_FOR_LOADER) || (int)opt < 0 || (int)opt >= BENCH_OPTIONS)
+        return false;
+    for (size_t i = 0; i < COUNT(no_flag); i++)
+        if (no_flag[i] == opt)
+            return false;
+    return true;
+}
+
+/* long_opts: the tool's own options, then a flag for each loader option of the library's
+ * table, in the table's order. */
+static void build_flags(void)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < COUNT(own_opts); i++)
+        long_opts[n++] = own_opts[i];
+    int32_t key = 0;
+    for (int32_t i = 0; stoker_enum_at(STOKER_ENUM_OPTION, i, &key) == 0 && n < MAX_FLAGS; i++) {
+        row r;
+        if (!describe((stoker_option)key, &r) || !has_flag((stoker_option)key, &r))
+            continue;
+        const char *name = stoker_option_name((stoker_option)key);
+        for (size_t k = 0; k < COUNT(spelt); k++)
+            if (spelt[k].opt == (stoker_option)key && spelt[k].flag)
+                name = spelt[k].flag;
+        char *f = flag_names[n];
+        snprintf(f, sizeof flag_names[n], "%s", name);
+        for (char *c = f; *c; c++)
+            *c = *c == '_' ? '-' : *c;
+        long_opts[n++] = (struct option){f, is_switch(&r) ? no_argument : required_argument,
+                                         NULL, OPT_LIBRARY + key};
+    }
+    long_opts[n] = (struct option){NULL, 0, NULL, 0};
+}
 
 /* Whether `opt` takes `value`: the tables also name values that are only ever reported
  * (the "hdf5" back-end), which a config refuses. */
@@ -207,152 +159,199 @@ static bool option_takes(stoker_option opt, int32_t value)
     return ok;
 }
 
-/* The names `ch` takes, joined by `sep`, into buf. */
-static void choice_names(const choice *ch, const char *sep, char *buf, size_t cap)
+/* The names of enum `e` that `opt` takes, joined by `sep`, into buf. */
+static void choice_names(stoker_enum e, stoker_option opt, const char *sep, char *buf, size_t cap)
 {
     size_t used = 0;
     int32_t v = 0;
     buf[0] = '\0';
-    for (int32_t i = 0, n = 0; stoker_enum_at(ch->e, i, &v) == 0 && used < cap; i++)
-        if (option_takes(ch->opt, v))
+    for (int32_t i = 0, n = 0; stoker_enum_at(e, i, &v) == 0 && used < cap; i++)
+        if (option_takes(opt, v))
             used += (size_t)snprintf(buf + used, cap - used, "%s%s", n++ ? sep : "",
-                                     stoker_enum_name(ch->e, v));
+                                     stoker_enum_name(e, v));
 }
 
-static int take_choice(const char *name, const char *arg, const choice *ch, int32_t *v)
+static int take_choice(const char *name, const char *arg, stoker_enum e, stoker_option opt,
+                       int64_t *v)
 {
     int32_t x = 0;
-    if (stoker_enum_parse(ch->e, arg, &x) == 0 && option_takes(ch->opt, x)) {
+    if (stoker_enum_parse(e, arg, &x) == 0 && option_takes(opt, x)) {
         *v = x;
         return 0;
     }
     char expected[256] = "one of ";
-    choice_names(ch, ", ", expected + strlen(expected), sizeof expected - strlen(expected));
+    choice_names(e, opt, ", ", expected + strlen(expected), sizeof expected - strlen(expected));
     return cli_bad_value(name, arg, expected);
 }
 
 /* cpu, cuda (GPU 0) or a CUDA ordinal N (also cuda:N), as STOKER_OPT_DEVICE's value. */
-static int take_device(const char *name, const char *arg, opts *o)
+static int take_device(const char *name, const char *arg, int64_t *v)
 {
     int64_t n = 0;
     if (!strcmp(arg, "cpu"))
-        o->device = -1;
+        *v = -1;
     else if (!strcmp(arg, "cuda"))
-        o->device = 1;
+        *v = 1;
     else if (cli_parse_int(strncmp(arg, "cuda:", 5) ? arg : arg + 5, &n) && n >= 0 && n < INT64_MAX)
-        o->device = n + 1;
+        *v = n + 1;
     else
         return cli_bad_value(name, arg, "cpu, cuda, cuda:N or N (a CUDA device number >= 0)");
     return 0;
 }
 
-/* Integer option `i` of `ints`: a library option within the range of the library's table;
- * the seed, 64 bits, as an unsigned number (0 to 2^64 - 1, stored as the same bits). */
-static int take_int(const char *name, const char *arg, size_t i, opts *o)
+/* A library option's value, as its row of the table says: a string as given; a number; a
+ * name of its enum; nothing for a switch (--no-shuffle clears); the seed, 64 bits, as an
+ * unsigned number (stored as the same bits); a number of bytes with a K, M, G or T suffix;
+ * else an integer in the table's range. */
+static int take_library(stoker_option key, const char *name, const char *arg, opts *o)
 {
-    int64_t *v = FIELD(o, int64_t, ints[i].off);
-    if (ints[i].opt == STOKER_OPT_SEED) {
+    row r;
+    if (!describe(key, &r))
+        return cli_usage("--%s: not an option of this library", name);
+    int64_t *v = &o->ival[key];
+    o->given[key] = 1;
+    if (r.type == STOKER_OPTION_STRING) {
+        o->sval[key] = arg;
+        return 0;
+    }
+    if (r.type == STOKER_OPTION_FLOAT) /* the library checks the range */
+        return cli_double(name, arg, -DBL_MAX, DBL_MAX, &o->fval[key]);
+    if (r.values)
+        return take_choice(name, arg, (stoker_enum)r.values, key, v);
+    if (key == STOKER_OPT_DEVICE)
+        return take_device(name, arg, v);
+    if (is_switch(&r)) {
+        *v = key != STOKER_OPT_SHUFFLE;
+        return 0;
+    }
+    if (key == STOKER_OPT_SEED) {
         uint64_t u;
         if (cli_u64(name, arg, &u) < 0)
             return -1;
         memcpy(v, &u, sizeof *v);
         return 0;
     }
-    int64_t lo = ints[i].min, hi = INT64_MAX;
-    if (ints[i].opt != NO_OPTION &&
-        stoker_option_describe(ints[i].opt, NULL, NULL, NULL, &lo, &hi) < 0)
-        return cli_usage("%s: not an option of this library", name);
-    return cli_int(name, arg, lo, hi, v);
+    if (stoker_option_unit(key) == STOKER_UNIT_BYTES) {
+        if (cli_size(name, arg, v) < 0)
+            return -1;
+        if (*v >= r.min && *v <= r.max)
+            return 0;
+        char expected[96];
+        snprintf(expected, sizeof expected, "a size from %lld to %lld bytes", (long long)r.min,
+                 (long long)r.max);
+        return cli_bad_value(name, arg, expected);
+    }
+    return cli_int(name, arg, r.min, r.max, v);
 }
 
 /* One option; 0, or -1 after a usage error. */
 static int take_option(int c, const char *name, const char *arg, opts *o)
 {
-    if (c >= OPT_BACKEND && c <= OPT_MAX_CACHE)
-        o->given |= UINT64_C(1) << (c - OPT_BACKEND);
-    if (c >= OPT_BACKEND && c <= OPT_DECODER) {
-        const choice *ch = &choices[c - OPT_BACKEND];
-        return take_choice(name, arg, ch, FIELD(o, int32_t, ch->off));
-    }
-    if (c >= OPT_EPOCHS && c <= OPT_RESIZE)
-        return take_int(name, arg, c - OPT_EPOCHS, o);
-    if (c >= OPT_NO_SHUFFLE && c <= OPT_GPU_NORMALIZE) {
-        *FIELD(o, int, flags[c - OPT_NO_SHUFFLE].off) = c != OPT_NO_SHUFFLE;
-        return 0;
-    }
+    if (c >= OPT_LIBRARY)
+        return take_library((stoker_option)(c - OPT_LIBRARY), name, arg, o);
     switch (c) {
-    case OPT_DEVICE: return take_device(name, arg, o);
-    case OPT_MAX_CACHE: return cli_size(name, arg, &o->max_cache);
-    case OPT_COMPUTE_MS: return cli_double(name, arg, 0, 1e6, &o->compute_ms);
+    case OPT_EPOCHS: o->epochs_exact = 1; return cli_int(name, arg, 1, INT64_MAX, &o->epochs);
+    case OPT_WARMUP: o->warmup_given = 1; return cli_int(name, arg, 0, INT64_MAX, &o->warmup);
     case OPT_MIN_SECONDS: return cli_double(name, arg, 0, 1e6, &o->min_seconds);
+    case OPT_COMPUTE_MS: return cli_double(name, arg, 0, 1e6, &o->compute_ms);
+    case OPT_COMPUTE_SLEEP: o->compute_sleep = 1; return 0;
+    case OPT_JSON: o->json = 1; return 0;
+    case OPT_IO: o->io = 1; return 0;
     case OPT_DUMP_INDICES: o->dump = arg; return 0;
     case OPT_PLOT: o->plot = arg; return 0;
-    default:
-        if (c >= OPT_REMOTE && c < OPT_REMOTE + (int)COUNT(remote_opts)) {
-            int64_t v = 0;
-            if (c - OPT_REMOTE >= REMOTE_STRINGS && cli_size(name, arg, &v) < 0)
-                return -1;
-            o->remote[c - OPT_REMOTE] = arg;
-            return 0;
-        }
-        return -1; /* CLI_ERROR: reported */
+    default: return -1; /* CLI_ERROR: reported */
     }
 }
 
-/* The library option that command-line option `c` sets. */
-static stoker_option library_option(int c)
-{
-    return c >= OPT_BACKEND && c <= OPT_DECODER ? choices[c - OPT_BACKEND].opt
-           : c >= OPT_EPOCHS && c <= OPT_RESIZE ? ints[c - OPT_EPOCHS].opt
-                                                : NO_OPTION;
-}
-
-static const char *long_name(int c)
+static const char *flag_of(stoker_option opt)
 {
     for (const struct option *p = long_opts; p->name; p++)
-        if (p->val == c)
+        if (p->val == OPT_LIBRARY + (int)opt)
             return p->name;
     return "?";
 }
 
-static void usage(FILE *f)
+/* What a library flag's value is, for --help. */
+static void metavar(stoker_option opt, const row *r, char *buf, size_t cap)
 {
-    fputs("usage: stoker-bench DATA [--epochs N] [--min-seconds SEC] [--batch-size B]\n"
-          "                   [--threads T] [--depth D] [--seed S] [--no-shuffle] [--drop-last]\n"
-          "                   [--rank R --world-size W] [--size N] [--resize S]\n"
-          "                   [--device cpu|cuda|N] [--direct] [--max-cache SIZE] [--warmup N]\n"
-          "                   [--compute-ms X] [--compute-sleep] [--io] [--json]\n"
-          "                   [--plot FILE.svg] [--dump-indices FILE] [--gpu-normalize]\n"
-          "                   [--cache-dir DIR] [--cache-limit SIZE] [--block-size SIZE]\n"
-          "                   [--fetch-window SIZE] [--fetch-transfers N] [--fetch-retries N]\n"
-          "                   [--fetch-retry-ms MS] [--fetch-timeout-ms MS] [--fetch-clients N]\n"
-          "                   [--ca-bundle FILE] [--http-header 'NAME: VALUE'] [--s3-region R]\n"
-          "                   [--s3-endpoint URL]\n",
-          f);
-    int col = 0;
-    for (size_t i = 0; i < COUNT(choices); i++) { /* the names the library's tables give */
-        char names[256];
-        choice_names(&choices[i], "|", names, sizeof names);
-        const int len = (int)(strlen(long_name(OPT_BACKEND + (int)i)) + strlen(names)) + 6;
-        if (col == 0 || col + len > 88)
-            col = fprintf(f, "%s                  ", col ? "\n" : "") - (col ? 1 : 0);
-        col += fprintf(f, " [--%s %s]", long_name(OPT_BACKEND + (int)i), names);
+    const int32_t unit = stoker_option_unit(opt);
+    if (is_switch(r))
+        buf[0] = '\0';
+    else if (r->values)
+        choice_names((stoker_enum)r->values, opt, "|", buf, cap);
+    else if (opt == STOKER_OPT_DEVICE)
+        snprintf(buf, cap, "cpu|cuda|N");
+    else
+        snprintf(buf, cap, "%s", r->type == STOKER_OPTION_STRING ? "TEXT"
+                                 : r->type == STOKER_OPTION_FLOAT ? "X"
+                                 : unit == STOKER_UNIT_BYTES      ? "SIZE"
+                                 : unit == STOKER_UNIT_MS         ? "MS"
+                                                                  : "N");
+}
+
+/* A doc line from column DOC_AT, wrapped before column 88. */
+#define DOC_AT 32
+static void put_doc(FILE *f, int col, const char *doc)
+{
+    if (col >= DOC_AT) {
+        fputc('\n', f);
+        col = 0;
+    }
+    fprintf(f, "%*s", DOC_AT - col, "");
+    col = DOC_AT;
+    while (*doc) {
+        const size_t word = strcspn(doc, " ");
+        if (col > DOC_AT && col + 1 + (int)word > 88) {
+            fprintf(f, "\n%*s", DOC_AT, "");
+            col = DOC_AT;
+        } else if (col > DOC_AT) {
+            fputc(' ', f);
+            col++;
+        }
+        col += fprintf(f, "%.*s", (int)word, doc);
+        doc += word;
+        doc += strspn(doc, " ");
     }
     fputc('\n', f);
+}
+
+static void usage(FILE *f)
+{
+    fputs("usage: stoker-bench DATA [--epochs N] [--min-seconds SEC] [--warmup N]\n"
+          "                   [--compute-ms X] [--compute-sleep] [--io] [--json]\n"
+          "                   [--plot FILE.svg] [--dump-indices FILE] [LIBRARY OPTIONS]\n"
+          "Library options (from the library's table of options; one not given takes the\n"
+          "library's default, and the report prints the values the loader runs with; names\n"
+          "in any case; SIZE takes K, M, G suffixes):\n",
+          f);
+    for (const struct option *p = long_opts; p->name; p++) {
+        if (p->val < OPT_LIBRARY)
+            continue;
+        const stoker_option opt = (stoker_option)(p->val - OPT_LIBRARY);
+        row r;
+        char meta[256];
+        describe(opt, &r);
+        metavar(opt, &r, meta, sizeof meta);
+        const char *doc = stoker_option_doc(opt);
+        for (size_t k = 0; k < COUNT(spelt); k++)
+            if (spelt[k].opt == opt && spelt[k].doc)
+                doc = spelt[k].doc;
+        const int w = fprintf(f, "  --%s%s%s", p->name, meta[0] ? " " : "", meta);
+        put_doc(f, w, doc);
+    }
     fprintf(f,
-            "Options not given take the library's defaults; the report prints the values the\n"
-            "loader runs with (names in any case). Without --epochs the run goes on, epoch by\n"
-            "epoch, until at least %d epochs and --min-seconds SEC (default %g; 0 drops the\n"
-            "rule) of timed delivery have passed; --epochs N runs exactly N epochs, however\n"
-            "long they take (give it for a data set whose epoch lasts minutes). A figure from\n"
-            "a run shorter than SEC is marked too short.\n",
+            "Without --epochs the run goes on, epoch by epoch, until at least %d epochs and\n"
+            "--min-seconds SEC (default %g; 0 drops the rule) of timed delivery have passed;\n"
+            "--epochs N runs exactly N epochs, however long they take (give it for a data set\n"
+            "whose epoch lasts minutes). A figure from a run shorter than SEC is marked too\n"
+            "short.\n",
             BENCH_MIN_EPOCHS, BENCH_MIN_SECONDS);
     fputs("--warmup batches (default 1) are taken untimed first; they are part of the\n"
           "delivered order and of the epochs counted, and must leave a batch of --epochs N\n"
           "to time (without --epochs the run goes on past them).\n"
-          "--max-cache SIZE (K, M, G suffixes): page cache the data set may fill (default\n"
-          "half the memory available); a larger one is read dropping its pages behind the\n"
-          "reader. --compute-ms simulates a consumer that works X ms per batch (spinning;\n"
+          "--max-cache SIZE: page cache the data set may fill (default half the memory\n"
+          "available); a larger one is read dropping its pages behind the reader.\n"
+          "--compute-ms simulates a consumer that works X ms per batch (spinning;\n"
           "--compute-sleep sleeps instead). --io first measures the shards' raw sequential\n"
           "read bandwidth. --gpu-normalize moves (x/255 - mean)/std to the GPU (--device\n"
           "cuda): only uint8 crosses PCIe.\n"
@@ -370,7 +369,11 @@ static void usage(FILE *f)
 /* Parses argv; returns 0, 1 for --help, -1 after a usage error. */
 static int parse(int argc, char **argv, opts *o)
 {
-    *o = (opts){.epochs = BENCH_MIN_EPOCHS, .warmup = 1, .min_seconds = BENCH_MIN_SECONDS};
+    memset(o, 0, sizeof *o);
+    o->epochs = BENCH_MIN_EPOCHS;
+    o->warmup = 1;
+    o->min_seconds = BENCH_MIN_SECONDS;
+    build_flags();
     int c;
     const char *name, *arg;
     while ((c = cli_next(argc, argv, long_opts, &name, &arg)) != CLI_END) {
@@ -386,7 +389,6 @@ static int parse(int argc, char **argv, opts *o)
     o->data = argv[optind];
     static char shown[8192]; /* the run's one data set as reported (a longer one is cut) */
     o->shown = stoker_redact(o->data, shown, sizeof shown);
-    o->epochs_exact = GIVEN(o, OPT_EPOCHS);
     if (o->io && strstr(o->data, "://"))
         return cli_usage("--io measures the read bandwidth of the disk a local data set lies "
                          "on; %s is a URL (the report's remote line gives what was fetched)",
@@ -414,36 +416,29 @@ static void log_warning(void *user, int32_t level, const char *msg)
     fprintf(stderr, "stoker-bench: warning: %s\n", msg);
 }
 
+/* The library options given, into a config. */
 static int make_config(const opts *o, stoker_config **out)
 {
     stoker_config *c = NULL;
     int rc = stoker_config_create(&c);
     if (rc == 0)
         rc = stoker_config_set_log(c, log_warning, NULL, STOKER_LOG_WARN);
-    for (size_t i = 0; rc == 0 && i < COUNT(choices); i++)
-        if (GIVEN(o, OPT_BACKEND + (int)i))
-            rc = set_option(c, choices[i].opt, *FIELD(o, const int32_t, choices[i].off));
-    for (size_t i = 0; rc == 0 && i < COUNT(ints); i++)
-        if (ints[i].opt != NO_OPTION && GIVEN(o, OPT_EPOCHS + (int)i))
-            rc = set_option(c, ints[i].opt, *FIELD(o, const int64_t, ints[i].off));
-    for (size_t i = 0; rc == 0 && i < COUNT(flags); i++)
-        if (flags[i].opt != NO_OPTION && GIVEN(o, OPT_NO_SHUFFLE + (int)i))
-            rc = set_option(c, flags[i].opt, *FIELD(o, const int, flags[i].off));
-    if (rc == 0 && GIVEN(o, OPT_DEVICE))
-        rc = set_option(c, STOKER_OPT_DEVICE, o->device);
-    if (rc == 0 && GIVEN(o, OPT_MAX_CACHE))
-        rc = set_option(c, STOKER_OPT_MAX_CACHE, o->max_cache);
-    for (size_t i = 0; rc == 0 && i < COUNT(remote_opts); i++) {
-        int64_t v = 0;
-        if (!o->remote[i])
+    for (int key = 0; rc == 0 && key < BENCH_OPTIONS; key++) {
+        row r;
+        const stoker_option opt = (stoker_option)key;
+        if (!o->given[key] || !describe(opt, &r))
             continue;
-        if (i < REMOTE_STRINGS) {
-            rc = stoker_config_set_string(c, remote_opts[i], o->remote[i]);
+        if (r.type == STOKER_OPTION_STRING) {
+            rc = stoker_config_set_string(c, opt, o->sval[key]);
+            if (rc) /* no value: http_header's is often a secret */
+                cli_err("option %s: %s", stoker_option_name(opt), stoker_strerror(rc));
+        } else if (r.type == STOKER_OPTION_FLOAT) {
+            rc = stoker_config_set_float(c, opt, o->fval[key]);
             if (rc)
-                cli_err("option %s: %s", stoker_option_name(remote_opts[i]), /* no value: */
-                        stoker_strerror(rc)); /* http_header's is often a secret */
-        } else if (cli_size(stoker_option_name(remote_opts[i]), o->remote[i], &v) == 0) {
-            rc = set_option(c, remote_opts[i], v);
+                cli_err("option %s = %g: %s", stoker_option_name(opt), o->fval[key],
+                        stoker_strerror(rc));
+        } else {
+            rc = set_option(c, opt, o->ival[key]);
         }
     }
     *out = c;
@@ -478,22 +473,28 @@ static void resolve(stoker_loader *l, resolved *eff)
             eff->has[opt] = stoker_loader_get_int(l, (stoker_option)opt, &eff->v[opt]) == 0;
 }
 
-static int say_unused(const opts *o, int c, int32_t kind)
+static int say_unused(const opts *o, stoker_option opt, int32_t kind)
 {
-    cli_err("--%s applies to the JPEG image pipeline, which does not run on %s (%s)", long_name(c),
-            o->shown, kind == STOKER_FIELD_JPEG ? "--transform none" : "its records are not JPEG");
+    cli_err("--%s applies to the JPEG image pipeline, which does not run on %s (%s)",
+            flag_of(opt), o->shown,
+            kind == STOKER_FIELD_JPEG ? "--transform none" : "its records are not JPEG");
     return -1;
 }
 
 /* The image pipeline's options do nothing where it does not run (records that are not
- * JPEG, or --transform none): refused before the run rather than ignored. */
-static int refuse_unused(const opts *o, const result *r)
+ * JPEG, or --transform none), which the loader says by not reporting them
+ * (STOKER_E_UNSUPPORTED): refused before the run rather than ignored. */
+static int refuse_unused(const opts *o, const stoker_loader *l, const result *r)
 {
-    static const int image[] = {OPT_SIZE,      OPT_RESIZE,    OPT_LAYOUT,    OPT_DCT,
-                                OPT_ANTIALIAS, OPT_RESAMPLER, OPT_DCT_SCALE, OPT_DECODER};
-    for (size_t i = 0; i < COUNT(image); i++)
-        if (GIVEN(o, image[i]) && !r->eff.has[library_option(image[i])])
-            return say_unused(o, image[i], r->kind);
+    for (int key = 0; key < BENCH_OPTIONS; key++) {
+        int64_t v = 0;
+        double x = 0;
+        if (o->given[key] && (stoker_loader_get_int(l, (stoker_option)key, &v) ==
+                                  STOKER_E_UNSUPPORTED ||
+                              stoker_loader_get_float(l, (stoker_option)key, &x) ==
+                                  STOKER_E_UNSUPPORTED))
+            return say_unused(o, (stoker_option)key, r->kind);
+    }
     return 0;
 }
 
@@ -502,8 +503,8 @@ static int refuse_unused(const opts *o, const result *r)
  * reports). */
 static int refuse_decoder(const opts *o, int32_t kind)
 {
-    if (GIVEN(o, OPT_DECODER) && kind != 0 && kind != STOKER_FIELD_JPEG)
-        return say_unused(o, OPT_DECODER, kind);
+    if (o->given[STOKER_OPT_DECODER] && kind != 0 && kind != STOKER_FIELD_JPEG)
+        return say_unused(o, STOKER_OPT_DECODER, kind);
     return 0;
 }
 
@@ -517,7 +518,7 @@ static int refuse_warmup(opts *o, const stoker_loader *l)
     if (!o->epochs_exact || o->warmup == 0 || stoker_loader_num_batches(l, &nb) != 0 ||
         nb <= 0 || (o->epochs <= INT64_MAX / nb && o->warmup < nb * o->epochs))
         return 0;
-    if (!GIVEN(o, OPT_WARMUP)) {
+    if (!o->warmup_given) {
         cli_err("note: no warm-up batch: the run's one batch (--epochs %" PRId64 ") is timed",
                 o->epochs);
         o->warmup = 0;
@@ -542,7 +543,7 @@ static int open_loader(opts *o, const stoker_config *cfg, stoker_loader **l, res
         return 1;
     }
     resolve(*l, &r->eff);
-    return refuse_unused(o, r) < 0 || refuse_warmup(o, *l) < 0 ? 2 : 0;
+    return refuse_unused(o, *l, r) < 0 || refuse_warmup(o, *l) < 0 ? 2 : 0;
 }
 
 /* Runs the loader and reports. Returns the exit status. */
