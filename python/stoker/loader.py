@@ -1128,6 +1128,17 @@ class Loader:
         with self._observer() as core:
             return self._option(core, name)
 
+    def _float(self, name):
+        """Float option `name` as the loader resolved it, or None where it does not apply."""
+        v = ctypes.c_double()
+        with self._observer() as core:
+            rc = _L.stoker_loader_get_float(core.handle, _lib.OPTION[name], ctypes.byref(v))
+            if rc == _lib.E_UNSUPPORTED:
+                return None
+            if rc != 0:
+                self._fail(rc, core)
+        return v.value
+
     def _floats(self, prefix):
         out = []
         with self._observer() as core:
@@ -1168,9 +1179,6 @@ class Loader:
     def order(self):
         return self._get("order")
 
-    rank = property(lambda self: self._get("rank"))
-    world_size = property(lambda self: self._get("world_size"))
-    threads = property(lambda self: self._get("threads"))
 
     @property
     def backend(self):
@@ -1187,20 +1195,10 @@ class Loader:
             raise error(rc, "stoker_loader_get_stats failed")
         return _OPTION_VALUE["backend"](st.backend)
 
-    simd = property(lambda self: self._get("simd"))
-    on_corrupt = property(lambda self: self._get("on_corrupt"))
     device = property(lambda self: self._get("device"), doc='"cpu" or "cuda:N".')
     max_cache = property(lambda self: self._get("max_cache"),
                          doc="Bytes of page cache the data set may fill.")
-    transform = property(lambda self: self._get("transform"))
-    size = property(lambda self: self._get("size"))
-    resize = property(lambda self: self._get("resize"))
     dtype = property(lambda self: self._get("dtype"), doc="The dtype of the batches.")
-    layout = property(lambda self: self._get("layout"))
-    dct = property(lambda self: self._get("dct"))
-    antialias = property(lambda self: self._get("antialias"))
-    resampler = property(lambda self: self._get("resampler"))
-    dct_scale = property(lambda self: self._get("dct_scale"))
     decoder = property(lambda self: self._get("decoder"),
                        doc='Who decodes the JPEGs, in effect: "cpu" when the GPU decodes '
                            'none (stats()["decoder_note"] says why), "gpu" or "auto".')
@@ -1307,6 +1305,34 @@ class Loader:
 
 if Loader.stats.__doc__:  # None under python -OO
     Loader.stats.__doc__ += "\n        ".join(_lib.stats_doc().splitlines()) + "\n"
+
+# Loader options not read back as properties, each with why: the table's other loader
+# options are, as the loader resolved them (an enum by name, a flag as a bool; None where
+# the option does not apply), unless the class defines the property itself.
+_NOT_PROPERTIES = (
+    "dist_env",  # always on; rank and world_size are read back
+    # limits on untrusted input: what was asked is what runs, nothing to report
+    "max_record_size", "max_records", "max_pixels", "max_shards",
+    # the reader's and the copy stage's machinery; stats() reports what they did
+    "direct_io", "read_ahead", "device_buffers", "gpu_normalize",
+    # names inside an HDF5 file, and remote data sets' settings, as given (stats() reports
+    # the cache's)
+    "h5_images", "h5_labels", "cache_dir", "cache_limit", "block_size", "fetch_window",
+    "fetch_transfers", "fetch_retries", "fetch_retry_ms", "fetch_timeout_ms", "ca_bundle",
+    "http_header", "s3_region", "s3_endpoint", "fetch_clients",
+    # read back together as mean and std
+    "mean_r", "mean_g", "mean_b", "std_r", "std_g", "std_b")
+
+
+def _table_property(name):
+    if _lib.OPTIONS[name].type == _lib.OPTION_FLOAT:
+        return property(lambda self: self._float(name), doc=_lib.OPTIONS[name].doc)
+    return property(lambda self: self._get(name), doc=_lib.OPTIONS[name].doc)
+
+
+for _name in table_keywords(_lib.FOR_LOADER, _NOT_PROPERTIES):
+    if not hasattr(Loader, _name):
+        setattr(Loader, _name, _table_property(_name))
 
 Loader.__init__.__signature__ = signature(("path", "batch_size"), _POSITIONAL, _KEYWORDS)
 if Loader.__doc__:  # None under python -OO
