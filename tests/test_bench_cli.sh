@@ -221,7 +221,10 @@ if "$STOKER_BENCH" "$TMP/nothing" > /dev/null 2> "$TMP/err"; then exit 1; fi
 grep -q "stoker-bench:" "$TMP/err"
 if "$STOKER_BENCH" "$TMP/data" --rank 2 --world-size 2 > /dev/null 2> "$TMP/err"; then exit 1; fi
 grep -q "rank 2" "$TMP/err"
-"$STOKER_BENCH" --help | grep -q "usage: stoker-bench"
+# (into a file: grep -q would leave at the first line, and the rest of the help hit a closed
+# pipe)
+"$STOKER_BENCH" --help > "$TMP/help"
+grep -q "usage: stoker-bench" "$TMP/help"
 # --plot into a folder that does not exist fails before the run: no report is printed
 if "$STOKER_BENCH" "$TMP/data" --epochs 50 --plot "$TMP/no/such/dir/p.svg" > "$TMP/out" \
     2> "$TMP/err"; then exit 1; fi

@@ -69,7 +69,7 @@ int main(void)
     check_zero_is_default(STOKER_OPT_FETCH_WINDOW, INT64_C(512) << 20);
     check_zero_is_default(STOKER_OPT_FETCH_TIMEOUT_MS, 30000);
     int32_t opt = 0, n = 0;
-    double distinct = 1.0;
+    double distinct = 0.5; /* halved for each float: inside every float's range */
     stoker_config *floats = NULL;
     T_OK(stoker_config_create(&floats));
     for (int32_t i = 0; stoker_enum_at(STOKER_ENUM_OPTION, i, &opt) == 0; i++, n++) {
@@ -98,7 +98,8 @@ int main(void)
             double d = 0;
             T_OK(stoker_config_get_float(floats, o, &d));
             /* each float has a slot of its own: set them all, then read them back below */
-            T_OK(stoker_config_set_float(floats, o, distinct++));
+            T_OK(stoker_config_set_float(floats, o, distinct));
+            distinct /= 2;
         } else if (type == STOKER_OPTION_STRING) {
             T_ASSERT(values == 0 && min == 0 && max == 0);
             const char *s = NULL;
@@ -109,14 +110,15 @@ int main(void)
         }
     }
     T_ASSERT(n > 40);
-    distinct = 1.0;
+    distinct = 0.5;
     for (int32_t i = 0; stoker_enum_at(STOKER_ENUM_OPTION, i, &opt) == 0; i++) {
         int32_t type = 0;
         T_OK(stoker_option_describe((stoker_option)opt, &type, NULL, NULL, NULL, NULL));
         double d = 0;
         if (type == STOKER_OPTION_FLOAT) {
             T_OK(stoker_config_get_float(floats, (stoker_option)opt, &d));
-            T_ASSERT(d == distinct++);
+            T_ASSERT(d == distinct);
+            distinct /= 2;
         }
     }
     /* string options keep their own slots too */
@@ -159,6 +161,8 @@ int main(void)
     T_OK(stoker_config_get_int(cfg, STOKER_OPT_SHUFFLE, &v));
     T_EQ_INT(v, 0);
     T_EQ_RC(stoker_config_set_int(cfg, STOKER_OPT_ALIGN, 513), STOKER_E_INVALID);
+    /* a float's range: a std above 0 */
+    T_EQ_RC(stoker_config_set_float(cfg, STOKER_OPT_STD_R, 0.0), STOKER_E_INVALID);
     stoker_config_destroy(cfg);
 
     /* an unknown option: NULL, STOKER_E_INVALID, nothing written */

@@ -2,6 +2,7 @@
 /* The option table and the config object. */
 #include "common/config.h"
 
+#include <float.h>
 #include <string.h>
 
 enum opt_kind {
@@ -24,6 +25,7 @@ typedef struct opt_desc {
     int64_t def;        /* an integer's default */
     int64_t min, max;   /* an integer's range */
     double fdef;        /* a float's default */
+    double fmin, fmax;  /* a float's range */
     const char *sdef;   /* a string's default */
     int slot;           /* float/string slot */
     const char *doc;    /* one line: what it sets, its default */
@@ -38,13 +40,13 @@ typedef struct opt_desc {
 /* Rows: an integer (range, default, flags), one of an enum's values (the enum names them),
  * a float or a string (their slot in the config). */
 #define INT(key, name, applies, def, min, max, flags, doc)                                         \
-    {key, name, OPT_INT, applies, flags, (stoker_enum)0, def, min, max, 0, NULL, 0, doc}
+    {key, name, OPT_INT, applies, flags, (stoker_enum)0, def, min, max, 0, 0, 0, NULL, 0, doc}
 #define ENUM(key, name, applies, values, def, max, flags, doc)                                     \
-    {key, name, OPT_INT, applies, flags, values, def, 0, max, 0, NULL, 0, doc}
-#define FLOAT(key, name, slot, def, doc)                                                           \
-    {key, name, OPT_FLOAT, L, 0, (stoker_enum)0, 0, 0, 0, def, NULL, slot, doc}
+    {key, name, OPT_INT, applies, flags, values, def, 0, max, 0, 0, 0, NULL, 0, doc}
+#define FLOAT(key, name, slot, def, min, max, doc)                                                 \
+    {key, name, OPT_FLOAT, L, 0, (stoker_enum)0, 0, 0, 0, def, min, max, NULL, slot, doc}
 #define STRING(key, name, applies, slot, def, doc)                                                 \
-    {key, name, OPT_STRING, applies, 0, (stoker_enum)0, 0, 0, 0, 0, def, slot, doc}
+    {key, name, OPT_STRING, applies, 0, (stoker_enum)0, 0, 0, 0, 0, 0, 0, def, slot, doc}
 
 /* The one table of options: every option's name, type, the objects it applies to, its
  * range, default and doc line. stoker_option_name/_doc/_describe and stoker_enum_* (for
@@ -141,12 +143,19 @@ static const opt_desc OPTS[] = {
          ZERO_IS_DEFAULT, "the resize's weights: fast (16 bits) or pillow; default fast"),
     ENUM(STOKER_OPT_DCT_SCALE, "dct_scale", L, STOKER_ENUM_DCT_SCALE, STOKER_DCT_SCALE_TRAIN, 3,
          ZERO_IS_DEFAULT, "which transforms decode large crops at 1/2, 1/4 or 1/8; default train"),
-    FLOAT(STOKER_OPT_MEAN_R, "mean_r", 0, 0.485, "red mean of normalisation; default 0.485"),
-    FLOAT(STOKER_OPT_MEAN_G, "mean_g", 1, 0.456, "green mean of normalisation; default 0.456"),
-    FLOAT(STOKER_OPT_MEAN_B, "mean_b", 2, 0.406, "blue mean of normalisation; default 0.406"),
-    FLOAT(STOKER_OPT_STD_R, "std_r", 3, 0.229, "red std of normalisation (> 0); default 0.229"),
-    FLOAT(STOKER_OPT_STD_G, "std_g", 4, 0.224, "green std of normalisation (> 0); default 0.224"),
-    FLOAT(STOKER_OPT_STD_B, "std_b", 5, 0.225, "blue std of normalisation (> 0); default 0.225"),
+    /* a float's range: [min, max]; a std's is (0, DBL_MAX] */
+    FLOAT(STOKER_OPT_MEAN_R, "mean_r", 0, 0.485, -DBL_MAX, DBL_MAX,
+          "red mean of normalisation; default 0.485"),
+    FLOAT(STOKER_OPT_MEAN_G, "mean_g", 1, 0.456, -DBL_MAX, DBL_MAX,
+          "green mean of normalisation; default 0.456"),
+    FLOAT(STOKER_OPT_MEAN_B, "mean_b", 2, 0.406, -DBL_MAX, DBL_MAX,
+          "blue mean of normalisation; default 0.406"),
+    FLOAT(STOKER_OPT_STD_R, "std_r", 3, 0.229, DBL_TRUE_MIN, DBL_MAX,
+          "red std of normalisation (> 0); default 0.229"),
+    FLOAT(STOKER_OPT_STD_G, "std_g", 4, 0.224, DBL_TRUE_MIN, DBL_MAX,
+          "green std of normalisation (> 0); default 0.224"),
+    FLOAT(STOKER_OPT_STD_B, "std_b", 5, 0.225, DBL_TRUE_MIN, DBL_MAX,
+          "blue std of normalisation (> 0); default 0.225"),
     /* sources */
     STRING(STOKER_OPT_H5_IMAGES, "h5_images", D | L, 0, "images",
            "the HDF5 dataset holding the records; default \"images\""),
@@ -254,8 +263,8 @@ int stoker_config_set_float(stoker_config *cfg, stoker_option opt, double value)
     const opt_desc *d = find(opt, OPT_FLOAT);
     if (!cfg || !d || value != value)
         return STOKER_E_INVALID;
-    if (d->slot >= 3 && !(value > 0))
-        return STOKER_E_INVALID; /* a std must be positive */
+    if (!(value >= d->fmin && value <= d->fmax))
+        return STOKER_E_INVALID;
     cfg->floats[d->slot] = value;
     return 0;
 }
