@@ -223,6 +223,10 @@ typedef enum stoker_option {
     STOKER_OPT_ANTIALIAS = 86,   /* a stoker_antialias value; default OVER_2X */
     STOKER_OPT_RESAMPLER = 87,   /* a stoker_resampler value; default FAST */
     STOKER_OPT_DCT_SCALE = 88,   /* a stoker_dct_scale value; default TRAIN */
+    STOKER_OPT_VFLIP = 89,       /* float (stoker_config_set_float): the probability, 0 to 1,
+                                    that the train transform also mirrors a sample top to
+                                    bottom, drawn from (seed, epoch, id) as its horizontal
+                                    flip; default 0 (never) */
     STOKER_OPT_MEAN_R = 90,      /* float options (stoker_config_set_float) */
     STOKER_OPT_MEAN_G = 91,
     STOKER_OPT_MEAN_B = 92,
@@ -298,7 +302,8 @@ typedef enum stoker_order {
 typedef enum stoker_transform {
     STOKER_TRANSFORM_DEFAULT = 0, /* TRAIN for JPEG data sets, NONE for raw records */
     STOKER_TRANSFORM_NONE = 1,
-    STOKER_TRANSFORM_TRAIN = 2,   /* RandomResizedCrop + horizontal flip */
+    STOKER_TRANSFORM_TRAIN = 2,   /* RandomResizedCrop + horizontal flip (+ vertical flip with
+                                     probability STOKER_OPT_VFLIP) */
     STOKER_TRANSFORM_EVAL = 3,    /* resize short side to RESIZE, centre crop SIZE */
     STOKER_TRANSFORM_RESIZE = 4,  /* plain resize to SIZE x SIZE */
 } stoker_transform;

@@ -225,6 +225,7 @@ grep -q "rank 2" "$TMP/err"
 # pipe)
 "$STOKER_BENCH" --help > "$TMP/help"
 grep -q "usage: stoker-bench" "$TMP/help"
+grep -q -- "--vflip X .*probability" "$TMP/help"
 # --plot into a folder that does not exist fails before the run: no report is printed
 if "$STOKER_BENCH" "$TMP/data" --epochs 50 --plot "$TMP/no/such/dir/p.svg" > "$TMP/out" \
     2> "$TMP/err"; then exit 1; fi

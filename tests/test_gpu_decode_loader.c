@@ -77,6 +77,7 @@ static stoker_loader *open_loader(const char *path, int32_t decoder, int32_t dty
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_THREADS, 4));
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_DEVICE, 1));
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_SEED, 5));
+    T_OK(stoker_config_set_float(cfg, STOKER_OPT_VFLIP, 0.5)); /* the GPU's flips too */
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_DECODER, decoder));
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_ON_CORRUPT, on_corrupt));
     T_OK(stoker_config_set_log(cfg, print_log, NULL, STOKER_LOG_INFO));

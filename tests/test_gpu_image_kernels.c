@@ -202,6 +202,7 @@ static void check_config(int32_t transform, int32_t size, int32_t antialias, int
                               .layout = STOKER_LAYOUT_NHWC,
                               .antialias = antialias,
                               .resampler = resampler,
+                              .vflip = 0.5, /* train: both flips, each on about half */
                               .mean = {0.485f, 0.456f, 0.406f},
                               .std = {0.229f, 0.224f, 0.225f}};
     stoker__err err;

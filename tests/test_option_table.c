@@ -69,7 +69,7 @@ int main(void)
     check_zero_is_default(STOKER_OPT_FETCH_WINDOW, INT64_C(512) << 20);
     check_zero_is_default(STOKER_OPT_FETCH_TIMEOUT_MS, 30000);
     int32_t opt = 0, n = 0;
-    double distinct = 0.5; /* halved for each float: inside every float's range */
+    double distinct = 0.5; /* halved for each float: inside every float's range (vflip's 0..1) */
     stoker_config *floats = NULL;
     T_OK(stoker_config_create(&floats));
     for (int32_t i = 0; stoker_enum_at(STOKER_ENUM_OPTION, i, &opt) == 0; i++, n++) {
@@ -161,7 +161,10 @@ int main(void)
     T_OK(stoker_config_get_int(cfg, STOKER_OPT_SHUFFLE, &v));
     T_EQ_INT(v, 0);
     T_EQ_RC(stoker_config_set_int(cfg, STOKER_OPT_ALIGN, 513), STOKER_E_INVALID);
-    /* a float's range: a std above 0 */
+    /* a float's range: a probability from 0 to 1, a std above 0 */
+    T_OK(stoker_config_set_float(cfg, STOKER_OPT_VFLIP, 1.0));
+    T_EQ_RC(stoker_config_set_float(cfg, STOKER_OPT_VFLIP, 1.0000001), STOKER_E_INVALID);
+    T_EQ_RC(stoker_config_set_float(cfg, STOKER_OPT_VFLIP, -0.0001), STOKER_E_INVALID);
     T_EQ_RC(stoker_config_set_float(cfg, STOKER_OPT_STD_R, 0.0), STOKER_E_INVALID);
     stoker_config_destroy(cfg);
 

@@ -16,7 +16,7 @@ static void check_rrc_statistics(int32_t w, int32_t h, double max_s_min, double 
                                  int max_fallbacks)
 {
     const double area = (double)w * h;
-    int fallbacks = 0, flips = 0;
+    int fallbacks = 0, flips = 0, vflips = 0, same = 0;
     double min_s = 1, max_s = 0, min_r = 10, max_r = 0, sum_s = 0;
     const int n = 20000;
     for (int64_t id = 0; id < n; id++) {
@@ -34,7 +34,15 @@ static void check_rrc_statistics(int32_t w, int32_t h, double max_s_min, double 
         min_s = fmin(min_s, s), max_s = fmax(max_s, s), sum_s += s;
         min_r = fmin(min_r, r), max_r = fmax(max_r, r);
         flips += stoker__rrc_flip(42, 3, id);
+        vflips += stoker__rrc_vflip(0.25, 42, 3, id);
+        /* a probability of 0 never flips, 1 always; the draw is not the horizontal one's */
+        T_EQ_INT(stoker__rrc_vflip(0.0, 42, 3, id), 0);
+        T_EQ_INT(stoker__rrc_vflip(1.0, 42, 3, id), 1);
+        same += stoker__rrc_vflip(0.5, 42, 3, id) == stoker__rrc_flip(42, 3, id);
     }
+    /* vertical flips at 0.25: 5000 +- 5 sigma (sigma = 61); independent of the horizontal */
+    T_ASSERT(vflips > n / 4 - 306 && vflips < n / 4 + 306);
+    T_ASSERT(same > n / 2 - 355 && same < n / 2 + 355);
     printf("%dx%d: scale [%.3f, %.3f] mean %.3f, ratio [%.3f, %.3f], fallbacks %d, flips %d\n",
            (int)w, (int)h, min_s, max_s, sum_s / n, min_r, max_r, fallbacks, flips);
     /* the whole ranges are reached */

@@ -156,6 +156,8 @@ static const opt_desc OPTS[] = {
           "green std of normalisation (> 0); default 0.224"),
     FLOAT(STOKER_OPT_STD_B, "std_b", 5, 0.225, DBL_TRUE_MIN, DBL_MAX,
           "blue std of normalisation (> 0); default 0.225"),
+    FLOAT(STOKER_OPT_VFLIP, "vflip", 6, 0.0, 0.0, 1.0,
+          "probability that the train transform also flips a sample vertically; default 0"),
     /* sources */
     STRING(STOKER_OPT_H5_IMAGES, "h5_images", D | L, 0, "images",
            "the HDF5 dataset holding the records; default \"images\""),

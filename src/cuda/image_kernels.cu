@@ -54,7 +54,8 @@ __global__ void transform(const stoker__gpu_image *__restrict__ desc, stoker__gp
         const int32_t oy = (int32_t)(p / c), ox = (int32_t)(p % c);
         const stoker__gpu_filter fx =
             stoker__gpu_filter_of(&im.x, im.x.first + (im.flip ? c - 1 - ox : ox));
-        const stoker__gpu_filter fy = stoker__gpu_filter_of(&im.y, im.y.first + oy);
+        const stoker__gpu_filter fy =
+            stoker__gpu_filter_of(&im.y, im.y.first + (im.vflip ? c - 1 - oy : oy));
         const uint8_t *rows =
             im.src + (long long)(im.y.lo + fy.xmin) * im.pitch + (long long)(im.x.lo + fx.xmin) * 3;
         float acc[3] = {0.0f, 0.0f, 0.0f};

@@ -54,8 +54,8 @@ typedef struct stoker__gpu_image {
     void *dst;          /* device: the sample's place, C * C * 3 values of the output dtype */
     int64_t pitch;      /* bytes from one src row to the next */
     stoker__gpu_axis x, y;
-    int32_t flip; /* mirror the output horizontally */
-    int32_t unused;
+    int32_t flip;  /* mirror the output horizontally */
+    int32_t vflip; /* and vertically */
 } stoker__gpu_image;
 
 /* What every sample of a launch becomes. */
@@ -236,7 +236,8 @@ static inline stoker__gpu_image stoker__gpu_image_of(const stoker__geom *g, cons
                                .pitch = pitch,
                                .x = stoker__gpu_axis_of(&g->x, origin_x),
                                .y = stoker__gpu_axis_of(&g->y, origin_y),
-                               .flip = g->flip};
+                               .flip = g->flip,
+                               .vflip = g->vflip};
 }
 #endif
 

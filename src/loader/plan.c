@@ -132,6 +132,7 @@ static int plan_image(stoker__plan *p, const stoker_config *cfg, const char *pat
     x->antialias = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_ANTIALIAS);
     x->resampler = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_RESAMPLER);
     x->dct_scale = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_DCT_SCALE);
+    x->vflip = stoker__cfg_float(cfg, STOKER_OPT_VFLIP);
     x->max_pixels = p->max_pixels;
     memcpy(x->mean, p->mean, sizeof x->mean);
     memcpy(x->std, p->std, sizeof x->std);
@@ -593,6 +594,10 @@ int stoker__plan_get_int(const stoker__plan *p, stoker_option opt, int64_t *v)
 
 int stoker__plan_get_float(const stoker__plan *p, stoker_option opt, double *v)
 {
+    if (opt == STOKER_OPT_VFLIP) {
+        *v = p->xform.vflip;
+        return p->image ? 0 : STOKER_E_UNSUPPORTED; /* the image transform's */
+    }
     if (opt < STOKER_OPT_MEAN_R || opt > STOKER_OPT_STD_B)
         return STOKER_E_INVALID;
     if (!p->image && !p->gpu_normalize)

@@ -10,6 +10,7 @@
 #define RRC_TRIES 10
 #define RRC_DRAWS_PER_TRY 4
 #define RRC_FLIP_DRAW 64 /* past every draw the tries can use */
+#define RRC_VFLIP_DRAW 65
 
 static const double RRC_SCALE_LO = 0.08, RRC_SCALE_HI = 1.0;
 static const double RRC_RATIO_LO = 3.0 / 4.0, RRC_RATIO_HI = 4.0 / 3.0;
@@ -73,6 +74,11 @@ int stoker__rrc_box(int32_t width, int32_t height, uint64_t seed, int64_t epoch,
 int stoker__rrc_flip(uint64_t seed, int64_t epoch, int64_t id)
 {
     return (int)(stoker__rng_u64(seed, epoch, id, RRC_FLIP_DRAW) >> 63);
+}
+
+int stoker__rrc_vflip(double p, uint64_t seed, int64_t epoch, int64_t id)
+{
+    return stoker__rng_unit(seed, epoch, id, RRC_VFLIP_DRAW) < p; /* in [0, 1) */
 }
 
 void stoker__eval_geometry(int32_t width, int32_t height, int32_t short_side, int32_t crop,
@@ -258,7 +264,7 @@ void stoker__xform_geometry(const stoker__xform_params *p, int32_t width, int32_
 {
     const int32_t plain = p->antialias == STOKER_ANTIALIAS_OVER_2X;
     const int32_t c = p->size;
-    g->flip = 0;
+    g->flip = g->vflip = 0;
     g->scale = 1;
     if (p->transform == STOKER_TRANSFORM_TRAIN) {
         stoker__box b;
@@ -266,6 +272,7 @@ void stoker__xform_geometry(const stoker__xform_params *p, int32_t width, int32_
         g->x = whole(b.x, b.w, c, 0, c, plain);
         g->y = whole(b.y, b.h, c, 0, c, plain);
         g->flip = stoker__rrc_flip(seed, epoch, id);
+        g->vflip = stoker__rrc_vflip(p->vflip, seed, epoch, id);
     } else if (p->transform == STOKER_TRANSFORM_EVAL) {
         int32_t rw, rh, left, top;
         stoker__eval_geometry(width, height, p->resize, c, &rw, &rh, &left, &top);

@@ -392,13 +392,14 @@ static void out_row(stoker__xform_scratch *s, int32_t j)
         p->simd->vpass(s->hbuf + (size_t)s->vfirst[j] * n, n, s->vtaps[j],
                        s->vcoef + (size_t)j * s->vk, s->vrow, n);
     }
+    const int32_t at = s->g.vflip ? p->size - 1 - j : j; /* a vertical flip: bottom up */
     if (j % SAMPLE_EVERY == 0) {
         const uint64_t t0 = stoker__now_ns();
-        emit_row(p, s->vrow, s->urow, j, s->dst);
+        emit_row(p, s->vrow, s->urow, at, s->dst);
         s->norm_sampled_ns += stoker__now_ns() - t0;
         s->norm_sampled_rows++;
     } else {
-        emit_row(p, s->vrow, s->urow, j, s->dst);
+        emit_row(p, s->vrow, s->urow, at, s->dst);
     }
 }
 

@@ -32,6 +32,9 @@ int stoker__rrc_box(int32_t width, int32_t height, uint64_t seed, int64_t epoch,
                     stoker__box *box);
 /* The horizontal flip decision (p = 0.5) of (seed, epoch, id): 1 flip, 0 keep. */
 int stoker__rrc_flip(uint64_t seed, int64_t epoch, int64_t id);
+/* The vertical flip decision of (seed, epoch, id) with probability p: 1 flip, 0 keep (never
+ * for p = 0, always for p = 1). */
+int stoker__rrc_vflip(double p, uint64_t seed, int64_t epoch, int64_t id);
 
 /* torchvision's Resize(short) + CenterCrop(crop) on a width x height image: the resized
  * size (*rw, *rh; the long side int(short * long / short_side)) and the crop's top-left
@@ -51,11 +54,12 @@ typedef struct stoker__axis {
     double in0, in1;
 } stoker__axis;
 
-/* The whole geometry of one sample: how x and y map, whether x is mirrored, and the factor
- * (1, 2, 4 or 8) the source was shrunk by in decoding, in whose pixels x and y are. */
+/* The whole geometry of one sample: how x and y map, whether x is mirrored (flip) and y
+ * (vflip: the output rows are written bottom to top), and the factor (1, 2, 4 or 8) the
+ * source was shrunk by in decoding, in whose pixels x and y are. */
 typedef struct stoker__geom {
     stoker__axis x, y;
-    int flip;
+    int flip, vflip;
     int32_t scale;
 } stoker__geom;
 
@@ -177,6 +181,7 @@ typedef struct stoker__xform_params {
     int32_t antialias; /* ALWAYS or OVER_2X (DEFAULT = OVER_2X) */
     int32_t resampler; /* FAST or PILLOW (DEFAULT = FAST) */
     int32_t dct_scale; /* NEVER, TRAIN or ALWAYS (DEFAULT = TRAIN) */
+    double vflip;      /* TRAIN: the probability of a vertical flip, 0 to 1 */
     float mean[3], std[3];
     uint64_t max_pixels; /* decoded pixels allowed per image (0 = 1 << 28) */
     const stoker__simd_ops *simd;
