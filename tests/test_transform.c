@@ -445,8 +445,38 @@ static void check_params_and_flip(void)
     free(img), free(mir);
 }
 
+/* Parameters left 0 are the options table's defaults, as a fresh config reads them: the
+ * transform keeps no defaults of its own. */
+static void check_defaults_are_the_tables(void)
+{
+    stoker__xform_params p = {.transform = STOKER_TRANSFORM_TRAIN,
+                              .dtype = STOKER_DTYPE_UINT8,
+                              .mean = {0.5f, 0.5f, 0.5f},
+                              .std = {0.25f, 0.25f, 0.25f}};
+    stoker__err err;
+    T_OK(stoker__xform_params_prepare(&p, STOKER_SIMD_AUTO, &err));
+    stoker_config *cfg = NULL;
+    T_OK(stoker_config_create(&cfg));
+    const struct {
+        int64_t got;
+        stoker_option opt;
+    } f[] = {{p.size, STOKER_OPT_SIZE},           {p.layout, STOKER_OPT_LAYOUT},
+             {p.dct, STOKER_OPT_DCT},             {p.antialias, STOKER_OPT_ANTIALIAS},
+             {p.resampler, STOKER_OPT_RESAMPLER}, {p.dct_scale, STOKER_OPT_DCT_SCALE},
+             {(int64_t)p.max_pixels, STOKER_OPT_MAX_PIXELS}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        int64_t want = 0;
+        T_OK(stoker_config_get_int(cfg, f[i].opt, &want));
+        if (f[i].got != want)
+            T_FAIL("%s: the transform takes %lld, the table %lld", stoker_option_name(f[i].opt),
+                   (long long)f[i].got, (long long)want);
+    }
+    stoker_config_destroy(cfg);
+}
+
 int main(void)
 {
+    check_defaults_are_the_tables();
     check_rrc_statistics(500, 500, 0.95, 0.45, 20);
     check_rrc_statistics(640, 427, 0.85, 0.35, 20);
     check_rrc_statistics(97, 301, 0.3, 0.15, 2000); /* thin: some fall back */

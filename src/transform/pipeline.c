@@ -11,6 +11,8 @@
  * L1-sized row, unpacked and converted from there into its place in the sample. */
 #include "transform/transform.h"
 
+#include "common/config.h"
+
 #include "decode/color.h"
 #include "decode/jpeg.h"
 
@@ -69,28 +71,33 @@ static size_t dtype_bytes(int32_t dtype)
     return dtype == STOKER_DTYPE_UINT8 ? 1 : dtype == STOKER_DTYPE_FLOAT32 ? 4 : 2;
 }
 
+/* A field left 0 takes the options table's default (src/common/config.c), the one home of
+ * defaults, as a loader's config gives it; the rules the table's doc lines name for 0 stay
+ * here: the transform of a JPEG data set (train), resize (round(C * 256 / 224)) and the
+ * dtype of images on a GPU (float16). */
 static void resolve_defaults(stoker__xform_params *p)
 {
     if (p->transform == STOKER_TRANSFORM_DEFAULT)
         p->transform = STOKER_TRANSFORM_TRAIN;
     if (p->size == 0)
-        p->size = 224;
+        p->size = (int32_t)stoker__cfg_int(NULL, STOKER_OPT_SIZE);
     if (p->resize == 0) /* torchvision's habit: 256 for 224 */
         p->resize = (int32_t)floor(p->size * 256.0 / 224.0 + 0.5);
     if (p->dtype == STOKER_DTYPE_DEFAULT)
         p->dtype = STOKER_DTYPE_FLOAT16;
-    if (p->layout == STOKER_LAYOUT_DEFAULT)
-        p->layout = STOKER_LAYOUT_NCHW;
-    if (p->dct == STOKER_DCT_DEFAULT)
-        p->dct = STOKER_DCT_ISLOW;
-    if (p->antialias == STOKER_ANTIALIAS_DEFAULT)
-        p->antialias = STOKER_ANTIALIAS_OVER_2X;
-    if (p->resampler == STOKER_RESAMPLER_DEFAULT)
-        p->resampler = STOKER_RESAMPLER_FAST;
-    if (p->dct_scale == STOKER_DCT_SCALE_DEFAULT)
-        p->dct_scale = STOKER_DCT_SCALE_TRAIN;
+    const struct {
+        int32_t *field;
+        stoker_option opt;
+    } enums[] = {
+        {&p->layout, STOKER_OPT_LAYOUT},       {&p->dct, STOKER_OPT_DCT},
+        {&p->antialias, STOKER_OPT_ANTIALIAS}, {&p->resampler, STOKER_OPT_RESAMPLER},
+        {&p->dct_scale, STOKER_OPT_DCT_SCALE},
+    };
+    for (size_t i = 0; i < sizeof enums / sizeof enums[0]; i++)
+        if (*enums[i].field == 0) /* each enum's DEFAULT */
+            *enums[i].field = (int32_t)stoker__cfg_int(NULL, enums[i].opt);
     if (p->max_pixels == 0)
-        p->max_pixels = UINT64_C(1) << 28;
+        p->max_pixels = (uint64_t)stoker__cfg_int(NULL, STOKER_OPT_MAX_PIXELS);
 }
 
 int stoker__xform_check_mean_std(const float mean[3], const float std[3], stoker__err *err)
