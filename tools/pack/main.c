@@ -41,6 +41,17 @@ static void on_signal(int sig)
         stoker_writer_cancel(w); /* async-signal-safe by contract */
 }
 
+/* A writer option's default: the library's table's (a fresh config's value). */
+static int64_t table_default(stoker_option opt)
+{
+    stoker_config *cfg = NULL;
+    int64_t v = 0;
+    if (stoker_config_create(&cfg) == 0)
+        stoker_config_get_int(cfg, opt, &v);
+    stoker_config_destroy(cfg);
+    return v;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: stoker-pack [options] SRC OUT     pack SRC into the data set OUT\n"
@@ -54,8 +65,8 @@ static void usage(FILE *f)
                "HDF5 file FILE.h5[:/DATASET] (one record per index along axis 0).\n"
                "\n"
                "options:\n"
-               "  --shard-size SIZE  target shard size, with K/M/G suffixes (default 256M)\n"
-               "  --align N          payload alignment 1, 512 or 4096 (default: 4096, unless\n"
+               "  --shard-size SIZE  target shard size, with K/M/G suffixes (default %lldM)\n"
+               "  --align N          payload alignment 1, 512 or 4096 (default: %lld, unless\n"
                "                     its padding would add more than 5%% to the payload:\n"
                "                     then 512, or 1 if 512's would too)\n"
                "  --jobs N           worker threads (default: online cores)\n"
@@ -80,7 +91,9 @@ static void usage(FILE *f)
                "(--info says so). The loader's default decoder (auto) sends JPEGs to the GPU's\n"
                "hardware decoder only from a checked data set: that decoder does not report\n"
                "damage inside the compressed data. An unchecked data set is decoded on the CPU\n"
-               "unless the loader is told to use the GPU (decoder gpu).\n");
+               "unless the loader is told to use the GPU (decoder gpu).\n",
+            (long long)(table_default(STOKER_OPT_SHARD_SIZE) >> 20),
+            (long long)table_default(STOKER_OPT_ALIGN));
 }
 
 enum {
@@ -248,12 +261,12 @@ static int parse_args(int argc, char **argv, pack_opts *o)
 {
     const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     *o = (pack_opts){.mode = MODE_PACK,
-                     .shard_size = 256ll << 20,
-                     .align = 4096,
+                     .shard_size = table_default(STOKER_OPT_SHARD_SIZE),
+                     .align = (int)table_default(STOKER_OPT_ALIGN),
                      .jobs = cpus > 0 ? (int)cpus : 1,
                      .quality = 90,
                      .shuffle = true,
-                     .fsync = true};
+                     .fsync = table_default(STOKER_OPT_FSYNC) != 0};
     int c;
     const char *name, *arg;
     while ((c = cli_next(argc, argv, long_opts, &name, &arg)) != CLI_END) {
