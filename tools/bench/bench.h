@@ -39,12 +39,13 @@ typedef struct opts {
     const char *sval[BENCH_OPTIONS];
 } opts;
 
-/* What the loader runs with, read back from it (stoker_loader_get_int) for each integer
- * option below BENCH_OPTIONS; has[opt] is 0 where the option does not apply to it (image
- * options of records the image pipeline does not transform). */
+/* What the loader runs with, read back from it (stoker_loader_get_int, _get_float) for each
+ * option below BENCH_OPTIONS; has[opt] (has_f) is 0 where the option does not apply to it
+ * (image options of records the image pipeline does not transform) or is not of the type. */
 typedef struct resolved {
     int64_t v[BENCH_OPTIONS];
-    unsigned char has[BENCH_OPTIONS];
+    double f[BENCH_OPTIONS];
+    unsigned char has[BENCH_OPTIONS], has_f[BENCH_OPTIONS];
 } resolved;
 
 /* One point of the timeline: seconds into the timed part, throughput and consumer wait

@@ -469,8 +469,10 @@ static void resolve(stoker_loader *l, resolved *eff)
 {
     int32_t opt = 0;
     for (int32_t i = 0; stoker_enum_at(STOKER_ENUM_OPTION, i, &opt) == 0; i++)
-        if (opt >= 0 && opt < BENCH_OPTIONS)
+        if (opt >= 0 && opt < BENCH_OPTIONS) {
             eff->has[opt] = stoker_loader_get_int(l, (stoker_option)opt, &eff->v[opt]) == 0;
+            eff->has_f[opt] = stoker_loader_get_float(l, (stoker_option)opt, &eff->f[opt]) == 0;
+        }
 }
 
 static int say_unused(const opts *o, stoker_option opt, int32_t kind)

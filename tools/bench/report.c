@@ -168,6 +168,26 @@ static void stats_text(const stoker_stats *st)
     printf(" ready_slots=%.2f reads_in_flight=%.2f\n", st->ready_slots, st->reads_in_flight);
 }
 
+/* The float options the loader reports (normalisation, the vertical flip's probability: the
+ * library's table names them), on one line; none where the image pipeline does not run. */
+static void floats_text(const result *r)
+{
+    int n = 0;
+    for (int opt = 0; opt < BENCH_OPTIONS; opt++)
+        if (r->eff.has_f[opt])
+            printf("%s%s=%g", n++ ? " " : "floats       ", stoker_option_name((stoker_option)opt),
+                   r->eff.f[opt]);
+    if (n)
+        putchar('\n');
+}
+
+static void floats_json(const result *r)
+{
+    for (int opt = 0; opt < BENCH_OPTIONS; opt++)
+        if (r->eff.has_f[opt])
+            printf(",\"%s\":%.17g", stoker_option_name((stoker_option)opt), r->eff.f[opt]);
+}
+
 void bench_report_text(const opts *o, const result *r)
 {
     const double s = r->seconds > 0 ? r->seconds : 1e-9;
@@ -198,6 +218,7 @@ void bench_report_text(const opts *o, const result *r)
            e.transform, eff_int(r, STOKER_OPT_SIZE), eff_int(r, STOKER_OPT_RESIZE), e.dct,
            e.antialias, e.resampler, e.dct_scale, e.dtype, e.layout,
            eff_int(r, STOKER_OPT_GPU_NORMALIZE), e.decoder);
+    floats_text(r);
     io_text(&r->io);
     printf("warm-up      %" PRId64 " batches, %" PRId64 " records (not timed)\n", r->warm_batches,
            r->warm_records);
@@ -249,8 +270,7 @@ static void json_options(const opts *o, const result *r, const effective *e)
            ",\"seed\":%" PRIu64 ",\"shuffle\":%s,\"drop_last\":%s,\"rank\":%" PRId64
            ",\"world_size\":%" PRId64 ",\"backend\":\"%s\",\"direct\":%s,\"on_corrupt\":\"%s\","
            "\"warmup\":%" PRId64 ",\"compute_ms\":%g,\"compute\":\"%s\","
-           "\"io\":%s,\"gpu_normalize\":%s,\"max_cache\":%" PRId64 ",\"min_seconds\":%g,"
-           "\"epochs\":",
+           "\"io\":%s,\"gpu_normalize\":%s,\"max_cache\":%" PRId64 ",\"min_seconds\":%g",
            eff_int(r, STOKER_OPT_BATCH_SIZE), eff_int(r, STOKER_OPT_THREADS),
            eff_int(r, STOKER_OPT_DEPTH), (uint64_t)eff_int(r, STOKER_OPT_SEED),
            json_bool(eff_int(r, STOKER_OPT_SHUFFLE)), json_bool(eff_int(r, STOKER_OPT_DROP_LAST)),
@@ -259,6 +279,8 @@ static void json_options(const opts *o, const result *r, const effective *e)
            o->compute_sleep ? "sleep" : "spin", json_bool(o->io),
            json_bool(eff_int(r, STOKER_OPT_GPU_NORMALIZE)), eff_int(r, STOKER_OPT_MAX_CACHE),
            o->min_seconds);
+    floats_json(r);
+    printf(",\"epochs\":");
     if (o->epochs_exact) /* null: the run's length follows the time rule */
         printf("%" PRId64 "}", o->epochs);
     else
