@@ -393,8 +393,9 @@ static bool add_fetched(stoker__pool *p, stoker__worker *w, stoker__slot *s, uin
     const uint32_t room = w->reader->depth - *nreq;
     const uint32_t cap = room < STOKER__FETCH_READS ? room : STOKER__FETCH_READS;
     uint32_t n = 0;
-    const int rc =
-        stoker__dataset_fetch_plan(p->ds, s->batch.ids[j], &s->locs[j], w->round, fr, cap, &n);
+    uint8_t *dst = p->plan->staged ? NULL : s->batch.data + s->batch.offsets[j];
+    const int rc = stoker__dataset_fetch_plan(p->ds, s->batch.ids[j], &s->locs[j], w->round, dst,
+                                              fr, cap, &n);
     if (rc == STOKER__PLAN_FULL && (*nreq > 0 || w->nfetch > 0))
         return false;
     if (rc != STOKER__PLAN_OK) {

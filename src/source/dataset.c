@@ -307,10 +307,12 @@ int stoker__dataset_refetch(stoker_dataset *ds, int64_t id, const stoker__recloc
 }
 
 int stoker__dataset_fetch_plan(stoker_dataset *ds, int64_t id, const stoker__recloc *loc,
-                               uint64_t round, stoker__fetch_read *out, uint32_t cap, uint32_t *n)
+                               uint64_t round, uint8_t *dst, stoker__fetch_read *out,
+                               uint32_t cap, uint32_t *n)
 {
     *n = 0;
-    return ds->ops->plan ? ds->ops->plan(ds, id, loc, round, out, cap, n) : STOKER__PLAN_NONE;
+    return ds->ops->plan ? ds->ops->plan(ds, id, loc, round, dst, out, cap, n)
+                         : STOKER__PLAN_NONE;
 }
 
 void stoker__dataset_fetch_landed(stoker_dataset *ds, uint32_t cookie, uint64_t length,

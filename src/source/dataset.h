@@ -76,7 +76,8 @@ typedef struct stoker__fetch_read {
     int fd;
     uint64_t offset;
     uint64_t length;
-    void *dst;       /* the chunk cache's buffer: written only by this read until it lands */
+    void *dst;       /* the source's buffer or the record's destination: written only by
+                        this read until it lands */
     uint32_t cookie; /* handed back to stoker__dataset_fetch_landed */
 } stoker__fetch_read;
 
@@ -88,11 +89,14 @@ enum {
                             no cache): fetch it directly */
 };
 
-/* Plans record id's reads into out (room for cap <= STOKER__FETCH_READS). Never fails: a
- * record it cannot plan (out of memory included) answers PLAN_NONE or PLAN_FULL and the
- * fetch reports any error. */
+/* Plans record id's reads into out (room for cap <= STOKER__FETCH_READS). dst: where the
+ * record's fetch will be asked to put it (the same pointer, or NULL when the fetch will give
+ * none): a source whose record is its stored bytes may list reads into it, so that the
+ * fetch copies nothing. Never fails: a record it cannot plan (out of memory included)
+ * answers PLAN_NONE or PLAN_FULL and the fetch reports any error. */
 int stoker__dataset_fetch_plan(stoker_dataset *ds, int64_t id, const stoker__recloc *loc,
-                               uint64_t round, stoker__fetch_read *out, uint32_t cap, uint32_t *n);
+                               uint64_t round, uint8_t *dst, stoker__fetch_read *out,
+                               uint32_t cap, uint32_t *n);
 /* A planned read completed: res is the bytes read or -errno. A failed or short read is
  * reported by the fetch of a record that needs the chunk. */
 void stoker__dataset_fetch_landed(stoker_dataset *ds, uint32_t cookie, uint64_t length,

@@ -123,7 +123,7 @@ int stoker__h5_read_at(const stoker__h5 *h, uint8_t *dst, uint64_t len, uint64_t
 /* The plan and landed operations (dataset.h: fetched records through the worker's reader):
  * chunked datasets only; the other modes answer STOKER__PLAN_NONE. */
 int stoker__h5_plan(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, uint64_t round,
-                    stoker__fetch_read *out, uint32_t cap, uint32_t *n);
+                    uint8_t *dst, stoker__fetch_read *out, uint32_t cap, uint32_t *n);
 void stoker__h5_landed(stoker_dataset *ds, uint32_t cookie, uint64_t length, int64_t res);
 /* Reverses a chunk's filters into out (chunk_bytes); raw holds `size` stored bytes. */
 int stoker__h5_decode(const stoker__h5 *h, uint32_t mask, uint8_t *raw, uint64_t size, uint8_t *out,

@@ -374,9 +374,10 @@ static bool entry_usable(const h5_entry *e)
  * cached chunks, so that the third, which reserves entries for the missing ones and lists
  * their reads, never evicts one of them (which would take a read beyond cap). */
 int stoker__h5_plan(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, uint64_t round,
-                    stoker__fetch_read *out, uint32_t cap, uint32_t *n)
+                    uint8_t *dst, stoker__fetch_read *out, uint32_t cap, uint32_t *n)
 {
     (void)loc;
+    (void)dst; /* chunks are read whole into the cache: a record is assembled from them */
     const stoker__h5 *h = ds->state;
     /* a remote file's chunks come through the transport inside the fetch */
     h5_cache *c = h->mode == H5M_CHUNKS && !h->remote ? thread_cache() : NULL;

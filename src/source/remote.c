@@ -36,7 +36,7 @@ typedef struct rplan {
     int64_t id;
     int32_t shard;
     uint64_t off, len;
-    uint8_t *buf;     /* in the thread's arena */
+    uint8_t *buf;     /* the record's destination, else in the thread's arena */
     uint32_t pending; /* reads not landed yet */
     int err;          /* a read failed (-errno) or came short */
     bool held;        /* its blocks are held (until its reads land) */
@@ -180,7 +180,7 @@ static void round_end(stoker__shards *S, rthread *t)
 }
 
 static int remote_plan(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, uint64_t round,
-                       stoker__fetch_read *out, uint32_t cap, uint32_t *n)
+                       uint8_t *dst, stoker__fetch_read *out, uint32_t cap, uint32_t *n)
 {
     stoker__shards *S = ds->state;
     *n = 0;
@@ -197,9 +197,10 @@ static int remote_plan(stoker_dataset *ds, int64_t id, const stoker__recloc *loc
     const int later = t->nplans > 0 ? STOKER__PLAN_FULL : STOKER__PLAN_NONE;
     if (loc->length == 0 || loc->length > ARENA_BYTES)
         return later;
-    if (t->nplans == PLANS_MAX || t->used + loc->length > ARENA_BYTES)
+    /* a record with a destination is read straight into it; one without, into the arena */
+    if (t->nplans == PLANS_MAX || (!dst && t->used + loc->length > ARENA_BYTES))
         return STOKER__PLAN_FULL;
-    if (!t->arena && !(t->arena = stoker__malloc((size_t)ARENA_BYTES)))
+    if (!dst && !t->arena && !(t->arena = stoker__malloc((size_t)ARENA_BYTES)))
         return later;
     stoker__robj *o = S->files[loc->shard].obj;
     stoker__rspan sp[STOKER__HOLD_MAX];
@@ -213,8 +214,9 @@ static int remote_plan(stoker_dataset *ds, int64_t id, const stoker__recloc *loc
     const uint32_t k = t->nplans++;
     rplan *p = &t->plans[k];
     *p = (rplan){.id = id, .shard = loc->shard, .off = loc->offset, .len = loc->length,
-                 .buf = t->arena + t->used, .pending = ns, .held = true};
-    t->used += stoker__align_up(loc->length, 64);
+                 .buf = dst ? dst : t->arena + t->used, .pending = ns, .held = true};
+    if (!dst)
+        t->used += stoker__align_up(loc->length, 64);
     uint64_t at = 0;
     for (uint32_t s = 0; s < ns; s++) {
         out[s] = (stoker__fetch_read){.fd = sp[s].fd, .offset = sp[s].offset,
@@ -309,7 +311,7 @@ static int remote_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *lo
     if (p) {
         /* The record was read from the block cache by the worker's reader: the one place
          * the record path knows a record came from the cache without waiting. */
-        if (dst)
+        if (dst && dst != p->buf)
             memcpy(dst, p->buf, (size_t)p->len);
         *out = dst ? dst : p->buf;
         atomic_fetch_add_explicit(&S->rem->records, 1, memory_order_relaxed);

@@ -44,7 +44,7 @@ typedef struct stoker__source_ops {
                  const uint8_t **out, const atomic_int *cancel, stoker__err *err);
     /* Fetched records through the worker's reader (dataset.h). NULL: fetched directly */
     int (*plan)(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, uint64_t round,
-                stoker__fetch_read *out, uint32_t cap, uint32_t *n);
+                uint8_t *dst, stoker__fetch_read *out, uint32_t cap, uint32_t *n);
     void (*landed)(stoker_dataset *ds, uint32_t cookie, uint64_t length, int64_t res);
     /* A fetched record failed its CRC32C (dataset.h). NULL: the source keeps no copy that
      * may be damaged (0) */

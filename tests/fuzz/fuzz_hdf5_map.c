@@ -87,7 +87,7 @@ static void fuzz_planned(stoker_dataset *ds, int64_t id, uint64_t round, uint8_t
     for (int64_t i = id; i <= last; i++) {
         stoker__fetch_read fr[STOKER__FETCH_READS];
         uint32_t n = 0;
-        stoker__h5_plan(ds, i, &loc, round, fr, STOKER__FETCH_READS, &n);
+        stoker__h5_plan(ds, i, &loc, round, NULL, fr, STOKER__FETCH_READS, &n);
         for (uint32_t k = 0; k < n; k++) {
             const ssize_t got =
                 pread(fr[k].fd, fr[k].dst, (size_t)fr[k].length, (off_t)fr[k].offset);
