@@ -27,6 +27,8 @@
                                        while readers (of any process) pin the rest */
 /* Times a block is fetched again after a full disk made room by eviction, before it fails */
 #define NOSPC_TRIES 4
+#define HIT_PINS 256u /* blocks found in the cache that the read-ahead may pin ahead: a
+                         descriptor each */
 
 /* B_DROPPING: being unpinned (try_unpin), seen only by readers without the lock */
 enum { B_NONE = 0, B_FETCHING, B_BUSY, B_READY, B_FAILED, B_DROPPING };
@@ -42,6 +44,7 @@ typedef struct rblock {
                                then a reader asks again */
     uint8_t nospc_tries;    /* fetched again after the disk was full, since its last
                                success: other transfers may take the room an eviction made */
+    bool hit;               /* pinned ready from the cache: counted in hit_bytes */
     char *msg;
 } rblock;
 
@@ -76,7 +79,9 @@ struct stoker__robjs {
     uint64_t window;
     uint64_t now_max; /* the oldest batch's blocks may pin this much, beyond the window:
                          half the cache's limit (the rest for the readers' own asks and
-                         for other processes sharing the cache) */
+                         for other processes sharing the cache); so may blocks found in
+                         the cache, up to HIT_PINS blocks (a descriptor each) */
+    uint64_t hit_max; /* now_max, or HIT_PINS blocks if fewer */
     uint64_t (*trace_start)(void);
     void (*trace_end)(uint64_t);
 
@@ -95,7 +100,10 @@ struct stoker__robjs {
     uint64_t scan_n;       /* that batch's extents (0: not drawn yet) */
     _Atomic uint64_t done; /* the readers began batch `done` (need and done are written
                               under mu, read by drop_block without it) */
-    uint64_t pinned_bytes; /* of blocks started and not yet unpinned (window's measure) */
+    uint64_t pinned_bytes; /* of blocks started and not yet unpinned, hits aside (the
+                              window's measure: bytes fetched ahead) */
+    uint64_t hit_bytes;    /* of blocks pinned ready from the cache: they cost no transfer,
+                              so they take no room in the window, only in now_max */
     uint64_t busy_blocks;  /* blocks in B_BUSY (the read-ahead polls them) */
     struct pinned {
         stoker__robj *o;
@@ -195,6 +203,11 @@ static void start_block(stoker__robjs *r, stoker__robj *sh, uint64_t b, pending 
         k->fd = fd;
         k->st = B_READY;
         pin_list(r, sh, b);
+        if (!was_busy) { /* no transfer: a hit, outside the window */
+            k->hit = true;
+            r->pinned_bytes -= block_bytes(r, sh, b);
+            r->hit_bytes += block_bytes(r, sh, b);
+        }
     } else if (rc == STOKER__BLOCK_BUSY) {
         if (!was_busy)
             r->busy_blocks++;
@@ -371,6 +384,17 @@ static void commit_waiting(stoker__robjs *r)
     r->npinned = left;
 }
 
+/* Block b's bytes leave the measure that counted them when it was pinned (mu held). */
+static void unpinned_bytes(stoker__robjs *r, stoker__robj *sh, uint64_t b)
+{
+    rblock *k = &sh->blocks[b];
+    if (k->hit)
+        r->hit_bytes -= block_bytes(r, sh, b);
+    else
+        r->pinned_bytes -= block_bytes(r, sh, b);
+    k->hit = false;
+}
+
 static void unpin(stoker__robjs *r, stoker__robj *sh, uint64_t b)
 {
     rblock *k = &sh->blocks[b];
@@ -379,7 +403,7 @@ static void unpin(stoker__robjs *r, stoker__robj *sh, uint64_t b)
     k->fd = -1;
     k->st = B_NONE;
     k->listed = false;
-    r->pinned_bytes -= block_bytes(r, sh, b);
+    unpinned_bytes(r, sh, b);
 }
 
 /* Unpins block b when it is ready and no reader holds it (mu held). Readers hold a ready
@@ -421,13 +445,19 @@ static void unpin_passed(stoker__robjs *r)
 
 /* ---- reading ahead ---- */
 
-/* Whether the read-ahead may start more blocks: within the window, or for the oldest batch
- * not yet read, whatever the window (mu held). */
+/* Whether the read-ahead may start more blocks: within the window (blocks it finds in the
+ * cache take none of it, up to hit_max beyond it: pinning them costs no transfer, and a
+ * data set the cache holds then stays pinned instead of being unpinned and pinned again
+ * for every shuffled batch), or for the oldest batch not yet read, whatever the window,
+ * up to now_max (mu held). */
 static bool window_room(const stoker__robjs *r)
 {
     if (r->nwaiting > 0) /* the cache is full of pins: the readers fetch what they read */
         return false;
-    return r->pinned_bytes < r->window || (r->scan <= r->done && r->pinned_bytes < r->now_max);
+    const uint64_t all = r->pinned_bytes + r->hit_bytes;
+    if (r->scan <= r->done)
+        return all < r->now_max;
+    return r->pinned_bytes < r->window && all < r->window + r->hit_max;
 }
 
 enum { SCAN_ON, SCAN_FULL, SCAN_END };
@@ -452,10 +482,11 @@ static int scan_some(stoker__robjs *r)
     pending *todo[64];
     uint32_t ntodo = 0;
     const uint64_t j0 = r->scan_j;
-    const uint64_t pass_max = r->now_max > r->window ? r->now_max : r->window;
+    const uint64_t pass_max =
+        (r->now_max > r->window ? r->now_max : r->window) + r->hit_max;
     bool full = false;
     for (; r->scan_j < r->scan_n; r->scan_j++) {
-        if (r->pinned_bytes > pass_max) { /* readers' own asks pinned the rest */
+        if (r->pinned_bytes + r->hit_bytes > pass_max) { /* readers' own asks pinned the rest */
             full = true;
             break;
         }
@@ -780,7 +811,7 @@ static void discard_block(stoker__robjs *r, stoker__robj *sh, uint64_t b)
     k->fd = -1;
     k->st = B_NONE;
     k->listed = false;
-    r->pinned_bytes -= block_bytes(r, sh, b);
+    unpinned_bytes(r, sh, b);
     pthread_cond_broadcast(&r->cond);
 }
 
@@ -1135,6 +1166,8 @@ static int robjs_open(stoker__robjs *r, const char *path, const stoker_config *c
         STOKER_RETURN_IF(rc < 0, err, rc, "%s: the block cache: %s", path, cerr.msg);
     }
     r->now_max = stoker__cache_limit(r->cache) / 2;
+    r->hit_max = (uint64_t)HIT_PINS * r->block_size < r->now_max ? (uint64_t)HIT_PINS * r->block_size
+                                                                  : r->now_max;
     r->nospc_want = in_flight;
     rc = stoker__thread_start(&r->thread, ahead_main, r);
     STOKER_RETURN_IF(rc != 0, err, -rc, "%s: cannot start the fetch thread: %s", path,
