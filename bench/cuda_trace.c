@@ -32,11 +32,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#define NCBID 4096    /* driver callback ids are below this */
-#define NSTREAM 1024  /* streams remembered */
-#define NSLOT 65536   /* event and allocation maps (open addressing, power of two) */
-#define NENTRY 2048   /* (call, stream, kind) kinds per thread */
-#define S_NONE (-1)   /* a call that names no stream */
+#define NCBID 4096   /* driver callback ids are below this */
+#define NSTREAM 1024 /* streams remembered */
+#define NSLOT 65536  /* event and allocation maps (open addressing, power of two) */
+#define NENTRY 2048  /* (call, stream, kind) kinds per thread */
+#define S_NONE (-1)  /* a call that names no stream */
 #define S_UNKNOWN (-2)
 #define S_NULL (-3)
 #define S_LEGACY (-4)
@@ -106,7 +106,7 @@ static int stream_id(CUstream h)
 {
     switch ((uintptr_t)h) {
     case 0: return S_NULL;
-    case 1: return S_LEGACY; /* CU_STREAM_LEGACY */
+    case 1: return S_LEGACY;    /* CU_STREAM_LEGACY */
     case 2: return S_PERTHREAD; /* CU_STREAM_PER_THREAD */
     }
     pthread_mutex_lock(&mu);
@@ -308,8 +308,8 @@ static void report(void)
     pthread_mutex_lock(&mu);
     fprintf(f, "CUDA driver calls by thread (pid %d)\nstreams:\n", (int)getpid());
     for (int i = 0; i < nstreams; i++)
-        fprintf(f, "  s%-3d by %-16s flags %u priority %d\n", i, streams[i].who,
-                streams[i].flags, streams[i].priority);
+        fprintf(f, "  s%-3d by %-16s flags %u priority %d\n", i, streams[i].who, streams[i].flags,
+                streams[i].priority);
     for (thread_log *t = logs; t; t = t->next) {
         entry *v[NENTRY];
         uint64_t sum = 0;
@@ -323,9 +323,9 @@ static void report(void)
             char b[16];
             fprintf(f, "  %-28s %-10s %-9s n %8llu  total %9.1f ms  mean %9.1f us  max %7.2f ms\n",
                     v[i]->fn, stream_name(v[i]->stream, b, sizeof b),
-                    v[i]->tag == TAG_UNTRACED ? "untraced" : "",
-                    (unsigned long long)v[i]->n, (double)v[i]->total_ns / 1e6,
-                    (double)v[i]->total_ns / 1e3 / (double)v[i]->n, (double)v[i]->max_ns / 1e6);
+                    v[i]->tag == TAG_UNTRACED ? "untraced" : "", (unsigned long long)v[i]->n,
+                    (double)v[i]->total_ns / 1e6, (double)v[i]->total_ns / 1e3 / (double)v[i]->n,
+                    (double)v[i]->max_ns / 1e6);
         }
     }
     pthread_mutex_unlock(&mu);

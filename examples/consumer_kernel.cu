@@ -19,8 +19,8 @@ __device__ unsigned long long global_ns()
     return t;
 }
 
-__device__ void checksum(const unsigned char *data, unsigned long long nbytes,
-                         unsigned long long s, unsigned long long *sum)
+__device__ void checksum(const unsigned char *data, unsigned long long nbytes, unsigned long long s,
+                         unsigned long long *sum)
 {
     // 16-byte loads for the aligned body, bytes for the tail.
     const unsigned long long tid = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
@@ -50,8 +50,8 @@ __global__ void consume(const unsigned char *data, unsigned long long nbytes,
     checksum(data, nbytes, 0, sum);
 }
 
-__global__ void work(const unsigned char *data, unsigned long long nbytes,
-                     unsigned long long iters, unsigned long long *sum)
+__global__ void work(const unsigned char *data, unsigned long long nbytes, unsigned long long iters,
+                     unsigned long long *sum)
 {
     // Two dependent multiply-adds per round: the result only decides a comparison that is
     // never true, which keeps the compiler from dropping the loop.
@@ -108,8 +108,8 @@ extern "C" int consumer_launch(const void *data, unsigned long long nbytes, doub
                                unsigned long long *sum, cudaStream_t stream)
 {
     const unsigned long long busy_ns = (unsigned long long)(busy_ms * 1e6);
-    consume<<<132, 256, 0, stream>>>(static_cast<const unsigned char *>(data), nbytes,
-                                     busy_ns, sum);
+    consume<<<132, 256, 0, stream>>>(static_cast<const unsigned char *>(data), nbytes, busy_ns,
+                                     sum);
     return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 
@@ -121,8 +121,8 @@ extern "C" int consumer_work_launch(const void *data, unsigned long long nbytes,
                                     unsigned long long iters, unsigned long long *sum,
                                     cudaStream_t stream)
 {
-    work<<<full_grid() * WAVES, 256, 0, stream>>>(static_cast<const unsigned char *>(data),
-                                                  nbytes, (iters + WAVES - 1) / WAVES, sum);
+    work<<<full_grid() * WAVES, 256, 0, stream>>>(static_cast<const unsigned char *>(data), nbytes,
+                                                  (iters + WAVES - 1) / WAVES, sum);
     return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 
@@ -135,8 +135,8 @@ extern "C" cudaError_t consumer_net_first(const void *data, unsigned long long n
                                           float *act_out, unsigned long long *sum,
                                           cudaStream_t stream)
 {
-    net_first<<<full_grid(), 256, 0, stream>>>(static_cast<const unsigned char *>(data),
-                                               nbytes, act_out, sum);
+    net_first<<<full_grid(), 256, 0, stream>>>(static_cast<const unsigned char *>(data), nbytes,
+                                               act_out, sum);
     return cudaGetLastError();
 }
 

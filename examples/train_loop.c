@@ -126,8 +126,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "train_loop: %s: %s\n", stoker_strerror(rc), stoker_loader_errmsg(l));
     else
         printf("train_loop: %ld steps on %s, %" PRId64 " records, %.1f MB/s, waited %.3f s, "
-               "pinned %" PRId64 " bytes, host sum %" PRIu64 "\n", done,
-               st.device >= 0 ? "the GPU" : "the host", st.records, st.bytes_per_sec / 1e6,
+               "pinned %" PRId64 " bytes, host sum %" PRIu64 "\n",
+               done, st.device >= 0 ? "the GPU" : "the host", st.records, st.bytes_per_sec / 1e6,
                st.wait_seconds, st.pinned_bytes, host_sum);
     stoker_loader_destroy(l);
     return rc != 0 && rc != STOKER_END;

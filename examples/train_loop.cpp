@@ -68,16 +68,16 @@ struct Options {
     long device = 0; // STOKER_OPT_DEVICE: ordinal + 1, -1 cpu, 0 default
     double compute_ms = 0;
     long steps = 200, warmup = 10, batch = 256, threads = 0, depth = 0, bufs = 0;
-    bool block = false; // --sync block
-    bool work = false;  // --kernel work
-    bool net = false;   // --kernel net
+    bool block = false;           // --sync block
+    bool work = false;            // --kernel work
+    bool net = false;             // --kernel net
     long launches = 300;          // --launches: kernels per step of the net consumer
     double host_us = 0;           // --host-us: host work before each launch
     bool backward_thread = false; // --backward-thread
     long long net_iters = -1;     // --net-iters: the layers' rounds; -1 sized to X
     bool synthetic = false;       // --synthetic: one fixed batch, no loader
-    int32_t decoder = -1; // --decoder: a stoker_decoder; -1 the library's default
-    int32_t log = -1;     // --log: a stoker_log_level; -1 no log
+    int32_t decoder = -1;         // --decoder: a stoker_decoder; -1 the library's default
+    int32_t log = -1;             // --log: a stoker_log_level; -1 no log
 };
 
 double now()
@@ -123,7 +123,12 @@ Options parse(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : nullptr;
-        auto num = [&](long &x) { if (!v) die(a.c_str(), "needs a value"); x = std::atol(v); i++; };
+        auto num = [&](long &x) {
+            if (!v)
+                die(a.c_str(), "needs a value");
+            x = std::atol(v);
+            i++;
+        };
         if (a == "--device") {
             if (!v)
                 die("--device", "needs a value");
@@ -167,14 +172,22 @@ Options parse(int argc, char **argv)
             if (!v || stoker_enum_parse(STOKER_ENUM_LOG_LEVEL, v, &o.log) != 0)
                 die("--log", "needs error, warn, info or debug");
             i++;
-        } else if (a == "--steps") num(o.steps);
-        else if (a == "--warmup") num(o.warmup);
-        else if (a == "--batch-size") num(o.batch);
-        else if (a == "--threads") num(o.threads);
-        else if (a == "--depth") num(o.depth);
-        else if (a == "--device-buffers") num(o.bufs);
-        else if (!o.data && a[0] != '-') o.data = argv[i];
-        else die(a.c_str(), "unknown argument");
+        } else if (a == "--steps")
+            num(o.steps);
+        else if (a == "--warmup")
+            num(o.warmup);
+        else if (a == "--batch-size")
+            num(o.batch);
+        else if (a == "--threads")
+            num(o.threads);
+        else if (a == "--depth")
+            num(o.depth);
+        else if (a == "--device-buffers")
+            num(o.bufs);
+        else if (!o.data && a[0] != '-')
+            o.data = argv[i];
+        else
+            die(a.c_str(), "unknown argument");
     }
     if (!o.data)
         die("usage", "train_loop_cpp DATA [--device N|cpu] [--compute-ms X] [--steps N] ...");
@@ -212,8 +225,8 @@ stoker_loader *open_loader(const Options &o, long device)
     stoker_loader *l = nullptr;
     const int rc = stoker_loader_create(&l, o.data, cfg);
     if (rc != 0)
-        die("create", l && *stoker_loader_errmsg(l) ? stoker_loader_errmsg(l)
-                                                    : stoker_strerror(rc));
+        die("create",
+            l && *stoker_loader_errmsg(l) ? stoker_loader_errmsg(l) : stoker_strerror(rc));
     stoker_config_destroy(cfg);
     return l;
 }
@@ -254,8 +267,7 @@ class Net {
 public:
     Net(const Options &o, cudaStream_t s, int dev, unsigned long long *dsum)
         : host_us(o.host_us), n_(o.launches),
-          split_(o.backward_thread ? std::max(1L, o.launches / 3) : o.launches), s_(s),
-          dsum_(dsum)
+          split_(o.backward_thread ? std::max(1L, o.launches / 3) : o.launches), s_(s), dsum_(dsum)
     {
         const size_t bytes = consumer_net_width() * sizeof(float);
         for (auto &a : act_) {
@@ -345,9 +357,9 @@ private:
             const unsigned long long nbytes = nbytes_;
             const bool rec = rec_;
             g.unlock(); // the launches run unlocked; the main thread waits for done_
-            const cudaError_t e =
-                set != cudaSuccess ? set
-                                   : layers(split_, n_, data, nbytes, rec ? &bwd_us_ : nullptr);
+            const cudaError_t e = set != cudaSuccess
+                                      ? set
+                                      : layers(split_, n_, data, nbytes, rec ? &bwd_us_ : nullptr);
             g.lock();
             bwd_err_ = e;
             done_ = gen_;
@@ -379,8 +391,8 @@ struct StepEvents {
 
 // The consumer's step on `stream`: spin X ms, `iters` rounds of work, or the net's chain
 // (whose launch times are kept when `record`).
-void launch(const Options &o, unsigned long long iters, Net *net, const void *data,
-            size_t nbytes, unsigned long long *dsum, cudaStream_t stream, bool record)
+void launch(const Options &o, unsigned long long iters, Net *net, const void *data, size_t nbytes,
+            unsigned long long *dsum, cudaStream_t stream, bool record)
 {
     if (net) {
         ck(net->step(data, nbytes, record), "net kernel launch");
@@ -555,8 +567,8 @@ int main(int argc, char **argv)
     double launch_before = 0, chain_before_ms = 0;
     if (o.net) {
         net.reset(new Net(o, my, first_dev, dsum));
-        net->iters = o.net_iters >= 0 ? (unsigned long long)o.net_iters
-                                      : calibrate_net(o, *net, dsum, my);
+        net->iters =
+            o.net_iters >= 0 ? (unsigned long long)o.net_iters : calibrate_net(o, *net, dsum, my);
         net->clear();
         chain_before_ms = net_gpu_ms(o, *net, nullptr, 0, dsum, my, 3);
         launch_before = mean(net->launch_us());
@@ -621,8 +633,7 @@ int main(int argc, char **argv)
                     ck(cudaMalloc(&staging, v.nbytes), "cudaMalloc");
                     staging_cap = v.nbytes;
                 }
-                ck(cudaMemcpyAsync(staging, v.data, v.nbytes, cudaMemcpyHostToDevice, my),
-                   "H2D");
+                ck(cudaMemcpyAsync(staging, v.data, v.nbytes, cudaMemcpyHostToDevice, my), "H2D");
                 data = staging;
             } else {
                 sk(stoker_batch_wait_stream(b, my), "wait_stream", l);
@@ -685,40 +696,49 @@ int main(int argc, char **argv)
         net->clear();
         chain_ms = net_gpu_ms(o, *net, last, last_bytes, dsum, my, 5);
     }
-    const char *decoder =
-        o.synthetic ? "none" : stoker_enum_name(STOKER_ENUM_DECODER, st.decoder);
+    const char *decoder = o.synthetic ? "none" : stoker_enum_name(STOKER_ENUM_DECODER, st.decoder);
     cudaDeviceProp prop;
     ck(cudaGetDeviceProperties(&prop, dev), "properties");
     const double per_step_ms = measured ? wall * 1e3 / (double)measured : 0;
     std::string js;
-    put(js, "{\"device\":\"%s\",\"delivery\":\"%s\",\"compute_ms\":%.3f,\"steps\":%ld,"
-            "\"batch\":%ld,\"batch_bytes\":%llu,\"wall_s\":%.4f,\"gpu_idle_fraction\":%.5f,",
-        prop.name, o.synthetic ? "synthetic" : st.device >= 0 ? "device" : "host", o.compute_ms,
-        measured, o.batch, measured ? bytes / (unsigned long long)measured : 0ull, wall,
-        busy_span_ms > 0 ? idle_ms / busy_span_ms : 0.0);
-    put(js, "\"next_block_fraction\":%.5f,\"next_p50_us\":%.1f,\"next_p99_us\":%.1f,"
-            "\"ms_per_step\":%.4f,\"steps_per_s\":%.3f,\"img_per_s\":%.1f,\"GB_per_s\":%.3f,"
-            "\"host_ms_per_step\":%.4f,\"pinned_bytes\":%lld,",
+    put(js,
+        "{\"device\":\"%s\",\"delivery\":\"%s\",\"compute_ms\":%.3f,\"steps\":%ld,"
+        "\"batch\":%ld,\"batch_bytes\":%llu,\"wall_s\":%.4f,\"gpu_idle_fraction\":%.5f,",
+        prop.name,
+        o.synthetic      ? "synthetic"
+        : st.device >= 0 ? "device"
+                         : "host",
+        o.compute_ms, measured, o.batch, measured ? bytes / (unsigned long long)measured : 0ull,
+        wall, busy_span_ms > 0 ? idle_ms / busy_span_ms : 0.0);
+    put(js,
+        "\"next_block_fraction\":%.5f,\"next_p50_us\":%.1f,\"next_p99_us\":%.1f,"
+        "\"ms_per_step\":%.4f,\"steps_per_s\":%.3f,\"img_per_s\":%.1f,\"GB_per_s\":%.3f,"
+        "\"host_ms_per_step\":%.4f,\"pinned_bytes\":%lld,",
         wall > 0 ? blocked / wall : 0, quantile(next_us, 0.50), quantile(next_us, 0.99),
         per_step_ms, wall > 0 ? (double)measured / wall : 0,
         wall > 0 ? (double)measured * (double)o.batch / wall : 0,
         wall > 0 ? (double)bytes / wall / 1e9 : 0, mean(host_ms), (long long)st.pinned_bytes);
-    put(js, "\"sync\":\"%s\",\"threads\":%d,\"kernel\":\"%s\",\"kernel_ms\":%.4f,"
-            "\"kernel_alone_ms\":%.4f,",
-        o.block ? "block" : "spin", (int)st.threads, o.net ? "net" : o.work ? "work" : "spin",
+    put(js,
+        "\"sync\":\"%s\",\"threads\":%d,\"kernel\":\"%s\",\"kernel_ms\":%.4f,"
+        "\"kernel_alone_ms\":%.4f,",
+        o.block ? "block" : "spin", (int)st.threads,
+        o.net    ? "net"
+        : o.work ? "work"
+                 : "spin",
         median(kernel_ms), median(alone_ms));
     if (net)
-        put(js, "\"launches\":%ld,\"host_us\":%.2f,\"backward_thread\":%s,\"net_iters\":%llu,"
-                "\"launch_us_mean\":%.3f,\"launch_us_p50\":%.3f,\"launch_us_p99\":%.3f,"
-                "\"launch_us_before\":%.3f,\"launch_us_after\":%.3f,\"chain_gpu_ms\":%.4f,"
-                "\"chain_gpu_ms_before\":%.4f,\"net_gpu_idle_fraction\":%.5f,",
+        put(js,
+            "\"launches\":%ld,\"host_us\":%.2f,\"backward_thread\":%s,\"net_iters\":%llu,"
+            "\"launch_us_mean\":%.3f,\"launch_us_p50\":%.3f,\"launch_us_p99\":%.3f,"
+            "\"launch_us_before\":%.3f,\"launch_us_after\":%.3f,\"chain_gpu_ms\":%.4f,"
+            "\"chain_gpu_ms_before\":%.4f,\"net_gpu_idle_fraction\":%.5f,",
             o.launches, o.host_us, o.backward_thread ? "true" : "false", net->iters,
-            mean(step_launch_us), quantile(step_launch_us, 0.50),
-            quantile(step_launch_us, 0.99), launch_before, launch_after, chain_ms,
-            chain_before_ms,
+            mean(step_launch_us), quantile(step_launch_us, 0.50), quantile(step_launch_us, 0.99),
+            launch_before, launch_after, chain_ms, chain_before_ms,
             wall > 0 ? std::max(0.0, 1 - (double)measured * chain_ms * 1e-3 / wall) : 0.0);
-    put(js, "\"decoder\":\"%s\",\"gpu_decoded\":%lld,\"cpu_decoded\":%lld,\"gpu_share\":%.3f,"
-            "\"cpu_busy\":%.3f,\"gpu_busy\":%.3f,\"checksum\":%llu}",
+    put(js,
+        "\"decoder\":\"%s\",\"gpu_decoded\":%lld,\"cpu_decoded\":%lld,\"gpu_share\":%.3f,"
+        "\"cpu_busy\":%.3f,\"gpu_busy\":%.3f,\"checksum\":%llu}",
         decoder ? decoder : "n/a", (long long)st.gpu_decoded, (long long)st.cpu_decoded,
         st.gpu_share, st.cpu_busy, st.gpu_busy, sum);
     std::printf("%s\n", js.c_str());

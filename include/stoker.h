@@ -42,7 +42,7 @@ extern "C" {
 #define STOKER_VERSION_MAJOR 0
 #define STOKER_VERSION_MINOR 1
 #define STOKER_VERSION_PATCH 0
-#define STOKER_VERSION_NUMBER                                                                  \
+#define STOKER_VERSION_NUMBER                                                                      \
     (STOKER_VERSION_MAJOR * 10000 + STOKER_VERSION_MINOR * 100 + STOKER_VERSION_PATCH)
 
 /* The version of the library actually loaded, as MAJOR*10000 + MINOR*100 + PATCH.
@@ -99,12 +99,12 @@ STOKER_API char *stoker_redact(const char *text, char *out, size_t cap);
 /* ------------------------------------------------------------------------------------------ */
 
 typedef enum stoker_capability {
-    STOKER_CAP_IO_URING = 1,  /* 1 if an io_uring ring can be set up here, else 0 */
-    STOKER_CAP_CUDA_BUILD = 2, /* 1 if the library was built with CUDA support */
+    STOKER_CAP_IO_URING = 1,     /* 1 if an io_uring ring can be set up here, else 0 */
+    STOKER_CAP_CUDA_BUILD = 2,   /* 1 if the library was built with CUDA support */
     STOKER_CAP_CUDA_DEVICES = 3, /* number of usable CUDA devices (0 without driver/GPU) */
-    STOKER_CAP_SIMD = 4,      /* the best SIMD level usable here, a stoker_simd value */
-    STOKER_CAP_HDF5 = 5,      /* 1 if the library was built with HDF5 support */
-    STOKER_CAP_CRC32C_HW = 6, /* 1 if CRC32C uses the SSE4.2 instruction */
+    STOKER_CAP_SIMD = 4,         /* the best SIMD level usable here, a stoker_simd value */
+    STOKER_CAP_HDF5 = 5,         /* 1 if the library was built with HDF5 support */
+    STOKER_CAP_CRC32C_HW = 6,    /* 1 if CRC32C uses the SSE4.2 instruction */
 } stoker_capability;
 
 typedef enum stoker_simd {
@@ -164,43 +164,43 @@ typedef enum stoker_option {
                                     GPU under STOKER_DECODER_AUTO; default 0 */
 
     /* ---- limits on untrusted input (data sets, decoders) ---- */
-    STOKER_OPT_MAX_RECORD_SIZE = 20,   /* bytes; default 1 GiB */
-    STOKER_OPT_MAX_RECORDS = 21,       /* records per shard; default 1 << 28 */
-    STOKER_OPT_MAX_PIXELS = 22,        /* decoded image pixels; default 1 << 28 */
-    STOKER_OPT_MAX_SHARDS = 23,        /* shards per data set; default 1 << 20 */
+    STOKER_OPT_MAX_RECORD_SIZE = 20, /* bytes; default 1 GiB */
+    STOKER_OPT_MAX_RECORDS = 21,     /* records per shard; default 1 << 28 */
+    STOKER_OPT_MAX_PIXELS = 22,      /* decoded image pixels; default 1 << 28 */
+    STOKER_OPT_MAX_SHARDS = 23,      /* shards per data set; default 1 << 20 */
 
     /* ---- loader: order ---- */
-    STOKER_OPT_BATCH_SIZE = 40,  /* records per batch, per rank; default 256 */
-    STOKER_OPT_SHUFFLE = 41,     /* boolean; default 1 */
-    STOKER_OPT_SEED = 42,        /* uint64 seed; default 0 */
-    STOKER_OPT_DROP_LAST = 43,   /* boolean; default 0 */
-    STOKER_OPT_RANK = 44,        /* this process's rank; default 0 (or RANK, see DIST_ENV) */
-    STOKER_OPT_WORLD_SIZE = 45,  /* number of ranks; 0 = default 1 (or WORLD_SIZE) */
-    STOKER_OPT_DIST_ENV = 46,    /* 1: take rank/world/local rank from RANK, WORLD_SIZE,
-                                    LOCAL_RANK when not set explicitly; default 0 */
-    STOKER_OPT_EPOCH = 47,       /* first epoch; default 0 */
-    STOKER_OPT_ORDER = 48,       /* a stoker_order value: how each epoch's permutation is
-                                    drawn; default RECORDS */
+    STOKER_OPT_BATCH_SIZE = 40, /* records per batch, per rank; default 256 */
+    STOKER_OPT_SHUFFLE = 41,    /* boolean; default 1 */
+    STOKER_OPT_SEED = 42,       /* uint64 seed; default 0 */
+    STOKER_OPT_DROP_LAST = 43,  /* boolean; default 0 */
+    STOKER_OPT_RANK = 44,       /* this process's rank; default 0 (or RANK, see DIST_ENV) */
+    STOKER_OPT_WORLD_SIZE = 45, /* number of ranks; 0 = default 1 (or WORLD_SIZE) */
+    STOKER_OPT_DIST_ENV = 46,   /* 1: take rank/world/local rank from RANK, WORLD_SIZE,
+                                   LOCAL_RANK when not set explicitly; default 0 */
+    STOKER_OPT_EPOCH = 47,      /* first epoch; default 0 */
+    STOKER_OPT_ORDER = 48,      /* a stoker_order value: how each epoch's permutation is
+                                   drawn; default RECORDS */
 
     /* ---- loader: machinery ---- */
-    STOKER_OPT_THREADS = 60,     /* worker threads; 0 = the rank's cores - 1 (at least 1):
-                                    the CPUs of the process's affinity mask, fewer under its
-                                    cgroup's CPU quota (rounded up), divided among the
-                                    LOCAL_WORLD_SIZE ranks of the node when that is set; the
-                                    rank's cores - 3 under DECODER_AUTO with the GPU decode
-                                    stage planned, on 8 of them or more (docs/GPU.md);
-                                    stoker_stats.threads_note says how it was chosen */
-    STOKER_OPT_DEPTH = 61,       /* batch slots in flight; 0 = default: 4, and for image
-                                    transforms 2 + ceil(3 x threads / pieces of 32 records
-                                    per batch), from 4 to 16, and 4 more when the GPU
-                                    decodes a share (STOKER_OPT_DECODER) */
-    STOKER_OPT_BACKEND = 62,     /* AUTO, IO_URING or PREAD (stoker_backend); default AUTO */
-    STOKER_OPT_DIRECT_IO = 63,   /* boolean: O_DIRECT reads of aligned shards; default 0 */
-    STOKER_OPT_READ_AHEAD = 64,  /* reads in flight per reader; 0 = default 64 */
-    STOKER_OPT_ON_CORRUPT = 65,  /* a stoker_on_corrupt value; default ERROR */
-    STOKER_OPT_SIMD = 66,        /* a stoker_simd value; default AUTO */
-    STOKER_OPT_DEVICE = 67,      /* CUDA device ordinal + 1; 0 = default (GPU 0 or
-                                    LOCAL_RANK when usable, else CPU); -1 = CPU */
+    STOKER_OPT_THREADS = 60,        /* worker threads; 0 = the rank's cores - 1 (at least 1):
+                                       the CPUs of the process's affinity mask, fewer under its
+                                       cgroup's CPU quota (rounded up), divided among the
+                                       LOCAL_WORLD_SIZE ranks of the node when that is set; the
+                                       rank's cores - 3 under DECODER_AUTO with the GPU decode
+                                       stage planned, on 8 of them or more (docs/GPU.md);
+                                       stoker_stats.threads_note says how it was chosen */
+    STOKER_OPT_DEPTH = 61,          /* batch slots in flight; 0 = default: 4, and for image
+                                       transforms 2 + ceil(3 x threads / pieces of 32 records
+                                       per batch), from 4 to 16, and 4 more when the GPU
+                                       decodes a share (STOKER_OPT_DECODER) */
+    STOKER_OPT_BACKEND = 62,        /* AUTO, IO_URING or PREAD (stoker_backend); default AUTO */
+    STOKER_OPT_DIRECT_IO = 63,      /* boolean: O_DIRECT reads of aligned shards; default 0 */
+    STOKER_OPT_READ_AHEAD = 64,     /* reads in flight per reader; 0 = default 64 */
+    STOKER_OPT_ON_CORRUPT = 65,     /* a stoker_on_corrupt value; default ERROR */
+    STOKER_OPT_SIMD = 66,           /* a stoker_simd value; default AUTO */
+    STOKER_OPT_DEVICE = 67,         /* CUDA device ordinal + 1; 0 = default (GPU 0 or
+                                       LOCAL_RANK when usable, else CPU); -1 = CPU */
     STOKER_OPT_DEVICE_BUFFERS = 68, /* device batch buffers (ring, >= 2); 0 = default 6 */
     STOKER_OPT_GPU_NORMALIZE = 69,  /* boolean: raw uint8 [H, W, 3] records cross PCIe as
                                        uint8 and are normalised on the GPU to DTYPE/LAYOUT
@@ -213,21 +213,21 @@ typedef enum stoker_option {
                                        AUTO */
 
     /* ---- loader: transforms (images) ---- */
-    STOKER_OPT_TRANSFORM = 80,   /* a stoker_transform value; default by data set kind */
-    STOKER_OPT_SIZE = 81,        /* output crop size C; default 224 */
-    STOKER_OPT_RESIZE = 82,      /* eval short side S; default round(C * 256 / 224) */
-    STOKER_OPT_DTYPE = 83,       /* a stoker_dtype; default for images FLOAT16 on a GPU,
-                                    FLOAT32 for host batches */
-    STOKER_OPT_LAYOUT = 84,      /* a stoker_layout; default NCHW */
-    STOKER_OPT_DCT = 85,         /* a stoker_dct value; default ISLOW */
-    STOKER_OPT_ANTIALIAS = 86,   /* a stoker_antialias value; default OVER_2X */
-    STOKER_OPT_RESAMPLER = 87,   /* a stoker_resampler value; default FAST */
-    STOKER_OPT_DCT_SCALE = 88,   /* a stoker_dct_scale value; default TRAIN */
-    STOKER_OPT_VFLIP = 89,       /* float (stoker_config_set_float): the probability, 0 to 1,
-                                    that the train transform also mirrors a sample top to
-                                    bottom, drawn from (seed, epoch, id) as its horizontal
-                                    flip; default 0 (never) */
-    STOKER_OPT_MEAN_R = 90,      /* float options (stoker_config_set_float) */
+    STOKER_OPT_TRANSFORM = 80, /* a stoker_transform value; default by data set kind */
+    STOKER_OPT_SIZE = 81,      /* output crop size C; default 224 */
+    STOKER_OPT_RESIZE = 82,    /* eval short side S; default round(C * 256 / 224) */
+    STOKER_OPT_DTYPE = 83,     /* a stoker_dtype; default for images FLOAT16 on a GPU,
+                                  FLOAT32 for host batches */
+    STOKER_OPT_LAYOUT = 84,    /* a stoker_layout; default NCHW */
+    STOKER_OPT_DCT = 85,       /* a stoker_dct value; default ISLOW */
+    STOKER_OPT_ANTIALIAS = 86, /* a stoker_antialias value; default OVER_2X */
+    STOKER_OPT_RESAMPLER = 87, /* a stoker_resampler value; default FAST */
+    STOKER_OPT_DCT_SCALE = 88, /* a stoker_dct_scale value; default TRAIN */
+    STOKER_OPT_VFLIP = 89,     /* float (stoker_config_set_float): the probability, 0 to 1,
+                                  that the train transform also mirrors a sample top to
+                                  bottom, drawn from (seed, epoch, id) as its horizontal
+                                  flip; default 0 (never) */
+    STOKER_OPT_MEAN_R = 90,    /* float options (stoker_config_set_float) */
     STOKER_OPT_MEAN_G = 91,
     STOKER_OPT_MEAN_B = 92,
     STOKER_OPT_STD_R = 93,
@@ -235,35 +235,35 @@ typedef enum stoker_option {
     STOKER_OPT_STD_B = 95,
 
     /* ---- sources (string options, stoker_config_set_string) ---- */
-    STOKER_OPT_H5_IMAGES = 120,  /* HDF5 dataset holding the records; default "images" */
-    STOKER_OPT_H5_LABELS = 121,  /* HDF5 dataset holding the labels; default "labels" */
+    STOKER_OPT_H5_IMAGES = 120, /* HDF5 dataset holding the records; default "images" */
+    STOKER_OPT_H5_LABELS = 121, /* HDF5 dataset holding the labels; default "labels" */
     /* remote data sets (http://, https://, s3://; docs/REMOTE.md) */
-    STOKER_OPT_CACHE_DIR = 122,   /* the block cache's directory; default $STOKER_CACHE_DIR,
-                                     else $XDG_CACHE_HOME/stoker, else ~/.cache/stoker */
-    STOKER_OPT_CA_BUNDLE = 123,   /* a CA certificate file for HTTPS; default the system's */
-    STOKER_OPT_HTTP_HEADER = 124, /* one extra request header for http(s)://, "Name: value"
-                                     (e.g. "Authorization: Bearer TOKEN"), sent to the data
-                                     set's origin only, never across a redirect to another
-                                     scheme, host or port; default none */
-    STOKER_OPT_S3_REGION = 125,   /* default $AWS_REGION, $AWS_DEFAULT_REGION, us-east-1 */
-    STOKER_OPT_S3_ENDPOINT = 126, /* an S3-compatible endpoint (path-style requests); default
-                                     $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, none (AWS) */
-    STOKER_OPT_CACHE_LIMIT = 130,   /* bytes the block cache may hold; 0 (default): a quarter
-                                       of the cache's file system, at least 4 x the window */
-    STOKER_OPT_BLOCK_SIZE = 131,    /* bytes per fetched block; default 16 MiB */
-    STOKER_OPT_FETCH_WINDOW = 132,  /* bytes fetched ahead of the workers; default 512 MiB */
-    STOKER_OPT_FETCH_TRANSFERS = 133, /* transfers in flight; default 16 */
-    STOKER_OPT_FETCH_RETRIES = 134, /* attempts after the first, per request (0: none);
-                                       default 8 */
-    STOKER_OPT_FETCH_RETRY_MS = 135, /* most time one request spends retrying (0: no retry);
-                                        default 60000 */
+    STOKER_OPT_CACHE_DIR = 122,        /* the block cache's directory; default $STOKER_CACHE_DIR,
+                                          else $XDG_CACHE_HOME/stoker, else ~/.cache/stoker */
+    STOKER_OPT_CA_BUNDLE = 123,        /* a CA certificate file for HTTPS; default the system's */
+    STOKER_OPT_HTTP_HEADER = 124,      /* one extra request header for http(s)://, "Name: value"
+                                          (e.g. "Authorization: Bearer TOKEN"), sent to the data
+                                          set's origin only, never across a redirect to another
+                                          scheme, host or port; default none */
+    STOKER_OPT_S3_REGION = 125,        /* default $AWS_REGION, $AWS_DEFAULT_REGION, us-east-1 */
+    STOKER_OPT_S3_ENDPOINT = 126,      /* an S3-compatible endpoint (path-style requests); default
+                                          $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, none (AWS) */
+    STOKER_OPT_CACHE_LIMIT = 130,      /* bytes the block cache may hold; 0 (default): a quarter
+                                          of the cache's file system, at least 4 x the window */
+    STOKER_OPT_BLOCK_SIZE = 131,       /* bytes per fetched block; default 16 MiB */
+    STOKER_OPT_FETCH_WINDOW = 132,     /* bytes fetched ahead of the workers; default 512 MiB */
+    STOKER_OPT_FETCH_TRANSFERS = 133,  /* transfers in flight; default 16 */
+    STOKER_OPT_FETCH_RETRIES = 134,    /* attempts after the first, per request (0: none);
+                                          default 8 */
+    STOKER_OPT_FETCH_RETRY_MS = 135,   /* most time one request spends retrying (0: no retry);
+                                          default 60000 */
     STOKER_OPT_FETCH_TIMEOUT_MS = 136, /* T: a transfer moving no byte this long fails (and is
                                           retried); also the connect timeout; an attempt for L
                                           bytes ends within T x (1 + L / 1 MiB), a request
                                           within fetch_retry_ms + that (docs/REMOTE.md);
                                           default 30000 */
-    STOKER_OPT_FETCH_CLIENTS = 137, /* HTTP clients (a thread each) sharing the transfers; 0
-                                       (default): 2, or 1 under 4 transfers */
+    STOKER_OPT_FETCH_CLIENTS = 137,    /* HTTP clients (a thread each) sharing the transfers; 0
+                                          (default): 2, or 1 under 4 transfers */
 } stoker_option;
 
 typedef enum stoker_backend {
@@ -302,10 +302,10 @@ typedef enum stoker_order {
 typedef enum stoker_transform {
     STOKER_TRANSFORM_DEFAULT = 0, /* TRAIN for JPEG data sets, NONE for raw records */
     STOKER_TRANSFORM_NONE = 1,
-    STOKER_TRANSFORM_TRAIN = 2,   /* RandomResizedCrop + horizontal flip (+ vertical flip with
-                                     probability STOKER_OPT_VFLIP) */
-    STOKER_TRANSFORM_EVAL = 3,    /* resize short side to RESIZE, centre crop SIZE */
-    STOKER_TRANSFORM_RESIZE = 4,  /* plain resize to SIZE x SIZE */
+    STOKER_TRANSFORM_TRAIN = 2,  /* RandomResizedCrop + horizontal flip (+ vertical flip with
+                                    probability STOKER_OPT_VFLIP) */
+    STOKER_TRANSFORM_EVAL = 3,   /* resize short side to RESIZE, centre crop SIZE */
+    STOKER_TRANSFORM_RESIZE = 4, /* plain resize to SIZE x SIZE */
 } stoker_transform;
 
 typedef enum stoker_dct {
@@ -529,8 +529,8 @@ STOKER_API int stoker_writer_add_class(stoker_writer *w, const char *name);
 
 /* Appends one record: its payload (copied before return), label, and an optional key
  * (e.g. the source's relative path; NULL for none). Record ids follow call order. */
-STOKER_API int stoker_writer_add(stoker_writer *w, const void *payload, size_t size,
-                                 int64_t label, const char *key);
+STOKER_API int stoker_writer_add(stoker_writer *w, const void *payload, size_t size, int64_t label,
+                                 const char *key);
 
 /* Completes the data set: writes the last shard's index and footer, the manifest, syncs
  * and renames the result into place (replacing an old one only with OVERWRITE). After
@@ -757,10 +757,10 @@ STOKER_API int stoker_loader_num_records(const stoker_loader *l, int64_t *n);
  * fills only the fields that fit, and new fields are only ever added at the end. */
 typedef struct stoker_batch_view {
     uint32_t struct_size;
-    int32_t dtype;          /* a stoker_dtype */
-    int32_t ndim;           /* dimensions of data, batch dimension included */
-    int32_t device;         /* -1: host memory; else the CUDA device ordinal */
-    int64_t count;          /* records in the batch */
+    int32_t dtype;  /* a stoker_dtype */
+    int32_t ndim;   /* dimensions of data, batch dimension included */
+    int32_t device; /* -1: host memory; else the CUDA device ordinal */
+    int64_t count;  /* records in the batch */
     int64_t shape[STOKER_MAX_DIMS + 1];
     void *data;
     uint64_t nbytes;        /* bytes of data */
@@ -768,7 +768,7 @@ typedef struct stoker_batch_view {
     const int64_t *labels;  /* count entries */
     const int64_t *ids;     /* count record ids */
     int64_t epoch;
-    int64_t position;       /* index of the batch within its epoch */
+    int64_t position; /* index of the batch within its epoch */
 } stoker_batch_view;
 
 /* Fills `view` (struct_size set by the caller, at least 4). 0 or STOKER_E_INVALID. */
@@ -823,18 +823,18 @@ STOKER_API const char *stoker_backend_name(int32_t backend);
  * stoker_loader_next; rates are over the time since the loader was created. */
 typedef struct stoker_stats {
     uint32_t struct_size;
-    int32_t backend;        /* the active stoker_backend; STOKER_BACKEND_HDF5 when libhdf5
-                               reads the records (the serialised HDF5 fallback),
-                               STOKER_BACKEND_REMOTE for a remote data set */
-    int32_t simd;           /* the stoker_simd level in use */
-    int32_t threads;        /* worker threads */
-    int32_t depth;          /* batch slots */
-    int32_t device;         /* -1: batches stay in host memory */
-    int64_t batches;        /* batches delivered */
-    int64_t records;        /* records delivered */
-    int64_t bytes;          /* bytes delivered (batch data) */
-    int64_t skipped;        /* records replaced in delivered batches (ON_CORRUPT_SKIP) */
-    int64_t records_read;   /* records read by the workers (read-ahead included) */
+    int32_t backend;      /* the active stoker_backend; STOKER_BACKEND_HDF5 when libhdf5
+                             reads the records (the serialised HDF5 fallback),
+                             STOKER_BACKEND_REMOTE for a remote data set */
+    int32_t simd;         /* the stoker_simd level in use */
+    int32_t threads;      /* worker threads */
+    int32_t depth;        /* batch slots */
+    int32_t device;       /* -1: batches stay in host memory */
+    int64_t batches;      /* batches delivered */
+    int64_t records;      /* records delivered */
+    int64_t bytes;        /* bytes delivered (batch data) */
+    int64_t skipped;      /* records replaced in delivered batches (ON_CORRUPT_SKIP) */
+    int64_t records_read; /* records read by the workers (read-ahead included) */
     int64_t bytes_read;
     int64_t pinned_bytes;   /* page-locked host memory held (0 without CUDA) */
     double seconds;         /* since create */
@@ -854,36 +854,36 @@ typedef struct stoker_stats {
     int64_t dropped_bytes;    /* read bytes whose pages were dropped from the page cache
                                  (a data set larger than STOKER_OPT_MAX_CACHE) */
     /* JPEG decoding (STOKER_OPT_DECODER), read-ahead included: */
-    int32_t decoder;          /* the stoker_decoder in effect: CPU when the GPU decodes none */
+    int32_t decoder; /* the stoker_decoder in effect: CPU when the GPU decodes none */
     int32_t reserved0;
-    int64_t cpu_decoded;      /* images the workers decoded */
-    int64_t gpu_decoded;      /* images the GPU decoded */
-    int64_t gpu_retried;      /* images the GPU refused or failed, then decoded by the CPU */
-    int64_t gpu_fallbacks;    /* times the CPU took everything after GPU failures */
-    double gpu_share;         /* share of the eligible images the GPU takes now (0..1) */
-    double cpu_busy;          /* fraction of the workers' time spent on records */
-    double gpu_busy;          /* fraction of the time the GPU decode stage was busy */
-    char decoder_note[160];   /* why the GPU decodes what it decodes: why nothing (no GPU
-                                 stage), or under STOKER_DECODER_AUTO the split's last
-                                 decision with the consumer's wait and the workers' load it
-                                 was made on (empty: nothing to say) */
-    int64_t full_checks;      /* JPEGs decoded to the end of their data, past the crop, to
-                                 find damage there: a record of a data set not checked when
-                                 packed (or of an HDF5 file) on its first use, and again on
-                                 each use while it is found damaged (read-ahead included; 0
-                                 for a checked data set) */
+    int64_t cpu_decoded;    /* images the workers decoded */
+    int64_t gpu_decoded;    /* images the GPU decoded */
+    int64_t gpu_retried;    /* images the GPU refused or failed, then decoded by the CPU */
+    int64_t gpu_fallbacks;  /* times the CPU took everything after GPU failures */
+    double gpu_share;       /* share of the eligible images the GPU takes now (0..1) */
+    double cpu_busy;        /* fraction of the workers' time spent on records */
+    double gpu_busy;        /* fraction of the time the GPU decode stage was busy */
+    char decoder_note[160]; /* why the GPU decodes what it decodes: why nothing (no GPU
+                               stage), or under STOKER_DECODER_AUTO the split's last
+                               decision with the consumer's wait and the workers' load it
+                               was made on (empty: nothing to say) */
+    int64_t full_checks;    /* JPEGs decoded to the end of their data, past the crop, to
+                               find damage there: a record of a data set not checked when
+                               packed (or of an HDF5 file) on its first use, and again on
+                               each use while it is found damaged (read-ahead included; 0
+                               for a checked data set) */
     /* remote data sets (docs/REMOTE.md); 0 for local ones */
-    int64_t remote_bytes;     /* body bytes fetched over the network */
-    int64_t remote_requests;  /* requests sent (retries included) */
-    int64_t remote_retries;   /* requests sent again after a fault */
-    int64_t cache_hits;       /* blocks found in the block cache */
-    int64_t cache_misses;     /* blocks this process fetched (or found another fetching) */
-    int64_t cache_bytes;      /* bytes of blocks in the cache at the last count */
-    int64_t cache_limit;      /* the limit in effect (bytes) */
+    int64_t remote_bytes;      /* body bytes fetched over the network */
+    int64_t remote_requests;   /* requests sent (retries included) */
+    int64_t remote_retries;    /* requests sent again after a fault */
+    int64_t cache_hits;        /* blocks found in the block cache */
+    int64_t cache_misses;      /* blocks this process fetched (or found another fetching) */
+    int64_t cache_bytes;       /* bytes of blocks in the cache at the last count */
+    int64_t cache_limit;       /* the limit in effect (bytes) */
     double fetch_wait_seconds; /* time workers waited for blocks not yet fetched */
-    char threads_note[128];   /* how `threads` was chosen: "3 as asked (STOKER_OPT_THREADS)",
-                                 or the default's rule with its figures, e.g. "15 = 16 cores
-                                 (online 16, affinity 16, cgroup quota none) / 1 rank - 1" */
+    char threads_note[128];    /* how `threads` was chosen: "3 as asked (STOKER_OPT_THREADS)",
+                                  or the default's rule with its figures, e.g. "15 = 16 cores
+                                  (online 16, affinity 16, cgroup quota none) / 1 rank - 1" */
     /* The rest of the stages' busy time, and the counts behind ready_slots, so that two
      * snapshots make a window (stoker_stats_window): */
     double h2d_seconds;        /* the host-to-device copy stage busy: from a batch's first
@@ -906,8 +906,7 @@ STOKER_API int stoker_loader_stats_json(const stoker_loader *l, char *buf, size_
 
 /* The same for a snapshot taken with stoker_loader_get_stats (its struct_size the whole
  * struct's): how a caller formats the snapshots it keeps. */
-STOKER_API int stoker_stats_json(const stoker_stats *stats, char *buf, size_t cap,
-                                 size_t *needed);
+STOKER_API int stoker_stats_json(const stoker_stats *stats, char *buf, size_t cap, size_t *needed);
 
 /* The library's table of stoker_stats' fields, from which the JSON above, the Python
  * binding's struct and stoker-bench's report are made: the index-th field's name, type
@@ -918,9 +917,8 @@ STOKER_API int stoker_stats_json(const stoker_stats *stats, char *buf, size_t ca
 #define STOKER_STAT_INT64 2
 #define STOKER_STAT_DOUBLE 3
 #define STOKER_STAT_TEXT 4 /* a NUL-terminated char array */
-STOKER_API int stoker_stats_field(int32_t index, const char **name, int32_t *type,
-                                  int32_t *values, uint32_t *offset, uint32_t *size,
-                                  const char **doc);
+STOKER_API int stoker_stats_field(int32_t index, const char **name, int32_t *type, int32_t *values,
+                                  uint32_t *offset, uint32_t *size, const char **doc);
 
 /* ---- stalls: rates, waits and busy shares over a window ---- */
 
@@ -929,23 +927,23 @@ STOKER_API int stoker_stats_field(int32_t index, const char **name, int32_t *typ
  * the loader, as stoker-bench prints it). */
 typedef struct stoker_window {
     uint32_t struct_size;
-    int32_t threads;          /* worker threads (the workers' shares are over them) */
-    double seconds;           /* the span the figures cover */
-    int64_t batches;          /* delivered in the span */
+    int32_t threads; /* worker threads (the workers' shares are over them) */
+    double seconds;  /* the span the figures cover */
+    int64_t batches; /* delivered in the span */
     int64_t records;
     int64_t bytes;
     double batches_per_sec;
     double records_per_sec;
     double bytes_per_sec;
-    double wait_seconds;      /* the consumer's time blocked in stoker_loader_next (a call
-                                 in progress counts once it returns) */
-    double wait_share;        /* wait_seconds / seconds */
-    double ready_slots;       /* mean ready batches found by the span's next calls */
-    double workers_busy;      /* share of the workers' time on records: (read + crc +
-                                 process) / (threads x seconds) */
-    double gpu_decode_busy;   /* share of the span the GPU decode stage was busy (0: none) */
-    double h2d_busy;          /* share of the span the host-to-device copies were busy */
-    double fetch_wait_share;  /* share of the workers' time waiting for remote blocks */
+    double wait_seconds;     /* the consumer's time blocked in stoker_loader_next (a call
+                                in progress counts once it returns) */
+    double wait_share;       /* wait_seconds / seconds */
+    double ready_slots;      /* mean ready batches found by the span's next calls */
+    double workers_busy;     /* share of the workers' time on records: (read + crc +
+                                process) / (threads x seconds) */
+    double gpu_decode_busy;  /* share of the span the GPU decode stage was busy (0: none) */
+    double h2d_busy;         /* share of the span the host-to-device copies were busy */
+    double fetch_wait_share; /* share of the workers' time waiting for remote blocks */
     /* the stages' seconds in the span (the workers' summed over threads): the verdict's */
     double read_seconds;
     double crc_seconds;

@@ -22,7 +22,7 @@
 #define BATCH 4
 
 static const t_jpeg_kind KINDS[] = {
-    {"420", 3, 2, 2, 0, 0, 0},  {"444", 3, 1, 1, 0, 0, 0},   {"gray", 1, 1, 1, 0, 0, 0},
+    {"420", 3, 2, 2, 0, 0, 0},  {"444", 3, 1, 1, 0, 0, 0},  {"gray", 1, 1, 1, 0, 0, 0},
     {"prog", 3, 2, 2, 1, 0, 0}, {"cmyk", 4, 1, 1, 0, 0, 1},
 };
 #define N_ELIGIBLE_KINDS 3 /* the first three: the hardware decoder's kinds */
@@ -322,8 +322,8 @@ static void check_oom_retry(const char *dir)
     for (int64_t id = 0; id < n; id++) {
         const bool big = id >= 40 && id % BATCH == 0;
         size_t size = 0;
-        uint8_t *j = t_make_jpeg(&KINDS[0], big ? 640 : 64, big ? 480 : 48, 85,
-                                 (uint64_t)id + 1, &size);
+        uint8_t *j =
+            t_make_jpeg(&KINDS[0], big ? 640 : 64, big ? 480 : 48, 85, (uint64_t)id + 1, &size);
         T_OK(stoker_writer_add(w, j, size, id % 3, NULL));
         free(j);
     }

@@ -91,7 +91,6 @@ static double step(sim *m, stoker__split *s, bool gpu_fails)
     return stoker__split_consumed(s, &hungry);
 }
 
-
 /* |cpu - gpu| / the longer, of the last batch */
 static double imbalance(const sim *m)
 {
@@ -167,7 +166,7 @@ static void check_step_change(void)
     settle(&m, &s, 10, 0);
     printf("GPU 10k -> 5k: share %.4f, %.4f after 5 batches, %.4f after 15 (want %.4f)\n", before,
            mid, stoker__split_share(&s), after);
-    T_ASSERT(mid < before - 0.08);                           /* falling at once */
+    T_ASSERT(mid < before - 0.08);                          /* falling at once */
     T_ASSERT(fabs(stoker__split_share(&s) - after) < BAND); /* there in 15 */
 
     m.cpu.rate = 24000; /* the CPU doubles its speed: the GPU's share falls again */
@@ -296,7 +295,6 @@ static void check_routing(void)
         }
 }
 
-
 /* ---- the objective: a simulated training job ---- */
 
 /* Producers and a consumer around a ring of `depth` batches, as the loader runs them. Batch i
@@ -323,9 +321,9 @@ typedef struct job {
     bool rates; /* the periods carry their rates, as the loader's do */
     uint64_t seed;
     /* the run */
-    double t;                /* the consumer's clock */
+    double t; /* the consumer's clock */
     double cpu_free, gpu_free;
-    int64_t begun, taken;    /* batches begun by the producers; taken by the consumer */
+    int64_t begun, taken; /* batches begun by the producers; taken by the consumer */
     double share[JOB_KEEP], cpu_done[JOB_KEEP], gpu_start[JOB_KEEP], ready[JOB_KEEP];
     double taken_at[JOB_KEEP];
     double period_t0, period_wait, period_ready, period_busy, period_queued;
@@ -502,8 +500,15 @@ static void check_cpu_alone(job *j, double seconds, double busy_scale, const cha
 /* ResNet-50 beside 16 cores: the CPU alone makes 12k img/s, the model takes 4.7k. */
 static void check_slow_consumer(void)
 {
-    job j = {.cpu_rate = 12000, .gpu_rate = 5000, .gpu_latency = 0.03, .step_s = 256 / 4700.0,
-             .slowdown = 0.1, .noise = 0.2, .records = 256, .depth = 11, .seed = 11};
+    job j = {.cpu_rate = 12000,
+             .gpu_rate = 5000,
+             .gpu_latency = 0.03,
+             .step_s = 256 / 4700.0,
+             .slowdown = 0.1,
+             .noise = 0.2,
+             .records = 256,
+             .depth = 11,
+             .seed = 11};
     check_cpu_alone(&j, 20, 1, "slow consumer", "the CPU decodes alone");
 }
 
@@ -558,13 +563,27 @@ static void check_fast_job(job *j, const char *what)
  * kernels); the ring holds 11 batches, as the loader's default with 13 workers. */
 static void check_fast_consumer(bool rates)
 {
-    job r224 = {.cpu_rate = 9600, .gpu_rate = 5000, .gpu_latency = 0.03,
-                .step_s = 256 / 13200.0, .slowdown = 0.13, .noise = 0.2, .records = 256,
-                .depth = 11, .rates = rates, .seed = 12};
+    job r224 = {.cpu_rate = 9600,
+                .gpu_rate = 5000,
+                .gpu_latency = 0.03,
+                .step_s = 256 / 13200.0,
+                .slowdown = 0.13,
+                .noise = 0.2,
+                .records = 256,
+                .depth = 11,
+                .rates = rates,
+                .seed = 12};
     check_fast_job(&r224, rates ? "fast consumer, 224 px, rates" : "fast consumer, 224 px");
-    job r176 = {.cpu_rate = 11400, .gpu_rate = 10000, .gpu_latency = 0.03,
-                .step_s = 256 / 19000.0, .slowdown = 0.3, .noise = 0.2, .records = 256,
-                .depth = 11, .rates = rates, .seed = 13};
+    job r176 = {.cpu_rate = 11400,
+                .gpu_rate = 10000,
+                .gpu_latency = 0.03,
+                .step_s = 256 / 19000.0,
+                .slowdown = 0.3,
+                .noise = 0.2,
+                .records = 256,
+                .depth = 11,
+                .rates = rates,
+                .seed = 13};
     check_fast_job(&r176, rates ? "fast consumer, 176 px, rates" : "fast consumer, 176 px");
 
     /* the model grows slower (evaluation, a bigger input): the share goes back to 0 */
@@ -588,9 +607,18 @@ static void check_fast_consumer(bool rates)
  * came down a tenth a period (as measured on the H200 with ResNet-18: 0.26 to 0.88 and back). */
 static void check_queued_steps(void)
 {
-    job j = {.cpu_rate = 11400, .gpu_rate = 4500, .gpu_latency = 0.03,
-             .step_s = 256 / 19000.0, .slowdown = 0.3, .noise = 0.2, .records = 256,
-             .depth = 11, .rates = true, .seed = 14, .host_s = 0.0003, .queue = 2};
+    job j = {.cpu_rate = 11400,
+             .gpu_rate = 4500,
+             .gpu_latency = 0.03,
+             .step_s = 256 / 19000.0,
+             .slowdown = 0.3,
+             .noise = 0.2,
+             .records = 256,
+             .depth = 11,
+             .rates = true,
+             .seed = 14,
+             .host_s = 0.0003,
+             .queue = 2};
     double best;
     const double best_x = best_share(&j, &best);
     stoker__split s;
@@ -614,8 +642,15 @@ static void check_queued_steps(void)
  * the GPU's decoding would not help, and the share stays 0. */
 static void check_not_cpu_bound(void)
 {
-    job j = {.cpu_rate = 11400, .gpu_rate = 10000, .gpu_latency = 0.03, .step_s = 256 / 19000.0,
-             .slowdown = 0.3, .noise = 0.2, .records = 256, .depth = 11, .seed = 14};
+    job j = {.cpu_rate = 11400,
+             .gpu_rate = 10000,
+             .gpu_latency = 0.03,
+             .step_s = 256 / 19000.0,
+             .slowdown = 0.3,
+             .noise = 0.2,
+             .records = 256,
+             .depth = 11,
+             .seed = 14};
     check_cpu_alone(&j, 10, 0.3, "workers not busy", "the CPU is not the limit");
 }
 
@@ -739,8 +774,15 @@ static void check_slack(void)
      * to its band: ResNet-18-like at 224 px beside a GPU that keeps up with half the images,
      * its part ready 60 ms late, so that 7-8 batches are ready at the consumer's calls:
      * under the three-quarters of the ring at which the share used to fall */
-    job j = {.cpu_rate = 9600, .gpu_rate = 10000, .gpu_latency = 0.06, .step_s = 256 / 13200.0,
-             .slowdown = 0.13, .noise = 0.2, .records = 256, .depth = 11, .seed = 15};
+    job j = {.cpu_rate = 9600,
+             .gpu_rate = 10000,
+             .gpu_latency = 0.06,
+             .step_s = 256 / 13200.0,
+             .slowdown = 0.13,
+             .noise = 0.2,
+             .records = 256,
+             .depth = 11,
+             .seed = 15};
     double best;
     const double best_x = best_share(&j, &best);
     job_start(&j, &s);
@@ -751,8 +793,8 @@ static void check_slack(void)
     job_run(&j, &s, 20, 10, 1, &lo, &hi, &rate, &wait);
     stoker__split_describe(&s, why, sizeof why);
     printf("share risen to %.2f: best %.3f (%.0f img/s); after 10 s share %.3f..%.3f, %.0f "
-           "img/s, waited %.2f%%; %s\n", high, best_x, best * j.records, lo, hi,
-           rate * j.records, 100 * wait, why);
+           "img/s, waited %.2f%%; %s\n",
+           high, best_x, best * j.records, lo, hi, rate * j.records, 100 * wait, why);
     T_ASSERT(high > 0.5);
     T_ASSERT(hi < best_x + 0.15);
     T_ASSERT(rate > 0.97 * best);
@@ -772,14 +814,22 @@ static void check_rates(void)
     stoker__split_init(&s, &cfg, true);
     /* the consumer takes 6,000 records in its own 0.6 s (10,000 a second); the workers made
      * 5,000, busy all the time: the GPU needs half, 0.54 with the margin; 0.3 at once */
-    stoker__split_period p = {.seconds = 1, .waited = 0.4, .busy = 1, .records = 6000,
-                              .cpu_records = 5000, .gpu_records = 0};
+    stoker__split_period p = {.seconds = 1,
+                              .waited = 0.4,
+                              .busy = 1,
+                              .records = 6000,
+                              .cpu_records = 5000,
+                              .gpu_records = 0};
     stoker__split_consumed(&s, &p);
     T_ASSERT(fabs(stoker__split_share(&s) - 0.3) < 1e-9);
     /* a period at the new share, waits still: the workers at the same rate, 8,000 records in
      * the consumer's own 0.8 s: still half for the GPU, reached now (not a rise on a rise) */
-    p = (stoker__split_period){.seconds = 1, .waited = 0.2, .busy = 1, .records = 8000,
-                               .cpu_records = 5000, .gpu_records = 3000};
+    p = (stoker__split_period){.seconds = 1,
+                               .waited = 0.2,
+                               .busy = 1,
+                               .records = 8000,
+                               .cpu_records = 5000,
+                               .gpu_records = 3000};
     stoker__split_consumed(&s, &p);
     T_ASSERT(fabs(stoker__split_share(&s) - 0.54) < 1e-9);
     stoker__split_consumed(&s, &p);
@@ -789,8 +839,13 @@ static void check_rates(void)
     T_CONTAINS(why, "the GPU takes 56% of the images it can");
     /* batches queue for the GPU: it made 2,000 while the workers made 4,000 busy 80% of the
      * time (5,000 busy all of it): 2/7 keeps pace, reached 0.1 a period */
-    p = (stoker__split_period){.seconds = 1, .waited = 0.1, .busy = 0.8, .gpu_queued = 3,
-                               .records = 6000, .cpu_records = 4000, .gpu_records = 2000};
+    p = (stoker__split_period){.seconds = 1,
+                               .waited = 0.1,
+                               .busy = 0.8,
+                               .gpu_queued = 3,
+                               .records = 6000,
+                               .cpu_records = 4000,
+                               .gpu_records = 2000};
     stoker__split_consumed(&s, &p);
     T_ASSERT(fabs(stoker__split_share(&s) - 0.46) < 1e-9);
     stoker__split_consumed(&s, &p);
@@ -799,19 +854,32 @@ static void check_rates(void)
     /* the consumer waits again for busy workers, now 80% of the period: its own rate, read
      * from 0.2 s, comes to more than twice what it is given (smoothed), and is unsure: the
      * share rises to 2/7, where the GPU last kept pace, and above it by step_min a period */
-    p = (stoker__split_period){.seconds = 1, .waited = 0.8, .busy = 1, .records = 6000,
-                               .cpu_records = 5000, .gpu_records = 1000};
+    p = (stoker__split_period){.seconds = 1,
+                               .waited = 0.8,
+                               .busy = 1,
+                               .records = 6000,
+                               .cpu_records = 5000,
+                               .gpu_records = 1000};
     stoker__split_consumed(&s, &p);
     T_ASSERT(fabs(stoker__split_share(&s) - (2.0 / 7.0 + 0.02)) < 1e-9);
     stoker__split_consumed(&s, &p);
     T_ASSERT(fabs(stoker__split_share(&s) - (2.0 / 7.0 + 0.04)) < 1e-9);
     /* it falls behind again, now at 3/7 by the rates: that is where rises stop */
-    p = (stoker__split_period){.seconds = 1, .waited = 0.1, .busy = 0.8, .gpu_queued = 3,
-                               .records = 6000, .cpu_records = 4000, .gpu_records = 3750};
+    p = (stoker__split_period){.seconds = 1,
+                               .waited = 0.1,
+                               .busy = 0.8,
+                               .gpu_queued = 3,
+                               .records = 6000,
+                               .cpu_records = 4000,
+                               .gpu_records = 3750};
     stoker__split_consumed(&s, &p);
     T_ASSERT(fabs(stoker__split_share(&s) - (2.0 / 7.0 + 0.02)) < 1e-9); /* step_down */
-    p = (stoker__split_period){.seconds = 1, .waited = 0.8, .busy = 1, .records = 6000,
-                               .cpu_records = 5000, .gpu_records = 1000};
+    p = (stoker__split_period){.seconds = 1,
+                               .waited = 0.8,
+                               .busy = 1,
+                               .records = 6000,
+                               .cpu_records = 5000,
+                               .gpu_records = 1000};
     stoker__split_consumed(&s, &p);
     T_ASSERT(fabs(stoker__split_share(&s) - 3.0 / 7.0) < 1e-9);
     stoker__split_describe(&s, why, sizeof why);
@@ -820,15 +888,24 @@ static void check_rates(void)
     /* a consumer that waits less than half its time: its rate is sure, and after the GPU fell
      * behind at 1/6 the share rises past that to what the rates ask for */
     stoker__split_init(&s, &cfg, true);
-    p = (stoker__split_period){.seconds = 1, .waited = 0.4, .busy = 1, .records = 6000,
-                               .cpu_records = 5000};
+    p = (stoker__split_period){
+        .seconds = 1, .waited = 0.4, .busy = 1, .records = 6000, .cpu_records = 5000};
     stoker__split_consumed(&s, &p); /* 0.3 */
-    p = (stoker__split_period){.seconds = 1, .waited = 0.1, .busy = 0.8, .gpu_queued = 3,
-                               .records = 6000, .cpu_records = 4000, .gpu_records = 1000};
+    p = (stoker__split_period){.seconds = 1,
+                               .waited = 0.1,
+                               .busy = 0.8,
+                               .gpu_queued = 3,
+                               .records = 6000,
+                               .cpu_records = 4000,
+                               .gpu_records = 1000};
     stoker__split_consumed(&s, &p);
     T_ASSERT(fabs(stoker__split_share(&s) - 0.2) < 1e-9); /* the most a period: drop */
-    p = (stoker__split_period){.seconds = 1, .waited = 0.4, .busy = 1, .records = 6000,
-                               .cpu_records = 5000, .gpu_records = 1000};
+    p = (stoker__split_period){.seconds = 1,
+                               .waited = 0.4,
+                               .busy = 1,
+                               .records = 6000,
+                               .cpu_records = 5000,
+                               .gpu_records = 1000};
     stoker__split_consumed(&s, &p);
     T_ASSERT(stoker__split_share(&s) > 0.4);
     stoker__split_describe(&s, why, sizeof why);
@@ -837,19 +914,27 @@ static void check_rates(void)
     /* batches in time, 5 ready: the consumer takes 10,000 a second, the workers would make
      * 5,000 (4,000 at 80% busy): half asked for, above the share, which holds */
     stoker__split_init(&s, &cfg, true);
-    p = (stoker__split_period){.seconds = 1, .waited = 0.4, .busy = 1, .records = 6000,
-                               .cpu_records = 5000};
+    p = (stoker__split_period){
+        .seconds = 1, .waited = 0.4, .busy = 1, .records = 6000, .cpu_records = 5000};
     stoker__split_consumed(&s, &p); /* 0.3, as above */
-    p = (stoker__split_period){.seconds = 1, .ahead = 5, .busy = 0.8, .records = 10000,
-                               .cpu_records = 4000, .gpu_records = 6000};
+    p = (stoker__split_period){.seconds = 1,
+                               .ahead = 5,
+                               .busy = 0.8,
+                               .records = 10000,
+                               .cpu_records = 4000,
+                               .gpu_records = 6000};
     for (int i = 0; i < 5; i++)
         stoker__split_consumed(&s, &p);
     T_ASSERT(fabs(stoker__split_share(&s) - 0.3) < 1e-9);
     /* the consumer slows to 8,000 and the workers, half busy, would make 9,600: the CPU alone
      * is enough; the smoothed rates come to say so, and the share falls a step a period, to
      * the floor, then none */
-    p = (stoker__split_period){.seconds = 1, .ahead = 5, .busy = 0.5, .records = 8000,
-                               .cpu_records = 4800, .gpu_records = 3200};
+    p = (stoker__split_period){.seconds = 1,
+                               .ahead = 5,
+                               .busy = 0.5,
+                               .records = 8000,
+                               .cpu_records = 4800,
+                               .gpu_records = 3200};
     int periods = 0;
     while (stoker__split_share(&s) == 0.3 && periods < 3) {
         stoker__split_consumed(&s, &p);
@@ -865,11 +950,15 @@ static void check_rates(void)
 
     /* ... but not with few batches ready (under `low`) */
     stoker__split_init(&s, &cfg, true);
-    p = (stoker__split_period){.seconds = 1, .waited = 0.4, .busy = 1, .records = 6000,
-                               .cpu_records = 5000};
+    p = (stoker__split_period){
+        .seconds = 1, .waited = 0.4, .busy = 1, .records = 6000, .cpu_records = 5000};
     stoker__split_consumed(&s, &p);
-    p = (stoker__split_period){.seconds = 1, .ahead = 3.5, .busy = 0.4, .records = 6000,
-                               .cpu_records = 6000, .gpu_records = 0};
+    p = (stoker__split_period){.seconds = 1,
+                               .ahead = 3.5,
+                               .busy = 0.4,
+                               .records = 6000,
+                               .cpu_records = 6000,
+                               .gpu_records = 0};
     for (int i = 0; i < 5; i++)
         stoker__split_consumed(&s, &p);
     T_ASSERT(fabs(stoker__split_share(&s) - 0.3) < 1e-9);
@@ -880,8 +969,12 @@ static void check_rates(void)
     /* the ring runs dry with the workers busy: up to what the rates ask for, at once: the
      * consumer takes 10,000 a second, the workers make 5,000 */
     stoker__split_init(&s, &cfg, true);
-    p = (stoker__split_period){.seconds = 1, .ahead = 5, .busy = 1, .records = 10000,
-                               .cpu_records = 5000, .gpu_records = 0};
+    p = (stoker__split_period){.seconds = 1,
+                               .ahead = 5,
+                               .busy = 1,
+                               .records = 10000,
+                               .cpu_records = 5000,
+                               .gpu_records = 0};
     stoker__split_consumed(&s, &p);
     T_ASSERT(stoker__split_share(&s) == 0);
     p.ahead = 3;

@@ -74,8 +74,8 @@ static uint8_t *upload_region(const image *im, const stoker__geom *g, int32_t *x
     uint8_t *dev = NULL;
     T_CUDA_OK(cudaMalloc((void **)&dev, (size_t)*pitch * (size_t)(y1 - *y0)));
     T_CUDA_OK(cudaMemcpy2D(dev, (size_t)*pitch, im->rgb + ((size_t)*y0 * im->w + *x0) * 3,
-                         (size_t)im->w * 3, (size_t)(x1 - *x0) * 3, (size_t)(y1 - *y0),
-                         cudaMemcpyHostToDevice));
+                           (size_t)im->w * 3, (size_t)(x1 - *x0) * 3, (size_t)(y1 - *y0),
+                           cudaMemcpyHostToDevice));
     return dev;
 }
 
@@ -170,7 +170,7 @@ static void check_dtypes(const stoker__xform_params *p, const batch *b, const ui
                 fb.desc[i].dst = dout + (size_t)i * bytes;
             }
             T_CUDA_OK(cudaMemcpy(b->ddesc, fb.desc, sizeof(stoker__gpu_image) * (size_t)b->n,
-                               cudaMemcpyHostToDevice));
+                                 cudaMemcpyHostToDevice));
             run(&fb, &out);
             uint8_t *host = malloc(bytes * (size_t)b->n);
             T_CUDA_OK(cudaMemcpy(host, dout, bytes * (size_t)b->n, cudaMemcpyDeviceToHost));
@@ -188,7 +188,7 @@ static void check_dtypes(const stoker__xform_params *p, const batch *b, const ui
             free(host);
             free(fb.desc);
             T_CUDA_OK(cudaMemcpy(b->ddesc, b->desc, sizeof(stoker__gpu_image) * (size_t)b->n,
-                               cudaMemcpyHostToDevice));
+                                 cudaMemcpyHostToDevice));
         }
 }
 

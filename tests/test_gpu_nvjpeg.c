@@ -93,7 +93,7 @@ static void decode_batch(stoker__nvjpeg *nj, int32_t n, const jpeg *j,
         const int32_t h = rois && rois[i].w ? rois[i].h : j[i].h;
         out[i] = malloc((size_t)w * h * 3);
         T_CUDA_OK(cudaMemcpy2D(out[i], (size_t)w * 3, dst[i], pitch[i], (size_t)w * 3, (size_t)h,
-                             cudaMemcpyDeviceToHost));
+                               cudaMemcpyDeviceToHost));
         cudaFree(dst[i]);
     }
     free(data), free(sizes), free(pitch), free(dst);

@@ -31,7 +31,7 @@ typedef struct collect {
     stoker__jpeg_region want;
     int32_t scale; /* the reduction asked for (0: none) */
     int32_t w, h;  /* the image as decoded */
-    uint8_t *img; /* w * h * 4, 0 where nothing was delivered */
+    uint8_t *img;  /* w * h * 4, 0 where nothing was delivered */
     int32_t rows, bad_x;
     /* group > 0: rows are decoded into a ring of `group` row buffers, row y into buffer
      * (y - want.y0) % group, as the pipeline stages them; a run that crossed a group would

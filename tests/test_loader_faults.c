@@ -37,8 +37,7 @@ static void drain_one_eio(stoker_loader *l, const char *where, const char *what)
             continue;
         }
         if (rc != -EIO)
-            T_FAIL("%s: next: %s (%d): %s", what, stoker_strerror(rc), rc,
-                   stoker_loader_errmsg(l));
+            T_FAIL("%s: next: %s (%d): %s", what, stoker_strerror(rc), rc, stoker_loader_errmsg(l));
         T_CONTAINS(stoker_loader_errmsg(l), where);
         T_CONTAINS(stoker_loader_errmsg(l), ": record ");
         T_CONTAINS(stoker_loader_errmsg(l), "input/output error");
@@ -92,8 +91,8 @@ static void test_eio_in_merged_read(const char *path, uint64_t bad, const char *
     stoker_loader *l = tl_open(path, cfg);
     char want[256];
     snprintf(want, sizeof want,
-             ": record 23: read of %d bytes at offset %" PRIu64 " failed: input/output error%s",
-             RS, loc.offset, also);
+             ": record 23: read of %d bytes at offset %" PRIu64 " failed: input/output error%s", RS,
+             loc.offset, also);
     drain_one_eio(l, want, path);
     stoker_loader_destroy(l);
     stoker__io_fault_set(NULL);
@@ -123,8 +122,8 @@ static void make_h5(const char *path, bool chunked)
     T_ASSERT(d >= 0);
     T_ASSERT(H5Dwrite(d, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, img) >= 0);
     const hid_t lsp = H5Screate_simple(1, &n, NULL);
-    const hid_t ld = H5Dcreate2(f, "labels", H5T_STD_I64LE, lsp, H5P_DEFAULT, H5P_DEFAULT,
-                                H5P_DEFAULT);
+    const hid_t ld =
+        H5Dcreate2(f, "labels", H5T_STD_I64LE, lsp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     T_ASSERT(ld >= 0);
     T_ASSERT(H5Dwrite(ld, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels) >= 0);
     H5Dclose(ld);
@@ -469,8 +468,8 @@ static void test_release_elsewhere(void)
  * (none). */
 typedef struct errmsg_reader {
     stoker_dataset *ds;
-    int64_t id;   /* the record this thread reads */
-    bool bad;     /* whether it is corrupt */
+    int64_t id; /* the record this thread reads */
+    bool bad;   /* whether it is corrupt */
     char want[64];
 } errmsg_reader;
 

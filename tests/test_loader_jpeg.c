@@ -21,7 +21,7 @@ typedef struct jset {
 } jset;
 
 static const t_jpeg_kind KINDS[] = {
-    {"420", 3, 2, 2, 0, 0, 0},  {"444", 3, 1, 1, 0, 0, 0},   {"gray", 1, 1, 1, 0, 0, 0},
+    {"420", 3, 2, 2, 0, 0, 0},  {"444", 3, 1, 1, 0, 0, 0},  {"gray", 1, 1, 1, 0, 0, 0},
     {"prog", 3, 2, 2, 1, 0, 0}, {"cmyk", 4, 1, 1, 0, 0, 1},
 };
 static const int SIZES[][2] = {{64, 48}, {120, 90}, {45, 101}, {33, 33}, {160, 70}, {17, 40}};
@@ -47,8 +47,8 @@ static void make_set(const char *path, jset *js, int bad, int64_t bad_id)
     const size_t nk = sizeof KINDS / sizeof KINDS[0], ns = sizeof SIZES / sizeof SIZES[0];
     for (int64_t id = 0; id < N_RECORDS; id++) {
         const int *wh = SIZES[(size_t)id % ns];
-        js->jpeg[id] = t_make_jpeg(&KINDS[(size_t)id % nk], wh[0], wh[1], 85,
-                                   (uint64_t)id + 1, &js->size[id]);
+        js->jpeg[id] =
+            t_make_jpeg(&KINDS[(size_t)id % nk], wh[0], wh[1], 85, (uint64_t)id + 1, &js->size[id]);
         if (id == bad_id && bad == BAD_TRUNCATED)
             js->size[id] /= 2;
         else if (id == bad_id && bad == BAD_HUGE)
@@ -267,8 +267,8 @@ static void check_oom_not_skipped(const char *dir)
     for (int64_t id = 0; id < 64; id++) {
         size_t size = 0;
         const bool big = id >= 40;
-        uint8_t *j = t_make_jpeg(&KINDS[0], big ? 1024 : 64, big ? 768 : 48, 85,
-                                 (uint64_t)id + 1, &size);
+        uint8_t *j =
+            t_make_jpeg(&KINDS[0], big ? 1024 : 64, big ? 768 : 48, 85, (uint64_t)id + 1, &size);
         T_OK(stoker_writer_add(w, j, size, id % 7, NULL));
         free(j);
     }

@@ -204,8 +204,8 @@ int main(void)
         /* a clean record of an unchecked data set: decoded to its end once, whatever the
          * epochs; of a checked one, never (its crops stop where they end) */
         const int64_t one = clean_run(clean, t, 1), three = clean_run(clean, t, 3);
-        printf("%s: decoded to the end: %lld after 1 epoch, %lld after 3 (%d records)\n",
-               TNAMES[t], (long long)one, (long long)three, N);
+        printf("%s: decoded to the end: %lld after 1 epoch, %lld after 3 (%d records)\n", TNAMES[t],
+               (long long)one, (long long)three, N);
         T_EQ_INT(three, N);
         T_EQ_INT(one, N);
         T_EQ_INT(clean_run(checked, t, 2), 0);

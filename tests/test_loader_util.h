@@ -226,8 +226,7 @@ static inline stoker_stats tl_stats(const stoker_loader *l)
  * holds its own ids in order (nothing replaced), and one fails with -ENOMEM naming a shard
  * (".stk"), `record` (as ": record N" or ": record ") and the lack of memory. Returns the
  * batches delivered; *failures gets the failed ones. */
-static inline int tl_drain_oom(stoker_loader *l, int64_t batch, const char *record,
-                               int *failures)
+static inline int tl_drain_oom(stoker_loader *l, int64_t batch, const char *record, int *failures)
 {
     stoker_batch *b = NULL;
     int ok = 0, rc;

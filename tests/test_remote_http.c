@@ -216,12 +216,8 @@ static int code_of(const char *name)
     static const struct {
         const char *name;
         int code;
-    } codes[] = {{"EIO", -EIO},
-                 {"ENOENT", -ENOENT},
-                 {"EACCES", -EACCES},
-                 {"ESTALE", -ESTALE},
-                 {"ETIMEDOUT", -ETIMEDOUT},
-                 {"EFBIG", -EFBIG}};
+    } codes[] = {{"EIO", -EIO},       {"ENOENT", -ENOENT},       {"EACCES", -EACCES},
+                 {"ESTALE", -ESTALE}, {"ETIMEDOUT", -ETIMEDOUT}, {"EFBIG", -EFBIG}};
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
         if (strcmp(codes[i].name, name) == 0)
             return codes[i].code;

@@ -91,10 +91,9 @@ int main(void)
     memset(&st, 0, sizeof st);
     st.struct_size = sizeof st;
     T_OK(stoker_loader_get_stats(b, &st));
-    printf("batches=%lld requests=%llu retries=%llu hits=%llu misses=%llu\n",
-           (long long)batches, (unsigned long long)st.remote_requests,
-           (unsigned long long)st.remote_retries, (unsigned long long)st.cache_hits,
-           (unsigned long long)st.cache_misses);
+    printf("batches=%lld requests=%llu retries=%llu hits=%llu misses=%llu\n", (long long)batches,
+           (unsigned long long)st.remote_requests, (unsigned long long)st.remote_retries,
+           (unsigned long long)st.cache_hits, (unsigned long long)st.cache_misses);
     T_ASSERT(st.remote_requests > 0);
     /* destroyed mid-epoch, with the read-ahead's blocks in flight */
     stoker_loader_destroy(b);

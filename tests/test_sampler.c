@@ -69,8 +69,8 @@ static void check_combo(uint64_t n, uint64_t b, uint32_t w, bool shuffle, bool d
                     if (got[j] != want[k])
                         T_FAIL("n=%" PRIu64 " b=%" PRIu64 " w=%u r=%u shuffle=%d drop=%d "
                                "epoch %" PRIu64 " batch %" PRIu64 "[%" PRIu64 "]: %" PRId64
-                               " != %" PRId64, n, b, w, r, shuffle, drop_last, epoch, i, j,
-                               got[j], want[k]);
+                               " != %" PRId64,
+                               n, b, w, r, shuffle, drop_last, epoch, i, j, got[j], want[k]);
                     count[got[j]]++;
                 }
             }

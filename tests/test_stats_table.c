@@ -65,7 +65,8 @@ int main(void)
     T_EQ_INT(i, (int64_t)NFIELDS);
     if ((end + 7) / 8 * 8 != sizeof(stoker_stats))
         T_FAIL("stoker_stats has %zu bytes after %s that the table of statistics does not "
-               "describe", sizeof(stoker_stats) - end, before);
+               "describe",
+               sizeof(stoker_stats) - end, before);
     T_EQ_RC(stoker_stats_field(-1, NULL, NULL, NULL, NULL, NULL, NULL), STOKER_E_INVALID);
 
     /* the JSON of a snapshot: every row, in order; a small buffer gets the size it needs */

@@ -460,9 +460,12 @@ static void check_defaults_are_the_tables(void)
     const struct {
         int64_t got;
         stoker_option opt;
-    } f[] = {{p.size, STOKER_OPT_SIZE},           {p.layout, STOKER_OPT_LAYOUT},
-             {p.dct, STOKER_OPT_DCT},             {p.antialias, STOKER_OPT_ANTIALIAS},
-             {p.resampler, STOKER_OPT_RESAMPLER}, {p.dct_scale, STOKER_OPT_DCT_SCALE},
+    } f[] = {{p.size, STOKER_OPT_SIZE},
+             {p.layout, STOKER_OPT_LAYOUT},
+             {p.dct, STOKER_OPT_DCT},
+             {p.antialias, STOKER_OPT_ANTIALIAS},
+             {p.resampler, STOKER_OPT_RESAMPLER},
+             {p.dct_scale, STOKER_OPT_DCT_SCALE},
              {(int64_t)p.max_pixels, STOKER_OPT_MAX_PIXELS}};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         int64_t want = 0;

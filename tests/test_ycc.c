@@ -103,7 +103,7 @@ int main(void)
 {
     static const char *const kinds[] = {"4:2:0", "4:2:2", "4:4:4", "gray", "restart 4:2:0"};
     static const int sizes[][2] = {{641, 479}, {333, 17}, {16, 16}, {17, 9}, {1, 1},
-                                   {2, 3},     {3, 2},    {4, 5},   {5, 4}, {100, 1}};
+                                   {2, 3},     {3, 2},    {4, 5},   {5, 4},  {100, 1}};
     int n = 0;
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
         for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++, n++)

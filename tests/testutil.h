@@ -17,51 +17,50 @@
 
 #define T_SKIP 77
 
-#define T_FAIL(...)                                                                            \
-    do {                                                                                       \
-        fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                                        \
-        fprintf(stderr, __VA_ARGS__);                                                          \
-        fprintf(stderr, "\n");                                                                 \
-        exit(1);                                                                               \
+#define T_FAIL(...)                                                                                \
+    do {                                                                                           \
+        fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                                            \
+        fprintf(stderr, __VA_ARGS__);                                                              \
+        fprintf(stderr, "\n");                                                                     \
+        exit(1);                                                                                   \
     } while (0)
 
-#define T_ASSERT(cond)                                                                         \
-    do {                                                                                       \
-        if (!(cond))                                                                           \
-            T_FAIL("assertion failed: %s", #cond);                                             \
+#define T_ASSERT(cond)                                                                             \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            T_FAIL("assertion failed: %s", #cond);                                                 \
     } while (0)
 
-#define T_EQ_INT(a, b)                                                                         \
-    do {                                                                                       \
-        long long a_ = (long long)(a), b_ = (long long)(b);                                    \
-        if (a_ != b_)                                                                          \
-            T_FAIL("%s == %s: %lld != %lld", #a, #b, a_, b_);                                  \
+#define T_EQ_INT(a, b)                                                                             \
+    do {                                                                                           \
+        long long a_ = (long long)(a), b_ = (long long)(b);                                        \
+        if (a_ != b_)                                                                              \
+            T_FAIL("%s == %s: %lld != %lld", #a, #b, a_, b_);                                      \
     } while (0)
 
 /* Asserts a stoker status equals the expected one, printing both codes' texts. */
-#define T_EQ_RC(a, b)                                                                          \
-    do {                                                                                       \
-        int a_ = (a), b_ = (b);                                                                \
-        if (a_ != b_)                                                                          \
-            T_FAIL("%s: got %d (%s), want %d (%s)", #a, a_, stoker_strerror(a_), b_,           \
-                   stoker_strerror(b_));                                                       \
+#define T_EQ_RC(a, b)                                                                              \
+    do {                                                                                           \
+        int a_ = (a), b_ = (b);                                                                    \
+        if (a_ != b_)                                                                              \
+            T_FAIL("%s: got %d (%s), want %d (%s)", #a, a_, stoker_strerror(a_), b_,               \
+                   stoker_strerror(b_));                                                           \
     } while (0)
 
 #define T_OK(expr) T_EQ_RC((expr), 0)
 
-#define T_EQ_STR(a, b)                                                                         \
-    do {                                                                                       \
-        const char *a_ = (a), *b_ = (b);                                                       \
-        if (!a_ || !b_ || strcmp(a_, b_) != 0)                                                 \
-            T_FAIL("%s == %s: \"%s\" != \"%s\"", #a, #b, a_ ? a_ : "(null)",                   \
-                   b_ ? b_ : "(null)");                                                        \
+#define T_EQ_STR(a, b)                                                                             \
+    do {                                                                                           \
+        const char *a_ = (a), *b_ = (b);                                                           \
+        if (!a_ || !b_ || strcmp(a_, b_) != 0)                                                     \
+            T_FAIL("%s == %s: \"%s\" != \"%s\"", #a, #b, a_ ? a_ : "(null)", b_ ? b_ : "(null)");  \
     } while (0)
 
-#define T_CONTAINS(hay, needle)                                                                \
-    do {                                                                                       \
-        const char *h_ = (hay), *n_ = (needle);                                                \
-        if (!h_ || !strstr(h_, n_))                                                            \
-            T_FAIL("\"%s\" does not contain \"%s\"", h_ ? h_ : "(null)", n_);                  \
+#define T_CONTAINS(hay, needle)                                                                    \
+    do {                                                                                           \
+        const char *h_ = (hay), *n_ = (needle);                                                    \
+        if (!h_ || !strstr(h_, n_))                                                                \
+            T_FAIL("\"%s\" does not contain \"%s\"", h_ ? h_ : "(null)", n_);                      \
     } while (0)
 
 /* A CUDA runtime call that must succeed (in tests that include cuda_runtime_api.h). */

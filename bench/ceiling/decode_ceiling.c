@@ -102,8 +102,7 @@ static double uniform(uint64_t *s, double lo, double hi)
 /* torchvision's RandomResizedCrop.get_params: scale (0.08, 1), ratio (3/4, 4/3), ten tries,
  * then a centre crop clamped to the ratio range. Python's round() rounds half to even, as
  * nearbyint does in the default rounding mode. */
-static void random_resized_crop(int width, int height, uint64_t *s, int *x, int *y, int *w,
-                                int *h)
+static void random_resized_crop(int width, int height, uint64_t *s, int *x, int *y, int *w, int *h)
 {
     const double area = (double)width * height, lo = log(3.0 / 4.0), hi = log(4.0 / 3.0);
     for (int k = 0; k < 10; k++) {
@@ -347,8 +346,12 @@ int main(int argc, char **argv)
     for (int crop = 0; crop < 2; crop++) {
         if (!(crop ? do_crop : do_full))
             continue;
-        job jb = {.blobs = blobs, .nblobs = nblobs, .total = nblobs * reps, .crop = crop,
-                  .dct = ifast ? JDCT_IFAST : JDCT_ISLOW, .seed = (uint64_t)seed};
+        job jb = {.blobs = blobs,
+                  .nblobs = nblobs,
+                  .total = nblobs * reps,
+                  .crop = crop,
+                  .dct = ifast ? JDCT_IFAST : JDCT_ISLOW,
+                  .seed = (uint64_t)seed};
         double seconds = 0, cpu = 0;
         if (run(&jb, (int)threads, &seconds, &cpu) != 0) {
             fprintf(stderr, "decode_ceiling: cannot start %ld threads\n", threads);
@@ -361,9 +364,9 @@ int main(int argc, char **argv)
                "\"images\":%lld,\"failed\":%lld,\"seconds\":%.6f,\"images_per_sec\":%.3f,"
                "\"images_per_sec_per_thread\":%.3f,\"cpu_seconds\":%.6f,"
                "\"cpu_seconds_per_image\":%.9f,\"mpixels_per_sec\":%.3f}\n",
-               crop ? "crop" : "full", ifast ? "ifast" : "islow", threads, (long long)nblobs,
-               reps, ok, failed, seconds, (double)ok / s, (double)ok / s / (double)threads, cpu,
-               per, (double)atomic_load(&jb.pixels) / s / 1e6);
+               crop ? "crop" : "full", ifast ? "ifast" : "islow", threads, (long long)nblobs, reps,
+               ok, failed, seconds, (double)ok / s, (double)ok / s / (double)threads, cpu, per,
+               (double)atomic_load(&jb.pixels) / s / 1e6);
         fflush(stdout);
     }
     for (int64_t i = 0; i < nblobs; i++)

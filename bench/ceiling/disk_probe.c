@@ -59,8 +59,8 @@ typedef struct plan {
     uint64_t seed;
     source *src;
     int nsrc;
-    int64_t total;    /* reads in the plan */
-    uint64_t *order;  /* random: the permutation of the plan's reads */
+    int64_t total;   /* reads in the plan */
+    uint64_t *order; /* random: the permutation of the plan's reads */
     atomic_llong next;
     atomic_int failed;
 } plan;
@@ -164,8 +164,10 @@ static int check_read_size(plan *p, const char *size, const char *block)
     if (n <= 0 || n > MAX_READ)
         return say(EXIT_USAGE, "%s %s: not a byte count from 1 to 1G", opt, v);
     if (!p->random && n % ALIGN != 0)
-        return say(EXIT_USAGE, "--block %s: not a multiple of %d bytes, which O_DIRECT reads "
-                   "need", v, ALIGN);
+        return say(EXIT_USAGE,
+                   "--block %s: not a multiple of %d bytes, which O_DIRECT reads "
+                   "need",
+                   v, ALIGN);
     p->record = n;
     p->read = (n + ALIGN - 1) / ALIGN * ALIGN;
     return 0;
@@ -178,8 +180,7 @@ typedef struct args {
 /* Sorts argv[2..] into files and option values; 0, or an exit status. */
 static int split_args(int argc, char **argv, plan *p, args *a, const char **files)
 {
-    static const char *names[] = {"--size", "--block", "--qd", "--threads", "--seconds",
-                                  "--seed"};
+    static const char *names[] = {"--size", "--block", "--qd", "--threads", "--seconds", "--seed"};
     const char **slots[] = {&a->size, &a->block, &a->qd, &a->threads, &a->seconds, &a->seed};
     for (int i = 2; i < argc; i++) {
         size_t k = 0;
@@ -250,8 +251,10 @@ static int open_source(source *s, const plan *p)
     else
         return say(EXIT_USAGE, "%s: not a regular file or a block device", s->path);
     if (direct_errno == EINVAL)
-        return say(EXIT_NO_DIRECT, "%s: the file system refuses O_DIRECT (%s); the probe reads "
-                   "past the page cache or not at all", s->path, strerror(direct_errno));
+        return say(EXIT_NO_DIRECT,
+                   "%s: the file system refuses O_DIRECT (%s); the probe reads "
+                   "past the page cache or not at all",
+                   s->path, strerror(direct_errno));
     if (p->random && s->size < p->read)
         return say(EXIT_USAGE, "%s: %" PRId64 " bytes, shorter than one %" PRId64 "-byte read",
                    s->path, s->size, p->read);
@@ -377,8 +380,10 @@ static void complete(worker *w, struct io_uring_cqe *cqe, const uint8_t *bufs, c
     else if (cqe->res < 0)
         fail(w, EXIT_IO, what, s->path, want, off, strerror(-cqe->res));
     else if (cqe->res != want)
-        fail(w, EXIT_IO, "%s: read of %" PRId64 " bytes at offset %" PRId64 " returned %d "
-             "(did the file shrink?)", s->path, want, off, cqe->res);
+        fail(w, EXIT_IO,
+             "%s: read of %" PRId64 " bytes at offset %" PRId64 " returned %d "
+             "(did the file shrink?)",
+             s->path, want, off, cqe->res);
     else
         account(w, bufs + (size_t)i * (size_t)w->p->read, cqe->res, slots[i].issued);
 }
@@ -487,8 +492,8 @@ static void report(const plan *p, const worker *w, double seconds)
            ",\"reads\":%" PRId64 ",\"complete\":%s,\"bytes\":%" PRId64 ",\"seconds\":%.6f,"
            "\"mb_per_sec\":%.3f,\"reads_per_sec\":%.3f,\"latency_us\":{\"mean\":%.1f,"
            "\"p50\":%.1f,\"p99\":%.1f,\"max\":%.1f}",
-           p->read, p->qd, p->threads, p->total, reads, reads == p->total ? "true" : "false",
-           bytes, seconds, (double)bytes / s / 1e6, (double)reads / s,
+           p->read, p->qd, p->threads, p->total, reads, reads == p->total ? "true" : "false", bytes,
+           seconds, (double)bytes / s / 1e6, (double)reads / s,
            reads ? lat_sum / (double)reads : 0.0, reads ? percentile(hist, reads, 0.5) : 0.0,
            reads ? percentile(hist, reads, 0.99) : 0.0, lat_max);
     if (p->checksum)

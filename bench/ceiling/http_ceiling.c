@@ -153,8 +153,7 @@ int main(int argc, char **argv)
             j->url = urls[u];
             j->offset = off;
             j->length = (uint64_t)sizes[u] - off < block ? (uint64_t)sizes[u] - off : block;
-            snprintf(j->range, sizeof j->range, "%" PRIu64 "-%" PRIu64, off,
-                     off + j->length - 1);
+            snprintf(j->range, sizeof j->range, "%" PRIu64 "-%" PRIu64, off, off + j->length - 1);
             j->fd = -1;
         }
     char path[4096];
@@ -205,11 +204,12 @@ int main(int argc, char **argv)
             curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&j);
             curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &code);
             if (m->data.result != CURLE_OK || code != 206 || j->got != j->length) {
-                fprintf(stderr, "http_ceiling: %s: bytes %s: %s (status %ld, %" PRIu64
-                        " of %" PRIu64 " bytes)\n", j->url, j->range,
-                        j->failed ? "writing its file failed"
-                                  : curl_easy_strerror(m->data.result), code, j->got,
-                        j->length);
+                fprintf(stderr,
+                        "http_ceiling: %s: bytes %s: %s (status %ld, %" PRIu64 " of %" PRIu64
+                        " bytes)\n",
+                        j->url, j->range,
+                        j->failed ? "writing its file failed" : curl_easy_strerror(m->data.result),
+                        code, j->got, j->length);
                 status = 1;
             }
             if (j->fd >= 0)

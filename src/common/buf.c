@@ -45,4 +45,3 @@ void stoker__buf_free(stoker__buf *b)
     b->data = NULL;
     b->len = b->cap = 0;
 }
-

@@ -40,13 +40,21 @@ typedef struct opt_desc {
 /* Rows: an integer (range, default, flags), one of an enum's values (the enum names them),
  * a float or a string (their slot in the config). */
 #define INT(key, name, applies, def, min, max, flags, doc)                                         \
-    {key, name, OPT_INT, applies, flags, (stoker_enum)0, def, min, max, 0, 0, 0, NULL, 0, doc}
+    {                                                                                              \
+        key, name, OPT_INT, applies, flags, (stoker_enum)0, def, min, max, 0, 0, 0, NULL, 0, doc   \
+    }
 #define ENUM(key, name, applies, values, def, max, flags, doc)                                     \
-    {key, name, OPT_INT, applies, flags, values, def, 0, max, 0, 0, 0, NULL, 0, doc}
+    {                                                                                              \
+        key, name, OPT_INT, applies, flags, values, def, 0, max, 0, 0, 0, NULL, 0, doc             \
+    }
 #define FLOAT(key, name, slot, def, min, max, doc)                                                 \
-    {key, name, OPT_FLOAT, L, 0, (stoker_enum)0, 0, 0, 0, def, min, max, NULL, slot, doc}
+    {                                                                                              \
+        key, name, OPT_FLOAT, L, 0, (stoker_enum)0, 0, 0, 0, def, min, max, NULL, slot, doc        \
+    }
 #define STRING(key, name, applies, slot, def, doc)                                                 \
-    {key, name, OPT_STRING, applies, 0, (stoker_enum)0, 0, 0, 0, 0, 0, 0, def, slot, doc}
+    {                                                                                              \
+        key, name, OPT_STRING, applies, 0, (stoker_enum)0, 0, 0, 0, 0, 0, 0, def, slot, doc        \
+    }
 
 /* The one table of options: every option's name, type, the objects it applies to, its
  * range, default and doc line. stoker_option_name/_doc/_describe and stoker_enum_* (for
@@ -70,8 +78,8 @@ static const opt_desc OPTS[] = {
     /* limits on untrusted input */
     INT(STOKER_OPT_MAX_RECORD_SIZE, "max_record_size", W | D | L, GiB, 1, INT64_C(1) << 40, BYTES,
         "largest record in bytes; default 1 GiB"),
-    INT(STOKER_OPT_MAX_RECORDS, "max_records", W | D | L, INT64_C(1) << 28, 1, INT64_C(1) << 32,
-        0, "most records per shard; default 2^28"),
+    INT(STOKER_OPT_MAX_RECORDS, "max_records", W | D | L, INT64_C(1) << 28, 1, INT64_C(1) << 32, 0,
+        "most records per shard; default 2^28"),
     INT(STOKER_OPT_MAX_PIXELS, "max_pixels", L, INT64_C(1) << 28, 1, INT64_C(1) << 40, 0,
         "most pixels of a decoded image; default 2^28"),
     INT(STOKER_OPT_MAX_SHARDS, "max_shards", W | D | L, INT64_C(1) << 20, 1, INT64_C(1) << 24, 0,
@@ -91,8 +99,8 @@ static const opt_desc OPTS[] = {
     INT(STOKER_OPT_DIST_ENV, "dist_env", L, 0, 0, 1, 0,
         "1: take rank, world size and local rank from RANK, WORLD_SIZE, LOCAL_RANK; default 0"),
     INT(STOKER_OPT_EPOCH, "epoch", L, 0, 0, INT64_C(1) << 40, 0, "first epoch; default 0"),
-    ENUM(STOKER_OPT_ORDER, "order", L, STOKER_ENUM_ORDER, STOKER_ORDER_RECORDS, 2,
-         ZERO_IS_DEFAULT, "how each epoch's permutation is drawn; default records"),
+    ENUM(STOKER_OPT_ORDER, "order", L, STOKER_ENUM_ORDER, STOKER_ORDER_RECORDS, 2, ZERO_IS_DEFAULT,
+         "how each epoch's permutation is drawn; default records"),
     /* loader: machinery */
     INT(STOKER_OPT_THREADS, "threads", L, 0, 0, 1024, 0,
         "worker threads; default the rank's cores - 1 (affinity, cgroup quota, "
@@ -106,8 +114,9 @@ static const opt_desc OPTS[] = {
         "1: O_DIRECT reads of aligned shards; default 0"),
     INT(STOKER_OPT_READ_AHEAD, "read_ahead", L, 64, 0, 4096, ZERO_IS_DEFAULT,
         "reads in flight per reader; default 64"),
-    ENUM(STOKER_OPT_ON_CORRUPT, "on_corrupt", L, STOKER_ENUM_ON_CORRUPT, STOKER_ON_CORRUPT_ERROR,
-         2, ZERO_IS_DEFAULT, "a corrupt record fails its batch (error) or is replaced (skip); "
+    ENUM(STOKER_OPT_ON_CORRUPT, "on_corrupt", L, STOKER_ENUM_ON_CORRUPT, STOKER_ON_CORRUPT_ERROR, 2,
+         ZERO_IS_DEFAULT,
+         "a corrupt record fails its batch (error) or is replaced (skip); "
          "default error"),
     ENUM(STOKER_OPT_SIMD, "simd", L, STOKER_ENUM_SIMD, STOKER_SIMD_AUTO, 3, 0,
          "the SIMD level of the transforms; default auto (the best available)"),
@@ -124,8 +133,8 @@ static const opt_desc OPTS[] = {
     ENUM(STOKER_OPT_DECODER, "decoder", L, STOKER_ENUM_DECODER, STOKER_DECODER_AUTO, 2, 0,
          "who decodes JPEGs: auto, cpu or gpu; default auto"),
     /* loader: transforms */
-    ENUM(STOKER_OPT_TRANSFORM, "transform", L, STOKER_ENUM_TRANSFORM, STOKER_TRANSFORM_DEFAULT,
-         4, 0, "the image transform; default train for JPEG data sets, none for raw records"),
+    ENUM(STOKER_OPT_TRANSFORM, "transform", L, STOKER_ENUM_TRANSFORM, STOKER_TRANSFORM_DEFAULT, 4,
+         0, "the image transform; default train for JPEG data sets, none for raw records"),
     INT(STOKER_OPT_SIZE, "size", L, 224, 0, 65535, ZERO_IS_DEFAULT,
         "output crop size C; default 224"),
     INT(STOKER_OPT_RESIZE, "resize", L, 0, 0, 65535, 0,
@@ -133,8 +142,8 @@ static const opt_desc OPTS[] = {
     ENUM(STOKER_OPT_DTYPE, "dtype", L, STOKER_ENUM_DTYPE, STOKER_DTYPE_DEFAULT, 13, 0,
          "the batches' dtype; default for images float16 on a GPU, float32 for host "
          "batches; the stored dtype for raw records"),
-    ENUM(STOKER_OPT_LAYOUT, "layout", L, STOKER_ENUM_LAYOUT, STOKER_LAYOUT_NCHW, 2,
-         ZERO_IS_DEFAULT, "the batches' layout of images; default nchw"),
+    ENUM(STOKER_OPT_LAYOUT, "layout", L, STOKER_ENUM_LAYOUT, STOKER_LAYOUT_NCHW, 2, ZERO_IS_DEFAULT,
+         "the batches' layout of images; default nchw"),
     ENUM(STOKER_OPT_DCT, "dct", L, STOKER_ENUM_DCT, STOKER_DCT_ISLOW, 2, ZERO_IS_DEFAULT,
          "libjpeg's IDCT; default islow"),
     ENUM(STOKER_OPT_ANTIALIAS, "antialias", L, STOKER_ENUM_ANTIALIAS, STOKER_ANTIALIAS_OVER_2X, 2,

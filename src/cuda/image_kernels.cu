@@ -14,8 +14,7 @@
 
 #include "stoker.h"
 
-namespace
-{
+namespace {
 
 const int THREADS = 256;
 const unsigned MAX_GRID_Y = 65535; // samples per launch
@@ -127,8 +126,7 @@ __global__ void ycc_to_rgb(const stoker__gpu_ycc *__restrict__ desc)
 
 } // namespace
 
-extern "C" int stoker__gpu_ycc_to_rgb(const stoker__gpu_ycc *desc, int32_t n,
-                                      stoker__stream stream)
+extern "C" int stoker__gpu_ycc_to_rgb(const stoker__gpu_ycc *desc, int32_t n, stoker__stream stream)
 {
     if (n < 0)
         return (int)cudaErrorInvalidValue;
@@ -144,8 +142,8 @@ extern "C" int stoker__gpu_ycc_to_rgb(const stoker__gpu_ycc *desc, int32_t n,
     return 0;
 }
 
-extern "C" int stoker__gpu_scatter(const uint8_t *src, uint8_t *dst, const int32_t *pos,
-                                   int32_t n, size_t bytes, stoker__stream stream)
+extern "C" int stoker__gpu_scatter(const uint8_t *src, uint8_t *dst, const int32_t *pos, int32_t n,
+                                   size_t bytes, stoker__stream stream)
 {
     if (n < 0)
         return (int)cudaErrorInvalidValue;

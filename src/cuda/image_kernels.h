@@ -117,7 +117,7 @@ STOKER__HD static inline int32_t stoker__ycc_h2(const uint8_t *row, int32_t cw, 
 
 /* One chroma value of plane p (1 or 2) at image pixel (x, y). */
 STOKER__HD static inline int32_t stoker__ycc_chroma(const stoker__gpu_ycc *im, int p, int32_t x,
-                                                   int32_t y)
+                                                    int32_t y)
 {
     const uint8_t *base = im->plane[p];
     const int64_t pitch = im->pitch[p];

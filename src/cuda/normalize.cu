@@ -18,20 +18,25 @@ struct Params {
     float scale[3], bias[3];
 };
 
-__device__ inline void put(float *dst, long long i, float v) { dst[i] = v; }
-__device__ inline void put(__half *dst, long long i, float v) { dst[i] = __float2half_rn(v); }
+__device__ inline void put(float *dst, long long i, float v)
+{
+    dst[i] = v;
+}
+__device__ inline void put(__half *dst, long long i, float v)
+{
+    dst[i] = __float2half_rn(v);
+}
 __device__ inline void put(__nv_bfloat16 *dst, long long i, float v)
 {
     dst[i] = __float2bfloat16_rn(v);
 }
 
 template <typename T>
-__global__ void normalize(const uint8_t *__restrict__ src, T *__restrict__ dst,
-                          long long pixels, long long plane, int nchw, Params p)
+__global__ void normalize(const uint8_t *__restrict__ src, T *__restrict__ dst, long long pixels,
+                          long long plane, int nchw, Params p)
 {
     const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < pixels;
-         i += stride) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < pixels; i += stride) {
         const uint8_t *px = src + i * 3;
         if (nchw) {
             const long long img = i / plane, at = i % plane;
@@ -55,8 +60,8 @@ cudaError_t launch(const uint8_t *src, void *dst, long long pixels, long long pl
         blocks = 65535; // grid-stride beyond that
     if (blocks < 1)
         blocks = 1;
-    normalize<T><<<(unsigned)blocks, threads, 0, s>>>(src, static_cast<T *>(dst), pixels,
-                                                       plane, nchw, p);
+    normalize<T>
+        <<<(unsigned)blocks, threads, 0, s>>>(src, static_cast<T *>(dst), pixels, plane, nchw, p);
     return cudaGetLastError();
 }
 
@@ -83,8 +88,7 @@ extern "C" int stoker__cuda_normalize(const uint8_t *src, void *dst, int64_t n, 
     switch (dtype) {
     case STOKER_DTYPE_FLOAT32: return launch<float>(src, dst, pixels, plane, nchw, p, s);
     case STOKER_DTYPE_FLOAT16: return launch<__half>(src, dst, pixels, plane, nchw, p, s);
-    case STOKER_DTYPE_BFLOAT16:
-        return launch<__nv_bfloat16>(src, dst, pixels, plane, nchw, p, s);
+    case STOKER_DTYPE_BFLOAT16: return launch<__nv_bfloat16>(src, dst, pixels, plane, nchw, p, s);
     default: return cudaErrorInvalidValue;
     }
 }

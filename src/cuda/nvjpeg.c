@@ -522,8 +522,8 @@ bool stoker__nvjpeg_reserve(stoker__nvjpeg *nj, int32_t batch, int32_t width, in
         return false;
     const int prev = stoker__cuda_use_device(nj->device);
     /* 4:4:4, the subsampling with the largest planes */
-    const int s = nj->api.pre_allocate(nj->handle, nj->state, batch, width, height, CSS_444,
-                                       OUTPUT_YUV);
+    const int s =
+        nj->api.pre_allocate(nj->handle, nj->state, batch, width, height, CSS_444, OUTPUT_YUV);
     stoker__cuda_restore_device(nj->device, prev);
     return s == STATUS_SUCCESS;
 }
@@ -534,8 +534,8 @@ void stoker__nvjpeg_timing(const stoker__nvjpeg *nj, char *buf, size_t cap)
              "%llu batches of %llu images: checking %.3f s, initialising %.3f s (%llu times), "
              "queueing %.3f s",
              (unsigned long long)nj->batches, (unsigned long long)nj->decoded,
-             (double)nj->check_ns * 1e-9, (double)nj->init_ns * 1e-9,
-             (unsigned long long)nj->inits, (double)nj->queue_ns * 1e-9);
+             (double)nj->check_ns * 1e-9, (double)nj->init_ns * 1e-9, (unsigned long long)nj->inits,
+             (double)nj->queue_ns * 1e-9);
 }
 
 const char *stoker__nvjpeg_describe(const stoker__nvjpeg *nj)
@@ -555,8 +555,7 @@ static int nj_fail(stoker__err *err, const char *call, int s)
  * (4:4:4, 4:2:2, 4:2:0 or grayscale: libjpeg-turbo's versions upsample 4:4:0 differently).
  * *g gets the image's planes (region and pointers left to the caller). */
 static int check_one(stoker__nvjpeg *nj, nj_handle params, const uint8_t *data, size_t size,
-                     const stoker__nvjpeg_roi *roi, bool *ok, stoker__gpu_ycc *g,
-                     stoker__err *err)
+                     const stoker__nvjpeg_roi *roi, bool *ok, stoker__gpu_ycc *g, stoker__err *err)
 {
     const nj_api *a = &nj->api;
     *ok = false;
@@ -572,8 +571,9 @@ static int check_one(stoker__nvjpeg *nj, nj_handle params, const uint8_t *data, 
     case CSS_GRAY: g->hs = g->vs = 0, g->cw = w[0], g->ch = h[0]; break; /* see plan_planes */
     default: return 0;
     }
-    if (w[0] <= 0 || h[0] <= 0 || (g->hs && (comps != 3 || g->cw != (w[0] + g->hs - 1) / g->hs ||
-                                             g->ch != (h[0] + g->vs - 1) / g->vs)))
+    if (w[0] <= 0 || h[0] <= 0 ||
+        (g->hs && (comps != 3 || g->cw != (w[0] + g->hs - 1) / g->hs ||
+                   g->ch != (h[0] + g->vs - 1) / g->vs)))
         return 0;
     const bool whole = !roi || roi->w <= 0 || roi->h <= 0;
     if (!whole && (roi->x < 0 || roi->y < 0 || roi->x > w[0] - roi->w || roi->y > h[0] - roi->h))
@@ -679,10 +679,10 @@ static int plan_planes(stoker__nvjpeg *nj, int32_t m, stoker__err *err)
     size_t need = 0;
     for (int32_t k = 0; k < m; k++) {
         const stoker__gpu_ycc *g = &nj->ycc[k];
-        need += stoker__align_up(stoker__align_up((size_t)g->width, pa) * (size_t)g->height,
-                                 PLANE_ALIGN) +
-                2 * stoker__align_up(stoker__align_up((size_t)g->cw, pa) * (size_t)g->ch,
-                                     PLANE_ALIGN);
+        need +=
+            stoker__align_up(stoker__align_up((size_t)g->width, pa) * (size_t)g->height,
+                             PLANE_ALIGN) +
+            2 * stoker__align_up(stoker__align_up((size_t)g->cw, pa) * (size_t)g->ch, PLANE_ALIGN);
     }
     if (need > nj->planes_cap) {
         dev_free(nj->planes);

@@ -242,9 +242,8 @@ int stoker__jpeg_decode(stoker__jpeg_dec *d, const uint8_t *data, size_t size, i
     return decode(d, data, size, dct, max_pixels, sink, false, err);
 }
 
-int stoker__jpeg_decode_whole(stoker__jpeg_dec *d, const uint8_t *data, size_t size,
-                              int32_t dct, uint64_t max_pixels, const stoker__jpeg_sink *sink,
-                              stoker__err *err)
+int stoker__jpeg_decode_whole(stoker__jpeg_dec *d, const uint8_t *data, size_t size, int32_t dct,
+                              uint64_t max_pixels, const stoker__jpeg_sink *sink, stoker__err *err)
 {
     return decode(d, data, size, dct, max_pixels, sink, true, err);
 }

@@ -60,8 +60,7 @@ int stoker__jpeg_decode(stoker__jpeg_dec *d, const uint8_t *data, size_t size, i
  * are entropy-decoded and dropped (without the IDCT where libjpeg can skip them) and the
  * trailing markers read. For JPEGs nobody has decoded whole before: a region decode stops at
  * the region's last row, and damage in the data after it goes unseen. */
-int stoker__jpeg_decode_whole(stoker__jpeg_dec *d, const uint8_t *data, size_t size,
-                              int32_t dct, uint64_t max_pixels, const stoker__jpeg_sink *sink,
-                              stoker__err *err);
+int stoker__jpeg_decode_whole(stoker__jpeg_dec *d, const uint8_t *data, size_t size, int32_t dct,
+                              uint64_t max_pixels, const stoker__jpeg_sink *sink, stoker__err *err);
 
 #endif

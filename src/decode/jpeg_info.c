@@ -277,7 +277,7 @@ static const char *hw_obstacle(const stoker__jpeg_info *in)
         return "4:1:1 subsampling";
     if (strcmp(ss, "4:1:0") == 0)
         return "4:1:0 subsampling";
-    if (strcmp(ss, "4:4:0") == 0) /* nvJPEG decodes it, but libjpeg-turbo's versions upsample */
+    if (strcmp(ss, "4:4:0") == 0)   /* nvJPEG decodes it, but libjpeg-turbo's versions upsample */
         return "4:4:0 subsampling"; /* its chroma differently: no one result to match */
     return NULL;
 }

@@ -342,8 +342,8 @@ static bool plain_name(const char *s, size_t n)
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         int hi, lo;
-        if (s[i] == '%' && i + 2 < n &&
-            (hi = hex_digit(s[i + 1])) >= 0 && (lo = hex_digit(s[i + 2])) >= 0) {
+        if (s[i] == '%' && i + 2 < n && (hi = hex_digit(s[i + 1])) >= 0 &&
+            (lo = hex_digit(s[i + 2])) >= 0) {
             dec[m++] = (char)(hi << 4 | lo);
             i += 2;
         } else {

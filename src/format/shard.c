@@ -86,14 +86,13 @@ static int check_entry(const stoker__shard_ctx *c, const uint8_t *index, uint64_
     STOKER_RETURN_IF(len > c->max_record_size, err, STOKER_E_LIMIT,
                      "%s: record %llu (shard record %llu): %llu bytes exceed the limit of %llu "
                      "(STOKER_OPT_MAX_RECORD_SIZE)",
-                     path, id, sr, (unsigned long long)len,
-                     (unsigned long long)c->max_record_size);
+                     path, id, sr, (unsigned long long)len, (unsigned long long)c->max_record_size);
     STOKER_RETURN_IF(stoker__get_u32(e + STK_E_FLAGS) != 0, err, STOKER_E_CORRUPT,
                      "%s: record %llu (shard record %llu): unknown flags %08x", path, id, sr,
                      stoker__get_u32(e + STK_E_FLAGS));
     STOKER_RETURN_IF(off % c->m->align != 0, err, STOKER_E_CORRUPT,
-                     "%s: record %llu (shard record %llu): offset %llu not aligned to %u", path,
-                     id, sr, (unsigned long long)off, c->m->align);
+                     "%s: record %llu (shard record %llu): offset %llu not aligned to %u", path, id,
+                     sr, (unsigned long long)off, c->m->align);
     STOKER_RETURN_IF(off < *prev_end, err, STOKER_E_CORRUPT,
                      "%s: record %llu (shard record %llu): offset %llu overlaps the header or "
                      "the previous record (which ends at %llu)",

@@ -54,7 +54,7 @@ size_t stoker__hdf5_url(const char *url)
     const char *rest = strncasecmp(url, "http://", 7) == 0    ? url + 7
                        : strncasecmp(url, "https://", 8) == 0 ? url + 8
                        : strncasecmp(url, "s3://", 5) == 0    ? url + 5
-                                                               : NULL;
+                                                              : NULL;
     if (!rest)
         return 0;
     const size_t end = strcspn(url, "?#");

@@ -6,7 +6,7 @@
 
 typedef struct pread_reader {
     stoker__reader base;
-    uint32_t head, count;      /* queued completions: ring of `depth` */
+    uint32_t head, count; /* queued completions: ring of `depth` */
     stoker__read_done *done;
 } pread_reader;
 
@@ -49,8 +49,11 @@ static void pr_close(stoker__reader *r)
 }
 
 static const stoker__reader_ops PREAD_OPS = {
-    .name = "pread", .backend = STOKER_BACKEND_PREAD,
-    .submit = pr_submit, .reap = pr_reap, .close = pr_close,
+    .name = "pread",
+    .backend = STOKER_BACKEND_PREAD,
+    .submit = pr_submit,
+    .reap = pr_reap,
+    .close = pr_close,
 };
 
 int stoker__pread_open(stoker__reader **out, uint32_t depth, bool fault)

@@ -16,15 +16,15 @@ typedef struct stoker__read_req {
     int fd;
     uint64_t offset;
     uint64_t length;
-    void *dst;      /* `length` writable bytes, owned by the caller until completion */
-    uint64_t tag;   /* returned with the completion */
+    void *dst;    /* `length` writable bytes, owned by the caller until completion */
+    uint64_t tag; /* returned with the completion */
 } stoker__read_req;
 
 typedef struct stoker__read_done {
     uint64_t tag;
-    int64_t res;    /* bytes read (length, or less at end of file), or -errno */
-    uint64_t got;   /* with res < 0: the bytes read before the failure, which lies at offset +
-                       got (a read of several records failed in one of them, not the first) */
+    int64_t res;  /* bytes read (length, or less at end of file), or -errno */
+    uint64_t got; /* with res < 0: the bytes read before the failure, which lies at offset +
+                     got (a read of several records failed in one of them, not the first) */
 } stoker__read_done;
 
 typedef struct stoker__reader stoker__reader;
@@ -79,8 +79,8 @@ typedef struct stoker__io_fault {
      * sector: a read call that reaches them returns the bytes before them (short), one that
      * starts among them fails, as the kernel answers a buffered read. 0 bytes: none. */
     uint64_t bad_offset, bad_length;
-    bool short_reads;      /* every read call returns at most half of what it was asked */
-    bool eintr;            /* every other read call fails with EINTR first */
+    bool short_reads; /* every read call returns at most half of what it was asked */
+    bool eintr;       /* every other read call fails with EINTR first */
 } stoker__io_fault;
 
 /* Arms the hook (copied), or disarms it with NULL. Not while readers are in use. */

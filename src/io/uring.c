@@ -15,7 +15,7 @@
 
 #include <liburing.h>
 
-#define FILE_SLOTS 256u       /* fixed-file table entries per ring */
+#define FILE_SLOTS 256u /* fixed-file table entries per ring */
 #define FILE_HASH (2 * FILE_SLOTS)
 #define MAX_CHUNK (UINT64_C(1) << 30) /* one SQE reads at most this much (len is 32-bit) */
 
@@ -27,15 +27,15 @@ typedef struct ureq {
 typedef struct uring_reader {
     stoker__reader base;
     struct io_uring ring;
-    ureq *reqs;           /* depth entries; an SQE's user_data is the index */
-    uint32_t *free_ids;   /* stack of unused indices */
+    ureq *reqs;         /* depth entries; an SQE's user_data is the index */
+    uint32_t *free_ids; /* stack of unused indices */
     uint32_t nfree;
-    bool files_ok;        /* the sparse table was registered */
-    bool files_stale;     /* descriptors were closed since they were registered, with
-                             reads in flight: plain descriptors until the next reset */
-    uint64_t fds_epoch;   /* stoker__fds_epoch() when the table was last reset */
+    bool files_ok;      /* the sparse table was registered */
+    bool files_stale;   /* descriptors were closed since they were registered, with
+                           reads in flight: plain descriptors until the next reset */
+    uint64_t fds_epoch; /* stoker__fds_epoch() when the table was last reset */
     uint32_t nfiles;
-    int hash_fd[FILE_HASH];   /* open addressing: fd -> table slot; -1 empty */
+    int hash_fd[FILE_HASH]; /* open addressing: fd -> table slot; -1 empty */
     int hash_slot[FILE_HASH];
 } uring_reader;
 
@@ -179,8 +179,11 @@ static void ur_close(stoker__reader *r)
 }
 
 static const stoker__reader_ops URING_OPS = {
-    .name = "io_uring", .backend = STOKER_BACKEND_IO_URING,
-    .submit = ur_submit, .reap = ur_reap, .close = ur_close,
+    .name = "io_uring",
+    .backend = STOKER_BACKEND_IO_URING,
+    .submit = ur_submit,
+    .reap = ur_reap,
+    .close = ur_close,
 };
 
 int stoker__uring_open(stoker__reader **out, uint32_t depth)

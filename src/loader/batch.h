@@ -8,7 +8,7 @@
 #include "common/common.h"
 
 struct stoker_batch {
-    stoker_loader *loader;   /* the owner: release goes back to it */
+    stoker_loader *loader;     /* the owner: release goes back to it */
     struct stoker__slot *slot; /* a host batch's slot (ring.h), else NULL */
     struct stoker__dbuf *dbuf; /* a device batch's buffer (h2d.h), else NULL */
     int64_t count, epoch, position;
@@ -18,7 +18,7 @@ struct stoker_batch {
     bool fixed;       /* fixed-size records: offsets are not public, shape is [count, ...] */
     uint8_t *data;    /* host slot memory, or device memory */
     uint64_t nbytes;
-    int32_t device;   /* -1: host memory */
+    int32_t device; /* -1: host memory */
     int32_t dtype, ndim;
     int64_t shape[STOKER_MAX_DIMS + 1];
 };

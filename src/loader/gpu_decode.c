@@ -48,8 +48,8 @@ typedef struct grec {
 
 typedef struct gslot {
     /* set in prepare */
-    double share; /* of the eligible records: the GPU's, for this batch */
-    double pick;  /* of all records: the candidates for the GPU, spread over the batch */
+    double share;   /* of the eligible records: the GPU's, for this batch */
+    double pick;    /* of all records: the candidates for the GPU, spread over the batch */
     uint32_t quota; /* records the GPU takes at most (QUANTUM steps: see prepare) */
     int32_t count;
     bool closed; /* the owner of the slot's contents routes nothing more */
@@ -156,8 +156,8 @@ struct stoker__gdec {
     bool fallen;
     /* the consumer's deliveries of the current period: its thread's alone */
     struct {
-        uint64_t t0_ns;  /* the delivery before the period */
-        double busy0;    /* the workers' busy seconds then */
+        uint64_t t0_ns;      /* the delivery before the period */
+        double busy0;        /* the workers' busy seconds then */
         uint64_t cpu0, gpu0; /* the records each side had decoded then */
         double waited, ready, queued, records;
         uint32_t n;
@@ -293,8 +293,8 @@ static int lane_init(stoker__gdec *gd, lane *ln, uint64_t batch, stoker__err *er
     ln->rois = stoker__calloc(batch, sizeof *ln->rois);
     ln->which = stoker__calloc(batch, sizeof *ln->which);
     ln->hdesc = host_alloc(gd, batch * sizeof *ln->hdesc, &ln->hdesc_pinned);
-    STOKER_RETURN_IF(!ln->data || !ln->sizes || !ln->pitch || !ln->dst || !ln->taken ||
-                         !ln->rois || !ln->which || !ln->hdesc,
+    STOKER_RETURN_IF(!ln->data || !ln->sizes || !ln->pitch || !ln->dst || !ln->taken || !ln->rois ||
+                         !ln->which || !ln->hdesc,
                      err, -ENOMEM, "out of memory for the GPU decode stage");
     if (gd->emulated)
         return 0;
@@ -478,8 +478,8 @@ static bool eligible(const stoker__gdec *gd, const uint8_t *src, uint64_t n,
     return !limit || (uint64_t)info->width * (uint64_t)info->height <= limit;
 }
 
-bool stoker__gdec_route(stoker__gdec *gd, stoker__slot *s, uint32_t j, uint64_t seed,
-                        int64_t epoch, const uint8_t *src, uint64_t n, bool checked)
+bool stoker__gdec_route(stoker__gdec *gd, stoker__slot *s, uint32_t j, uint64_t seed, int64_t epoch,
+                        const uint8_t *src, uint64_t n, bool checked)
 {
     if (!gd)
         return false;
@@ -505,8 +505,8 @@ bool stoker__gdec_route(stoker__gdec *gd, stoker__slot *s, uint32_t j, uint64_t 
     memcpy(g->z + at, src, (size_t)n);
     r->zoff = at;
     r->zlen = (uint32_t)n;
-    stoker__xform_geometry(&gd->plan->xform, info.width, info.height, seed, epoch,
-                           s->batch.ids[j], &r->g);
+    stoker__xform_geometry(&gd->plan->xform, info.width, info.height, seed, epoch, s->batch.ids[j],
+                           &r->g);
     int32_t x0, x1, y0, y1;
     stoker__resample_range(&r->g.x, &x0, &x1);
     stoker__resample_range(&r->g.y, &y0, &y1);
@@ -547,14 +547,13 @@ void stoker__gdec_batch_done(stoker__gdec *gd, stoker__slot *s)
         return;
     gslot *g = slot_of(gd, s);
     const bool measured = g->share > 0;
-    const stoker__split_batch b = {
-        .cpu_ns = atomic_load(&g->cpu_ns) / gd->plan->threads,
-        .gpu_ns = g->gpu_ns,
-        .cpu_records = (int64_t)atomic_load(&g->cpu_records),
-        .gpu_records = g->ndone,
-        .records = measured ? g->count : 0,
-        .eligible = measured ? (int64_t)atomic_load(&g->neligible) : -1,
-        .gpu_failed = g->failed};
+    const stoker__split_batch b = {.cpu_ns = atomic_load(&g->cpu_ns) / gd->plan->threads,
+                                   .gpu_ns = g->gpu_ns,
+                                   .cpu_records = (int64_t)atomic_load(&g->cpu_records),
+                                   .gpu_records = g->ndone,
+                                   .records = measured ? g->count : 0,
+                                   .eligible = measured ? (int64_t)atomic_load(&g->neligible) : -1,
+                                   .gpu_failed = g->failed};
     pthread_mutex_lock(&gd->mu);
     const double share = stoker__split_update(&gd->split, &b);
     const bool fallen = stoker__split_fallen_back(&gd->split);
@@ -767,9 +766,9 @@ static int decode_regions(stoker__gdec *gd, lane *ln, gslot *g)
         at += stoker__align_up(ln->pitch[k] * (size_t)r->roi.h, ARENA_ALIGN);
     }
     stoker__err err = {0};
-    const int rc = stoker__nvjpeg_decode_batch(ln->nj, (int32_t)ln->n, ln->data, ln->sizes,
-                                               ln->rois, ln->dst, ln->pitch, ln->stream,
-                                               ln->taken, &err);
+    const int rc =
+        stoker__nvjpeg_decode_batch(ln->nj, (int32_t)ln->n, ln->data, ln->sizes, ln->rois, ln->dst,
+                                    ln->pitch, ln->stream, ln->taken, &err);
     if (rc < 0)
         stoker__logf(&gd->plan->log, STOKER_LOG_WARN,
                      "GPU decode (device %d) of %u images failed: %s; the CPU decodes them",
@@ -962,11 +961,8 @@ static void *gpu_main(void *arg)
             end_run(gd);
             stoker__nvtx_pop();
             break;
-        case STEP_RETRY:
-            retry_batch(gd, gd->host_ctx, s);
-            break;
-        default:
-            break;
+        case STEP_RETRY: retry_batch(gd, gd->host_ctx, s); break;
+        default: break;
         }
     }
     while (gd->in_flight > 0)
@@ -974,8 +970,7 @@ static void *gpu_main(void *arg)
     return NULL;
 }
 
-int stoker__gdec_run(stoker__gdec *gd, const stoker__gdec_host *host, void *ctx,
-                     stoker__err *err)
+int stoker__gdec_run(stoker__gdec *gd, const stoker__gdec_host *host, void *ctx, stoker__err *err)
 {
     gd->host = *host;
     gd->host_ctx = ctx;
@@ -1017,10 +1012,10 @@ void stoker__gdec_stats_get(stoker__gdec *gd, stoker__gdec_stats *st)
     pthread_mutex_lock(&gd->mu);
     if (gd->plan->decoder == STOKER_DECODER_GPU || gd->pinned > 0)
         snprintf(st->reason, sizeof st->reason, "%s",
-                 gd->fallen       ? "the GPU failed; the CPU decodes alone for a while"
+                 gd->fallen          ? "the GPU failed; the CPU decodes alone for a while"
                  : gd->pinned_by_env ? "a share fixed by STOKER_GPU_SHARE"
                  : gd->pinned > 0    ? "a share pinned by a test hook"
-                                  : "");
+                                     : "");
     else
         stoker__split_describe(&gd->split, st->reason, sizeof st->reason);
     pthread_mutex_unlock(&gd->mu);

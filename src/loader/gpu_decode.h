@@ -28,8 +28,8 @@
  * The split (split.h) is fed once per batch, by whoever publishes it, the CPU's decode time
  * and the GPU's run time of that batch (the rates it reports), and once a period of
  * deliveries, by the consumer's thread, what the consumer waited, how many batches were ready
- * and how many waited for the GPU worker (the share itself). Each batch's GPU records are a multiple of
- * QUANTUM. With STOKER_DECODER_GPU every eligible record goes to the GPU (until GPU
+ * and how many waited for the GPU worker (the share itself). Each batch's GPU records are a
+ * multiple of QUANTUM. With STOKER_DECODER_GPU every eligible record goes to the GPU (until GPU
  * failures make the split fall back to the CPU).
  *
  * Per slot, the stage holds a staging area for the routed records' bytes (pinned host

@@ -49,8 +49,8 @@ void stoker__gdec_prepare(stoker__gdec *gd, stoker__slot *s);
 /* Record j of slot s, of `epoch`, whose n bytes at src passed their checks (`checked`: a
  * CRC32C among them): true when it is routed to the GPU (its bytes staged), false when the
  * worker decodes it. With STOKER_DECODER_AUTO only checked records are routed. */
-bool stoker__gdec_route(stoker__gdec *gd, stoker__slot *s, uint32_t j, uint64_t seed,
-                        int64_t epoch, const uint8_t *src, uint64_t n, bool checked);
+bool stoker__gdec_route(stoker__gdec *gd, stoker__slot *s, uint32_t j, uint64_t seed, int64_t epoch,
+                        const uint8_t *src, uint64_t n, bool checked);
 /* A worker decoded a record of slot s in ns nanoseconds (the split's CPU measure). */
 void stoker__gdec_cpu_time(stoker__gdec *gd, stoker__slot *s, uint64_t ns);
 /* Slot s's pieces are all done, by the caller. True: records of it were routed and the
@@ -68,8 +68,7 @@ bool stoker__gdec_retry(stoker__gdec *gd, void *ctx);
 /* ---- the pool's control ---- */
 
 /* Starts the GPU worker, which calls host with ctx (its own worker context). */
-int stoker__gdec_run(stoker__gdec *gd, const stoker__gdec_host *host, void *ctx,
-                     stoker__err *err);
+int stoker__gdec_run(stoker__gdec *gd, const stoker__gdec_host *host, void *ctx, stoker__err *err);
 /* Joins the GPU worker, after the pool set host.stop and host.halt (its runs in flight are
  * ended first). NULL ok, and a stage whose worker never started. */
 void stoker__gdec_stop(stoker__gdec *gd);

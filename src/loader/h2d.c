@@ -4,9 +4,10 @@
  * off the consumer; pieces are copied while the batch is still being made, which also lets
  * the DMA read bytes just written, possibly still in the CPU's last-level cache (both
  * measured in docs/BENCHMARKS.md, "Why the defaults are what they are"). Host functions
- * run on a second stream that waits on each copy's event: on the copy stream, waking CUDA's callback thread after every
- * copy would hold back the copy queued behind it. Ids, labels and offsets are copied into
- * the device batch's own host arrays, since the slot is refilled once its copy is done. */
+ * run on a second stream that waits on each copy's event: on the copy stream, waking CUDA's
+ * callback thread after every copy would hold back the copy queued behind it. Ids, labels and
+ * offsets are copied into the device batch's own host arrays, since the slot is refilled once its
+ * copy is done. */
 #include "loader/h2d.h"
 
 #include "cuda/cuda.h"
@@ -42,7 +43,7 @@ struct stoker__h2d {
     pthread_cond_t cv;  /* under mu: any of them changed */
     pthread_t thread;   /* the copy thread */
     bool has_cv, has_thread;
-    bool stopped; /* stop ran: only the slot allocator's state is left */
+    bool stopped;             /* stop ran: only the slot allocator's state is left */
     stoker__stream stream;    /* the copies (never ordered with the legacy default stream) */
     stoker__stream cb_stream; /* the slot-done host functions, each after its copy's event */
     bool has_stream, has_cb_stream;
@@ -70,7 +71,7 @@ struct stoker__h2d {
         stoker__h2d *g;
         stoker__slot *s;
         uint64_t t0_ns;
-    } *marks;
+    } * marks;
     uint64_t last_done_ns; /* the host functions' own */
     atomic_uint_fast64_t busy_ns;
 };
@@ -363,8 +364,8 @@ static bool stream_pieces(void *ctx, stoker__slot *s)
     if (job->t0_ns == 0)
         job->t0_ns = stoker__now_ns();
     if (hi > lo)
-        job->e = stoker__cuda_copy_to_device(job->d->dev + lo, hb->data + lo, hi - lo,
-                                             job->g->stream);
+        job->e =
+            stoker__cuda_copy_to_device(job->d->dev + lo, hb->data + lo, hi - lo, job->g->stream);
     job->sent = p;
     return true;
 }
@@ -412,8 +413,8 @@ static int queue_data(stoker__h2d *g, stoker__dbuf *d, const stoker_batch *hb, u
     const stoker__norm *nm = &g->plan->norm;
     int e = stoker__cuda_copy_to_device(g->staging, hb->data, hb->nbytes, g->stream);
     if (e == 0)
-        e = stoker__cuda_normalize(g->staging, d->dev, hb->count, nm->h, nm->w, nm->dtype,
-                                   nm->nchw, nm->scale, nm->bias, g->stream);
+        e = stoker__cuda_normalize(g->staging, d->dev, hb->count, nm->h, nm->w, nm->dtype, nm->nchw,
+                                   nm->scale, nm->bias, g->stream);
     return e;
 }
 
@@ -431,7 +432,7 @@ static void issue_copy(stoker__h2d *g, stoker__slot *s, copy_job *job)
     if (job->sent > 0 && !s->repaired)
         piece_bytes(hb, 0, job->sent, &lo, &from);
     copy_meta(g, d, hb);
-    if (d->batch.nbytes > d->cap) { /* records that vary: a larger batch than any before */
+    if (d->batch.nbytes > d->cap) {          /* records that vary: a larger batch than any before */
         stoker__cuda_stream_sync(g->stream); /* no queued copy still writes the old buffer */
         stoker__cuda_free(d->dev);
         d->dev = NULL;
@@ -578,8 +579,8 @@ void stoker__h2d_resume(stoker__h2d *g)
 
 /* ---- the consumer's side ---- */
 
-int stoker__h2d_next(stoker__h2d *g, uint64_t seq, double until, stoker_batch **out,
-                     double *waited, uint64_t *queued, stoker__err *err)
+int stoker__h2d_next(stoker__h2d *g, uint64_t seq, double until, stoker_batch **out, double *waited,
+                     uint64_t *queued, stoker__err *err)
 {
     stoker__dbuf *d = dbuf_of(g, seq);
     *waited = 0;

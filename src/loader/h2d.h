@@ -56,8 +56,8 @@ void stoker__h2d_resume(stoker__h2d *g);
  * batch not released; STOKER_AGAIN (nothing consumed) when `until` (stoker__now()'s clock;
  * 0: no limit) passed first. *waited: seconds waited; *queued: batches copied and not yet
  * handed out. Consumer thread. */
-int stoker__h2d_next(stoker__h2d *g, uint64_t seq, double until, stoker_batch **out,
-                     double *waited, uint64_t *queued, stoker__err *err);
+int stoker__h2d_next(stoker__h2d *g, uint64_t seq, double until, stoker_batch **out, double *waited,
+                     uint64_t *queued, stoker__err *err);
 /* Gives a device batch back; with `record`, after the work queued on `stream`. Any thread:
  * a CUDA failure goes to the log, never to a loader's message. STOKER_E_STATE when it was
  * not out, STOKER_E_CUDA. */

@@ -72,7 +72,7 @@ static int wire(stoker_loader *l)
         return rc;
     if (p->gpu_decode && (rc = open_gpu_decoder(l)) < 0)
         return rc;
-    const stoker__ring_shape shape = {p->depth,    p->batch, p->pieces, p->rec_size,
+    const stoker__ring_shape shape = {p->depth,      p->batch, p->pieces, p->rec_size,
                                       p->max_record, p->dtype, p->ndim,   p->shape};
     const stoker__slot_mem mem = l->h2d ? stoker__h2d_slot_mem(l->h2d) : (stoker__slot_mem){0};
     if ((rc = stoker__ring_create(&l->ring, &shape, l->h2d ? &mem : NULL, path, &l->err)) < 0)
@@ -119,7 +119,7 @@ int stoker_loader_create(stoker_loader **out, const char *path, const stoker_con
 void stoker_loader_destroy(stoker_loader *l)
 {
     if (!l || l->pid != getpid())
-        return; /* a forked child: the threads to stop are the parent's */
+        return;                     /* a forked child: the threads to stop are the parent's */
     stoker__h2d_stop(l->h2d);       /* copies in flight end before the slots they read */
     stoker__pool_destroy(&l->pool); /* stop + join before anything they use goes */
     stoker__gdec_destroy(l->gdec);  /* after the GPU worker and the copies that read it */

@@ -38,11 +38,11 @@ struct stoker_loader {
     stoker__sampler smp;
     stoker__ring ring;
     stoker__pool pool;
-    stoker__h2d *h2d; /* NULL: host batches */
+    stoker__h2d *h2d;   /* NULL: host batches */
     stoker__gdec *gdec; /* NULL: the CPU decodes every JPEG */
-    bool running;     /* create succeeded: every stage runs */
-    pid_t pid;        /* the creator: a forked child has none of the threads */
-    atomic_bool busy; /* a consumer call runs: another thread's is refused */
+    bool running;       /* create succeeded: every stage runs */
+    pid_t pid;          /* the creator: a forked child has none of the threads */
+    atomic_bool busy;   /* a consumer call runs: another thread's is refused */
 
     /* The order's options as in force (a restored state brings its own seed, shuffle,
      * drop_last and order): written by the consumer thread, read by get_int anywhere. */

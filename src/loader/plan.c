@@ -37,8 +37,7 @@ static int env_int(const char *name, bool strict, int64_t *v, stoker__err *err)
 
 /* Rank and world size: explicit options win; with DIST_ENV, RANK / WORLD_SIZE fill what
  * was not set. LOCAL_RANK picks the default device; with DIST_ENV a bad one is an error. */
-static int plan_ranks(stoker__plan *p, const stoker_config *cfg, int64_t *local,
-                      stoker__err *err)
+static int plan_ranks(stoker__plan *p, const stoker_config *cfg, int64_t *local, stoker__err *err)
 {
     int64_t r = stoker__cfg_int(cfg, STOKER_OPT_RANK);
     int64_t w = stoker__cfg_int(cfg, STOKER_OPT_WORLD_SIZE);
@@ -76,9 +75,8 @@ static int plan_order(stoker__plan *p, const stoker_config *cfg, stoker_dataset 
     p->drop_last = stoker__cfg_int(cfg, STOKER_OPT_DROP_LAST) != 0;
     p->seed = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_SEED);
     p->epoch = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_EPOCH);
-    p->order = stoker__cfg_int(cfg, STOKER_OPT_ORDER) == STOKER_ORDER_BLOCKS
-                   ? STOKER_ORDER_BLOCKS
-                   : STOKER_ORDER_RECORDS;
+    p->order = stoker__cfg_int(cfg, STOKER_OPT_ORDER) == STOKER_ORDER_BLOCKS ? STOKER_ORDER_BLOCKS
+                                                                             : STOKER_ORDER_RECORDS;
     p->block = p->order == STOKER_ORDER_BLOCKS ? stoker__dataset_block_records(ds) : 0;
     STOKER_RETURN_IF(p->batch < 1, err, STOKER_E_INVALID, "invalid batch size %llu",
                      (unsigned long long)p->batch);
@@ -116,8 +114,7 @@ static int32_t default_image_dtype(const stoker__plan *p)
 
 /* The JPEG pipeline's parameters. Who normalises is decided here: with GPU normalisation
  * the workers stop at uint8 [C, C, 3], which the GPU stage's kernel takes. */
-static int plan_image(stoker__plan *p, const stoker_config *cfg, const char *path,
-                      stoker__err *err)
+static int plan_image(stoker__plan *p, const stoker_config *cfg, const char *path, stoker__err *err)
 {
     stoker__xform_params *x = &p->xform;
     memset(x, 0, sizeof *x);
@@ -178,15 +175,15 @@ static int plan_field(stoker__plan *p, const stoker_config *cfg, stoker_dataset 
         return plan_image(p, cfg, path, err);
     p->transform = STOKER_TRANSFORM_NONE;
     if (p->kind == STOKER_FIELD_RAW) {
-        STOKER_RETURN_IF(
-            transform != STOKER_TRANSFORM_DEFAULT && transform != STOKER_TRANSFORM_NONE, err,
-            STOKER_E_INVALID, "%s: raw records take no image transform (%s): the transforms "
-            "decode JPEG records",
-            path, stoker_enum_name(STOKER_ENUM_TRANSFORM, (int32_t)transform));
-        STOKER_RETURN_IF(dtype != STOKER_DTYPE_DEFAULT && dtype != stored && !p->gpu_normalize,
-                         err, STOKER_E_UNSUPPORTED,
-                         "%s: converting %s records to %s is not supported", path,
-                         stoker_dtype_name(stored), stoker_dtype_name((int32_t)dtype));
+        STOKER_RETURN_IF(transform != STOKER_TRANSFORM_DEFAULT &&
+                             transform != STOKER_TRANSFORM_NONE,
+                         err, STOKER_E_INVALID,
+                         "%s: raw records take no image transform (%s): the transforms "
+                         "decode JPEG records",
+                         path, stoker_enum_name(STOKER_ENUM_TRANSFORM, (int32_t)transform));
+        STOKER_RETURN_IF(dtype != STOKER_DTYPE_DEFAULT && dtype != stored && !p->gpu_normalize, err,
+                         STOKER_E_UNSUPPORTED, "%s: converting %s records to %s is not supported",
+                         path, stoker_dtype_name(stored), stoker_dtype_name((int32_t)dtype));
         p->dtype = p->out_dtype = stored;
         uint64_t size = stoker_dtype_size(stored);
         for (int32_t i = 0; i < p->ndim; i++)
@@ -238,9 +235,8 @@ static void default_threads(stoker__plan *p, uint32_t spare, const char *why)
         snprintf(quota, sizeof quota, "%.2f", p->cpus.quota);
     snprintf(p->threads_note, sizeof p->threads_note,
              "%u = %d cores (online %d, affinity %d, cgroup quota %s) / %u rank%s - %u%s%s",
-             p->threads, p->cpus.usable, p->cpus.online, p->cpus.affinity, quota,
-             p->local_ranks, p->local_ranks == 1 ? "" : "s", spare, why ? " " : "",
-             why ? why : "");
+             p->threads, p->cpus.usable, p->cpus.online, p->cpus.affinity, quota, p->local_ranks,
+             p->local_ranks == 1 ? "" : "s", spare, why ? " " : "", why ? why : "");
 }
 
 static int plan_machinery(stoker__plan *p, const stoker_config *cfg, stoker_dataset *ds,
@@ -328,8 +324,7 @@ static int plan_backend(stoker__plan *p, const stoker_config *cfg, stoker__err *
 
 /* The device: an explicit ordinal must be usable; the default takes LOCAL_RANK (or GPU 0)
  * when a device is usable and falls back to host batches otherwise. */
-static int plan_device(stoker__plan *p, const stoker_config *cfg, int64_t local,
-                       stoker__err *err)
+static int plan_device(stoker__plan *p, const stoker_config *cfg, int64_t local, stoker__err *err)
 {
     const int64_t opt = stoker__cfg_int(cfg, STOKER_OPT_DEVICE);
     const int64_t nb = stoker__cfg_int(cfg, STOKER_OPT_DEVICE_BUFFERS);
@@ -444,8 +439,8 @@ static void plan_switches(stoker__plan *p)
 }
 
 #define GPU_DECODE_SLOTS 4 /* default depth beyond the workers' with the GPU decode stage */
-#define AUTO_SPARE 3      /* cores left to other threads under AUTO with the GPU stage */
-#define AUTO_SPARE_FROM 8 /* ... on machines of this many cores or more */
+#define AUTO_SPARE 3       /* cores left to other threads under AUTO with the GPU stage */
+#define AUTO_SPARE_FROM 8  /* ... on machines of this many cores or more */
 
 /* Who decodes JPEGs: the GPU decode stage runs where it is asked for (AUTO or GPU), the
  * records are JPEG images with a transform, and their batches go to a device this build has

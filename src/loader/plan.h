@@ -31,10 +31,10 @@ typedef struct stoker__plan {
     bool shuffle, drop_last;
     uint64_t seed;
     uint32_t rank, world;
-    bool dist_env;    /* RANK / WORLD_SIZE / LOCAL_RANK were consulted */
-    uint64_t epoch;   /* the first epoch */
-    int32_t order;    /* RECORDS or BLOCKS */
-    uint64_t block;   /* the data set's records per block (BLOCKS; 0: the sampler's own) */
+    bool dist_env;  /* RANK / WORLD_SIZE / LOCAL_RANK were consulted */
+    uint64_t epoch; /* the first epoch */
+    int32_t order;  /* RECORDS or BLOCKS */
+    uint64_t block; /* the data set's records per block (BLOCKS; 0: the sampler's own) */
 
     /* ---- workers and reads ---- */
     uint32_t threads, depth, read_ahead;
@@ -52,39 +52,39 @@ typedef struct stoker__plan {
     int32_t simd;           /* the level in use */
 
     /* ---- records in, samples out ---- */
-    int32_t kind;           /* the data set's field kind */
-    int32_t transform;      /* NONE, or the image transform the workers run */
-    bool image;             /* the workers decode and transform JPEGs with `xform` */
+    int32_t kind;      /* the data set's field kind */
+    int32_t transform; /* NONE, or the image transform the workers run */
+    bool image;        /* the workers decode and transform JPEGs with `xform` */
     stoker__xform_params xform;
-    int32_t dtype, ndim;    /* what the workers write per record */
+    int32_t dtype, ndim; /* what the workers write per record */
     int64_t shape[STOKER_MAX_DIMS];
-    uint64_t rec_size;      /* bytes per sample; 0: records vary in size */
-    uint64_t max_record;    /* the data set's largest stored record */
-    uint64_t mean_record;   /* the data set's stored bytes per record */
-    int32_t layout;         /* of the delivered images (the option's value otherwise) */
+    uint64_t rec_size;    /* bytes per sample; 0: records vary in size */
+    uint64_t max_record;  /* the data set's largest stored record */
+    uint64_t mean_record; /* the data set's stored bytes per record */
+    int32_t layout;       /* of the delivered images (the option's value otherwise) */
     float mean[3], std[3];
 
     /* ---- device ---- */
-    int32_t device;           /* CUDA ordinal; -1: host batches */
-    uint32_t device_buffers;  /* the device ring (with a device) */
-    bool gpu_normalize;       /* the H2D stage normalises with `norm` */
+    int32_t device;          /* CUDA ordinal; -1: host batches */
+    uint32_t device_buffers; /* the device ring (with a device) */
+    bool gpu_normalize;      /* the H2D stage normalises with `norm` */
     stoker__norm norm;
-    int32_t out_dtype;        /* of the delivered batches */
+    int32_t out_dtype; /* of the delivered batches */
 
     /* ---- JPEG decoding ---- */
-    int32_t decoder;         /* STOKER_OPT_DECODER as asked */
-    bool gpu_decode;         /* the GPU decode stage runs beside the workers (the loader
-                                clears it when nvJPEG cannot be loaded) */
-    char decoder_note[160];  /* why the GPU decodes nothing, when it does not */
-    int32_t gdec_emulate;    /* STOKER__GDEC_*: the test hook's stage (below), or REAL */
-    double gpu_share;        /* above 0: auto's share, fixed (the test hook's, else the
-                                measuring switch STOKER_GPU_SHARE's); 0: the split decides */
-    bool gpu_share_by_env;   /* ... fixed by STOKER_GPU_SHARE */
+    int32_t decoder;        /* STOKER_OPT_DECODER as asked */
+    bool gpu_decode;        /* the GPU decode stage runs beside the workers (the loader
+                               clears it when nvJPEG cannot be loaded) */
+    char decoder_note[160]; /* why the GPU decodes nothing, when it does not */
+    int32_t gdec_emulate;   /* STOKER__GDEC_*: the test hook's stage (below), or REAL */
+    double gpu_share;       /* above 0: auto's share, fixed (the test hook's, else the
+                               measuring switch STOKER_GPU_SHARE's); 0: the split decides */
+    bool gpu_share_by_env;  /* ... fixed by STOKER_GPU_SHARE */
 
     /* ---- measuring switches (docs/GPU.md's table), read from the environment here ---- */
-    bool gpu_decode_urgent;  /* STOKER_GPU_DECODE_PRIORITY=greatest: the decode lanes'
-                                streams at the device's greatest priority, not its least */
-    int32_t worker_nice;     /* STOKER_WORKER_NICE=N (1..19): the CPU workers' nice; 0 */
+    bool gpu_decode_urgent; /* STOKER_GPU_DECODE_PRIORITY=greatest: the decode lanes'
+                               streams at the device's greatest priority, not its least */
+    int32_t worker_nice;    /* STOKER_WORKER_NICE=N (1..19): the CPU workers' nice; 0 */
 
     /* ---- limits and diagnostics ---- */
     uint64_t max_pixels, max_record_size, max_records, max_shards;

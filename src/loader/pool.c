@@ -176,8 +176,8 @@ static bool process_into(stoker__pool *p, stoker__worker *w, stoker__slot *s, ui
     w->err.msg[0] = '\0';
     const bool whole = needs_whole(p, id);
     const uint64_t t0 = stoker__now_ns();
-    const int rc = stoker__process_record(w->proc, p->smp->seed, w->epoch, id, src, n, whole,
-                                          dst, cap, &w->err);
+    const int rc = stoker__process_record(w->proc, p->smp->seed, w->epoch, id, src, n, whole, dst,
+                                          cap, &w->err);
     const uint64_t ns = stoker__now_ns() - t0;
     count_add(&w->stats.process_ns, ns);
     if (whole)
@@ -394,8 +394,8 @@ static bool add_fetched(stoker__pool *p, stoker__worker *w, stoker__slot *s, uin
     const uint32_t cap = room < STOKER__FETCH_READS ? room : STOKER__FETCH_READS;
     uint32_t n = 0;
     uint8_t *dst = p->plan->staged ? NULL : s->batch.data + s->batch.offsets[j];
-    const int rc = stoker__dataset_fetch_plan(p->ds, s->batch.ids[j], &s->locs[j], w->round, dst,
-                                              fr, cap, &n);
+    const int rc =
+        stoker__dataset_fetch_plan(p->ds, s->batch.ids[j], &s->locs[j], w->round, dst, fr, cap, &n);
     if (rc == STOKER__PLAN_FULL && (*nreq > 0 || w->nfetch > 0))
         return false;
     if (rc != STOKER__PLAN_OK) {
@@ -509,8 +509,8 @@ static int run_round(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint32
 /* The hot loop: reads records [j0, j1) of the slot's batch (only those marked bad when
  * only_bad) in rounds of up to the reader's depth, each submitted with one call; then
  * assembles the round's fetched records from the chunks it read. */
-static int read_range(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint32_t j0,
-                      uint32_t j1, bool only_bad)
+static int read_range(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint32_t j0, uint32_t j1,
+                      bool only_bad)
 {
     uint32_t j = j0;
     while (j < j1) {
@@ -551,8 +551,8 @@ static int read_range(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint3
  * the same batch comes out whatever thread or run reads it. */
 static int64_t replacement(const stoker__pool *p, uint64_t epoch, int64_t id, uint32_t attempt)
 {
-    uint64_t st = stoker__sample_rng(p->smp->seed ^ UINT64_C(0x5245504C41434531), epoch,
-                                     (uint64_t)id);
+    uint64_t st =
+        stoker__sample_rng(p->smp->seed ^ UINT64_C(0x5245504C41434531), epoch, (uint64_t)id);
     uint64_t r = 0;
     for (uint32_t i = 0; i < attempt; i++)
         r = stoker__rng_next(&st);
@@ -792,7 +792,8 @@ int stoker__pool_create(stoker__pool *p, const stoker__plan *plan, stoker_datase
         const uint64_t words = plan->records / 64 + 1;
         p->clean = stoker__calloc((size_t)words, sizeof *p->clean);
         if (!p->clean)
-            return stoker__fail(err, -ENOMEM, "out of memory for the %" PRIu64
+            return stoker__fail(err, -ENOMEM,
+                                "out of memory for the %" PRIu64
                                 " records' marks of a data set not checked when packed",
                                 plan->records);
     }
@@ -834,8 +835,8 @@ int stoker__pool_start(stoker__pool *p, stoker__err *err)
     for (uint32_t i = 0; i < p->nworkers; i++) {
         stoker__worker *w = &p->workers[i];
         if (w->gpu) {
-            const stoker__gdec_host host = {host_decode, host_finish, host_held, host_park,
-                                            &p->stop, &p->halt};
+            const stoker__gdec_host host = {host_decode, host_finish, host_held,
+                                            host_park,   &p->stop,    &p->halt};
             const int rc = stoker__gdec_run(p->gd, &host, w, err);
             if (rc < 0)
                 return rc;
@@ -862,7 +863,7 @@ void stoker__pool_destroy(stoker__pool *p)
         if (p->workers[i].started)
             pthread_join(p->workers[i].thread, NULL);
     stoker__gdec_stop(p->gd); /* the GPU worker, which uses the last worker's resources */
-    if (p->ds) /* the data set may outlive the loader */
+    if (p->ds)                /* the data set may outlive the loader */
         stoker__dataset_interrupt(p->ds, false);
     for (uint32_t i = 0; p->workers && i < p->nworkers; i++) {
         stoker__worker *w = &p->workers[i];

@@ -57,16 +57,16 @@ typedef struct stoker__pool {
      * set once its record came out clean, so that later epochs decode it as a checked one.
      * NULL: the data set's JPEGs were all decoded whole when packed, or none is decoded. */
     _Atomic uint64_t *clean;
-    stoker__worker *workers;    /* threads readers, then the GPU worker's when gd is set */
-    uint32_t nworkers; /* workers allocated (destroy frees these) */
+    stoker__worker *workers; /* threads readers, then the GPU worker's when gd is set */
+    uint32_t nworkers;       /* workers allocated (destroy frees these) */
 
     pthread_mutex_t mu; /* parking; taken before a slot mutex, never after */
     pthread_cond_t cond;
     bool has_locks;
     atomic_bool stop;
-    atomic_bool halt;   /* stop or pause: every wait of a worker gives up */
-    bool paused;        /* under mu */
-    uint32_t parked;    /* under mu */
+    atomic_bool halt; /* stop or pause: every wait of a worker gives up */
+    bool paused;      /* under mu */
+    uint32_t parked;  /* under mu */
     atomic_uint_fast64_t ticket;
     /* Written only while every worker is parked, or before they start. */
     uint64_t base_epoch, base_pos;

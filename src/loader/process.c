@@ -46,8 +46,8 @@ static void publish_stats(const stoker__process *pr)
 }
 
 int stoker__process_record(stoker__process *pr, uint64_t seed, int64_t epoch, int64_t id,
-                           const uint8_t *src, uint64_t n, bool whole, uint8_t *dst,
-                           uint64_t cap, stoker__err *err)
+                           const uint8_t *src, uint64_t n, bool whole, uint8_t *dst, uint64_t cap,
+                           stoker__err *err)
 {
     const stoker__plan *p = pr->plan;
     if (cap < p->rec_size)
@@ -55,10 +55,10 @@ int stoker__process_record(stoker__process *pr, uint64_t seed, int64_t epoch, in
                             "output slot of %" PRIu64 " bytes is smaller than a sample (%" PRIu64
                             ")",
                             cap, p->rec_size);
-    int rc = whole ? stoker__xform_jpeg_whole(pr->xs, &p->xform, seed, epoch, id, src,
-                                              (size_t)n, dst, err)
-                   : stoker__xform_jpeg(pr->xs, &p->xform, seed, epoch, id, src, (size_t)n, dst,
-                                        err);
+    int rc =
+        whole
+            ? stoker__xform_jpeg_whole(pr->xs, &p->xform, seed, epoch, id, src, (size_t)n, dst, err)
+            : stoker__xform_jpeg(pr->xs, &p->xform, seed, epoch, id, src, (size_t)n, dst, err);
     publish_stats(pr);
     if (rc == STOKER_E_LIMIT) {
         char why[STOKER_ERRMSG_CAP];

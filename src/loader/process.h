@@ -22,7 +22,7 @@ void stoker__process_destroy(stoker__process *pr); /* NULL ok */
  * (stoker__xform_jpeg_whole). Returns 0, STOKER_E_CORRUPT, STOKER_E_LIMIT (dst too small) or
  * -ENOMEM. */
 int stoker__process_record(stoker__process *pr, uint64_t seed, int64_t epoch, int64_t id,
-                           const uint8_t *src, uint64_t n, bool whole, uint8_t *dst,
-                           uint64_t cap, stoker__err *err);
+                           const uint8_t *src, uint64_t n, bool whole, uint8_t *dst, uint64_t cap,
+                           stoker__err *err);
 
 #endif

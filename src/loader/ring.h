@@ -40,7 +40,7 @@ enum {
 typedef struct stoker__ring stoker__ring;
 
 typedef struct stoker__slot {
-    stoker__ring *ring;  /* the owner (give_back from a callback that has only the slot) */
+    stoker__ring *ring; /* the owner (give_back from a callback that has only the slot) */
     pthread_mutex_t mu;
     pthread_cond_t cond; /* workers wait for FREE/PREPARED, takers for READY */
     uint64_t seq;        /* under mu */

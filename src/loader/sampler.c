@@ -25,8 +25,7 @@ uint64_t stoker__sample_rng(uint64_t seed, uint64_t epoch, uint64_t id)
     return stoker__mix64(k ^ (id + UINT64_C(0x632BE59BD9B4E019)));
 }
 
-void stoker__perm_init(stoker__perm *p, uint64_t n, uint64_t seed, uint64_t epoch,
-                       bool shuffle)
+void stoker__perm_init(stoker__perm *p, uint64_t n, uint64_t seed, uint64_t epoch, bool shuffle)
 {
     p->n = n;
     p->shuffle = shuffle && n > 1;
@@ -95,8 +94,8 @@ static uint64_t perm_inv(const stoker__perm *p, uint64_t x)
     return i;
 }
 
-void stoker__order_init(stoker__order *o, uint64_t n, uint64_t block, uint64_t seed,
-                        uint64_t epoch, bool shuffle)
+void stoker__order_init(stoker__order *o, uint64_t n, uint64_t block, uint64_t seed, uint64_t epoch,
+                        bool shuffle)
 {
     *o = (stoker__order){.n = n, .block = shuffle ? block : 0, .epoch = epoch};
     if (o->block == 0) {
@@ -145,8 +144,13 @@ bool stoker__sampler_init(stoker__sampler *s, uint64_t n, uint64_t batch, uint32
     const uint64_t g = batch * world;
     if (g / world != batch)
         return false;
-    *s = (stoker__sampler){.n = n, .batch = batch, .rank = rank, .world = world,
-                           .shuffle = shuffle, .drop_last = drop_last, .seed = seed};
+    *s = (stoker__sampler){.n = n,
+                           .batch = batch,
+                           .rank = rank,
+                           .world = world,
+                           .shuffle = shuffle,
+                           .drop_last = drop_last,
+                           .seed = seed};
     if (drop_last) {
         s->nbatches = n / g;
         s->nrecords = s->nbatches * batch;

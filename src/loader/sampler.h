@@ -47,23 +47,23 @@
 #include <stdint.h>
 
 typedef struct stoker__sampler {
-    uint64_t n;         /* records in the data set */
-    uint64_t batch;     /* B: records per batch per rank */
+    uint64_t n;     /* records in the data set */
+    uint64_t batch; /* B: records per batch per rank */
     uint32_t rank, world;
     bool shuffle, drop_last;
     uint64_t seed;
-    uint64_t block;     /* K of the block order; 0: the record order (set by set_blocks) */
+    uint64_t block; /* K of the block order; 0: the record order (set by set_blocks) */
     /* derived by init */
-    uint64_t nbatches;  /* batches per epoch on each rank */
-    uint64_t nrecords;  /* records per epoch on each rank (padding included) */
-    uint64_t last;      /* records in the last batch (B unless short) */
+    uint64_t nbatches; /* batches per epoch on each rank */
+    uint64_t nrecords; /* records per epoch on each rank (padding included) */
+    uint64_t last;     /* records in the last batch (B unless short) */
 } stoker__sampler;
 
 /* One epoch's permutation: precomputed round keys. */
 typedef struct stoker__perm {
     uint64_t n;
     uint64_t keys[4];
-    uint32_t half;      /* h: bits per Feistel half */
+    uint32_t half; /* h: bits per Feistel half */
     bool shuffle;
 } stoker__perm;
 
@@ -73,8 +73,8 @@ typedef struct stoker__order {
     uint64_t n, block;
     uint64_t inner_seed; /* keys the permutation inside each block */
     uint64_t epoch;
-    uint64_t tail;       /* ids in the partial last block; 0 when every block is full */
-    uint64_t tail_at;    /* the partial block's first position in P */
+    uint64_t tail;    /* ids in the partial last block; 0 when every block is full */
+    uint64_t tail_at; /* the partial block's first position in P */
 } stoker__order;
 
 /* Block size of the block order when the data set has no natural one (shards, contiguous
@@ -97,19 +97,17 @@ uint64_t stoker__sampler_run(const stoker__sampler *s);
 uint64_t stoker__sampler_batch_count(const stoker__sampler *s, uint64_t k);
 
 /* Writes the record ids of this rank's batch k of `epoch` into ids[0 .. batch_count(k)). */
-void stoker__sampler_batch(const stoker__sampler *s, uint64_t epoch, uint64_t k,
-                           int64_t *ids);
+void stoker__sampler_batch(const stoker__sampler *s, uint64_t epoch, uint64_t k, int64_t *ids);
 
 /* The permutation of `epoch` for n records (identity when !shuffle). */
-void stoker__perm_init(stoker__perm *p, uint64_t n, uint64_t seed, uint64_t epoch,
-                       bool shuffle);
+void stoker__perm_init(stoker__perm *p, uint64_t n, uint64_t seed, uint64_t epoch, bool shuffle);
 /* Element i (0 <= i < n) of the permutation. */
 uint64_t stoker__perm_at(const stoker__perm *p, uint64_t i);
 
 /* The order of `epoch` for n records: the record permutation when block is 0, else the
  * block order with blocks of `block` ids (identity when !shuffle, either way). */
-void stoker__order_init(stoker__order *o, uint64_t n, uint64_t block, uint64_t seed,
-                        uint64_t epoch, bool shuffle);
+void stoker__order_init(stoker__order *o, uint64_t n, uint64_t block, uint64_t seed, uint64_t epoch,
+                        bool shuffle);
 /* Element i (0 <= i < n) of the order. */
 uint64_t stoker__order_at(const stoker__order *o, uint64_t i);
 

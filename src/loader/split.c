@@ -24,9 +24,10 @@
 #define DEFAULT_MARGIN 0.04
 #define DEFAULT_JUMP 0.3
 #define DEFAULT_DROP 0.1
-#define UNSURE_RATIO 2.0 /* a consumer whose own rate is more than this many times what it
-                            was given (one that waited more than half its time): its rate is
-                            unsure, and the ceiling bounds its rises */
+#define UNSURE_RATIO                                                                               \
+    2.0                      /* a consumer whose own rate is more than this many times what it     \
+                                was given (one that waited more than half its time): its rate is   \
+                                unsure, and the ceiling bounds its rises */
 #define MAX_WAIT_DOUBLINGS 6 /* a fallback lasts at most 64 times retry_after batches */
 
 static double clamp(double v, double lo, double hi)
@@ -257,8 +258,7 @@ double stoker__split_consumed(stoker__split *s, const stoker__split_period *p)
              * of the records, which is waited / eligible_part of the eligible ones (damped) */
             const double ep = s->eligible_part > 0 ? s->eligible_part : 1;
             const double most = c->step_max * (double)(1 << rises);
-            rise(s, s->share + clamp(c->gain * waited / ep, c->step_min, most),
-                 STOKER__SPLIT_MORE);
+            rise(s, s->share + clamp(c->gain * waited / ep, c->step_min, most), STOKER__SPLIT_MORE);
         }
         s->rises = rises < MAX_RISE_DOUBLINGS ? rises + 1 : rises;
     } else if (c->low > 0 && p->ahead < c->low && p->ahead <= ahead_before &&
@@ -311,50 +311,64 @@ void stoker__split_describe(const stoker__split *s, char *buf, size_t cap)
     const double busy = 100 * s->last.busy, share = 100 * s->share, ahead = s->last.ahead;
     switch (s->reason) {
     case STOKER__SPLIT_MORE:
-        snprintf(buf, cap, "the consumer waited %.1f%% of its time with the workers %.0f%% busy: "
-                 "the GPU takes %.0f%% of the images it can", waited, busy, share);
+        snprintf(buf, cap,
+                 "the consumer waited %.1f%% of its time with the workers %.0f%% busy: "
+                 "the GPU takes %.0f%% of the images it can",
+                 waited, busy, share);
         break;
     case STOKER__SPLIT_CAPPED:
-        snprintf(buf, cap, "the consumer waited %.1f%% of its time with the workers %.0f%% busy: "
-                 "the GPU takes its most, %.0f%%", waited, busy, share);
+        snprintf(buf, cap,
+                 "the consumer waited %.1f%% of its time with the workers %.0f%% busy: "
+                 "the GPU takes its most, %.0f%%",
+                 waited, busy, share);
         break;
     case STOKER__SPLIT_DRY:
-        snprintf(buf, cap, "%.1f batches ready at the consumer's calls and falling, the workers "
-                 "%.0f%% busy: the GPU takes %.0f%% of the images it can", ahead, busy, share);
+        snprintf(buf, cap,
+                 "%.1f batches ready at the consumer's calls and falling, the workers "
+                 "%.0f%% busy: the GPU takes %.0f%% of the images it can",
+                 ahead, busy, share);
         break;
     case STOKER__SPLIT_NOT_CPU:
-        snprintf(buf, cap, "the consumer waited %.1f%% of its time with the workers only %.0f%% "
-                 "busy: the CPU is not the limit; the GPU keeps %.0f%%", waited, busy, share);
+        snprintf(buf, cap,
+                 "the consumer waited %.1f%% of its time with the workers only %.0f%% "
+                 "busy: the CPU is not the limit; the GPU keeps %.0f%%",
+                 waited, busy, share);
         break;
     case STOKER__SPLIT_HOLD:
-        snprintf(buf, cap, "batches come as the consumer needs them (waited %.1f%%, %.1f ready): "
-                 "the GPU keeps %.0f%%", waited, ahead, share);
+        snprintf(buf, cap,
+                 "batches come as the consumer needs them (waited %.1f%%, %.1f ready): "
+                 "the GPU keeps %.0f%%",
+                 waited, ahead, share);
         break;
     case STOKER__SPLIT_TRIM:
-        snprintf(buf, cap, "batches come in time (%.1f ready) and the workers would make %.0f of "
-                 "the %.0f img/s taken: the GPU takes less, %.0f%%", ahead, s->cpu_full,
-                 s->consumer, share);
+        snprintf(buf, cap,
+                 "batches come in time (%.1f ready) and the workers would make %.0f of "
+                 "the %.0f img/s taken: the GPU takes less, %.0f%%",
+                 ahead, s->cpu_full, s->consumer, share);
         break;
     case STOKER__SPLIT_LESS:
-        snprintf(buf, cap, "%.1f batches ready at the consumer's calls, waited %.1f%%: %s",
-                 ahead, waited, s->share > 0 ? "the GPU takes less" : "the CPU decodes alone");
+        snprintf(buf, cap, "%.1f batches ready at the consumer's calls, waited %.1f%%: %s", ahead,
+                 waited, s->share > 0 ? "the GPU takes less" : "the CPU decodes alone");
         break;
     case STOKER__SPLIT_SLACK:
-        snprintf(buf, cap, "%.1f batches ready at the consumer's calls and %.1f queued for the "
+        snprintf(buf, cap,
+                 "%.1f batches ready at the consumer's calls and %.1f queued for the "
                  "GPU, the workers %.0f%% busy: the CPU takes more back, the GPU %.0f%%",
                  ahead, s->last.gpu_queued, busy, share);
         break;
     case STOKER__SPLIT_GPU_BEHIND:
-        snprintf(buf, cap, "the consumer waited %.1f%% of its time with %.1f batches queued for "
-                 "the GPU: the GPU takes less, %.0f%%", waited, s->last.gpu_queued, share);
+        snprintf(buf, cap,
+                 "the consumer waited %.1f%% of its time with %.1f batches queued for "
+                 "the GPU: the GPU takes less, %.0f%%",
+                 waited, s->last.gpu_queued, share);
         break;
     case STOKER__SPLIT_FALLBACK:
-        snprintf(buf, cap, "the GPU failed %d batches in a row: the CPU decodes alone for %lld "
-                 "batches", (int)s->cfg.max_failures, (long long)s->fallback_left);
+        snprintf(buf, cap,
+                 "the GPU failed %d batches in a row: the CPU decodes alone for %lld "
+                 "batches",
+                 (int)s->cfg.max_failures, (long long)s->fallback_left);
         break;
-    default:
-        snprintf(buf, cap, "the CPU decodes alone until the consumer waits for it");
-        break;
+    default: snprintf(buf, cap, "the CPU decodes alone until the consumer waits for it"); break;
     }
     const size_t n = strlen(buf);
     if ((s->reason == STOKER__SPLIT_MORE || s->reason == STOKER__SPLIT_DRY) && bounded(s) &&

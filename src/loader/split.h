@@ -96,10 +96,10 @@ typedef struct stoker__split_batch {
 
 /* What the consumer saw over a period of deliveries. */
 typedef struct stoker__split_period {
-    double seconds; /* from the delivery before the period's first to its last */
-    double waited;  /* of it, the consumer's time waiting for batches */
-    double ahead;   /* batches ready (not yet taken) at its calls, on average */
-    double busy;    /* the CPU workers' busy share over the period (0..1) */
+    double seconds;    /* from the delivery before the period's first to its last */
+    double waited;     /* of it, the consumer's time waiting for batches */
+    double ahead;      /* batches ready (not yet taken) at its calls, on average */
+    double busy;       /* the CPU workers' busy share over the period (0..1) */
     double gpu_queued; /* batches waiting for the GPU decode stage (none of its runs free for
                           them) at the consumer's calls, on average */
     /* The period's rates (0: not measured, and the rules move the share by steps alone):
@@ -109,13 +109,13 @@ typedef struct stoker__split_period {
 
 /* Why the share is what it is (the last decision). */
 enum {
-    STOKER__SPLIT_START = 0, /* nothing seen yet: the CPU alone */
-    STOKER__SPLIT_MORE,      /* the consumer waited for a busy CPU: the GPU took more */
-    STOKER__SPLIT_CAPPED,    /* ... and the GPU takes its most, 1 - floor */
-    STOKER__SPLIT_NOT_CPU,   /* the consumer waited, yet the workers were not the limit */
-    STOKER__SPLIT_HOLD,      /* batches come as the consumer needs them */
-    STOKER__SPLIT_LESS,      /* batches ahead of the consumer: the GPU took less */
-    STOKER__SPLIT_FALLBACK,  /* GPU failures: the CPU alone for a while */
+    STOKER__SPLIT_START = 0,  /* nothing seen yet: the CPU alone */
+    STOKER__SPLIT_MORE,       /* the consumer waited for a busy CPU: the GPU took more */
+    STOKER__SPLIT_CAPPED,     /* ... and the GPU takes its most, 1 - floor */
+    STOKER__SPLIT_NOT_CPU,    /* the consumer waited, yet the workers were not the limit */
+    STOKER__SPLIT_HOLD,       /* batches come as the consumer needs them */
+    STOKER__SPLIT_LESS,       /* batches ahead of the consumer: the GPU took less */
+    STOKER__SPLIT_FALLBACK,   /* GPU failures: the CPU alone for a while */
     STOKER__SPLIT_GPU_BEHIND, /* the consumer waited with batches queued for the GPU: less */
     STOKER__SPLIT_DRY,        /* the ring runs dry with the workers busy: the GPU took more */
     STOKER__SPLIT_SLACK,      /* batches ahead, or held by the GPU, with idle workers: less */

@@ -442,14 +442,19 @@ typedef struct stat_desc {
 #define CTYPE_TEXT char *
 
 /* Each row's field exists in stoker_stats with the row's type (a char array for TEXT). */
-#define CHECK(name, type, values, decimals, doc)                                                  \
-    _Static_assert(_Generic(((stoker_stats *)0)->name, CTYPE_##type: 1, default: 0),               \
+#define CHECK(name, type, values, decimals, doc)                                                   \
+    _Static_assert(_Generic(((stoker_stats *)0)->name, CTYPE_##type : 1, default : 0),             \
                    "stoker_stats." #name " is not of its row's type");
 STOKER__STATS_FIELDS(CHECK)
 
 #define ROW(name, type, values, decimals, doc)                                                     \
-    {#name, type, values, (uint32_t)offsetof(stoker_stats, name),                                  \
-     (uint32_t)sizeof(((stoker_stats *)0)->name), decimals, doc},
+    {#name,                                                                                        \
+     type,                                                                                         \
+     values,                                                                                       \
+     (uint32_t)offsetof(stoker_stats, name),                                                       \
+     (uint32_t)sizeof(((stoker_stats *)0)->name),                                                  \
+     decimals,                                                                                     \
+     doc},
 static const stat_desc STATS[] = {STOKER__STATS_FIELDS(ROW)};
 #define NSTATS (sizeof STATS / sizeof STATS[0])
 

@@ -619,8 +619,8 @@ uint64_t stoker__cache_reclaim(stoker__cache *c, uint64_t want)
                 if (dfd >= 0)
                     close(dfd);
                 dir = v->dir;
-                dfd = openat(c->dirfd, t.dirs[dir],
-                             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                dfd =
+                    openat(c->dirfd, t.dirs[dir], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             }
             const int r = dfd < 0 ? PINNED : evict(dfd, v);
             if (r != PINNED)

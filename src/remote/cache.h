@@ -55,9 +55,8 @@ uint64_t stoker__cache_limit(const stoker__cache *c);
  * gives the same object again. Freed by close. Errors: STOKER_E_INVALID (block size 0, a
  * control character in the URL or validator), STOKER_E_LIMIT (more than 10^10 blocks),
  * STOKER_E_CORRUPT (the key's directory holds another object's `object` file), -errno. */
-int stoker__cache_object(stoker__cache *c, const char *url, const char *validator,
-                         uint64_t size, uint32_t block_size, stoker__cache_obj **out,
-                         stoker__err *err);
+int stoker__cache_object(stoker__cache *c, const char *url, const char *validator, uint64_t size,
+                         uint32_t block_size, stoker__cache_obj **out, stoker__err *err);
 /* Bytes of block `block` (the last one may be short). */
 uint64_t stoker__cache_block_bytes(const stoker__cache_obj *o, uint64_t block);
 
@@ -80,10 +79,10 @@ int stoker__cache_acquire(stoker__cache_obj *o, uint64_t block, int *fd, stoker_
  * *fd receives the block file, pinned as READY. Makes room first by evicting unpinned
  * blocks; STOKER__BLOCK_WAIT when pinned blocks alone fill the limit: nothing is published
  * nor given up (the fetch holds its temporary file and lock; commit again once readers of
- * this process or others unpin, or abort). Any other failure gives the fetch up as abort does (tmp_fd closed, the temporary file removed,
- * the lock released; STOKER_E_CORRUPT for a size other than stoker__cache_block_bytes),
- * except STOKER_E_INVALID when this handle does not fetch `block` through tmp_fd: then
- * nothing is touched. */
+ * this process or others unpin, or abort). Any other failure gives the fetch up as abort does
+ * (tmp_fd closed, the temporary file removed, the lock released; STOKER_E_CORRUPT for a size other
+ * than stoker__cache_block_bytes), except STOKER_E_INVALID when this handle does not fetch `block`
+ * through tmp_fd: then nothing is touched. */
 int stoker__cache_commit(stoker__cache_obj *o, uint64_t block, int tmp_fd, int *fd,
                          stoker__err *err);
 /* Gives up a FETCH: the temporary file is removed, tmp_fd closed and the fetch lock

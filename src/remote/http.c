@@ -38,17 +38,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BACKOFF_FIRST 0.05   /* seconds before the first retry (then x2, with jitter) */
-#define BACKOFF_MAX 5.0      /* the longest backoff between two attempts */
-#define RETRY_AFTER_MAX 30.0 /* the longest Retry-After honoured */
-#define POLL_MAX_MS 1000     /* the longest wait in curl_multi_poll */
+#define BACKOFF_FIRST 0.05       /* seconds before the first retry (then x2, with jitter) */
+#define BACKOFF_MAX 5.0          /* the longest backoff between two attempts */
+#define RETRY_AFTER_MAX 30.0     /* the longest Retry-After honoured */
+#define POLL_MAX_MS 1000         /* the longest wait in curl_multi_poll */
 #define RECV_BUFFER (512L << 10) /* CURLOPT_BUFFERSIZE: libcurl's largest */
-#define ERRBODY_CAP 1024     /* bytes of an error reply's body kept (S3's <Code>) */
-#define WRITE_CHUNK (1u << 20) /* bytes of a body handed to the writers at a time */
-#define WRITE_CHUNKS 32u     /* chunks at most, by default: bodies on their way to files */
-#define WRITERS 2u           /* threads writing the chunks */
-#define WRITES_WAIT 0.001    /* seconds a retry waits again for the attempt before's writes */
-#define MAX_HOPS 8           /* redirects followed per attempt */
+#define ERRBODY_CAP 1024         /* bytes of an error reply's body kept (S3's <Code>) */
+#define WRITE_CHUNK (1u << 20)   /* bytes of a body handed to the writers at a time */
+#define WRITE_CHUNKS 32u         /* chunks at most, by default: bodies on their way to files */
+#define WRITERS 2u               /* threads writing the chunks */
+#define WRITES_WAIT 0.001        /* seconds a retry waits again for the attempt before's writes */
+#define MAX_HOPS 8               /* redirects followed per attempt */
 #define DEADLINE_UNIT (1u << 20) /* an attempt's deadline grows by stall_timeout per MiB */
 
 /* What an attempt's checks decided before the transfer ended (they abort it). */
@@ -1161,8 +1161,8 @@ static void follow_hop(stoker__http *h, xfer *x, char *to)
     if (x->hops >= MAX_HOPS) {
         rc = req_fail(r, -EIO, "more than %d redirects", MAX_HOPS);
     } else if (strncasecmp(to, "http://", 7) != 0 && strncasecmp(to, "https://", 8) != 0) {
-        rc = req_fail(r, -EIO, "a redirect (status %ld) to a URL that is not http(s)://",
-                      x->status);
+        rc =
+            req_fail(r, -EIO, "a redirect (status %ld) to a URL that is not http(s)://", x->status);
     } else if (!x->foreign && !same_origin(x->url, to)) {
         curl_slist_free_all(x->bare);
         x->bare = NULL;
@@ -1382,10 +1382,12 @@ static int check_opts(const stoker__http_opts *o, stoker__err *err)
     const char *colon = o->header ? strchr(o->header, ':') : NULL;
     STOKER_RETURN_IF(o->header && !colon, err, STOKER_E_INVALID,
                      "http client: the header (%zu bytes, not shown) is not \"Name: value\" "
-                     "(it has no ':')", strlen(o->header));
+                     "(it has no ':')",
+                     strlen(o->header));
     STOKER_RETURN_IF(o->header && strpbrk(o->header, "\r\n"), err, STOKER_E_INVALID,
                      "http client: the header \"%.*s: ***\" is not \"Name: value\" on one line "
-                     "(it holds a line break)", (int)strcspn(o->header, ":\r\n"), o->header);
+                     "(it holds a line break)",
+                     (int)strcspn(o->header, ":\r\n"), o->header);
     return 0;
 }
 

@@ -39,17 +39,17 @@ typedef struct stoker__http stoker__http;
  * more than retry_seconds after its first, so it ends within retry_seconds + one attempt's
  * deadline, and within (retries + 1) attempts' deadlines plus their backoffs. */
 typedef struct stoker__http_opts {
-    uint32_t max_transfers;  /* in flight at once (at least 1) */
-    uint32_t write_chunks;   /* chunks of 1 MiB at most on their way to files (0: 32); fewer
-                                only to test the client's writing them itself */
-    uint32_t retries;        /* attempts after the first, per request (0: none) */
-    double retry_seconds;    /* most time one request may spend retrying (0: no retry) */
-    double connect_timeout;  /* seconds to connect (> 0) */
-    double stall_timeout;    /* a transfer that moves no byte for this long fails (> 0); the
-                                unit of an attempt's deadline */
-    const char *ca_bundle;   /* a CA file for HTTPS [NULL: the system's] */
-    const char *header;      /* one extra request header, "Name: value" (a bearer token:
-                                "Authorization: Bearer ..."), for http(s):// URLs [none] */
+    uint32_t max_transfers; /* in flight at once (at least 1) */
+    uint32_t write_chunks;  /* chunks of 1 MiB at most on their way to files (0: 32); fewer
+                               only to test the client's writing them itself */
+    uint32_t retries;       /* attempts after the first, per request (0: none) */
+    double retry_seconds;   /* most time one request may spend retrying (0: no retry) */
+    double connect_timeout; /* seconds to connect (> 0) */
+    double stall_timeout;   /* a transfer that moves no byte for this long fails (> 0); the
+                               unit of an attempt's deadline */
+    const char *ca_bundle;  /* a CA file for HTTPS [NULL: the system's] */
+    const char *header;     /* one extra request header, "Name: value" (a bearer token:
+                               "Authorization: Bearer ..."), for http(s):// URLs [none] */
     /* S3, for s3:// URLs. NULL takes the standard environment, read by create:
      * AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION then
      * AWS_DEFAULT_REGION (else us-east-1), AWS_ENDPOINT_URL_S3 then AWS_ENDPOINT_URL (none:
@@ -61,51 +61,51 @@ typedef struct stoker__http_opts {
 typedef struct stoker__http_req stoker__http_req;
 struct stoker__http_req {
     /* ---- in (not touched by the client) ---- */
-    const char *url;     /* http://, https:// or s3://BUCKET/KEY */
-    bool head;           /* HEAD: only the size and validators */
-    uint64_t offset;     /* GET: the byte range [offset, offset + length) */
-    uint64_t length;     /* 0: the whole object */
+    const char *url;      /* http://, https:// or s3://BUCKET/KEY */
+    bool head;            /* HEAD: only the size and validators */
+    uint64_t offset;      /* GET: the byte range [offset, offset + length) */
+    uint64_t length;      /* 0: the whole object */
     const char *if_match; /* an ETag the object must still have (sent as If-Match; a 412, or
                              a reply with another ETag, fails at once with -ESTALE); NULL */
-    int fd;              /* the body goes to this file at file offset 0 (pwrite, by the
-                            client's writer threads, so any attempt rewrites it from the
-                            start, once the attempt before's writes are done); -1: to buf */
-    uint8_t *buf;        /* else the body goes here, at most `cap` bytes (a longer body
-                            fails with STOKER_E_LIMIT) */
+    int fd;               /* the body goes to this file at file offset 0 (pwrite, by the
+                             client's writer threads, so any attempt rewrites it from the
+                             start, once the attempt before's writes are done); -1: to buf */
+    uint8_t *buf;         /* else the body goes here, at most `cap` bytes (a longer body
+                             fails with STOKER_E_LIMIT) */
     size_t cap;
     void (*done)(stoker__http_req *r, void *ctx); /* once: on the client's thread, or a
                             writer's (a request to a file whose last bytes it wrote) */
     void *ctx;
 
     /* ---- out (valid in done) ---- */
-    int rc;              /* 0; -ENOENT (404), -EACCES (401, 403), -ESTALE (the ETag
-                            changed), STOKER_E_LIMIT, -ECANCELED (the client was destroyed),
-                            -EIO or -ETIMEDOUT (retries spent) */
-    long status;         /* the last HTTP status (0: none came) */
-    uint64_t size;       /* the object's size (Content-Range's total, or Content-Length of a
-                            200 or HEAD); UINT64_MAX when the server did not say */
-    uint64_t got;        /* body bytes delivered (length for a range) */
-    uint32_t attempts;   /* 1 + retries used */
-    char etag[128];      /* the ETag as sent (quotes included), "" if none */
+    int rc;            /* 0; -ENOENT (404), -EACCES (401, 403), -ESTALE (the ETag
+                          changed), STOKER_E_LIMIT, -ECANCELED (the client was destroyed),
+                          -EIO or -ETIMEDOUT (retries spent) */
+    long status;       /* the last HTTP status (0: none came) */
+    uint64_t size;     /* the object's size (Content-Range's total, or Content-Length of a
+                          200 or HEAD); UINT64_MAX when the server did not say */
+    uint64_t got;      /* body bytes delivered (length for a range) */
+    uint32_t attempts; /* 1 + retries used */
+    char etag[128];    /* the ETag as sent (quotes included), "" if none */
     char last_modified[64];
-    char msg[512];       /* on failure: "URL (bytes A-B): cause" */
-    void *internal_;     /* the client's own */
+    char msg[512];   /* on failure: "URL (bytes A-B): cause" */
+    void *internal_; /* the client's own */
 };
 
 typedef struct stoker__http_stats {
-    uint64_t requests;   /* attempts sent */
-    uint64_t bytes;      /* body bytes received */
+    uint64_t requests; /* attempts sent */
+    uint64_t bytes;    /* body bytes received */
     uint64_t retries;
-    uint64_t failures;   /* requests that failed for good */
-    uint64_t busy_ns;    /* time with at least one transfer in flight */
+    uint64_t failures; /* requests that failed for good */
+    uint64_t busy_ns;  /* time with at least one transfer in flight */
 } stoker__http_stats;
 
 /* The options table's defaults, with no CA file, header nor S3 setting. */
 void stoker__http_opts_default(stoker__http_opts *o);
 /* Creates a client and starts its thread ("stoker-http") and its writers ("stoker-http-w").
  * o may be NULL (stoker__http_opts_default's). 0; STOKER_E_INVALID (a time that is not
- * positive, no transfer, a header that is not "Name: value"), -ENOMEM, -EIO (libcurl's initialisation failed) or a thread's start
- * failure, with *out NULL and err set. */
+ * positive, no transfer, a header that is not "Name: value"), -ENOMEM, -EIO (libcurl's
+ * initialisation failed) or a thread's start failure, with *out NULL and err set. */
 int stoker__http_create(stoker__http **out, const stoker__http_opts *o, stoker__err *err);
 /* Fails what is queued, in flight or waiting to retry with -ECANCELED (each `done` is called,
  * on the client's thread or a writer's) and joins the threads; NULL is a no-op. Not

@@ -19,16 +19,18 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#define LOOK 4096u        /* batches the read-ahead may run before the readers */
-#define OPEN_PARALLEL 64u /* requests queued at once while opening */
+#define LOOK 4096u                 /* batches the read-ahead may run before the readers */
+#define OPEN_PARALLEL 64u          /* requests queued at once while opening */
 #define FAIL_HOLD_NS 1000000000ull /* a failed block fails its readers this long */
-#define MAX_CLIENTS 16u   /* HTTP clients (a thread each) at most: fetch_clients' range */
-#define ROOM_WAIT_NS 60000000000ull /* a fetched block waits this long for room in the cache
-                                       while readers (of any process) pin the rest */
+#define MAX_CLIENTS 16u            /* HTTP clients (a thread each) at most: fetch_clients' range */
+#define ROOM_WAIT_NS                                                                               \
+    60000000000ull /* a fetched block waits this long for room in the cache                        \
+                      while readers (of any process) pin the rest */
 /* Times a block is fetched again after a full disk made room by eviction, before it fails */
 #define NOSPC_TRIES 4
-#define HIT_PINS 256u /* blocks found in the cache that the read-ahead may pin ahead: a
-                         descriptor each */
+#define HIT_PINS                                                                                   \
+    256u /* blocks found in the cache that the read-ahead may pin ahead: a                         \
+            descriptor each */
 
 /* B_DROPPING: being unpinned (try_unpin), seen only by readers without the lock */
 enum { B_NONE = 0, B_FETCHING, B_BUSY, B_READY, B_FAILED, B_DROPPING };
@@ -53,8 +55,8 @@ struct stoker__robj {
     char *url;
     char *shown; /* url as shown (stoker_redact) */
     uint64_t size, nblocks;
-    char validator[200]; /* the ETag, or Last-Modified and size */
-    char etag[128];      /* sent as If-Match; "" when the server gives none */
+    char validator[200];    /* the ETag, or Last-Modified and size */
+    char etag[128];         /* sent as If-Match; "" when the server gives none */
     stoker__cache_obj *obj; /* NULL: read only by stoker__robj_get_all */
     rblock *blocks;
 };
@@ -70,7 +72,7 @@ typedef struct pending {
 } pending;
 
 struct stoker__robjs {
-    char *path; /* the data set's URL, for messages */
+    char *path;                      /* the data set's URL, for messages */
     stoker__http *http[MAX_CLIENTS]; /* blocks go to each in turn; metadata to the first */
     uint32_t nhttp;
     _Atomic uint32_t next_http;
@@ -90,7 +92,7 @@ struct stoker__robjs {
     pthread_t thread;
     bool thread_started, stop;
     bool following;
-    bool interrupted; /* readers give up instead of waiting (a stopping loader) */
+    bool interrupted;    /* readers give up instead of waiting (a stopping loader) */
     stoker__robj **objs; /* every object (mu) */
     size_t nobjs, cap_objs;
     stoker__rahead fut;
@@ -108,7 +110,7 @@ struct stoker__robjs {
     struct pinned {
         stoker__robj *o;
         uint64_t block;
-    } *pinned;
+    } * pinned;
     size_t npinned, cap_pinned;
 
     uint64_t nospc_want; /* bytes a full disk is freed to: what must be in flight */
@@ -353,9 +355,11 @@ static void commit_waiting(stoker__robjs *r)
             char msg[STOKER_ERRMSG_CAP];
             if (rc == STOKER__BLOCK_WAIT) {
                 stoker__cache_abort(sh->obj, p->block, p->tmp_fd);
-                snprintf(msg, sizeof msg, "%.300s; no room came within %llu s: give a larger "
+                snprintf(msg, sizeof msg,
+                         "%.300s; no room came within %llu s: give a larger "
                          "cache_limit, or a smaller fetch_window to each process sharing the "
-                         "cache", err.msg, (unsigned long long)(ROOM_WAIT_NS / 1000000000ull));
+                         "cache",
+                         err.msg, (unsigned long long)(ROOM_WAIT_NS / 1000000000ull));
                 rc = STOKER_E_LIMIT;
             } else {
                 snprintf(msg, sizeof msg, "%s", err.msg);
@@ -442,7 +446,6 @@ static void unpin_passed(stoker__robjs *r)
     r->npinned = kept;
 }
 
-
 /* ---- reading ahead ---- */
 
 /* Whether the read-ahead may start more blocks: within the window (blocks it finds in the
@@ -482,8 +485,7 @@ static int scan_some(stoker__robjs *r)
     pending *todo[64];
     uint32_t ntodo = 0;
     const uint64_t j0 = r->scan_j;
-    const uint64_t pass_max =
-        (r->now_max > r->window ? r->now_max : r->window) + r->hit_max;
+    const uint64_t pass_max = (r->now_max > r->window ? r->now_max : r->window) + r->hit_max;
     bool full = false;
     for (; r->scan_j < r->scan_n; r->scan_j++) {
         if (r->pinned_bytes + r->hit_bytes > pass_max) { /* readers' own asks pinned the rest */
@@ -647,9 +649,10 @@ static int hold_block(stoker__robjs *r, stoker__robj *sh, uint64_t b, const atom
         if (k->st == B_READY)
             break;
         if (r->interrupted) {
-            stoker__fail(err, STOKER_E_CANCELED, "%s: bytes %llu-%llu: the read was interrupted "
-                         "(the loader is stopping)", sh->url,
-                         (unsigned long long)(b * r->block_size),
+            stoker__fail(err, STOKER_E_CANCELED,
+                         "%s: bytes %llu-%llu: the read was interrupted "
+                         "(the loader is stopping)",
+                         sh->url, (unsigned long long)(b * r->block_size),
                          (unsigned long long)(b * r->block_size + block_bytes(r, sh, b) - 1));
             pthread_mutex_unlock(&r->mu);
             return STOKER_E_CANCELED;
@@ -780,9 +783,11 @@ int stoker__robj_read(stoker__robj *o, uint8_t *dst, uint64_t len, uint64_t off,
         if (rc < 0) {
             char path[STOKER_ERRMSG_CAP / 2];
             stoker__cache_block_path(o->obj, b, path, sizeof path);
-            return stoker__fail(err, rc, "%s: bytes %llu-%llu: reading block %llu from the "
-                                "cache (%s): %s", o->shown, (unsigned long long)at,
-                                (unsigned long long)(at + n - 1), (unsigned long long)b, path,
+            return stoker__fail(err, rc,
+                                "%s: bytes %llu-%llu: reading block %llu from the "
+                                "cache (%s): %s",
+                                o->shown, (unsigned long long)at, (unsigned long long)(at + n - 1),
+                                (unsigned long long)b, path,
                                 rc == STOKER_E_CORRUPT ? "file shorter than the block"
                                                        : stoker_strerror(rc));
         }
@@ -952,8 +957,10 @@ static int obj_make(stoker__robjs *r, const char *url, const stoker__http_req *h
     }
     stoker_redact(url, o->shown, 2 * ulen + 8);
     if (h->size == UINT64_MAX) {
-        const int rc = stoker__fail(err, STOKER_E_FORMAT, "%s: the reply to HEAD has no "
-                                    "Content-Length: the object's length is missing", o->shown);
+        const int rc = stoker__fail(err, STOKER_E_FORMAT,
+                                    "%s: the reply to HEAD has no "
+                                    "Content-Length: the object's length is missing",
+                                    o->shown);
         obj_free(o);
         return rc;
     }
@@ -974,8 +981,8 @@ static int obj_make(stoker__robjs *r, const char *url, const stoker__http_req *h
         for (uint64_t b = 0; b < o->nblocks; b++)
             o->blocks[b].fd = -1;
         stoker__err cerr = {0};
-        const int rc = stoker__cache_object(r->cache, o->url, o->validator, o->size,
-                                            r->block_size, &o->obj, &cerr);
+        const int rc = stoker__cache_object(r->cache, o->url, o->validator, o->size, r->block_size,
+                                            &o->obj, &cerr);
         if (rc < 0) {
             stoker__fail(err, rc, "%s: the block cache: %s", o->shown, cerr.msg);
             obj_free(o);
@@ -1006,8 +1013,8 @@ static int open_all(stoker__robjs *r, const char *const *urls, uint32_t n, bool 
     return rc;
 }
 
-int stoker__robj_open_all(stoker__robjs *s, const char *const *urls, uint32_t n,
-                          stoker__robj **out, stoker__err *err)
+int stoker__robj_open_all(stoker__robjs *s, const char *const *urls, uint32_t n, stoker__robj **out,
+                          stoker__err *err)
 {
     return open_all(s, urls, n, true, out, err);
 }
@@ -1017,8 +1024,7 @@ int stoker__robj_open(stoker__robjs *s, const char *url, stoker__robj **out, sto
     return open_all(s, &url, 1, true, out, err);
 }
 
-int stoker__robj_open_meta(stoker__robjs *s, const char *url, stoker__robj **out,
-                           stoker__err *err)
+int stoker__robj_open_meta(stoker__robjs *s, const char *url, stoker__robj **out, stoker__err *err)
 {
     return open_all(s, &url, 1, false, out, err);
 }
@@ -1051,14 +1057,20 @@ int stoker__robj_get_all(stoker__robjs *s, const stoker__rget *g, uint32_t n, st
     for (uint32_t i = 0; i < n && rc == 0; i++) {
         const stoker__robj *o = g[i].o;
         if (g[i].off > o->size || g[i].len > o->size - g[i].off || (g[i].len == 0 && g[i].off))
-            rc = stoker__fail(err, STOKER_E_INVALID, "%s: bytes %llu-%llu: outside the "
-                              "object's %llu bytes", o->shown, (unsigned long long)g[i].off,
+            rc = stoker__fail(err, STOKER_E_INVALID,
+                              "%s: bytes %llu-%llu: outside the "
+                              "object's %llu bytes",
+                              o->shown, (unsigned long long)g[i].off,
                               (unsigned long long)(g[i].off + g[i].len - 1),
                               (unsigned long long)o->size);
         const uint64_t len = g[i].len ? g[i].len : o->size; /* 0: the whole object */
-        q[i] = (stoker__http_req){.url = o->url, .offset = g[i].len ? g[i].off : 0,
-                                  .length = g[i].len, .if_match = o->etag[0] ? o->etag : NULL,
-                                  .fd = -1, .buf = g[i].dst, .cap = (size_t)len};
+        q[i] = (stoker__http_req){.url = o->url,
+                                  .offset = g[i].len ? g[i].off : 0,
+                                  .length = g[i].len,
+                                  .if_match = o->etag[0] ? o->etag : NULL,
+                                  .fd = -1,
+                                  .buf = g[i].dst,
+                                  .cap = (size_t)len};
     }
     if (rc == 0)
         rc = run_all(s, q, n, err);
@@ -1066,8 +1078,7 @@ int stoker__robj_get_all(stoker__robjs *s, const stoker__rget *g, uint32_t n, st
         const uint64_t len = g[i].len ? g[i].len : g[i].o->size;
         if (q[i].got != len)
             rc = stoker__fail(err, STOKER_E_CORRUPT, "%s: %llu bytes came, %llu were due",
-                              g[i].o->shown, (unsigned long long)q[i].got,
-                              (unsigned long long)len);
+                              g[i].o->shown, (unsigned long long)q[i].got, (unsigned long long)len);
     }
     stoker__free(q);
     return rc;
@@ -1112,8 +1123,8 @@ static int robjs_open(stoker__robjs *r, const char *path, const stoker_config *c
     const int64_t transfers = stoker__cfg_int(cfg, STOKER_OPT_FETCH_TRANSFERS);
     r->block_size = (uint32_t)stoker__cfg_int(cfg, STOKER_OPT_BLOCK_SIZE);
     r->window = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_FETCH_WINDOW);
-    r->nhttp = clients((uint32_t)transfers,
-                       (uint32_t)stoker__cfg_int(cfg, STOKER_OPT_FETCH_CLIENTS));
+    r->nhttp =
+        clients((uint32_t)transfers, (uint32_t)stoker__cfg_int(cfg, STOKER_OPT_FETCH_CLIENTS));
     stoker__http_opts ho = {
         .retries = (uint32_t)stoker__cfg_int(cfg, STOKER_OPT_FETCH_RETRIES),
         .retry_seconds = (double)stoker__cfg_int(cfg, STOKER_OPT_FETCH_RETRY_MS) / 1000.0,
@@ -1166,8 +1177,9 @@ static int robjs_open(stoker__robjs *r, const char *path, const stoker_config *c
         STOKER_RETURN_IF(rc < 0, err, rc, "%s: the block cache: %s", path, cerr.msg);
     }
     r->now_max = stoker__cache_limit(r->cache) / 2;
-    r->hit_max = (uint64_t)HIT_PINS * r->block_size < r->now_max ? (uint64_t)HIT_PINS * r->block_size
-                                                                  : r->now_max;
+    r->hit_max = (uint64_t)HIT_PINS * r->block_size < r->now_max
+                     ? (uint64_t)HIT_PINS * r->block_size
+                     : r->now_max;
     r->nospc_want = in_flight;
     rc = stoker__thread_start(&r->thread, ahead_main, r);
     STOKER_RETURN_IF(rc != 0, err, -rc, "%s: cannot start the fetch thread: %s", path,

@@ -53,11 +53,10 @@ int stoker__robjs_open(stoker__robjs **out, const char *url, const stoker_config
 int stoker__robj_open(stoker__robjs *s, const char *url, stoker__robj **out, stoker__err *err);
 /* Opens n objects, their HEADs in parallel; the first failure's code and message (the
  * objects opened stay s's, closed with it). */
-int stoker__robj_open_all(stoker__robjs *s, const char *const *urls, uint32_t n,
-                          stoker__robj **out, stoker__err *err);
+int stoker__robj_open_all(stoker__robjs *s, const char *const *urls, uint32_t n, stoker__robj **out,
+                          stoker__err *err);
 /* Opens an object read only with stoker__robj_get_all: nothing of it goes to the cache. */
-int stoker__robj_open_meta(stoker__robjs *s, const char *url, stoker__robj **out,
-                           stoker__err *err);
+int stoker__robj_open_meta(stoker__robjs *s, const char *url, stoker__robj **out, stoker__err *err);
 uint64_t stoker__robj_size(const stoker__robj *o);
 const char *stoker__robj_url(const stoker__robj *o);
 /* The URL redacted (stoker_redact), for messages. */
@@ -119,7 +118,7 @@ typedef struct stoker__rextent {
 typedef struct stoker__rahead {
     uint64_t (*batch)(void *ctx, uint64_t seq, stoker__rextent *out);
     void *ctx;
-    uint64_t first;     /* the first seq still to come */
+    uint64_t first; /* the first seq still to come */
     uint64_t batch_cap;
 } stoker__rahead;
 /* Follows f (NULL: forget it; call before the order changes and before ctx goes away). */

@@ -54,8 +54,7 @@ int stoker_dataset_open(stoker_dataset **out, const char *path, const stoker_con
     int rc = 0;
     const stoker__source *src = stoker__source_for(path, &rc);
     if (rc < 0)
-        return stoker__fail(&ds->err, rc, "%s: a read of the file failed: %s", path,
-                            strerror(-rc));
+        return stoker__fail(&ds->err, rc, "%s: a read of the file failed: %s", path, strerror(-rc));
     if (!src->open)
         return stoker__fail(&ds->err, STOKER_E_UNSUPPORTED, "%s: %s", path, src->refusal);
     rc = src->open(ds, path, cfg);
@@ -127,7 +126,8 @@ int32_t stoker_dataset_num_classes(const stoker_dataset *ds)
 
 const char *stoker_dataset_class_name(const stoker_dataset *ds, int32_t i)
 {
-    return ds && ds->ready && i >= 0 && (uint32_t)i < ds->info.nclasses ? ds->info.classes[i] : NULL;
+    return ds && ds->ready && i >= 0 && (uint32_t)i < ds->info.nclasses ? ds->info.classes[i]
+                                                                        : NULL;
 }
 
 int64_t stoker_dataset_payload_bytes(const stoker_dataset *ds)
@@ -220,8 +220,8 @@ int stoker_dataset_read(stoker_dataset *ds, int64_t id, void *buf, size_t cap, s
         *size = (size_t)loc.length;
     const char *p = stoker__dataset_shard_path(ds, loc.shard);
     int64_t first = id;
-    for (stoker__recloc at; first > 0 && stoker__dataset_locate(ds, first - 1, &at) == 0 &&
-                            at.shard == loc.shard;)
+    for (stoker__recloc at;
+         first > 0 && stoker__dataset_locate(ds, first - 1, &at) == 0 && at.shard == loc.shard;)
         first--; /* only messages use it, and only a failed read gets here */
     const unsigned long long sr = (unsigned long long)(id - first);
     if (loc.length > cap)
@@ -307,16 +307,14 @@ int stoker__dataset_refetch(stoker_dataset *ds, int64_t id, const stoker__recloc
 }
 
 int stoker__dataset_fetch_plan(stoker_dataset *ds, int64_t id, const stoker__recloc *loc,
-                               uint64_t round, uint8_t *dst, stoker__fetch_read *out,
-                               uint32_t cap, uint32_t *n)
+                               uint64_t round, uint8_t *dst, stoker__fetch_read *out, uint32_t cap,
+                               uint32_t *n)
 {
     *n = 0;
-    return ds->ops->plan ? ds->ops->plan(ds, id, loc, round, dst, out, cap, n)
-                         : STOKER__PLAN_NONE;
+    return ds->ops->plan ? ds->ops->plan(ds, id, loc, round, dst, out, cap, n) : STOKER__PLAN_NONE;
 }
 
-void stoker__dataset_fetch_landed(stoker_dataset *ds, uint32_t cookie, uint64_t length,
-                                  int64_t res)
+void stoker__dataset_fetch_landed(stoker_dataset *ds, uint32_t cookie, uint64_t length, int64_t res)
 {
     if (ds->ops->landed)
         ds->ops->landed(ds, cookie, length, res);

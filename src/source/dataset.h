@@ -18,7 +18,7 @@ typedef struct stoker__recloc {
     uint64_t offset; /* byte offset of the payload in that file */
     uint64_t length; /* payload length in bytes */
     int64_t label;
-    uint32_t crc;    /* CRC32C of the payload */
+    uint32_t crc;     /* CRC32C of the payload */
     uint32_t has_crc; /* 1 when crc is meaningful */
     uint32_t fetch;   /* 1: not one plain extent (chunked or compressed HDF5): read it
                          with stoker__dataset_fetch, not at (fd, offset, length) */
@@ -95,8 +95,8 @@ enum {
  * fetch copies nothing. Never fails: a record it cannot plan (out of memory included)
  * answers PLAN_NONE or PLAN_FULL and the fetch reports any error. */
 int stoker__dataset_fetch_plan(stoker_dataset *ds, int64_t id, const stoker__recloc *loc,
-                               uint64_t round, uint8_t *dst, stoker__fetch_read *out,
-                               uint32_t cap, uint32_t *n);
+                               uint64_t round, uint8_t *dst, stoker__fetch_read *out, uint32_t cap,
+                               uint32_t *n);
 /* A planned read completed: res is the bytes read or -errno. A failed or short read is
  * reported by the fetch of a record that needs the chunk. */
 void stoker__dataset_fetch_landed(stoker_dataset *ds, uint32_t cookie, uint64_t length,
@@ -117,7 +117,7 @@ int32_t stoker__dataset_backend(const stoker_dataset *ds);
 typedef struct stoker__future {
     uint64_t (*batch)(void *ctx, uint64_t seq, int64_t *ids);
     void *ctx;
-    uint64_t first;     /* the first seq still to come */
+    uint64_t first; /* the first seq still to come */
     uint64_t batch_cap;
 } stoker__future;
 

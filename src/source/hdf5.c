@@ -1026,8 +1026,8 @@ static int h5_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, u
     return stoker__h5_fetch(ds, id, loc, dst, out, cancel, err);
 }
 
-#define H5_COMMON_OPS                                                                            \
-    .name = "hdf5", .locate = h5_locate, .file_path = h5_file_path, .close = h5_close,           \
+#define H5_COMMON_OPS                                                                              \
+    .name = "hdf5", .locate = h5_locate, .file_path = h5_file_path, .close = h5_close,             \
     .fetch = h5_fetch, .block_records = h5_block_records, .serialised = h5_serialised
 
 static const stoker__source_ops H5_OPS = {
@@ -1191,8 +1191,8 @@ static int failed_read_at_open(stoker_dataset *ds, int rc, int io)
     char was[STOKER_ERRMSG_CAP];
     snprintf(was, sizeof was, "%s", ds->err.msg);
     if (rc == 0)
-        return stoker__fail(&ds->err, -io, "%s: dataset %s: a read of the file failed: %s",
-                            h->file, h->name, strerror(io));
+        return stoker__fail(&ds->err, -io, "%s: dataset %s: a read of the file failed: %s", h->file,
+                            h->name, strerror(io));
     if (strstr(was, "a read of the file failed"))
         return stoker__fail(&ds->err, -io, "%s", was);
     return stoker__fail(&ds->err, -io, "%s (after a read of the file failed: %s)", was,

@@ -56,7 +56,7 @@ typedef struct stoker__h5 {
     char *name;      /* the dataset's path inside it */
     char *data_file; /* the file fd reads when the bytes are not in `file` (an external link's
                         target, an external raw data file); NULL when they are */
-    int fd;                   /* -1 when the file is remote */
+    int fd;          /* -1 when the file is remote */
     stoker__h5_bytes *remote; /* a URL's bytes; NULL for a local file */
     void *remote_state;       /* hdf5_remote.c's */
     int mode;
@@ -143,6 +143,5 @@ void stoker__h5_remote_stats(stoker__h5 *h, stoker__remote_stats *s);
  * -errno when reading the file to tell failed (an I/O error the open reports as such). A
  * URL is told by its name (stoker__hdf5_url), without a request. */
 int stoker__h5_detect(const char *path);
-
 
 #endif

@@ -27,7 +27,7 @@
 
 typedef struct h5_entry {
     uint64_t serial, index, tick;
-    uint64_t pin;   /* the plan round that needs it: not evicted while that round lasts */
+    uint64_t pin; /* the plan round that needs it: not evicted while that round lasts */
     uint8_t *data;
     size_t cap;
     uint64_t valid; /* decoded bytes at the front of data */

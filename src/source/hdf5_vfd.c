@@ -80,8 +80,8 @@ static herr_t vfd_query(const H5FD_t *file, unsigned long *flags)
     (void)file;
     /* metadata reads gathered into larger ones, and raw data read through a sieve buffer:
      * fewer, larger reads of the transport */
-    *flags = H5FD_FEAT_ACCUMULATE_METADATA | H5FD_FEAT_DATA_SIEVE |
-             H5FD_FEAT_AGGREGATE_SMALLDATA | H5FD_FEAT_AGGREGATE_METADATA;
+    *flags = H5FD_FEAT_ACCUMULATE_METADATA | H5FD_FEAT_DATA_SIEVE | H5FD_FEAT_AGGREGATE_SMALLDATA |
+             H5FD_FEAT_AGGREGATE_METADATA;
     return 0;
 }
 

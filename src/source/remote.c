@@ -28,8 +28,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#define PLANS_MAX 256                       /* records one thread plans in a round */
-#define ARENA_BYTES (UINT64_C(32) << 20)    /* a thread's buffer for a round's records */
+#define PLANS_MAX 256                    /* records one thread plans in a round */
+#define ARENA_BYTES (UINT64_C(32) << 20) /* a thread's buffer for a round's records */
 
 /* One record planned in the calling thread's round. */
 typedef struct rplan {
@@ -62,7 +62,7 @@ struct stoker__shards_remote {
     stoker__future fut;
     int64_t *ids;
     uint64_t ids_cap;
-    uint64_t bytes; /* of the shard files */
+    uint64_t bytes;               /* of the shard files */
     atomic_uint_fast64_t records; /* records fetched from the block cache (cache_records) */
 };
 
@@ -213,14 +213,22 @@ static int remote_plan(stoker_dataset *ds, int64_t id, const stoker__recloc *loc
         return later; /* not all in the cache (-EAGAIN): the fetch waits */
     const uint32_t k = t->nplans++;
     rplan *p = &t->plans[k];
-    *p = (rplan){.id = id, .shard = loc->shard, .off = loc->offset, .len = loc->length,
-                 .buf = dst ? dst : t->arena + t->used, .pending = ns, .held = true};
+    *p = (rplan){.id = id,
+                 .shard = loc->shard,
+                 .off = loc->offset,
+                 .len = loc->length,
+                 .buf = dst ? dst : t->arena + t->used,
+                 .pending = ns,
+                 .held = true};
     if (!dst)
         t->used += stoker__align_up(loc->length, 64);
     uint64_t at = 0;
     for (uint32_t s = 0; s < ns; s++) {
-        out[s] = (stoker__fetch_read){.fd = sp[s].fd, .offset = sp[s].offset,
-                                      .length = sp[s].length, .dst = p->buf + at, .cookie = k};
+        out[s] = (stoker__fetch_read){.fd = sp[s].fd,
+                                      .offset = sp[s].offset,
+                                      .length = sp[s].length,
+                                      .dst = p->buf + at,
+                                      .cookie = k};
         at += sp[s].length;
     }
     *n = ns;
@@ -321,8 +329,8 @@ static int remote_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *lo
         dst = thread_buffer(loc->length ? (size_t)loc->length : 1);
     STOKER_RETURN_IF(!dst, err, -ENOMEM, "%s: record %lld: out of memory",
                      S->files[loc->shard].path, (long long)id);
-    const int rc = stoker__robj_read(S->files[loc->shard].obj, dst, loc->length, loc->offset,
-                                     cancel, err);
+    const int rc =
+        stoker__robj_read(S->files[loc->shard].obj, dst, loc->length, loc->offset, cancel, err);
     if (rc < 0) {
         char was[STOKER_ERRMSG_CAP];
         snprintf(was, sizeof was, "%s", err->msg);
@@ -348,8 +356,7 @@ static int remote_refetch(stoker_dataset *ds, int64_t id, const stoker__recloc *
 static const char *remote_file_path(const stoker_dataset *ds, int32_t i)
 {
     const stoker__shards *S = ds->state;
-    return S && i >= 0 && i < S->n && S->files[i].obj ? stoker__robj_shown(S->files[i].obj)
-                                                       : NULL;
+    return S && i >= 0 && i < S->n && S->files[i].obj ? stoker__robj_shown(S->files[i].obj) : NULL;
 }
 
 static const char *remote_key(stoker_dataset *ds, int64_t id)
@@ -363,12 +370,18 @@ static void remote_stats(stoker_dataset *ds, stoker__remote_stats *s)
     stoker__shards *S = ds->state;
     stoker__robjs_stats st;
     stoker__robjs_stats_get(S->rs, &st);
-    *s = (stoker__remote_stats){
-        .bytes_fetched = st.bytes_fetched, .requests = st.requests, .retries = st.retries,
-        .cache_hits = st.cache_hits, .cache_misses = st.cache_misses,
-        .cache_bytes = st.cache_bytes, .cache_limit = st.cache_limit, .wait_ns = st.wait_ns,
-        .block_size = st.block_size, .window = st.window,
-        .records = atomic_load_explicit(&S->rem->records, memory_order_relaxed)};
+    *s = (stoker__remote_stats){.bytes_fetched = st.bytes_fetched,
+                                .requests = st.requests,
+                                .retries = st.retries,
+                                .cache_hits = st.cache_hits,
+                                .cache_misses = st.cache_misses,
+                                .cache_bytes = st.cache_bytes,
+                                .cache_limit = st.cache_limit,
+                                .wait_ns = st.wait_ns,
+                                .block_size = st.block_size,
+                                .window = st.window,
+                                .records =
+                                    atomic_load_explicit(&S->rem->records, memory_order_relaxed)};
 }
 
 /* The block order's run of consecutive ids: the records of RUN_BLOCKS fetched blocks, on
@@ -383,8 +396,8 @@ static uint64_t remote_block_records(const stoker_dataset *ds)
     const uint64_t n = S->first[S->n];
     if (n == 0 || !S->rem || S->rem->bytes == 0)
         return 0;
-    const double k = RUN_BLOCKS * (double)stoker__robjs_block_size(S->rs) * (double)n /
-                     (double)S->rem->bytes;
+    const double k =
+        RUN_BLOCKS * (double)stoker__robjs_block_size(S->rs) * (double)n / (double)S->rem->bytes;
     return k < 1 ? 1 : k > (double)n ? n : (uint64_t)k;
 }
 

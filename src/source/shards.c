@@ -50,8 +50,8 @@ static int shards_direct_fd(stoker_dataset *ds, int32_t i)
     stoker__shard_file *sh = &S->files[i];
     pthread_mutex_lock(&S->direct_lock);
     if (sh->direct_fd < 0 && sh->direct_err == 0) {
-        const int fd = openat(S->dirfd, S->m.shards[i].name,
-                              O_RDONLY | O_DIRECT | O_CLOEXEC | O_NOFOLLOW);
+        const int fd =
+            openat(S->dirfd, S->m.shards[i].name, O_RDONLY | O_DIRECT | O_CLOEXEC | O_NOFOLLOW);
         struct stat a, b;
         if (fd < 0) {
             sh->direct_err = errno;
@@ -69,7 +69,7 @@ static int shards_direct_fd(stoker_dataset *ds, int32_t i)
 }
 
 const char *stoker__manifest_record_key(stoker_dataset *ds, stoker__manifest *m,
-                                       pthread_mutex_t *lock, int *state, int64_t id)
+                                        pthread_mutex_t *lock, int *state, int64_t id)
 {
     if (id < 0 || (uint64_t)id >= m->records || m->nkeys == 0)
         return NULL;
@@ -286,8 +286,8 @@ int stoker__shards_begin(stoker_dataset *ds, const char *path, const stoker_conf
     const uint32_t n = S->m.nshards;
     S->files = stoker__calloc(n ? n : 1, sizeof *S->files);
     S->first = stoker__calloc((size_t)n + 1, sizeof *S->first);
-    STOKER_RETURN_IF(!S->files || !S->first, &ds->err, -ENOMEM,
-                     "%s: out of memory for %u shards", path, n);
+    STOKER_RETURN_IF(!S->files || !S->first, &ds->err, -ENOMEM, "%s: out of memory for %u shards",
+                     path, n);
     S->n = (int32_t)n;
     const size_t dlen = strlen(S->dir);
     for (uint32_t i = 0; i < n; i++) {
@@ -299,7 +299,7 @@ int stoker__shards_begin(stoker_dataset *ds, const char *path, const stoker_conf
             sh->path = stoker__http_join(S->dir, S->m.shards[i].name);
         else
 #endif
-        if ((sh->path = stoker__malloc(len)) != NULL)
+            if ((sh->path = stoker__malloc(len)) != NULL)
             snprintf(sh->path, len, "%s/%s", S->dir, S->m.shards[i].name);
         STOKER_RETURN_IF(!sh->path, &ds->err, -ENOMEM, "%s: out of memory", path);
         S->first[i + 1] = S->first[i] + S->m.shards[i].records;
@@ -314,8 +314,7 @@ static int open_shard_file(stoker_dataset *ds, int32_t i, stoker__err *err)
     stoker__shards *S = ds->state;
     stoker__shard_file *sh = &S->files[i];
     /* O_NONBLOCK: a FIFO in place of a shard must not hang open (no effect on files) */
-    sh->fd =
-        openat(S->dirfd, S->m.shards[i].name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    sh->fd = openat(S->dirfd, S->m.shards[i].name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     STOKER_RETURN_IF(sh->fd < 0 && errno == ENOENT, err, -ENOENT,
                      "%s: missing (listed in the manifest as shard %d)", sh->path, (int)i);
     STOKER_RETURN_IF(sh->fd < 0 && errno == ELOOP, err, STOKER_E_CORRUPT,
@@ -354,8 +353,7 @@ static int open_remote_files(stoker_dataset *ds, int32_t i0, int32_t i1, stoker_
         if (size != want)
             rc = stoker__fail(err, STOKER_E_CORRUPT,
                               "%s: %llu bytes, but the manifest says %llu (truncated or replaced)",
-                              S->files[i].path, (unsigned long long)size,
-                              (unsigned long long)want);
+                              S->files[i].path, (unsigned long long)size, (unsigned long long)want);
     }
     stoker__free(urls);
     stoker__free(objs);
@@ -386,8 +384,8 @@ static int read_ranges(stoker_dataset *ds, const shard_range *q, uint32_t n, con
     }
 #endif
     for (uint32_t k = 0; k < n; k++) {
-        const int rc = stoker__pread_full(S->files[q[k].shard].fd, q[k].dst, (size_t)q[k].len,
-                                          q[k].off);
+        const int rc =
+            stoker__pread_full(S->files[q[k].shard].fd, q[k].dst, (size_t)q[k].len, q[k].off);
         STOKER_RETURN_IF(rc < 0, err, rc, "%s: %s: %s", S->files[q[k].shard].path, what,
                          rc == STOKER_E_CORRUPT ? "file shrank" : stoker_strerror(rc));
     }
@@ -427,8 +425,8 @@ static int open_files(stoker_dataset *ds, int32_t i0, int32_t i1, stoker__err *e
     for (uint32_t k = 0; rc == 0 && k < n; k++) {
         const int32_t i = i0 + (int32_t)k;
         stoker__shard_file *sh = &S->files[i];
-        const stoker__shard_ctx c = {&S->m, i, sh->path, S->first[i], S->max_records,
-                                     S->max_record_size};
+        const stoker__shard_ctx c = {
+            &S->m, i, sh->path, S->first[i], S->max_records, S->max_record_size};
         const uint8_t *h = bytes + k * hf, *f = h + STK_HEADER_SIZE;
         uint64_t isize = 0;
         if ((rc = stoker__shard_check_header(&c, h, err)) < 0 ||
@@ -450,8 +448,8 @@ static int open_files(stoker_dataset *ds, int32_t i0, int32_t i1, stoker__err *e
     for (uint32_t k = 0; rc == 0 && k < n; k++) {
         const int32_t i = i0 + (int32_t)k;
         stoker__shard_file *sh = &S->files[i];
-        const stoker__shard_ctx c = {&S->m, i, sh->path, S->first[i], S->max_records,
-                                     S->max_record_size};
+        const stoker__shard_ctx c = {
+            &S->m, i, sh->path, S->first[i], S->max_records, S->max_record_size};
         rc = stoker__shard_check_index(&c, bytes + k * hf + STK_HEADER_SIZE, sh->index,
                                        &ds->info.payload_bytes, &ds->info.max_record, err);
     }

@@ -51,7 +51,7 @@ typedef struct stoker__shards {
  * first call under `lock` (*state as keys_state); a failure to decode them is set on ds. The
  * local source's key op and the remote source's. */
 const char *stoker__manifest_record_key(stoker_dataset *ds, stoker__manifest *m,
-                                       pthread_mutex_t *lock, int *state, int64_t id);
+                                        pthread_mutex_t *lock, int *state, int64_t id);
 /* Reads and parses the manifest of `path` (a local directory or manifest file, or a URL)
  * and allocates the shard table (no shard file opened): ds->state, ds->ops and ds->path
  * are set, even on failure. */

@@ -110,8 +110,9 @@ int stoker__shards_verify(stoker_dataset *ds, const stoker_config *cfg, stoker_v
                           void *user, int64_t *problems)
 {
     verifier v = {ds, NULL, fn, user, 0, stoker__malloc(STK_WRITE_CHUNK)};
-    int rc = v.buf ? 0 : stoker__fail(&ds->err, -ENOMEM, "%s: out of memory for the read buffer",
-                                      ds->path);
+    int rc =
+        v.buf ? 0
+              : stoker__fail(&ds->err, -ENOMEM, "%s: out of memory for the read buffer", ds->path);
     if (rc == 0 && (rc = stoker__shards_begin(ds, ds->path, cfg)) == 0) {
         v.S = ds->state;
         check_shards(&v);

@@ -25,7 +25,6 @@ typedef struct stoker__dsinfo {
     uint64_t max_record; /* the largest record's stored bytes */
 } stoker__dsinfo;
 
-
 /* An open source's operations. Required: locate, file_path, close; a NULL optional one
  * takes the default in its comment. */
 typedef struct stoker__source_ops {

@@ -34,12 +34,12 @@ struct stoker__xform_scratch {
     /* the sample being made */
     const stoker__xform_params *p;
     stoker__geom g;
-    int32_t hk, vk;         /* filter lengths (coefficient strides) */
-    int32_t hkmax;          /* the most taps of any output column (hpass4's kmax) */
-    int32_t hbits, vbits;   /* its weights' precision per axis */
-    int32_t ring;           /* its rows of horizontal results (a power of two) */
-    int32_t next_out;       /* its next output row */
-    void *dst;              /* the sample being written */
+    int32_t hk, vk;       /* filter lengths (coefficient strides) */
+    int32_t hkmax;        /* the most taps of any output column (hpass4's kmax) */
+    int32_t hbits, vbits; /* its weights' precision per axis */
+    int32_t ring;         /* its rows of horizontal results (a power of two) */
+    int32_t next_out;     /* its next output row */
+    void *dst;            /* the sample being written */
     uint64_t norm_sampled_ns, norm_sampled_rows;
     int32_t x0, x1, y0, y1; /* source pixels the outputs read */
     int rebased;            /* hfirst made relative to the first decoded column */
@@ -529,9 +529,9 @@ int stoker__xform_jpeg(stoker__xform_scratch *s, const stoker__xform_params *p, 
     return xform_jpeg(s, p, seed, epoch, id, jpeg, size, false, dst, err);
 }
 
-int stoker__xform_jpeg_whole(stoker__xform_scratch *s, const stoker__xform_params *p,
-                             uint64_t seed, int64_t epoch, int64_t id, const uint8_t *jpeg,
-                             size_t size, void *dst, stoker__err *err)
+int stoker__xform_jpeg_whole(stoker__xform_scratch *s, const stoker__xform_params *p, uint64_t seed,
+                             int64_t epoch, int64_t id, const uint8_t *jpeg, size_t size, void *dst,
+                             stoker__err *err)
 {
     return xform_jpeg(s, p, seed, epoch, id, jpeg, size, true, dst, err);
 }

@@ -233,9 +233,9 @@ int stoker__xform_jpeg(stoker__xform_scratch *s, const stoker__xform_params *p, 
 /* The same sample, and the rest of the image's data read after the crop's rows
  * (stoker__jpeg_decode_whole), so that damage anywhere in it fails the sample as it fails a full
  * decode: for JPEGs that were not decoded whole before. */
-int stoker__xform_jpeg_whole(stoker__xform_scratch *s, const stoker__xform_params *p,
-                             uint64_t seed, int64_t epoch, int64_t id, const uint8_t *jpeg,
-                             size_t size, void *dst, stoker__err *err);
+int stoker__xform_jpeg_whole(stoker__xform_scratch *s, const stoker__xform_params *p, uint64_t seed,
+                             int64_t epoch, int64_t id, const uint8_t *jpeg, size_t size, void *dst,
+                             stoker__err *err);
 
 /* The same from a decoded width x height uint8 RGB image (rows `stride` bytes apart).
  * STOKER_E_INVALID for a size below 1 or above max_pixels (STOKER_E_LIMIT), -ENOMEM. */

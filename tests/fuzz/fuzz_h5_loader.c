@@ -44,22 +44,22 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* A breach (or a broken set-up): says where, then aborts so that the fuzzer keeps the input. */
-#define BREACH(...)                                                                            \
-    do {                                                                                       \
-        fprintf(stderr, "fuzz_h5_loader:%d: ", __LINE__);                                     \
-        fprintf(stderr, __VA_ARGS__);                                                          \
-        fputc('\n', stderr);                                                                   \
-        abort();                                                                               \
+#define BREACH(...)                                                                                \
+    do {                                                                                           \
+        fprintf(stderr, "fuzz_h5_loader:%d: ", __LINE__);                                          \
+        fprintf(stderr, __VA_ARGS__);                                                              \
+        fputc('\n', stderr);                                                                       \
+        abort();                                                                                   \
     } while (0)
 
 #ifdef STOKER_HAVE_HDF5
 #include <hdf5.h>
 
-#define N 12          /* records per file */
-#define H 12          /* raw image rows */
-#define W 16          /* raw image columns */
+#define N 12 /* records per file */
+#define H 12 /* raw image rows */
+#define W 16 /* raw image columns */
 #define REC (H * W * 3)
-#define SIZE 8        /* JPEG samples: 8 x 8 x 3 uint8 */
+#define SIZE 8 /* JPEG samples: 8 x 8 x 3 uint8 */
 #define MAX_REGIONS 128
 #define NFILES 4
 #define MAX_PIXELS (1u << 20)
@@ -105,8 +105,8 @@ static void write_labels(hid_t f)
         lab[i] = label_of(i);
     const hsize_t n = N;
     const hid_t sp = H5Screate_simple(1, &n, NULL);
-    const hid_t d = H5Dcreate2(f, "labels", H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT,
-                               H5P_DEFAULT);
+    const hid_t d =
+        H5Dcreate2(f, "labels", H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     if (d < 0 || H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, lab) < 0)
         BREACH("set-up");
     H5Dclose(d);
@@ -197,10 +197,9 @@ static void setup(void)
     static const t_jpeg_kind kinds[3] = {
         {"420", 3, 2, 2, 0, 0, 0}, {"prog", 3, 2, 1, 1, 0, 0}, {"gray", 1, 1, 1, 0, 0, 0}};
     for (int i = 0; i < N; i++)
-        g_jpeg[i] = t_make_jpeg(&kinds[i % 3], 24 + i, 20 + 2 * i, 85, (uint64_t)i,
-                                &g_jpeg_size[i]);
-    static const hsize_t small[4] = {1, 4, 8, 3}, three[4] = {3, H, W, 3},
-                         two[4] = {2, H, W, 3};
+        g_jpeg[i] =
+            t_make_jpeg(&kinds[i % 3], 24 + i, 20 + 2 * i, 85, (uint64_t)i, &g_jpeg_size[i]);
+    static const hsize_t small[4] = {1, 4, 8, 3}, three[4] = {3, H, W, 3}, two[4] = {2, H, W, 3};
     for (int k = 0; k < NFILES; k++)
         snprintf(g_files[k].path, sizeof g_files[k].path, "%s/f%d.h5", tmp, k);
     write_vlen(g_files[0].path);
@@ -293,8 +292,7 @@ static void apply_damage(const h5file *hf, bool vlen, const uint8_t *data, size_
     }
 }
 
-static stoker_loader *open_loader(bool skip, bool pread_backend, int threads, int batch,
-                                  bool vlen)
+static stoker_loader *open_loader(bool skip, bool pread_backend, int threads, int batch, bool vlen)
 {
     stoker_config *cfg = NULL;
     if (stoker_config_create(&cfg) != 0)
@@ -326,8 +324,8 @@ static stoker_loader *open_loader(bool skip, bool pread_backend, int threads, in
 }
 
 /* Checks one epoch against the expectations; aborts on any breach. */
-static void check_epoch(stoker_loader *l, bool skip, int batch, size_t rec,
-                        uint8_t (*want)[REC], const bool *ok)
+static void check_epoch(stoker_loader *l, bool skip, int batch, size_t rec, uint8_t (*want)[REC],
+                        const bool *ok)
 {
     int64_t replaced = 0, pos = 0;
     stoker_batch *b = NULL;
@@ -370,8 +368,7 @@ static void check_epoch(stoker_loader *l, bool skip, int batch, size_t rec,
     }
     stoker_stats st = {.struct_size = sizeof st};
     if (stoker_loader_get_stats(l, &st) != 0 || st.skipped != replaced)
-        BREACH("skipped %lld, replaced positions %lld", (long long)st.skipped,
-               (long long)replaced);
+        BREACH("skipped %lld, replaced positions %lld", (long long)st.skipped, (long long)replaced);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

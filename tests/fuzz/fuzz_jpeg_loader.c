@@ -41,12 +41,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define BREACH(...)                                                                            \
-    do {                                                                                       \
-        fprintf(stderr, "fuzz_jpeg_loader:%d: ", __LINE__);                                   \
-        fprintf(stderr, __VA_ARGS__);                                                          \
-        fputc('\n', stderr);                                                                   \
-        abort();                                                                               \
+#define BREACH(...)                                                                                \
+    do {                                                                                           \
+        fprintf(stderr, "fuzz_jpeg_loader:%d: ", __LINE__);                                        \
+        fprintf(stderr, __VA_ARGS__);                                                              \
+        fputc('\n', stderr);                                                                       \
+        abort();                                                                                   \
     } while (0)
 
 #define N 10
@@ -75,12 +75,14 @@ static size_t entropy_start(const uint8_t *j, size_t n)
 
 static void setup(void)
 {
-    static const t_jpeg_kind kinds[5] = {{"420", 3, 2, 2, 0, 0, 0}, {"422", 3, 2, 1, 0, 0, 0},
-                                         {"444", 3, 1, 1, 0, 0, 0}, {"gray", 1, 1, 1, 0, 0, 0},
+    static const t_jpeg_kind kinds[5] = {{"420", 3, 2, 2, 0, 0, 0},
+                                         {"422", 3, 2, 1, 0, 0, 0},
+                                         {"444", 3, 1, 1, 0, 0, 0},
+                                         {"gray", 1, 1, 1, 0, 0, 0},
                                          {"prog", 3, 2, 2, 1, 0, 0}};
     for (int i = 0; i < N; i++) {
-        g_jpeg[i] = t_make_jpeg(&kinds[i % 5], 24 + 4 * i, 64 + 8 * i, 85, (uint64_t)i + 1,
-                                &g_size[i]);
+        g_jpeg[i] =
+            t_make_jpeg(&kinds[i % 5], 24 + 4 * i, 64 + 8 * i, 85, (uint64_t)i + 1, &g_size[i]);
         g_entropy[i] = entropy_start(g_jpeg[i], g_size[i]);
     }
     char *tmp = t_mkdtemp("fuzz-jpeg-loader");
@@ -97,8 +99,8 @@ static void setup(void)
 typedef struct record {
     uint8_t *bytes;
     size_t size;
-    bool ok;                        /* intact: libjpeg decodes it cleanly, and its CRC holds */
-    uint8_t want[EPOCHS][SAMPLE];   /* the pipeline's sample per epoch, when ok */
+    bool ok;                      /* intact: libjpeg decodes it cleanly, and its CRC holds */
+    uint8_t want[EPOCHS][SAMPLE]; /* the pipeline's sample per epoch, when ok */
 } record;
 
 static record g_rec[N];
@@ -250,8 +252,7 @@ static void check_epochs(stoker_loader *l, bool skip, int batch)
     }
     stoker_stats st = {.struct_size = sizeof st};
     if (stoker_loader_get_stats(l, &st) != 0 || st.skipped != replaced)
-        BREACH("skipped %lld, replaced positions %lld", (long long)st.skipped,
-               (long long)replaced);
+        BREACH("skipped %lld, replaced positions %lld", (long long)st.skipped, (long long)replaced);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -74,8 +74,8 @@ static void fix_shard_crcs(uint8_t *d, size_t n)
 static void check_shard(const stoker__manifest *m, const uint8_t *d, size_t size)
 {
     stoker__err err = {0};
-    const stoker__shard_ctx c = {m, 0, "http://127.0.0.1/ds/shard-00000.stk", 0, MAX_RECORDS,
-                                 MAX_RECORD_SIZE};
+    const stoker__shard_ctx c = {m, 0,           "http://127.0.0.1/ds/shard-00000.stk",
+                                 0, MAX_RECORDS, MAX_RECORD_SIZE};
     uint8_t h[STK_HEADER_SIZE], f[STK_FOOTER_SIZE];
     if (m->nshards != 1 || m->shards[0].bytes != size || size < STK_HEADER_SIZE + STK_FOOTER_SIZE)
         return; /* the remote source refuses a size the manifest does not state (HEAD) */
@@ -100,8 +100,7 @@ static void check_shard(const stoker__manifest *m, const uint8_t *d, size_t size
         for (uint64_t r = 0; r < records; r++) {
             stoker__recloc loc = {0};
             stoker__shard_locate(index, r, &loc);
-            if (loc.offset > size || loc.length > size - loc.offset ||
-                loc.length > max_record)
+            if (loc.offset > size || loc.length > size - loc.offset || loc.length > max_record)
                 abort(); /* a record outside the shard, after the index was accepted */
         }
     } else if (!err.msg[0]) {
@@ -149,8 +148,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     stoker__manifest m;
     memset(&m, 0, sizeof m);
     stoker__err err = {0};
-    if (stoker__manifest_parse(&m, text, tlen, "http://127.0.0.1/ds/manifest.stk", 16,
-                               MAX_RECORDS, &err) == 0)
+    if (stoker__manifest_parse(&m, text, tlen, "http://127.0.0.1/ds/manifest.stk", 16, MAX_RECORDS,
+                               &err) == 0)
         check_shard(&m, shard, n);
     else if (!err.msg[0])
         abort();

@@ -94,8 +94,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     }
     if (verdict == 0 && (rc != 0 || wrc != 0)) {
-        fprintf(stderr, "fuzz_xform: a JPEG libjpeg decodes cleanly refused: crop %d (%s), "
-                "whole %d (%s)\n", rc, err.msg, wrc, werr.msg);
+        fprintf(stderr,
+                "fuzz_xform: a JPEG libjpeg decodes cleanly refused: crop %d (%s), "
+                "whole %d (%s)\n",
+                rc, err.msg, wrc, werr.msg);
         abort();
     }
     if (rc == 0 && wrc == 0 && memcmp(out, whole, bytes) != 0) {

@@ -27,7 +27,7 @@ typedef struct opts {
     const char *data;
     const char *shown; /* data as reported: its password hidden (stoker_redact) */
     int64_t epochs, warmup;
-    int epochs_exact;   /* --epochs given: exactly that many, whatever the time */
+    int epochs_exact; /* --epochs given: exactly that many, whatever the time */
     int warmup_given;
     double min_seconds; /* 0: no time rule, and no run is too short */
     double compute_ms;

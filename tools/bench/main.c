@@ -143,8 +143,8 @@ static void build_flags(void)
         snprintf(f, sizeof flag_names[n], "%s", name);
         for (char *c = f; *c; c++)
             *c = *c == '_' ? '-' : *c;
-        long_opts[n++] = (struct option){f, is_switch(&r) ? no_argument : required_argument,
-                                         NULL, OPT_LIBRARY + key};
+        long_opts[n++] = (struct option){f, is_switch(&r) ? no_argument : required_argument, NULL,
+                                         OPT_LIBRARY + key};
     }
     long_opts[n] = (struct option){NULL, 0, NULL, 0};
 }
@@ -282,11 +282,12 @@ static void metavar(stoker_option opt, const row *r, char *buf, size_t cap)
     else if (opt == STOKER_OPT_DEVICE)
         snprintf(buf, cap, "cpu|cuda|N");
     else
-        snprintf(buf, cap, "%s", r->type == STOKER_OPTION_STRING ? "TEXT"
-                                 : r->type == STOKER_OPTION_FLOAT ? "X"
-                                 : unit == STOKER_UNIT_BYTES      ? "SIZE"
-                                 : unit == STOKER_UNIT_MS         ? "MS"
-                                                                  : "N");
+        snprintf(buf, cap, "%s",
+                 r->type == STOKER_OPTION_STRING  ? "TEXT"
+                 : r->type == STOKER_OPTION_FLOAT ? "X"
+                 : unit == STOKER_UNIT_BYTES      ? "SIZE"
+                 : unit == STOKER_UNIT_MS         ? "MS"
+                                                  : "N");
 }
 
 /* A doc line from column DOC_AT, wrapped before column 88. */
@@ -477,9 +478,8 @@ static void resolve(stoker_loader *l, resolved *eff)
 
 static int say_unused(const opts *o, stoker_option opt, int32_t kind)
 {
-    cli_err("--%s applies to the JPEG image pipeline, which does not run on %s (%s)",
-            flag_of(opt), o->shown,
-            kind == STOKER_FIELD_JPEG ? "--transform none" : "its records are not JPEG");
+    cli_err("--%s applies to the JPEG image pipeline, which does not run on %s (%s)", flag_of(opt),
+            o->shown, kind == STOKER_FIELD_JPEG ? "--transform none" : "its records are not JPEG");
     return -1;
 }
 
@@ -491,10 +491,9 @@ static int refuse_unused(const opts *o, const stoker_loader *l, const result *r)
     for (int key = 0; key < BENCH_OPTIONS; key++) {
         int64_t v = 0;
         double x = 0;
-        if (o->given[key] && (stoker_loader_get_int(l, (stoker_option)key, &v) ==
-                                  STOKER_E_UNSUPPORTED ||
-                              stoker_loader_get_float(l, (stoker_option)key, &x) ==
-                                  STOKER_E_UNSUPPORTED))
+        if (o->given[key] &&
+            (stoker_loader_get_int(l, (stoker_option)key, &v) == STOKER_E_UNSUPPORTED ||
+             stoker_loader_get_float(l, (stoker_option)key, &x) == STOKER_E_UNSUPPORTED))
             return say_unused(o, (stoker_option)key, r->kind);
     }
     return 0;
@@ -517,8 +516,8 @@ static int refuse_decoder(const opts *o, int32_t kind)
 static int refuse_warmup(opts *o, const stoker_loader *l)
 {
     int64_t nb = 0;
-    if (!o->epochs_exact || o->warmup == 0 || stoker_loader_num_batches(l, &nb) != 0 ||
-        nb <= 0 || (o->epochs <= INT64_MAX / nb && o->warmup < nb * o->epochs))
+    if (!o->epochs_exact || o->warmup == 0 || stoker_loader_num_batches(l, &nb) != 0 || nb <= 0 ||
+        (o->epochs <= INT64_MAX / nb && o->warmup < nb * o->epochs))
         return 0;
     if (!o->warmup_given) {
         cli_err("note: no warm-up batch: the run's one batch (--epochs %" PRId64 ") is timed",

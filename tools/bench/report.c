@@ -147,10 +147,10 @@ static void stages_text(const result *r)
 static void stats_text(const stoker_stats *st)
 {
     static const char *const elsewhere[] = {
-        "batches",       "records",         "bytes",          "pinned_bytes",
-        "cpu_decoded",   "gpu_decoded",     "gpu_retried",    "gpu_fallbacks",
-        "full_checks",   "remote_bytes",    "remote_requests", "remote_retries",
-        "cache_hits",    "cache_misses",    "cache_bytes",    "cache_limit",
+        "batches",     "records",      "bytes",           "pinned_bytes",
+        "cpu_decoded", "gpu_decoded",  "gpu_retried",     "gpu_fallbacks",
+        "full_checks", "remote_bytes", "remote_requests", "remote_retries",
+        "cache_hits",  "cache_misses", "cache_bytes",     "cache_limit",
     };
     const char *name = NULL;
     int32_t type = 0;

@@ -62,15 +62,9 @@ static void snapshot(stoker_loader *l, stoker_stats *st, stages *sg)
     memset(st, 0, sizeof *st);
     st->struct_size = sizeof *st;
     stoker_loader_get_stats(l, st);
-    *sg = (stages){st->read_seconds,
-                   st->crc_seconds,
-                   st->decode_seconds,
-                   st->resize_seconds,
-                   st->normalize_seconds,
-                   st->process_seconds,
-                   st->h2d_seconds,
-                   st->wait_seconds,
-                   st->device >= 0};
+    *sg = (stages){st->read_seconds,   st->crc_seconds,       st->decode_seconds,
+                   st->resize_seconds, st->normalize_seconds, st->process_seconds,
+                   st->h2d_seconds,    st->wait_seconds,      st->device >= 0};
 }
 
 static void stage_delta(const stages *a, const stages *b, stages *d)
