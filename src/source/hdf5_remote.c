@@ -63,19 +63,5 @@ void stoker__h5_remote_interrupt(stoker__h5 *h, bool on)
 void stoker__h5_remote_stats(stoker__h5 *h, stoker__remote_stats *s)
 {
     h5_remote *r = h->remote_state;
-    stoker__robjs_stats st = {0};
-    if (r)
-        stoker__robjs_stats_get(r->set, &st);
-    *s = (stoker__remote_stats){
-        .bytes_fetched = st.bytes_fetched,
-        .requests = st.requests,
-        .retries = st.retries,
-        .cache_hits = st.cache_hits,
-        .cache_misses = st.cache_misses,
-        .cache_bytes = st.cache_bytes,
-        .cache_limit = st.cache_limit,
-        .wait_ns = st.wait_ns,
-        .block_size = st.block_size,
-        .window = st.window,
-    };
+    stoker__source_remote_stats(r ? r->set : NULL, 0, s);
 }

@@ -51,6 +51,8 @@ typedef struct rthread {
     uint32_t nplans, next_fetch;
     uint8_t *arena;
     uint64_t used;
+    _Atomic uint64_t records; /* fetched as planned (cache_records); written by this thread
+                                 only, so its count needs no shared cache line per record */
 } rthread;
 
 struct stoker__shards_remote {
@@ -63,7 +65,8 @@ struct stoker__shards_remote {
     int64_t *ids;
     uint64_t ids_cap;
     uint64_t bytes;               /* of the shard files */
-    atomic_uint_fast64_t records; /* records fetched from the block cache (cache_records) */
+    atomic_uint_fast64_t records; /* fetched after waiting for their blocks (cache_records,
+                                     with the threads' own counts of planned records) */
 };
 
 /* ---- the read-ahead: records to byte extents ---- */
@@ -306,7 +309,12 @@ static rplan *planned(stoker__shards *S, int64_t id, const stoker__recloc *loc)
         p->used = true;
         t->next_fetch = k + 1;
         /* a read that failed or never landed: read again below, which says why it fails */
-        return p->pending == 0 && p->err == 0 ? p : NULL;
+        if (p->pending != 0 || p->err != 0)
+            return NULL;
+        atomic_store_explicit(&t->records,
+                              atomic_load_explicit(&t->records, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+        return p;
     }
     return NULL;
 }
@@ -322,7 +330,6 @@ static int remote_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *lo
         if (dst && dst != p->buf)
             memcpy(dst, p->buf, (size_t)p->len);
         *out = dst ? dst : p->buf;
-        atomic_fetch_add_explicit(&S->rem->records, 1, memory_order_relaxed);
         return 0;
     }
     if (!dst)
@@ -365,11 +372,14 @@ static const char *remote_key(stoker_dataset *ds, int64_t id)
     return stoker__manifest_record_key(ds, &S->m, &S->key_lock, &S->keys_state, id);
 }
 
-static void remote_stats(stoker_dataset *ds, stoker__remote_stats *s)
+/* A remote source's counters from its transport's; `records`: those it read from the
+ * cache. The HDF5 source's remote files share it (source.h). */
+void stoker__source_remote_stats(struct stoker__robjs *set, uint64_t records,
+                                 stoker__remote_stats *s)
 {
-    stoker__shards *S = ds->state;
-    stoker__robjs_stats st;
-    stoker__robjs_stats_get(S->rs, &st);
+    stoker__robjs_stats st = {0};
+    if (set)
+        stoker__robjs_stats_get(set, &st);
     *s = (stoker__remote_stats){.bytes_fetched = st.bytes_fetched,
                                 .requests = st.requests,
                                 .retries = st.retries,
@@ -380,8 +390,19 @@ static void remote_stats(stoker_dataset *ds, stoker__remote_stats *s)
                                 .wait_ns = st.wait_ns,
                                 .block_size = st.block_size,
                                 .window = st.window,
-                                .records =
-                                    atomic_load_explicit(&S->rem->records, memory_order_relaxed)};
+                                .records = records};
+}
+
+static void remote_stats(stoker_dataset *ds, stoker__remote_stats *s)
+{
+    stoker__shards *S = ds->state;
+    stoker__shards_remote *R = S->rem;
+    uint64_t records = atomic_load_explicit(&R->records, memory_order_relaxed);
+    pthread_mutex_lock(&R->mu);
+    for (const rthread *t = R->threads; t; t = t->next)
+        records += atomic_load_explicit(&t->records, memory_order_relaxed);
+    pthread_mutex_unlock(&R->mu);
+    stoker__source_remote_stats(S->rs, records, s);
 }
 
 /* The block order's run of consecutive ids: the records of RUN_BLOCKS fetched blocks, on

@@ -82,6 +82,12 @@ typedef struct stoker__source {
     const char *refusal; /* verify's or open's message when the build lacks the source */
 } stoker__source;
 
+struct stoker__robjs;
+/* A remote source's stats from its transport's (remote/object.h; NULL: zeros), `records`
+ * read from the block cache; remote.c, in builds with libcurl. */
+void stoker__source_remote_stats(struct stoker__robjs *set, uint64_t records,
+                                 stoker__remote_stats *s);
+
 /* The list, first claimant wins (sources.c). */
 const stoker__source *stoker__source_for(const char *path, int *rc);
 
