@@ -534,21 +534,27 @@ static int scan_some(stoker__robjs *r)
     return moved ? SCAN_ON : SCAN_FULL;
 }
 
+/* Starts block b of sh (mu held) and submits its request, if it needs one, with mu released
+ * meanwhile. */
+static void start_now(stoker__robjs *r, stoker__robj *sh, uint64_t b)
+{
+    pending *p = NULL;
+    start_block(r, sh, b, &p);
+    if (p) {
+        pthread_mutex_unlock(&r->mu);
+        submit(r, p);
+        pthread_mutex_lock(&r->mu);
+    }
+}
+
 /* Looks again at blocks another process was fetching (mu held). */
 static void poll_busy(stoker__robjs *r)
 {
     for (size_t i = 0; i < r->nobjs && r->busy_blocks > 0; i++) {
         stoker__robj *sh = r->objs[i];
         for (uint64_t b = 0; sh->obj && b < sh->nblocks; b++)
-            if (sh->blocks[b].st == B_BUSY) {
-                pending *p = NULL;
-                start_block(r, sh, b, &p);
-                if (p) {
-                    pthread_mutex_unlock(&r->mu);
-                    submit(r, p);
-                    pthread_mutex_lock(&r->mu);
-                }
-            }
+            if (sh->blocks[b].st == B_BUSY)
+                start_now(r, sh, b);
     }
 }
 
@@ -675,13 +681,7 @@ static int hold_block(stoker__robjs *r, stoker__robj *sh, uint64_t b, const atom
             k->nospc_tries = 0;
         }
         if (k->st == B_NONE || k->st == B_BUSY) {
-            pending *p = NULL;
-            start_block(r, sh, b, &p);
-            if (p) {
-                pthread_mutex_unlock(&r->mu);
-                submit(r, p);
-                pthread_mutex_lock(&r->mu);
-            }
+            start_now(r, sh, b);
             if (k->st == B_READY || k->st == B_FAILED)
                 continue;
         }
