@@ -37,6 +37,16 @@ def _import_stoker():
 
 _import_stoker()
 
+
+def remote_built():
+    """Whether this build reads URLs (it refuses them, saying so, without libcurl)."""
+    import stoker
+    try:
+        stoker.Dataset("http://127.0.0.1:9/x", cache_dir="/nonexistent-dir-for-probe")
+    except stoker.StokerError as e:
+        return "built without libcurl" not in str(e)
+    return True
+
 # Each record of the raw data sets is an (8, 8, 3) uint8 tensor whose bytes encode its id.
 RECORD_SHAPE = (8, 8, 3)
 

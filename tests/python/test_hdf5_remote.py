@@ -13,6 +13,7 @@ import time
 import numpy as np
 import pytest
 
+import conftest as h
 import stoker
 
 h5py = pytest.importorskip("h5py")
@@ -28,13 +29,7 @@ N = 60
 
 def _built():
     """Whether this build reads both HDF5 and URLs."""
-    if not stoker.capabilities()["hdf5"]:
-        return False
-    try:
-        stoker.Dataset("http://127.0.0.1:9/x", cache_dir="/nonexistent-dir-for-probe")
-    except stoker.StokerError as e:
-        return "built without libcurl" not in str(e)
-    return True
+    return stoker.capabilities()["hdf5"] and h.remote_built()
 
 
 pytestmark = pytest.mark.skipif(not _built(), reason="built without HDF5 or libcurl")

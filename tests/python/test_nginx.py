@@ -18,31 +18,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "remote"))
 import nginx_server  # noqa: E402
 import test_hdf5_remote as h5r  # noqa: E402
 
-BLOCK = 16384
 RECORDS = 300
 
 
-def _built():
-    try:
-        stoker.Dataset("http://127.0.0.1:9/x", cache_dir="/nonexistent-dir-for-probe")
-    except stoker.StokerError as e:
-        return "built without libcurl" not in str(e)
-    return True
-
-
 pytestmark = [
-    pytest.mark.skipif(not _built(), reason="built without libcurl"),
+    pytest.mark.skipif(not h.remote_built(), reason="built without libcurl"),
     pytest.mark.skipif(not nginx_server.available(),
                        reason="nginx is not installed (scripts/install-deps.sh installs it)"),
 ]
-
-
-def opts(tmp_path, **kw):
-    o = dict(cache_dir=str(tmp_path / "cache"), block_size=BLOCK, fetch_window=8 * BLOCK,
-             fetch_transfers=4, cache_limit=4 << 20, fetch_retries=4, fetch_retry_ms=5000,
-             fetch_timeout_ms=5000)
-    o.update(kw)
-    return o
 
 
 def batches(path, n=2, **kw):
@@ -61,7 +44,7 @@ def test_a_packed_data_set_over_nginx_equals_the_local_one(tmp_path):
     root.mkdir()
     h.write_raw(root / "raw", RECORDS, shard_size=50 * 4096 + 8192)
     with nginx_server.start(root) as srv:
-        got = batches(srv.url + "/raw", **opts(tmp_path))
+        got = batches(srv.url + "/raw", **h5r.opts(tmp_path))
         served = len(srv.requests())
     h5r.same(got, batches(str(root / "raw")))
     assert served > 0, "nginx served nothing"
@@ -92,7 +75,7 @@ def test_a_shard_rewritten_after_the_open_fails_naming_it(tmp_path):
     h.write_raw(root / "raw", RECORDS, shard_size=50 * 4096 + 8192)
     with nginx_server.start(root) as srv:
         url = srv.url + "/raw"
-        loader = stoker.Loader(url, 16, seed=1, device="cpu", threads=2, **opts(tmp_path))
+        loader = stoker.Loader(url, 16, seed=1, device="cpu", threads=2, **h5r.opts(tmp_path))
         time.sleep(1.1)  # a new mtime second: nginx's ETag changes
         shards = sorted(p for p in (root / "raw").iterdir() if p.name.endswith(".stk")
                         and p.name != "manifest.stk")
@@ -108,5 +91,5 @@ def test_a_shard_rewritten_after_the_open_fails_naming_it(tmp_path):
         assert "chang" in msg.lower() and ".stk" in msg, msg
         # a new open pins the new version: its damaged record fails its CRC, named
         with pytest.raises(stoker.StokerError) as e:
-            batches(url, n=1, **opts(tmp_path, cache_dir=str(tmp_path / "cache2")))
+            batches(url, n=1, **h5r.opts(tmp_path, cache_dir=str(tmp_path / "cache2")))
         assert "CRC" in str(e.value) or "crc" in str(e.value).lower(), str(e.value)

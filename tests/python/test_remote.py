@@ -24,16 +24,7 @@ BLOCK = 16384  # small blocks: many of them, and records across block edges
 RECORDS = 400
 
 
-def _remote_built():
-    """Whether this build reads URLs (it refuses them, saying so, without libcurl)."""
-    try:
-        stoker.Dataset("http://127.0.0.1:9/x", cache_dir="/nonexistent-dir-for-probe")
-    except stoker.StokerError as e:
-        return "built without libcurl" not in str(e)
-    return True
-
-
-pytestmark = pytest.mark.skipif(not _remote_built(), reason="built without libcurl")
+pytestmark = pytest.mark.skipif(not h.remote_built(), reason="built without libcurl")
 
 
 @pytest.fixture(scope="module")
