@@ -248,6 +248,8 @@ typedef enum stoker_option {
     STOKER_OPT_S3_REGION = 125,        /* default $AWS_REGION, $AWS_DEFAULT_REGION, us-east-1 */
     STOKER_OPT_S3_ENDPOINT = 126,      /* an S3-compatible endpoint (path-style requests); default
                                           $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, none (AWS) */
+    STOKER_OPT_FIELDS = 127,           /* the fields a batch holds, by name, comma-separated
+                                          ("image,boxes,classes"); default all */
     STOKER_OPT_CACHE_LIMIT = 130,      /* bytes the block cache may hold; 0 (default): a quarter
                                           of the cache's file system, at least 4 x the window */
     STOKER_OPT_BLOCK_SIZE = 131,       /* bytes per fetched block; default 16 MiB */
@@ -500,12 +502,54 @@ typedef struct stoker_writer stoker_writer;
 
 /* What every record of a data set holds. */
 typedef enum stoker_field_kind {
-    STOKER_FIELD_BYTES = 1, /* opaque variable-size bytes */
-    STOKER_FIELD_JPEG = 2,  /* JPEG-encoded images */
-    STOKER_FIELD_RAW = 3,   /* fixed-shape tensors of one dtype */
+    STOKER_FIELD_BYTES = 1,   /* opaque variable-size bytes */
+    STOKER_FIELD_JPEG = 2,    /* JPEG-encoded images */
+    STOKER_FIELD_RAW = 3,     /* fixed-shape tensors of one dtype */
+    STOKER_FIELD_PNG = 4,     /* PNG-encoded images (masks: 8-bit gray or palette indices) */
+    STOKER_FIELD_ARRAY = 5,   /* rows of one dtype and row shape, any number per sample */
+    STOKER_FIELD_INT64 = 6,   /* one int64 (a class id) */
+    STOKER_FIELD_FLOAT32 = 7, /* one float32 (a regression target) */
 } stoker_field_kind;
 
+/* How a field follows another (docs/FORMAT.md "Samples with several fields"). */
+typedef enum stoker_field_tie {
+    STOKER_TIE_NONE = 0,
+    STOKER_TIE_MASK = 1,  /* mask_of IMAGE: a PNG (or raw uint8 [H, W]) the image's size,
+                             cropped, resized (nearest neighbour) and flipped with it */
+    STOKER_TIE_BOXES = 2, /* boxes_of IMAGE: a float32 array of rows [x1, y1, x2, y2] in the
+                             image's pixels, mapped through its crop, resize and flip, clipped;
+                             a box left with no area is dropped */
+    STOKER_TIE_ROWS = 3,  /* rows_of BOXES: an array with one row per box (class ids), whose
+                             rows are dropped with their boxes */
+} stoker_field_tie;
+
 #define STOKER_MAX_DIMS 8
+#define STOKER_MAX_FIELDS 32     /* fields per sample */
+#define STOKER_FIELD_NAME_MAX 63 /* bytes of a field's name */
+
+/* One field of a sample. Names are 1 to STOKER_FIELD_NAME_MAX bytes of [A-Za-z0-9_], not
+ * starting with a digit, unique within the schema. A data set written with one field (and a
+ * label) has the fields "image" (JPEG) or "data" (RAW, BYTES), then "label" (INT64). */
+typedef struct stoker_field_desc {
+    uint32_t struct_size; /* sizeof(stoker_field_desc), set by the caller */
+    int32_t kind;         /* stoker_field_kind */
+    const char *name;
+    int32_t dtype; /* RAW, ARRAY: the element's stoker_dtype; INT64, FLOAT32: theirs */
+    int32_t ndim;  /* RAW: the tensor's dimensions; ARRAY: one row's (0: rows of one value) */
+    int64_t shape[STOKER_MAX_DIMS];
+    int32_t tie;        /* stoker_field_tie */
+    const char *tie_to; /* the field it is tied to, or NULL */
+    int64_t max;        /* in a data set: the largest value of a variable field (bytes; rows
+                           for ARRAY), 0 for fixed fields; ignored by the writer */
+} stoker_field_desc;
+
+/* One field's value in a sample: the encoded bytes of JPEG, PNG and BYTES, the rows of an
+ * ARRAY (size a multiple of the row's bytes), the tensor of RAW, the 8 or 4 bytes of INT64 and
+ * FLOAT32, all little-endian. */
+typedef struct stoker_field_value {
+    const void *data;
+    uint64_t size;
+} stoker_field_value;
 
 /* Creates a writer for the data set directory `path`. Fails with STOKER_E_EXISTS when
  * `path` exists and STOKER_OPT_OVERWRITE is 0, and also with OVERWRITE when `path` is not an
@@ -522,6 +566,23 @@ STOKER_API int stoker_writer_create(stoker_writer **out, const char *path,
  * 0, NULL). Default: STOKER_FIELD_BYTES. */
 STOKER_API int stoker_writer_set_field(stoker_writer *w, stoker_field_kind kind, int32_t dtype,
                                        int32_t ndim, const int64_t *shape);
+
+/* Declares a schema of `n` fields (1 .. STOKER_MAX_FIELDS); must precede the first record,
+ * instead of stoker_writer_set_field. A mask or boxes field must be tied to a JPEG or PNG
+ * field, a rows field to a boxes field; a boxes field is a float32 ARRAY of rows of 4. The
+ * data set is then written in manifest version 3 (docs/FORMAT.md). STOKER_E_INVALID names
+ * the field and what is wrong with it. */
+STOKER_API int stoker_writer_set_fields(stoker_writer *w, const stoker_field_desc *fields,
+                                        int32_t n);
+
+/* Appends one sample of the declared schema: values[i] for field i (n must equal the number
+ * of fields), copied before return. Checks each value against its field: a size that does not
+ * fit the kind, dtype or shape; an image that is not a JPEG or PNG (its size read from its
+ * header); a mask of another size than its image; a box with NaN, x2 < x1, y2 < y1 or outside
+ * the image; rows whose count differs from their boxes'. STOKER_E_INVALID then names the key
+ * (or the sample's number) and the field, and the writer stays usable. */
+STOKER_API int stoker_writer_add_sample(stoker_writer *w, const stoker_field_value *values,
+                                        int32_t n, const char *key);
 
 /* Appends a class name (label = its position). Optional; names are stored in the manifest.
  * UTF-8, any bytes but NUL. */
@@ -614,6 +675,23 @@ STOKER_API int stoker_dataset_jpeg_checked(const stoker_dataset *ds);
  * room for STOKER_MAX_DIMS). Any out pointer may be NULL. */
 STOKER_API int stoker_dataset_field(const stoker_dataset *ds, int32_t *kind, int32_t *dtype,
                                     int32_t *ndim, int64_t *shape);
+/* The data set's fields (at least 1): a data set written before schemas has its one field
+ * and "label". */
+STOKER_API int32_t stoker_dataset_num_fields(const stoker_dataset *ds);
+/* Field `i` (0 .. num_fields - 1) into *out (struct_size set by the caller); its strings are
+ * owned by the data set. STOKER_E_INVALID for `i` out of range. */
+STOKER_API int stoker_dataset_field_desc(const stoker_dataset *ds, int32_t i,
+                                         stoker_field_desc *out);
+/* The index of the field named `name`, or -1. */
+STOKER_API int32_t stoker_dataset_field_index(const stoker_dataset *ds, const char *name);
+/* Splits record `id`'s payload (as stoker_dataset_read gives it) into its fields' values:
+ * out[i] for field i (room for num_fields), pointing into `payload`, except a data set without
+ * a schema's "label", which points to the record's label (8 bytes owned by the data set).
+ * STOKER_E_CORRUPT when the payload does not follow the schema's layout (the message names
+ * the record, the field and what is wrong), STOKER_E_INVALID for an id out of range. */
+STOKER_API int stoker_dataset_split_record(stoker_dataset *ds, int64_t id, const void *payload,
+                                           size_t size, stoker_field_value *out);
+
 /* A record's payload size, label and shard number, without reading it. Any out pointer may
  * be NULL. STOKER_E_INVALID for an id out of range. */
 STOKER_API int stoker_dataset_record_info(const stoker_dataset *ds, int64_t id, uint64_t *size,
@@ -788,6 +866,38 @@ STOKER_API const int64_t *stoker_batch_ids(const stoker_batch *b);
 STOKER_API int64_t stoker_batch_epoch(const stoker_batch *b);
 STOKER_API int64_t stoker_batch_position(const stoker_batch *b);
 STOKER_API int32_t stoker_batch_device(const stoker_batch *b);
+
+/* ---- a batch's fields ----
+ * Every field of the schema (or those STOKER_OPT_FIELDS names), in schema order, each on
+ * the batch's device and moved there by the batch's copy (labels too):
+ *   - the transformed image (JPEG or PNG, the first image field): the batch's data;
+ *   - a mask tied to it: uint8 [count, C, C] (the crop, nearest-neighbour resize and flips
+ *     of its image);
+ *   - INT64, FLOAT32, RAW: dense [count, ...];
+ *   - ARRAY, BYTES (and images with STOKER_TRANSFORM_NONE): ragged, the values of every
+ *     sample back to back ([rows, *row_shape], or uint8 [bytes]) and count + 1 offsets
+ *     (rows, or bytes) into them; boxes are mapped to the output's pixels, their rows and
+ *     their tied rows dropped where a box lost its area. */
+typedef struct stoker_field_view {
+    uint32_t struct_size; /* sizeof(stoker_field_view), set by the caller */
+    int32_t kind;         /* stoker_field_kind */
+    const char *name;     /* owned by the loader */
+    int32_t tie;          /* stoker_field_tie */
+    int32_t dtype, ndim;
+    int32_t device; /* -1: host memory; else the CUDA device ordinal */
+    int64_t shape[STOKER_MAX_DIMS + 1];
+    void *data;
+    uint64_t nbytes;
+    const int64_t *offsets;      /* ragged: count + 1 entries on the batch's device; else NULL */
+    const int64_t *host_offsets; /* ragged: the same offsets in host memory; else NULL */
+} stoker_field_view;
+
+/* The batch's number of fields. */
+STOKER_API int32_t stoker_batch_num_fields(const stoker_batch *b);
+/* Field `index`, or (index < 0) the field named `name`, into *out. Pointers stay valid until
+ * the batch is released. STOKER_E_INVALID when there is no such field. */
+STOKER_API int stoker_batch_field(const stoker_batch *b, int32_t index, const char *name,
+                                  stoker_field_view *out);
 
 /* ---- GPU batches (docs/GPU.md) ----
  * With a device (stoker_stats.device >= 0), data is device memory on that device (labels,
