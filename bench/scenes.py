@@ -227,21 +227,14 @@ def generate(a):
         raise SystemExit("scenes.py: no JPEG photographs under %s (Debian: apt-get install "
                          "mate-backgrounds)" % a.src)
     out = os.path.abspath(a.out)
-    if os.path.exists(out):
+    if os.path.exists(out):  # replaced only once the new scenes are complete
         if not a.force:
             raise SystemExit("scenes.py: %s exists (--force replaces it)" % out)
         if not os.path.isfile(os.path.join(out, "samples.jsonl")):
             raise SystemExit("scenes.py: %s exists and holds no scenes (samples.jsonl); "
                              "not replaced" % out)
-        shutil.rmtree(out)
     tmp = out + ".tmp-scenes"
     shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(os.path.join(tmp, "images"))
-    os.makedirs(os.path.join(tmp, "masks"))
-    writer = None
-    if a.stoker:
-        stoker = import_stoker()
-        writer = stoker.Writer(a.stoker, fields=SCHEMA, overwrite=a.force)
     names = class_names(a.classes)
     coco = {"images": [], "annotations": [],
             "categories": [{"id": k, "name": names[k - 1], "supercategory": class_shape(k)[0]}
@@ -250,7 +243,12 @@ def generate(a):
                                        "max_shapes", "quality")}
     jobs = [(i, opts) for i in range(a.n)]
     count = {"scenes": 0, "boxes": 0, "jpeg_bytes": 0, "png_bytes": 0, "empty": 0}
+    writer = None
     try:
+        os.makedirs(os.path.join(tmp, "images"))
+        os.makedirs(os.path.join(tmp, "masks"))
+        if a.stoker:
+            writer = import_stoker().Writer(a.stoker, fields=SCHEMA, overwrite=a.force)
         with multiprocessing.Pool(max(1, a.jobs), _init, (paths,)) as pool, \
                 open(os.path.join(tmp, "samples.jsonl"), "w") as jl:
             for r in pool.imap(_one, jobs, chunksize=4):  # in order: deterministic output
@@ -290,6 +288,7 @@ def generate(a):
         if writer is not None:
             writer.finish()
             writer = None
+        shutil.rmtree(out, ignore_errors=True)
         os.replace(tmp, out)
     finally:
         if writer is not None:
