@@ -10,7 +10,7 @@ set -eu
 
 PKGS="build-essential cmake pkg-config git
 liburing-dev libturbojpeg0-dev libjpeg62-turbo-dev libhdf5-dev zlib1g-dev libpng-dev
-libcurl4-openssl-dev nginx-light
+libspng-dev libcurl4-openssl-dev nginx-light
 clang libclang-rt-14-dev clang-format
 python3 python3-numpy python3-pytest python3-h5py python3-pil
 python3-venv python3-wheel python3-setuptools
