@@ -56,8 +56,10 @@ STOKER_API const char *stoker_version_string(void);
 #define STOKER_FORMAT_VERSION 1
 /* The newest manifest version this library reads. Version 2 is version 1 with a line saying
  * that every JPEG record was decoded without damage before it was written
- * (STOKER_OPT_JPEG_CHECKED); a writer writes 2 only for such a data set, else 1. */
-#define STOKER_MANIFEST_VERSION 2
+ * (STOKER_OPT_JPEG_CHECKED); version 3 declares samples of several named fields
+ * (stoker_writer_set_fields). A writer writes 3 only for a data set with a schema, 2 for one
+ * whose JPEGs were checked, else 1. */
+#define STOKER_MANIFEST_VERSION 3
 
 /* ------------------------------------------------------------------------------------------ */
 /* Errors                                                                                     */
@@ -663,7 +665,8 @@ STOKER_API int32_t stoker_dataset_num_classes(const stoker_dataset *ds);
 STOKER_API const char *stoker_dataset_class_name(const stoker_dataset *ds, int32_t i);
 /* Total payload bytes of all records. */
 STOKER_API int64_t stoker_dataset_payload_bytes(const stoker_dataset *ds);
-/* Format version of the data set's manifest (1, or 2 for a data set whose JPEGs were checked). */
+/* Format version of the data set's manifest (1; 2 for a data set whose JPEGs were checked; 3
+ * for one with a schema of several fields). */
 STOKER_API int32_t stoker_dataset_format_version(const stoker_dataset *ds);
 /* The payload alignment its manifest states (1, 512 or 4096), of a local or a remote data
  * set; 1 for an HDF5 file (its records are not aligned). */
@@ -672,7 +675,9 @@ STOKER_API int32_t stoker_dataset_align(const stoker_dataset *ds);
  * before it was written (STOKER_OPT_JPEG_CHECKED), else 0 (HDF5 files included). */
 STOKER_API int stoker_dataset_jpeg_checked(const stoker_dataset *ds);
 /* The field: kind (stoker_field_kind), and for RAW the dtype and shape (shape must have
- * room for STOKER_MAX_DIMS). Any out pointer may be NULL. */
+ * room for STOKER_MAX_DIMS). Any out pointer may be NULL. A data set with a schema (manifest
+ * version 3) answers BYTES: its records are payloads of several fields, which
+ * stoker_dataset_split_record separates. */
 STOKER_API int stoker_dataset_field(const stoker_dataset *ds, int32_t *kind, int32_t *dtype,
                                     int32_t *ndim, int64_t *shape);
 /* The data set's fields (at least 1): a data set written before schemas has its one field

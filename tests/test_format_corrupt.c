@@ -317,15 +317,18 @@ static void test_manifest_structure(void)
     edit_manifest(dir, "records 40", "records 41");
     open_fails(dir, STOKER_E_CORRUPT, "manifest.stk", "do not add up");
     dir = copy_base();
+    edit_manifest(dir, "stoker-manifest 1", "stoker-manifest 4");
+    open_fails(dir, STOKER_E_FORMAT, "manifest.stk", "manifest version 4 is not supported");
+    dir = copy_base(); /* version 3 declares its fields */
     edit_manifest(dir, "stoker-manifest 1", "stoker-manifest 3");
-    open_fails(dir, STOKER_E_FORMAT, "manifest.stk", "version");
+    open_fails(dir, STOKER_E_CORRUPT, "manifest.stk", "line 3: expected \"fields N\"");
     dir = copy_base(); /* version 2 holds a "checked jpeg" line after the field */
     edit_manifest(dir, "stoker-manifest 1", "stoker-manifest 2");
     open_fails(dir, STOKER_E_CORRUPT, "manifest.stk", "line 4: expected \"checked jpeg\"");
     dir = copy_base();
     edit_manifest(dir, "stoker-manifest 1", "stoker-manifest 2");
     edit_manifest(dir, "field bytes\n", "field bytes\nchecked jpeg\n");
-    open_fails(dir, STOKER_E_CORRUPT, "manifest.stk", "field is not jpeg");
+    open_fails(dir, STOKER_E_CORRUPT, "manifest.stk", "without a jpeg field");
     dir = copy_base(); /* and version 1 none */
     edit_manifest(dir, "field bytes\n", "field jpeg\nchecked jpeg\n");
     open_fails(dir, STOKER_E_CORRUPT, "manifest.stk", "line 4: expected \"records");

@@ -223,7 +223,8 @@ static int parse_header(cursor *c, stoker__manifest *m)
         return stoker__fail(c->err, STOKER_E_FORMAT, "%s: not a stoker manifest", c->what);
     if (!parse_u64(s + k + 1, n - k - 1, &v) || v < 1 || v > STOKER_MANIFEST_VERSION)
         return stoker__fail(c->err, STOKER_E_FORMAT,
-                            "%s: unsupported format version \"%s\" (this library reads 1 to %d)",
+                            "%s: manifest version %s is not supported (this library reads "
+                            "versions 1 to %d; a newer stoker wrote it?)",
                             c->what, s + k + 1, STOKER_MANIFEST_VERSION);
     m->version = (uint32_t)v;
     int rc = keyword_count(c, "align", &v);
@@ -270,18 +271,108 @@ static int parse_field(cursor *c, stoker__manifest *m)
     return 0;
 }
 
+/* One "field NAME KIND [ARGS] [TIE TARGET] [max M]" line of version 3 into field i. */
+static int parse_schema_field(cursor *c, stoker__schema *sc, int32_t i)
+{
+    size_t n = 0, tl = 0;
+    char *s = next_line(c, &n), *tok = NULL;
+    stoker__field *f = &sc->f[i];
+    f->target = -1;
+    if (!s || !token(&s, &n, &tok, &tl) || strcmp(tok, "field") != 0 || !token(&s, &n, &tok, &tl))
+        return bad(c, "expected \"field NAME KIND ...\"");
+    if (tl > STOKER_FIELD_NAME_MAX)
+        return bad(c, "field name longer than 63 bytes");
+    memcpy(f->name, tok, tl + 1);
+    if (!token(&s, &n, &tok, &tl) || (f->kind = stoker__field_kind_parse(tok)) == 0)
+        return bad(c, "field: unknown kind");
+    uint64_t v = 0;
+    if (f->kind == STOKER_FIELD_RAW || f->kind == STOKER_FIELD_ARRAY) {
+        if (!token(&s, &n, &tok, &tl))
+            return bad(c, "field: no dtype");
+        for (int32_t d = 1; stoker_dtype_size(d) != 0; d++)
+            if (strcmp(stoker_dtype_name(d), tok) == 0)
+                f->dtype = d;
+        if (f->dtype == 0)
+            return bad(c, "field: unknown dtype");
+        if (!token(&s, &n, &tok, &tl) || !parse_u64(tok, tl, &v) || v > STOKER_MAX_DIMS)
+            return bad(c, "field: bad number of dimensions");
+        f->ndim = (int32_t)v;
+        for (int32_t d = 0; d < f->ndim; d++) {
+            if (!token(&s, &n, &tok, &tl) || !parse_u64(tok, tl, &v))
+                return bad(c, "field: bad dimension");
+            f->shape[d] = (int64_t)v;
+        }
+    }
+    bool has_max = false;
+    while (token(&s, &n, &tok, &tl)) {
+        const int32_t tie = stoker__field_tie_parse(tok);
+        if (tie != 0 && f->tie == 0 && !has_max) {
+            f->tie = tie;
+            if (!token(&s, &n, &tok, &tl))
+                return bad(c, "field: a tie without its target");
+            f->target = stoker__schema_find(sc, tok);
+            if (f->target < 0 || f->target >= i)
+                return bad(c, "field: tied to a field that does not come before it");
+        } else if (strcmp(tok, "max") == 0 && !has_max) {
+            if (!token(&s, &n, &tok, &tl) || !parse_u64(tok, tl, &v) || v > UINT32_MAX)
+                return bad(c, "field: bad max");
+            f->max = v;
+            has_max = true;
+        } else {
+            return bad(c, "field: unexpected text");
+        }
+    }
+    if (n != 0)
+        return bad(c, "field: unexpected text");
+    if (has_max != stoker__field_kind_variable(f->kind))
+        return bad(c, has_max ? "field: max given for a fixed-size kind"
+                              : "field: a variable kind needs its max");
+    return 0;
+}
+
+/* Version 3's "fields F" and F field lines, checked as a schema. */
+static int parse_fields(cursor *c, stoker__manifest *m)
+{
+    uint64_t v = 0;
+    int rc = keyword_count(c, "fields", &v);
+    if (rc < 0)
+        return rc;
+    if (v < 1 || v > STOKER_MAX_FIELDS)
+        return bad(c, "a schema has 1 to 32 fields");
+    m->schema = stoker__calloc(1, sizeof *m->schema);
+    if (!m->schema)
+        return stoker__fail(c->err, -ENOMEM, "%s: out of memory for the schema", c->what);
+    m->schema->n = (int32_t)v;
+    for (int32_t i = 0; i < m->schema->n; i++)
+        if ((rc = parse_schema_field(c, m->schema, i)) < 0)
+            return rc;
+    stoker__err e = {0};
+    if (stoker__schema_finish(m->schema, &e) < 0)
+        return bad(c, e.msg);
+    m->kind = STOKER_FIELD_BYTES;
+    return 0;
+}
+
 /* Version 2's line after the field: "checked jpeg", for a JPEG data set whose every record
- * was decoded without damage before it was written. */
+ * was decoded without damage before it was written; optional in version 3, for every JPEG
+ * field. */
 static int parse_checked(cursor *c, stoker__manifest *m)
 {
+    static const char line[] = "checked jpeg\n";
     if (m->version < 2)
+        return 0;
+    const size_t k = sizeof line - 1;
+    if (m->version >= 3 && (c->end - c->pos < k || memcmp(c->text + c->pos, line, k) != 0))
         return 0;
     size_t n = 0;
     const char *s = next_line(c, &n);
-    if (!s || n != strlen("checked jpeg") || memcmp(s, "checked jpeg", n) != 0)
+    if (!s || n != k - 1 || memcmp(s, line, n) != 0)
         return bad(c, "expected \"checked jpeg\" (format version 2)");
-    if (m->kind != STOKER_FIELD_JPEG)
-        return bad(c, "\"checked jpeg\" in a data set whose field is not jpeg");
+    bool jpeg = m->kind == STOKER_FIELD_JPEG;
+    for (int32_t i = 0; m->schema && i < m->schema->n; i++)
+        jpeg = jpeg || m->schema->f[i].kind == STOKER_FIELD_JPEG;
+    if (!jpeg)
+        return bad(c, "\"checked jpeg\" in a data set without a jpeg field");
     m->jpeg_checked = true;
     return 0;
 }
@@ -484,7 +575,8 @@ int stoker__manifest_parse(stoker__manifest *m, char *text, size_t size, const c
     int rc = check_crc(&c);
     if (rc < 0)
         return rc;
-    if ((rc = parse_header(&c, m)) < 0 || (rc = parse_field(&c, m)) < 0 ||
+    if ((rc = parse_header(&c, m)) < 0 ||
+        (rc = m->version >= 3 ? parse_fields(&c, m) : parse_field(&c, m)) < 0 ||
         (rc = parse_checked(&c, m)) < 0)
         return rc;
     uint64_t max_total = 0;
@@ -533,5 +625,6 @@ void stoker__manifest_free(stoker__manifest *m)
     stoker__free(m->classes);
     stoker__free(m->shards);
     stoker__free(m->key_offs);
+    stoker__free(m->schema);
     memset(m, 0, sizeof *m);
 }

@@ -7,6 +7,7 @@
 #include "common/buf.h"
 #include "common/common.h"
 #include "format/format.h"
+#include "format/schema.h"
 
 /* Appends `s` escaped for a manifest line: '\\' "\\\\", '\n' "\\n", '\t' "\\t", other bytes
  * below 0x20 and 0x7F as "\\xHH"; every other byte (UTF-8 included) as is. */
@@ -27,18 +28,19 @@ typedef struct stoker__manifest {
     size_t size;
     uint32_t version;
     uint32_t align;
-    bool jpeg_checked; /* version 2: "checked jpeg", every JPEG decoded without damage */
-    int32_t kind, dtype, ndim;
+    bool jpeg_checked;         /* version 2: "checked jpeg", every JPEG decoded without damage */
+    int32_t kind, dtype, ndim; /* version 3: BYTES (the payload of several fields) */
     int64_t shape[STOKER_MAX_DIMS];
     uint64_t records;
     uint32_t nclasses;
     const char **classes;
     uint32_t nshards;
     stoker__mshard *shards;
-    uint64_t nkeys;     /* 0 (no record has a key) or records */
-    size_t keys_begin;  /* the first key line's offset in text */
-    size_t keys_end;    /* one past the last key line */
-    uint64_t *key_offs; /* after decoding: per record, offset of its key or UINT64_MAX */
+    uint64_t nkeys;         /* 0 (no record has a key) or records */
+    size_t keys_begin;      /* the first key line's offset in text */
+    size_t keys_end;        /* one past the last key line */
+    uint64_t *key_offs;     /* after decoding: per record, offset of its key or UINT64_MAX */
+    stoker__schema *schema; /* version 3: the fields (validated); else NULL */
 } stoker__manifest;
 
 /* Parses manifest text (ownership of `text`, stoker__malloc'd, passes to `m`, even on

@@ -5,6 +5,7 @@
  * records and options, so the same input always gives the same bytes. */
 #include "common/config.h"
 #include "format/manifest.h"
+#include "format/schema.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -41,8 +42,10 @@ struct stoker_writer {
     int32_t kind, dtype, ndim;
     int64_t shape[STOKER_MAX_DIMS];
     uint64_t raw_size;
-    stoker__buf classes; /* escaped "class NAME\n" lines */
-    stoker__buf keys;    /* escaped key lines, once any record had a key */
+    stoker__schema *schema; /* stoker_writer_set_fields: manifest version 3; else NULL */
+    stoker__buf sample;     /* a sample's payload, encoded */
+    stoker__buf classes;    /* escaped "class NAME\n" lines */
+    stoker__buf keys;       /* escaped key lines, once any record had a key */
     bool any_key;
     wshard *shards;
     uint32_t nshards, cap_shards;
@@ -486,6 +489,36 @@ int stoker_writer_set_field(stoker_writer *w, stoker_field_kind kind, int32_t dt
             memcpy(w->shape, shape, (size_t)ndim * sizeof *shape);
     }
     w->kind = kind;
+    stoker__free(w->schema); /* the one field replaces a schema set before */
+    w->schema = NULL;
+    return 0;
+}
+
+int stoker_writer_set_fields(stoker_writer *w, const stoker_field_desc *fields, int32_t n)
+{
+    if (!w)
+        return STOKER_E_INVALID;
+    int rc = usable(w);
+    if (rc < 0)
+        return rc;
+    STOKER_RETURN_IF(w->records > 0, &w->err, STOKER_E_STATE,
+                     "%s: the fields must be set before the first record", w->path);
+    stoker__schema *s = stoker__calloc(1, sizeof *s);
+    STOKER_RETURN_IF(!s, &w->err, -ENOMEM, "%s: out of memory for the schema", w->path);
+    stoker__err e = {0};
+    rc = stoker__schema_from_desc(s, fields, n, &e);
+    bool jpeg = false;
+    for (int32_t i = 0; rc == 0 && i < s->n; i++)
+        jpeg = jpeg || s->f[i].kind == STOKER_FIELD_JPEG;
+    if (rc == 0 && w->jpeg_checked && !jpeg)
+        rc = stoker__fail(&e, STOKER_E_INVALID, "STOKER_OPT_JPEG_CHECKED is for a jpeg field");
+    if (rc < 0) {
+        stoker__free(s);
+        return stoker__fail(&w->err, rc, "%s: %s", w->path, e.msg);
+    }
+    stoker__free(w->schema);
+    w->schema = s;
+    w->kind = STOKER_FIELD_BYTES;
     return 0;
 }
 
@@ -579,6 +612,10 @@ int stoker_writer_add(stoker_writer *w, const void *payload, size_t size, int64_
     STOKER_RETURN_IF(size > w->max_record, &w->err, STOKER_E_LIMIT,
                      "%s: record %lld: %zu bytes exceed STOKER_OPT_MAX_RECORD_SIZE (%llu)", w->path,
                      (long long)w->records, size, (unsigned long long)w->max_record);
+    STOKER_RETURN_IF(w->schema, &w->err, STOKER_E_INVALID,
+                     "%s: record %lld: the data set has fields: add samples with "
+                     "stoker_writer_add_sample",
+                     w->path, (long long)w->records);
     STOKER_RETURN_IF(w->jpeg_checked && w->kind != STOKER_FIELD_JPEG, &w->err, STOKER_E_INVALID,
                      "%s: STOKER_OPT_JPEG_CHECKED is for a jpeg field: set the field to jpeg "
                      "(stoker_writer_set_field) before the first record",
@@ -588,6 +625,63 @@ int stoker_writer_add(stoker_writer *w, const void *payload, size_t size, int64_
                      w->path, (long long)w->records, size, (unsigned long long)w->raw_size);
     rc = add_record(w, payload, size, label, key);
     return rc < 0 ? doom(w, rc) : 0;
+}
+
+/* A sample's name in messages: its key, or its number. */
+static void sample_name(const stoker_writer *w, const char *key, char *buf, size_t cap)
+{
+    if (key)
+        snprintf(buf, cap, "sample \"%.200s\"", key);
+    else
+        snprintf(buf, cap, "sample %lld", (long long)w->records);
+}
+
+int stoker_writer_add_sample(stoker_writer *w, const stoker_field_value *values, int32_t n,
+                             const char *key)
+{
+    if (!w)
+        return STOKER_E_INVALID;
+    int rc = usable(w);
+    if (rc < 0)
+        return rc;
+    char what[256];
+    sample_name(w, key, what, sizeof what);
+    const stoker__schema *s = w->schema;
+    STOKER_RETURN_IF(!s, &w->err, STOKER_E_INVALID,
+                     "%s: %s: no fields were declared (stoker_writer_set_fields)", w->path, what);
+    STOKER_RETURN_IF(!values || n != s->n, &w->err, STOKER_E_INVALID,
+                     "%s: %s: %d values for %d fields", w->path, what, values ? (int)n : 0,
+                     (int)s->n);
+    stoker__err e = {0};
+    if ((rc = stoker__schema_check(s, values, &e)) < 0)
+        return stoker__fail(&w->err, rc, "%s: %s: %s", w->path, what, e.msg);
+    const uint64_t size = stoker__schema_payload_size(s, values);
+    STOKER_RETURN_IF(size > w->max_record, &w->err, STOKER_E_LIMIT,
+                     "%s: %s: a payload of %llu bytes exceeds STOKER_OPT_MAX_RECORD_SIZE (%llu)",
+                     w->path, what, (unsigned long long)size, (unsigned long long)w->max_record);
+    w->sample.len = 0;
+    if (w->sample.cap < size) {
+        char *p = stoker__realloc(w->sample.data, (size_t)size);
+        STOKER_RETURN_IF(!p, &w->err, -ENOMEM, "%s: %s: out of memory for %llu bytes", w->path,
+                         what, (unsigned long long)size);
+        w->sample.data = p;
+        w->sample.cap = (size_t)size;
+    }
+    stoker__schema_encode(s, values, (uint8_t *)w->sample.data);
+    int64_t label = 0;
+    if (s->label >= 0)
+        memcpy(&label, values[s->label].data, sizeof label);
+    rc = add_record(w, w->sample.data, (size_t)size, label, key);
+    if (rc < 0)
+        return doom(w, rc);
+    for (int32_t i = 0; i < s->n; i++) { /* the data set's max of each variable field */
+        stoker__field *f = &w->schema->f[i];
+        const uint64_t m =
+            f->kind == STOKER_FIELD_ARRAY ? values[i].size / f->size : values[i].size;
+        if (f->variable && m > f->max)
+            f->max = m;
+    }
+    return 0;
 }
 
 static int field_line(const stoker_writer *w, stoker__buf *b)
@@ -608,11 +702,12 @@ static int manifest_head(const stoker_writer *w, stoker__buf *b)
     uint64_t nclasses = 0;
     for (size_t i = 0; i < w->classes.len; i++)
         nclasses += w->classes.data[i] == '\n';
-    /* version 1 unless the JPEGs were checked: readers of version 1 still read the rest */
-    int rc = stoker__buf_printf(b, STK_MANIFEST_MAGIC " %d\nalign %u\n", w->jpeg_checked ? 2 : 1,
-                                w->align);
+    /* version 1 unless the JPEGs were checked or there are fields: readers of version 1
+     * still read the rest */
+    const int version = w->schema ? 3 : w->jpeg_checked ? 2 : 1;
+    int rc = stoker__buf_printf(b, STK_MANIFEST_MAGIC " %d\nalign %u\n", version, w->align);
     if (rc == 0)
-        rc = field_line(w, b);
+        rc = w->schema ? stoker__schema_format(w->schema, b) : field_line(w, b);
     if (rc == 0 && w->jpeg_checked)
         rc = stoker__buf_printf(b, "checked jpeg\n");
     if (rc == 0)
@@ -768,6 +863,8 @@ void stoker_writer_destroy(stoker_writer *w)
     stoker__free(w->stage);
     stoker__buf_free(&w->classes);
     stoker__buf_free(&w->keys);
+    stoker__buf_free(&w->sample);
+    stoker__free(w->schema);
     stoker__buf_free(&w->index);
     stoker__free(w->shards);
     stoker__free(w);

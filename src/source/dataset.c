@@ -58,6 +58,11 @@ int stoker_dataset_open(stoker_dataset **out, const char *path, const stoker_con
     if (!src->open)
         return stoker__fail(&ds->err, STOKER_E_UNSUPPORTED, "%s: %s", path, src->refusal);
     rc = src->open(ds, path, cfg);
+    if (rc == 0 && !ds->info.schema) {
+        stoker__schema_legacy(&ds->legacy, ds->info.kind, ds->info.dtype, ds->info.ndim,
+                              ds->info.shape, ds->info.max_record);
+        ds->info.schema = &ds->legacy;
+    }
     if (rc == 0)
         stoker__err_clear(&ds->err);
     ds->ready = rc == 0;
@@ -168,6 +173,60 @@ int stoker_dataset_field(const stoker_dataset *ds, int32_t *kind, int32_t *dtype
         *ndim = ds->info.ndim;
     if (shape)
         memcpy(shape, ds->info.shape, sizeof ds->info.shape);
+    return 0;
+}
+
+int32_t stoker_dataset_num_fields(const stoker_dataset *ds)
+{
+    return ds && ds->ready ? ds->info.schema->n : 0;
+}
+
+int stoker_dataset_field_desc(const stoker_dataset *ds, int32_t i, stoker_field_desc *out)
+{
+    if (!ds || !ds->ready || !out || out->struct_size < sizeof *out)
+        return STOKER_E_INVALID;
+    if (i < 0 || i >= ds->info.schema->n)
+        return stoker__dataset_fail((stoker_dataset *)ds, STOKER_E_INVALID,
+                                    "%s: field %d out of range (%d fields)", ds->path, (int)i,
+                                    (int)ds->info.schema->n);
+    stoker__schema_desc(ds->info.schema, i, out);
+    return 0;
+}
+
+int32_t stoker_dataset_field_index(const stoker_dataset *ds, const char *name)
+{
+    return ds && ds->ready ? stoker__schema_find(ds->info.schema, name) : -1;
+}
+
+int stoker_dataset_split_record(stoker_dataset *ds, int64_t id, const void *payload, size_t size,
+                                stoker_field_value *out)
+{
+    if (!ds || !ds->ready || !out || (!payload && size > 0))
+        return STOKER_E_INVALID;
+    stoker__recloc loc;
+    if (stoker__dataset_locate(ds, id, &loc) < 0)
+        return stoker__dataset_fail(ds, STOKER_E_INVALID,
+                                    "%s: record %lld out of range (%lld "
+                                    "records)",
+                                    ds->path, (long long)id,
+                                    (long long)stoker_dataset_num_records(ds));
+    const stoker__schema *s = ds->info.schema;
+    stoker__span sp[STOKER_MAX_FIELDS];
+    stoker__err err = {0};
+    const int rc = stoker__schema_split(s, payload, size, sp, &err);
+    if (rc < 0)
+        return stoker__dataset_fail(ds, rc, "%s: record %lld: %s", ds->path, (long long)id,
+                                    err.msg);
+    const uint8_t *p = payload;
+    for (int32_t i = 0; i < s->n; i++)
+        out[i] = (stoker_field_value){p ? p + sp[i].off : NULL, sp[i].len};
+    if (s->legacy) {
+        const void *label = ds->ops->label_at ? ds->ops->label_at(ds, id) : NULL;
+        if (!label)
+            return stoker__dataset_fail(ds, STOKER_E_UNSUPPORTED,
+                                        "%s: this source keeps no labels to point to", ds->path);
+        out[s->label] = (stoker_field_value){label, 8};
+    }
     return 0;
 }
 
@@ -330,6 +389,11 @@ int32_t stoker__dataset_backend(const stoker_dataset *ds)
     if (stoker__dataset_serialised(ds))
         return STOKER_BACKEND_HDF5;
     return ds && ds->ops ? ds->ops->backend : 0;
+}
+
+const stoker__schema *stoker__dataset_schema(const stoker_dataset *ds)
+{
+    return ds->info.schema;
 }
 
 uint64_t stoker__dataset_max_record(const stoker_dataset *ds)

@@ -143,6 +143,12 @@ typedef struct stoker__remote_stats {
 /* A remote source's counters; false, and zeros, for other sources. */
 bool stoker__dataset_remote_stats(stoker_dataset *ds, stoker__remote_stats *s);
 
+/* The data set's schema: its fields and a record's payload layout (format/schema.h; a data
+ * set written before schemas has its legacy one, whose "label" is the index entry's). Never
+ * NULL for an open data set; stoker__schema_split splits a payload with it. */
+struct stoker__schema;
+const struct stoker__schema *stoker__dataset_schema(const stoker_dataset *ds);
+
 /* The largest payload of any record (for sizing buffers). */
 uint64_t stoker__dataset_max_record(const stoker_dataset *ds);
 

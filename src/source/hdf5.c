@@ -1028,7 +1028,15 @@ static int h5_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, u
 
 #define H5_COMMON_OPS                                                                              \
     .name = "hdf5", .locate = h5_locate, .file_path = h5_file_path, .close = h5_close,             \
-    .fetch = h5_fetch, .block_records = h5_block_records, .serialised = h5_serialised
+    .fetch = h5_fetch, .block_records = h5_block_records, .serialised = h5_serialised,             \
+    .label_at = h5_label_at
+
+/* The labels are int64 in host order, which is little-endian where stoker builds. */
+static const void *h5_label_at(const stoker_dataset *ds, int64_t id)
+{
+    const stoker__h5 *h = ds->state;
+    return id >= 0 && (uint64_t)id < h->records ? &h->labels[id] : NULL;
+}
 
 static const stoker__source_ops H5_OPS = {
     H5_COMMON_OPS,

@@ -437,6 +437,7 @@ const stoker__source_ops stoker__remote_shard_ops = {
     .interrupt = remote_interrupt,
     .block_records = remote_block_records,
     .remote_stats = remote_stats,
+    .label_at = stoker__shards_label_at,
     .backend = STOKER_BACKEND_REMOTE,
 };
 

@@ -36,6 +36,15 @@ static int shards_locate(const stoker_dataset *ds, int64_t id, stoker__recloc *l
     return 0;
 }
 
+const void *stoker__shards_label_at(const stoker_dataset *ds, int64_t id)
+{
+    const stoker__shards *S = ds->state;
+    if (id < 0 || (uint64_t)id >= S->first[S->n])
+        return NULL;
+    const int32_t i = stoker__shard_find(S->first, S->n, (uint64_t)id);
+    return S->files[i].index + ((uint64_t)id - S->first[i]) * STK_ENTRY_SIZE + STK_E_LABEL;
+}
+
 static const char *shards_file_path(const stoker_dataset *ds, int32_t i)
 {
     const stoker__shards *S = ds->state;
@@ -144,6 +153,7 @@ static const stoker__source_ops SHARD_OPS = {
     .key = shards_key,
     .direct_fd = shards_direct_fd,
     .advise = shards_advise,
+    .label_at = stoker__shards_label_at,
 };
 
 /* ---- opening: the manifest ---- */
@@ -503,6 +513,7 @@ int stoker__shards_open(stoker_dataset *ds, const char *path, const stoker_confi
     memcpy(in->shape, S->m.shape, sizeof in->shape);
     in->nclasses = S->m.nclasses;
     in->classes = S->m.classes;
+    in->schema = S->m.schema;
     return 0;
 }
 

@@ -52,6 +52,9 @@ typedef struct stoker__shards {
  * local source's key op and the remote source's. */
 const char *stoker__manifest_record_key(stoker_dataset *ds, stoker__manifest *m,
                                         pthread_mutex_t *lock, int *state, int64_t id);
+/* Record id's label in its shard's index entry (8 little-endian bytes, kept while the data
+ * set is open); the local and the remote source's label_at op. */
+const void *stoker__shards_label_at(const stoker_dataset *ds, int64_t id);
 /* Reads and parses the manifest of `path` (a local directory or manifest file, or a URL)
  * and allocates the shard table (no shard file opened): ds->state, ds->ops and ds->path
  * are set, even on failure. */

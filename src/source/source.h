@@ -8,6 +8,7 @@
 #define STOKER_SOURCE_SOURCE_H
 
 #include "common/common.h"
+#include "format/schema.h"
 #include "source/dataset.h"
 
 /* What a source fills at open: the data set as the public API describes it. */
@@ -23,6 +24,9 @@ typedef struct stoker__dsinfo {
     const char *const *classes;
     uint64_t payload_bytes;
     uint64_t max_record; /* the largest record's stored bytes */
+    /* the fields (manifest version 3), owned by the source; NULL: the data set's one field
+     * and its label (dataset.c makes the legacy schema) */
+    const stoker__schema *schema;
 } stoker__dsinfo;
 
 /* An open source's operations. Required: locate, file_path, close; a NULL optional one
@@ -63,6 +67,9 @@ typedef struct stoker__source_ops {
     void (*interrupt)(stoker_dataset *ds, bool on);
     /* NULL: not remote */
     void (*remote_stats)(stoker_dataset *ds, stoker__remote_stats *s);
+    /* Record id's label as 8 little-endian bytes owned by the source (id in range), for a
+     * data set without a schema's "label" field (stoker_dataset_split_record). NULL: none */
+    const void *(*label_at)(const stoker_dataset *ds, int64_t id);
 } stoker__source_ops;
 
 /* One kind of source, as the list in sources.c names it. */
@@ -99,6 +106,7 @@ struct stoker_dataset {
     uint64_t serial; /* unique per handle: tells a thread's failure record apart */
     bool ready;      /* open succeeded */
     stoker__dsinfo info;
+    stoker__schema legacy; /* the schema of a data set without one (info.schema points here) */
 };
 
 /* Sets the data set's message for the calling thread (failures of concurrent readers). */
