@@ -29,6 +29,9 @@ static void test_nearest_index(void)
         T_EQ_INT(stoker__nearest_index(k, 7, 7), k);
         T_EQ_INT(stoker__nearest_index(k, 1, 7), 0);
     }
+    /* float32, as PyTorch: 201 * 56 / 402 is 28 exactly, but (float)56 / 402 rounds down and
+     * the product floors to 27 */
+    T_EQ_INT(stoker__nearest_index(201, 56, 402), 27);
     /* 2x: k >> 1, PyTorch's special case, which the float formula gives too */
     for (int32_t k = 0; k < 4096; k++)
         T_EQ_INT(stoker__nearest_index(k, 2048, 4096), k >> 1);
