@@ -106,6 +106,31 @@ class Window(ctypes.Structure):
     ]
 
 
+class FieldDesc(ctypes.Structure):
+    """stoker_field_desc (size-prefixed)."""
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("kind", ctypes.c_int32),
+        ("name", ctypes.c_char_p),
+        ("dtype", ctypes.c_int32),
+        ("ndim", ctypes.c_int32),
+        ("shape", ctypes.c_int64 * MAX_DIMS),
+        ("tie", ctypes.c_int32),
+        ("tie_to", ctypes.c_char_p),
+        ("max", ctypes.c_int64),
+    ]
+
+
+class FieldValue(ctypes.Structure):
+    """stoker_field_value."""
+    _fields_ = [("data", ctypes.c_void_p), ("size", ctypes.c_uint64)]
+
+
+# stoker_field_tie, by the name a schema gives it (docs/FORMAT.md)
+TIE = {"mask_of": 1, "boxes_of": 2, "rows_of": 3}
+TIE_NAMES = {v: k for k, v in TIE.items()}
+MAX_FIELDS = 32
+
 VERIFY_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64,
                              ctypes.c_int32, ctypes.c_char_p)
 LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_char_p)
@@ -146,6 +171,8 @@ _SIGNATURES = {
     # writer
     "stoker_writer_create": (_int, [_pp, _str, _vp]),
     "stoker_writer_set_field": (_int, [_vp, _int, _i32, _i32, c_int64_p]),
+    "stoker_writer_set_fields": (_int, [_vp, ctypes.POINTER(FieldDesc), _i32]),
+    "stoker_writer_add_sample": (_int, [_vp, ctypes.POINTER(FieldValue), _i32, _str]),
     "stoker_writer_add_class": (_int, [_vp, _str]),
     "stoker_writer_add": (_int, [_vp, _vp, _sz, _i64, _str]),
     "stoker_writer_finish": (_int, [_vp]),
@@ -167,6 +194,10 @@ _SIGNATURES = {
     "stoker_dataset_jpeg_checked": (_int, [_vp]),
     "stoker_dataset_field": (_int, [_vp, ctypes.POINTER(_i32), ctypes.POINTER(_i32),
                                     ctypes.POINTER(_i32), c_int64_p]),
+    "stoker_dataset_num_fields": (_i32, [_vp]),
+    "stoker_dataset_field_desc": (_int, [_vp, _i32, ctypes.POINTER(FieldDesc)]),
+    "stoker_dataset_field_index": (_i32, [_vp, _str]),
+    "stoker_dataset_split_record": (_int, [_vp, _i64, _vp, _sz, ctypes.POINTER(FieldValue)]),
     "stoker_dataset_record_info": (_int, [_vp, _i64, ctypes.POINTER(_u64), c_int64_p,
                                           ctypes.POINTER(_i32)]),
     "stoker_dataset_record_key": (_str, [_vp, _i64]),

@@ -38,7 +38,7 @@ def _payload(payload):
 # Writer's keywords: its own (kind, dtype, shape, classes) and the library's table's writer
 # options, less the limits on untrusted input (a writer's records come from its caller,
 # under the defaults).
-_WRITER_KEYWORDS = ("kind", "dtype", "shape", "classes") + tuple(table_keywords(
+_WRITER_KEYWORDS = ("kind", "dtype", "shape", "classes", "fields") + tuple(table_keywords(
     _lib.FOR_WRITER, ("max_record_size", "max_records", "max_shards")))
 # Its parameters after path by position, in their historical order (later ones keyword-only).
 _WRITER_POSITIONAL = ("kind", "dtype", "shape", "shard_size", "align", "overwrite", "fsync",
@@ -51,6 +51,114 @@ _DATASET_POSITIONAL = (
     "max_record_size", "cache_dir", "cache_limit", "block_size", "fetch_window",
     "fetch_transfers", "fetch_retries", "fetch_retry_ms", "fetch_timeout_ms", "ca_bundle",
     "http_header", "s3_region", "s3_endpoint", "fetch_clients")
+
+
+_SCALAR_KINDS = {"int64": ("int64", "<i8"), "float32": ("float32", "<f4")}
+_ENCODED_KINDS = ("jpeg", "png", "bytes")
+
+
+def _field_spec(name, spec):
+    """One entry of Writer(fields=...) as a FieldDesc's values: (kind, dtype, shape, tie,
+    tie_to); raises naming the field."""
+    where = "fields[%r]" % name
+    if not isinstance(name, str):
+        raise TypeError("field names must be str, not %s" % type(name).__name__)
+    if isinstance(spec, str):
+        spec = {"kind": spec}
+    if not isinstance(spec, dict):
+        raise TypeError("%s: a kind name or a dict with \"kind\", not %s"
+                        % (where, type(spec).__name__))
+    unknown = set(spec) - {"kind", "dtype", "shape", "mask_of", "boxes_of", "rows_of"}
+    if unknown:
+        raise TypeError("%s: unknown key(s) %s" % (where, ", ".join(sorted(map(repr, unknown)))))
+    kind = spec.get("kind")
+    if kind not in ("jpeg", "png", "bytes", "raw", "array", "int64", "float32"):
+        raise ValueError("%s: kind %r is not one of jpeg, png, bytes, raw, array, int64, "
+                         "float32" % (where, kind))
+    dtype, shape = 0, ()
+    if kind in ("raw", "array"):
+        if spec.get("dtype") is None or spec.get("shape") is None:
+            raise TypeError("%s: kind %r needs dtype and shape" % (where, kind))
+        dtype = dtype_code(spec["dtype"])
+        shape = tuple(spec["shape"])
+        if kind == "array":
+            if not shape or shape[0] is not None:
+                raise ValueError("%s: an array's shape starts with None (any number of rows), "
+                                 "e.g. (None, 4)" % where)
+            shape = shape[1:]
+        shape = tuple(check_int("%s shape[%d]" % (where, i), d, 0) for i, d in enumerate(shape))
+        if len(shape) > _lib.MAX_DIMS:
+            raise ValueError("%s: at most %d dimensions" % (where, _lib.MAX_DIMS))
+    elif spec.get("shape") is not None or (spec.get("dtype") is not None and
+                                           kind not in _SCALAR_KINDS):
+        raise TypeError("%s: kind %r takes no dtype or shape" % (where, kind))
+    elif kind in _SCALAR_KINDS and spec.get("dtype") is not None:
+        if dtype_code(spec["dtype"]) != dtype_code(_SCALAR_KINDS[kind][0]):
+            raise ValueError("%s: an %s field's dtype is %s" % (where, kind, kind))
+    ties = [t for t in _lib.TIE if t in spec]
+    if len(ties) > 1:
+        raise ValueError("%s: one tie at most (%s)" % (where, ", ".join(ties)))
+    tie, tie_to = 0, None
+    if ties:
+        tie, tie_to = _lib.TIE[ties[0]], spec[ties[0]]
+        if not isinstance(tie_to, str):
+            raise TypeError("%s: %s names a field (str)" % (where, ties[0]))
+    return kind, dtype, shape, tie, tie_to
+
+
+def _field_value(name, f, value, keep):
+    """(address, size) of one value for a field of the schema; `keep` holds what must live
+    until the call returns. Raises naming the field."""
+    import numpy as np
+    kind = f["kind"]
+    where = "field %r" % name
+    if kind in _ENCODED_KINDS:
+        if isinstance(value, (str, int, float)) or value is None:
+            raise TypeError("%s: %s bytes expected, not %s" % (where, kind, type(value).__name__))
+        obj, addr, size = _payload(value)
+        keep.append(obj)
+        return addr, size
+    if kind in _SCALAR_KINDS:
+        code = _SCALAR_KINDS[kind][1]
+        if isinstance(value, (bool, np.bool_)) or not isinstance(
+                value, (int, float, np.integer, np.floating)):
+            raise TypeError("%s: an %s number expected, not %s" % (where, kind,
+                                                                   type(value).__name__))
+        if kind == "int64":
+            if isinstance(value, (float, np.floating)):
+                raise TypeError("%s: an int64 field takes an integer, not %r" % (where, value))
+            if not -2**63 <= int(value) < 2**63:
+                raise OverflowError("%s: %d does not fit an int64" % (where, int(value)))
+        arr = np.array([value], dtype=code)
+    else:
+        dtype = np.dtype(f["dtype"]) if f["dtype"] != "bfloat16" else None
+        if dtype is None:
+            raise TypeError("%s: numpy has no bfloat16" % where)
+        row = tuple(f["shape"][1:]) if kind == "array" else tuple(f["shape"])
+        if isinstance(value, np.ndarray):
+            arr = value
+            if arr.dtype != dtype:
+                raise TypeError("%s: dtype %s, but the field's is %s" % (where, arr.dtype, dtype))
+        else:
+            arr = np.asarray(value)
+            if arr.size == 0:
+                arr = arr.astype(dtype)
+            if not np.can_cast(arr.dtype, dtype, "same_kind"):
+                raise TypeError("%s: values of %s, but the field's dtype is %s"
+                                % (where, arr.dtype, dtype))
+            arr = arr.astype(dtype)
+            if kind == "array" and arr.size == 0:
+                arr = arr.reshape((0,) + row)
+        want = ("N",) + row if kind == "array" else row
+        ok = arr.shape[1:] == row and arr.ndim == len(row) + 1 if kind == "array" \
+            else arr.shape == row
+        if not ok:
+            raise ValueError("%s: shape %s, but the field's is %s"
+                             % (where, tuple(arr.shape), "(%s)" % ", ".join(map(str, want))
+                                if kind == "array" else row))
+        arr = np.ascontiguousarray(arr, dtype=dtype.newbyteorder("<"))
+    keep.append(arr)
+    return (arr.ctypes.data if arr.nbytes else None), arr.nbytes
 
 
 class Writer:
@@ -69,13 +177,33 @@ class Writer:
     by default); the manifest says so, and the loader's ``decoder="auto"`` sends only such
     data sets' JPEGs to the GPU's hardware decoder, which does not report damaged data.
 
+    ``fields={name: spec, ...}`` writes samples of several named fields instead (manifest
+    version 3, docs/FORMAT.md): each spec a kind name (``"jpeg"``, ``"png"``, ``"bytes"``,
+    ``"int64"``, ``"float32"``) or a dict with ``"kind"`` (``"raw"`` and ``"array"`` take
+    ``"dtype"`` and ``"shape"``, an array's shape starting with ``None``: ``(None, 4)``) and
+    a tie where it has one (``"mask_of": "image"``, ``"boxes_of": "image"``,
+    ``"rows_of": "boxes"``). ``add({name: value, ...}, key=None)`` then takes bytes for
+    encoded fields, numbers or numpy arrays for the others; a refused sample raises with
+    the sample and the field named, and the writer goes on. A field ``"label"`` of kind
+    int64 is also the record's label.
+
     Any thread: calls are taken one at a time, except ``cancel()``, which does not wait.
     """
 
     def __init__(self, path, *args, **options):
         kw = bind("Writer()", args, options, _WRITER_POSITIONAL, _WRITER_KEYWORDS)
+        fields = kw.pop("fields", None)
+        if fields is not None and any(k in kw for k in ("kind", "dtype", "shape")):
+            raise TypeError("Writer(): fields= replaces kind, dtype and shape")
         kind, dtype, shape = kw.pop("kind", "bytes"), kw.pop("dtype", None), kw.pop("shape", None)
         classes = kw.pop("classes", None)
+        self._fields = None
+        if fields is not None:
+            if not isinstance(fields, dict) or not fields:
+                raise TypeError("fields must be a non-empty dict of name -> kind or spec")
+            if len(fields) > _lib.MAX_FIELDS:
+                raise ValueError("at most %d fields" % _lib.MAX_FIELDS)
+            specs = [(n,) + _field_spec(n, v) for n, v in fields.items()]
         raw_path = check_path("path", path)
         self.path = os.fsdecode(raw_path)
         self._shown = _lib.shown(self.path)  # for messages: no password
@@ -97,7 +225,9 @@ class Writer:
         if rc != 0:
             self._fail(rc)
         try:
-            if kind_code == _lib.FIELD["raw"]:
+            if fields is not None:
+                self._set_fields(specs)
+            elif kind_code == _lib.FIELD["raw"]:
                 if dtype is None or shape is None:
                     raise TypeError("kind='raw' needs dtype and shape")
                 dims = [check_int("shape[%d]" % i, s, 0) for i, s in enumerate(tuple(shape))]
@@ -108,13 +238,35 @@ class Writer:
                                                 len(dims), arr)
             else:
                 rc = _L.stoker_writer_set_field(self._handle, kind_code, 0, 0, None)
-            if rc != 0:
+            if fields is None and rc != 0:
                 self._fail(rc)
             for name in classes or ():
                 self.add_class(name)
         except BaseException:
             self.close()
             raise
+
+    def _set_fields(self, specs):
+        descs = (_lib.FieldDesc * len(specs))()
+        names = []
+        for d, (name, kind, dtype, shape, tie, tie_to) in zip(descs, specs):
+            names.append(c_string("field name", name.encode()))
+            d.struct_size = ctypes.sizeof(_lib.FieldDesc)
+            d.kind = _lib.FIELD[kind]
+            d.name = names[-1]
+            d.dtype = dtype
+            d.ndim = len(shape)
+            for i, s in enumerate(shape):
+                d.shape[i] = s
+            d.tie = tie
+            d.tie_to = tie_to.encode() if tie_to is not None else None
+        rc = _L.stoker_writer_set_fields(self._handle, descs, len(specs))
+        if rc != 0:
+            self._fail(rc)
+        self._fields = [{"name": n, "kind": k,
+                         "dtype": _lib.DTYPE.name(dt) if k in ("raw", "array") else None,
+                         "shape": ((None,) + sh) if k == "array" else sh}
+                        for n, k, dt, sh, _t, _to in specs]
 
     def _fail(self, rc):
         msg = _lib.text(_L.stoker_writer_errmsg(self._handle)) if self._handle else ""
@@ -144,7 +296,13 @@ class Writer:
                 self._fail(rc)
 
     def add(self, payload, label=0, key=None):
-        """Appends one record; returns its id."""
+        """Appends one record; returns its id. With ``fields``: ``add(sample, key=None)``,
+        sample a dict of every field's value."""
+        if self._fields is not None:
+            if label != 0:
+                raise TypeError("add(): a data set with fields takes its label from its "
+                                "\"label\" field, not label=")
+            return self._add_sample(payload, key)
         label = check_int("label", label)
         if key is not None and not isinstance(key, (str, bytes)):
             raise TypeError("key must be a str, bytes or None")
@@ -154,6 +312,40 @@ class Writer:
             c_string("key", raw_key)
         with self._live() as h:
             rc = _L.stoker_writer_add(h, addr, size, label, raw_key)
+            del keep
+            if rc != 0:
+                self._fail(rc)
+            return int(_L.stoker_writer_records(h)) - 1
+
+    def _add_sample(self, sample, key):
+        if not isinstance(sample, dict):
+            raise TypeError("add(): a data set with fields takes a dict of field -> value, not "
+                            "%s" % type(sample).__name__)
+        if key is not None and not isinstance(key, (str, bytes)):
+            raise TypeError("key must be a str, bytes or None")
+        raw_key = key.encode() if isinstance(key, str) else key
+        if raw_key is not None:
+            c_string("key", raw_key)
+        with self._live() as h:
+            what = "sample %r" % (key,) if key is not None else \
+                "sample %d" % int(_L.stoker_writer_records(h))
+            names = [f["name"] for f in self._fields]
+            missing = [n for n in names if n not in sample]
+            extra = [n for n in sample if n not in names]
+            if missing:
+                raise ValueError("%s: %s: missing field(s) %s" % (self._shown, what,
+                                                                   ", ".join(map(repr, missing))))
+            if extra:
+                raise ValueError("%s: %s: no such field(s) %s in the schema" % (
+                    self._shown, what, ", ".join(map(repr, extra))))
+            keep = []
+            values = (_lib.FieldValue * len(names))()
+            for v, f in zip(values, self._fields):
+                try:
+                    v.data, v.size = _field_value(f["name"], f, sample[f["name"]], keep)
+                except (TypeError, ValueError, OverflowError) as e:
+                    raise type(e)("%s: %s: %s" % (self._shown, what, e)) from None
+            rc = _L.stoker_writer_add_sample(h, values, len(names), raw_key)
             del keep
             if rc != 0:
                 self._fail(rc)
@@ -236,6 +428,11 @@ class Dataset:
     """An open, read-only data set: ``len(ds)``, ``ds.read(i)`` (bytes, CRC-checked),
     ``ds.label(i)``, ``ds.key(i)``, ``ds.record_info(i)``, ``ds.field``, ``ds.classes``,
     ``ds[i]`` -> ``(payload bytes, label)``; ``ds.array(i)`` for raw records (numpy).
+    ``ds.fields`` lists the fields (a data set written without a schema has ``image`` or
+    ``data``, and ``label``); ``ds.sample(i)`` gives record `i` as a dict of field name ->
+    value (bytes for jpeg, png and bytes fields, numpy arrays for raw and array fields,
+    int or float for scalars). For a data set with a schema (format version 3), ``read(i)``
+    and ``ds[i]`` give that dict too.
     Any thread: calls are taken one at a time (close waits for the call in progress)."""
 
     def __init__(self, path, *args, **options):
@@ -334,6 +531,69 @@ class Dataset:
                 "dtype": _lib.DTYPE.name(dtype.value) if raw else None,
                 "shape": tuple(shape[:ndim.value]) if raw else None}
 
+    @property
+    def fields(self):
+        """The schema: a list of ``{"name", "kind", "dtype", "shape", "tie", "tie_to",
+        "max"}`` in schema order. ``shape``: a raw field's, an array's with None first
+        (``(None, 4)``), ``()`` for int64 and float32, None for encoded fields; ``max``: the
+        largest value of a variable field (bytes; rows for an array), else None."""
+        with self._live() as h:
+            if getattr(self, "_fields_cache", None) is not None:
+                return [dict(f) for f in self._fields_cache]
+            out = []
+            for i in range(int(_L.stoker_dataset_num_fields(h))):
+                d = _lib.FieldDesc()
+                d.struct_size = ctypes.sizeof(d)
+                rc = _L.stoker_dataset_field_desc(h, i, ctypes.byref(d))
+                if rc != 0:
+                    self._fail(rc)
+                kind = _lib.FIELD.name(d.kind, str(d.kind))
+                shape = tuple(d.shape[:d.ndim])
+                if kind == "array":
+                    shape = (None,) + shape
+                elif kind in _SCALAR_KINDS:
+                    shape = ()
+                elif kind != "raw":
+                    shape = None
+                out.append({
+                    "name": _lib.text(d.name), "kind": kind,
+                    "dtype": _lib.DTYPE.name(d.dtype) if d.dtype else None, "shape": shape,
+                    "tie": _lib.TIE_NAMES.get(d.tie), "tie_to": _lib.text(d.tie_to) if d.tie_to
+                    else None,
+                    "max": int(d.max) if kind in ("jpeg", "png", "bytes", "array") else None})
+            self._fields_cache = out
+            return [dict(f) for f in out]
+
+    def sample(self, i):
+        """Record `i` as a dict of field name -> value (its CRC32C checked, its layout too)."""
+        import numpy as np
+        fields = self.fields
+        with self._live() as h:
+            i = self._id(i)
+            data = self._read(h, i)
+            vals = (_lib.FieldValue * len(fields))()
+            rc = _L.stoker_dataset_split_record(h, i, data, len(data), vals)
+            if rc != 0:
+                self._fail(rc)
+            out = {}
+            for f, v in zip(fields, vals):
+                raw = ctypes.string_at(v.data, v.size) if v.size else b""
+                kind = f["kind"]
+                if kind in _ENCODED_KINDS:
+                    out[f["name"]] = raw
+                elif kind in _SCALAR_KINDS:
+                    out[f["name"]] = np.frombuffer(raw, _SCALAR_KINDS[kind][1])[0].item()
+                elif f["dtype"] == "bfloat16":
+                    out[f["name"]] = raw  # numpy has no bfloat16
+                else:
+                    dt = np.dtype(f["dtype"]).newbyteorder("<")
+                    shape = (-1,) + f["shape"][1:] if kind == "array" else f["shape"]
+                    out[f["name"]] = np.frombuffer(raw, dt).reshape(shape).copy()
+            return out
+
+    def _schema(self):
+        return self.format_version >= 3
+
     def _id(self, i):
         i = check_int("record id", i, None, None)  # any int: out of range is IndexError
         n = len(self)
@@ -361,17 +621,27 @@ class Dataset:
             k = _L.stoker_dataset_record_key(h, self._id(i))
             return None if k is None else k.decode(errors="surrogateescape")
 
-    def read(self, i):
-        """Record `i`'s payload as bytes (its CRC32C checked)."""
-        with self._live() as h:
-            i = self._id(i)
-            need = self.record_info(i)["size"]
-            buf = ctypes.create_string_buffer(max(1, need))
-            size = ctypes.c_size_t()
-            rc = _L.stoker_dataset_read(h, i, buf, need, ctypes.byref(size))
-            if rc != 0:
-                self._fail(rc)
+    def _read(self, h, i):
+        need = self.record_info(i)["size"]
+        buf = ctypes.create_string_buffer(max(1, need))
+        size = ctypes.c_size_t()
+        rc = _L.stoker_dataset_read(h, i, buf, need, ctypes.byref(size))
+        if rc != 0:
+            self._fail(rc)
         return buf.raw[:size.value]
+
+    def read(self, i):
+        """Record `i`'s payload as bytes (its CRC32C checked); for a data set with a schema
+        (format version 3), its fields as ``sample(i)`` gives them."""
+        if self._schema():
+            return self.sample(i)
+        with self._live() as h:
+            return self._read(h, self._id(i))
+
+    def payload(self, i):
+        """Record `i`'s payload as bytes (its CRC32C checked), whatever its schema."""
+        with self._live() as h:
+            return self._read(h, self._id(i))
 
     def array(self, i):
         """Raw record `i` as a numpy array of the stored dtype and shape."""
@@ -385,6 +655,8 @@ class Dataset:
 
     def __getitem__(self, i):
         with self._lock:
+            if self._schema():
+                return self.sample(i)
             return self.read(i), self.label(i)
 
 

@@ -66,7 +66,9 @@ static const name_table TABLES[] = {
     ENTRY(STOKER_ENUM_LAYOUT, {STOKER_LAYOUT_NCHW, "nchw", NULL},
           {STOKER_LAYOUT_NHWC, "nhwc", NULL}),
     ENTRY(STOKER_ENUM_FIELD, {STOKER_FIELD_BYTES, "bytes", NULL}, {STOKER_FIELD_JPEG, "jpeg", NULL},
-          {STOKER_FIELD_RAW, "raw", NULL}),
+          {STOKER_FIELD_RAW, "raw", NULL}, {STOKER_FIELD_PNG, "png", NULL},
+          {STOKER_FIELD_ARRAY, "array", NULL}, {STOKER_FIELD_INT64, "int64", NULL},
+          {STOKER_FIELD_FLOAT32, "float32", NULL}),
     ENTRY(STOKER_ENUM_DECODER, {STOKER_DECODER_AUTO, "auto", NULL},
           {STOKER_DECODER_CPU, "cpu", NULL}, {STOKER_DECODER_GPU, "gpu", NULL}),
 };
