@@ -477,8 +477,11 @@ typedef enum stoker_enum {
     STOKER_ENUM_DCT_SCALE = 13, /* stoker_dct_scale: "never", "train", "always" */
     STOKER_ENUM_DTYPE = 14,     /* stoker_dtype: NumPy's spelling, "uint8" .. "bool" */
     STOKER_ENUM_LAYOUT = 15,    /* stoker_layout: "nchw", "nhwc" */
-    STOKER_ENUM_FIELD = 16,     /* stoker_field_kind: "bytes", "jpeg", "raw" */
+    STOKER_ENUM_FIELD = 16,     /* stoker_field_kind: "bytes", "jpeg", "raw", "png", "array",
+                                   "int64", "float32" */
     STOKER_ENUM_DECODER = 17,   /* stoker_decoder: "auto", "cpu", "gpu" */
+    STOKER_ENUM_FIELD_TIE = 18, /* stoker_field_tie: "none", "mask_of" (also "mask"),
+                                   "boxes_of" ("boxes"), "rows_of" ("rows") */
 } stoker_enum;
 
 /* The static name of `value` in enum `e`, or NULL when it has none (an unknown value, or a

@@ -37,6 +37,7 @@ ENUM_DTYPE = 14
 ENUM_LAYOUT = 15
 ENUM_FIELD = 16
 ENUM_DECODER = 17
+ENUM_FIELD_TIE = 18
 
 # The types of stoker_stats_field (STOKER_STAT_* in the header).
 STAT_INT32 = 1
@@ -126,9 +127,6 @@ class FieldValue(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("size", ctypes.c_uint64)]
 
 
-# stoker_field_tie, by the name a schema gives it (docs/FORMAT.md)
-TIE = {"mask_of": 1, "boxes_of": 2, "rows_of": 3}
-TIE_NAMES = {v: k for k, v in TIE.items()}
 MAX_FIELDS = 32
 
 VERIFY_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64,
@@ -387,6 +385,10 @@ DCT_SCALE = Enum(ENUM_DCT_SCALE)
 DTYPE = Enum(ENUM_DTYPE)
 LAYOUT = Enum(ENUM_LAYOUT)
 FIELD = Enum(ENUM_FIELD)
+FIELD_TIE = Enum(ENUM_FIELD_TIE)
+# the ties by the names a schema gives them (docs/FORMAT.md), and back
+TIE = {name: FIELD_TIE[name] for name in ("mask_of", "boxes_of", "rows_of")}
+TIE_NAMES = {v: k for k, v in TIE.items()}
 DECODER = Enum(ENUM_DECODER)
 
 

@@ -71,6 +71,9 @@ static const name_table TABLES[] = {
           {STOKER_FIELD_FLOAT32, "float32", NULL}),
     ENTRY(STOKER_ENUM_DECODER, {STOKER_DECODER_AUTO, "auto", NULL},
           {STOKER_DECODER_CPU, "cpu", NULL}, {STOKER_DECODER_GPU, "gpu", NULL}),
+    ENTRY(STOKER_ENUM_FIELD_TIE, {STOKER_TIE_NONE, "none", NULL},
+          {STOKER_TIE_MASK, "mask_of", "mask"}, {STOKER_TIE_BOXES, "boxes_of", "boxes"},
+          {STOKER_TIE_ROWS, "rows_of", "rows"}),
 };
 
 #define NTABLES (int)(sizeof TABLES / sizeof TABLES[0])
