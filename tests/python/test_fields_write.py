@@ -266,3 +266,16 @@ def test_version_3_over_http(tmp_path):
             assert ds.format_version == 3 and [f["name"] for f in ds.fields] == list(SCHEMA)
             for i in (0, 8, 5):
                 check_sample(ds[i], i)
+
+
+def test_hdf5_file_reads_with_its_legacy_fields(tmp_path):
+    h5py = pytest.importorskip("h5py")
+    images = np.arange(5 * 2 * 3, dtype=np.uint8).reshape(5, 2, 3)
+    with h5py.File(tmp_path / "f.h5", "w") as f:
+        f["images"] = images
+        f["labels"] = np.array([4, 3, 2, 1, -7], dtype=np.int64)
+    with stoker.Dataset(str(tmp_path / "f.h5")) as ds:
+        assert [(f["name"], f["kind"], f["shape"]) for f in ds.fields] == [
+            ("data", "raw", (2, 3)), ("label", "int64", ())]
+        s = ds.sample(4)
+        assert np.array_equal(s["data"], images[4]) and s["label"] == -7
