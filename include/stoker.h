@@ -900,6 +900,12 @@ typedef struct stoker_field_view {
     const int64_t *host_offsets; /* ragged: the same offsets in host memory; else NULL */
 } stoker_field_view;
 
+/* The fields every batch of this loader holds, described before the first batch: as
+ * stoker_batch_field gives them with data NULL, nbytes 0 and shape[0] the batch size (-1 for
+ * the rows of a ragged field). */
+STOKER_API int32_t stoker_loader_num_fields(const stoker_loader *l);
+STOKER_API int stoker_loader_field(const stoker_loader *l, int32_t index, stoker_field_view *out);
+
 /* The batch's number of fields. */
 STOKER_API int32_t stoker_batch_num_fields(const stoker_batch *b);
 /* Field `index`, or (index < 0) the field named `name`, into *out. Pointers stay valid until

@@ -77,6 +77,29 @@ class BatchView(ctypes.Structure):
     ]
 
 
+class FieldView(ctypes.Structure):
+    """stoker_field_view (size-prefixed): one field of a batch, or of a loader's batches."""
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("kind", ctypes.c_int32),
+        ("name", ctypes.c_char_p),
+        ("tie", ctypes.c_int32),
+        ("dtype", ctypes.c_int32),
+        ("ndim", ctypes.c_int32),
+        ("device", ctypes.c_int32),
+        ("shape", ctypes.c_int64 * (MAX_DIMS + 1)),
+        ("data", ctypes.c_void_p),
+        ("nbytes", ctypes.c_uint64),
+        ("offsets", c_int64_p),
+        ("host_offsets", c_int64_p),
+    ]
+
+
+# stoker_field_kind and stoker_field_tie by value
+FIELD_KINDS = {1: "bytes", 2: "jpeg", 3: "raw", 4: "png", 5: "array", 6: "int64", 7: "float32"}
+FIELD_TIES = {0: None, 1: "mask_of", 2: "boxes_of", 3: "rows_of"}
+
+
 class Window(ctypes.Structure):
     """stoker_window (size-prefixed)."""
     _fields_ = [
@@ -218,6 +241,10 @@ _SIGNATURES = {
     "stoker_batch_data": (_vp, [_vp]),
     "stoker_batch_nbytes": (_u64, [_vp]),
     "stoker_batch_device": (_i32, [_vp]),
+    "stoker_batch_num_fields": (_i32, [_vp]),
+    "stoker_batch_field": (_int, [_vp, _i32, _str, ctypes.POINTER(FieldView)]),
+    "stoker_loader_num_fields": (_i32, [_vp]),
+    "stoker_loader_field": (_int, [_vp, _i32, ctypes.POINTER(FieldView)]),
     "stoker_loader_get_stats": (_int, [_vp, _vp]),  # a Stats (below), by reference
     "stoker_stats_json": (_int, [_vp, _str, _sz, ctypes.POINTER(_sz)]),
     "stoker_stats_field": (_int, [_i32, ctypes.POINTER(_str), ctypes.POINTER(_i32),

@@ -309,6 +309,7 @@ class BatchData:
         self._shape = tuple(shape)
         self._dtype = dtype
         self._nbytes = nbytes
+        self._group = None  # the batch's _Tensors, which copies it out of its slot
 
     @property
     def shape(self) -> Tuple[int, ...]:
@@ -369,35 +370,20 @@ class BatchData:
         finally:
             ref.release()
 
-    def _detach(self):
-        """Copies the batch out of its slot into memory of its own and gives the slot back,
-        when nothing but this object holds it (no array or tensor made from it). A host
-        batch is copied with memmove, a device batch with torch (when torch is imported).
-        Returns True when the slot was given back. The consumer's side."""
-        with self._drop_lock:
-            ref = self._ref
-            if ref is None or isinstance(ref, _OwnedRef):
-                return False
-            with ref.lock:
-                if ref.count != 1:
-                    return False  # an export is alive: its memory cannot move
-                if ref.device < 0:
-                    buf = ctypes.create_string_buffer(max(1, self._nbytes))
-                    ctypes.memmove(buf, self._ptr, self._nbytes)
-                    owned = _OwnedRef(buf, -1)
-                    ptr = ctypes.addressof(buf)
-                else:
-                    torch = sys.modules.get("torch")
-                    if torch is None:
-                        return False
-                    # from_dlpack orders torch's stream after the batch, and the slot's
-                    # release after the clone (release_stream on that stream)
-                    copy = torch.from_dlpack(self).clone()
-                    owned = _OwnedRef(copy, ref.device)
-                    ptr = copy.data_ptr()
-                self._ref, self._ptr = owned, ptr
-        ref.release()
-        return True
+    def _copy_out(self, ref):
+        """This tensor's bytes in memory of its own: (owner, address), or None where that
+        cannot be done (a device batch without torch). Under the batch's locks."""
+        if ref.device < 0:
+            buf = ctypes.create_string_buffer(max(1, self._nbytes))
+            ctypes.memmove(buf, self._ptr, self._nbytes)
+            return _OwnedRef(buf, -1), ctypes.addressof(buf)
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return None
+        # from_dlpack orders torch's stream after the batch, and the slot's release after
+        # the clone (release_stream on that stream)
+        copy = torch.from_dlpack(self).clone()
+        return _OwnedRef(copy, ref.device), copy.data_ptr()
 
     def _drop(self):
         with self._drop_lock:
@@ -417,6 +403,114 @@ class BatchData:
             return "BatchData(released)"
         return "BatchData(shape=%s, dtype=%s, device=%s)" % (
             self._shape, _lib.DTYPE.name(self._dtype, "unknown"), _device_name(ref.device))
+
+
+class _Tensors:
+    """The tensors of one batch (its data and its fields), which share the batch's hold:
+    each holds one count of it. ``_detach`` copies them all out of the slot into memory of
+    their own and gives the slot back, when nothing but they hold it (no array or tensor
+    made from any of them). A host batch is copied with memmove, a device batch with torch
+    (when torch is imported). Returns True when the slot was given back. The consumer's
+    side."""
+
+    def __init__(self):
+        self.members = []  # weak references: a tensor the user dropped lets go of its count
+
+    def add(self, member):
+        member._group = self
+        self.members.append(weakref.ref(member))
+
+    def _detach(self):
+        members = [m for m in (w() for w in self.members) if m is not None]
+        live = [m for m in members if m._ref is not None and not isinstance(m._ref, _OwnedRef)]
+        if not live:
+            return False
+        ref = live[0]._ref
+        with contextlib.ExitStack() as stack:
+            for m in live:
+                stack.enter_context(m._drop_lock)
+            if any(m._ref is not ref for m in live):
+                return False
+            with ref.lock:
+                if ref.count != len(live):
+                    return False  # an export is alive: its memory cannot move
+                copies = [m._copy_out(ref) for m in live]
+                if any(c is None for c in copies):
+                    return False
+                for m, (owned, ptr) in zip(live, copies):
+                    m._ref, m._ptr = owned, ptr
+        for _ in live:
+            ref.release()
+        return True
+
+
+class RaggedField:
+    """A field whose samples hold different numbers of rows (boxes, token ids, bytes):
+    ``values``, every sample's rows back to back (``[rows, *row_shape]``), and ``offsets``,
+    ``count + 1`` row offsets into them (sample j is ``values[offsets[j]:offsets[j+1]]``),
+    both DLPack producers on the batch's device (``torch.from_dlpack``); ``host_offsets``,
+    the same offsets as a numpy array on the host. ``field[j]`` (and iterating) gives sample
+    j's rows: a tensor on the batch's device where torch is imported, else a numpy array
+    (host batches). ``values``/``offsets`` stay valid as the batch's data does."""
+
+    def __init__(self, name, values, offsets, host_offsets, count):
+        self.name = name
+        self.values = values
+        self.offsets = offsets
+        self.host_offsets = host_offsets
+        self.count = count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def _values(self):
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            return torch.from_dlpack(self.values)
+        return _np.from_dlpack(self.values)
+
+    def __getitem__(self, j):
+        if not isinstance(j, int) and not hasattr(j, "__index__"):
+            raise TypeError("a ragged field is indexed by sample number")
+        j = j.__index__()
+        if j < 0:
+            j += self.count
+        if not 0 <= j < self.count:
+            raise IndexError("sample %d of a batch of %d" % (j, self.count))
+        lo, hi = int(self.host_offsets[j]), int(self.host_offsets[j + 1])
+        return self._values()[lo:hi]
+
+    def __iter__(self):
+        vals = self._values()
+        off = [int(x) for x in self.host_offsets]
+        for j in range(self.count):
+            yield vals[off[j]:off[j + 1]]
+
+    def __repr__(self):
+        return "RaggedField(%r, count=%d, rows=%d)" % (
+            self.name, self.count, int(self.host_offsets[-1]) if self.count else 0)
+
+
+class TensorPair:
+    """A ragged field as torch tensors: ``values`` and ``offsets`` on the batch's device,
+    ``host_offsets`` on the host (what ``x, y, ... = batch`` gives for a ragged field where
+    torch is imported; ``torch.nn.EmbeddingBag(values, offsets[:-1])`` takes them as they
+    are)."""
+
+    __slots__ = ("values", "offsets", "host_offsets")
+
+    def __init__(self, values, offsets, host_offsets):
+        self.values = values
+        self.offsets = offsets
+        self.host_offsets = host_offsets
+
+    def split(self):
+        """One tensor per sample (views of values)."""
+        off = [int(x) for x in self.host_offsets]
+        return [self.values[off[j]:off[j + 1]] for j in range(len(off) - 1)]
+
+    def __len__(self):
+        return len(self.host_offsets) - 1
 
 
 class Batch:
@@ -449,6 +543,68 @@ class Batch:
         self.data = BatchData(ref, view.data, shape, int(view.dtype), int(view.nbytes))
         self.shape = tuple(shape)
         self.dtype = _lib.DTYPE.name(int(view.dtype), "unknown")
+        self._tensors = _Tensors()
+        self._tensors.add(self.data)
+        self._fields = self._read_fields(ref, view)
+
+    def _read_fields(self, ref, view):
+        """name -> BatchData (dense) or RaggedField, in schema order; each tensor takes one
+        count of the batch's hold."""
+        fields = {}
+        n = _L.stoker_batch_num_fields(ref.bh) if _lib.has("stoker_batch_num_fields") else 0
+        for i in range(n):
+            fv = _lib.FieldView()
+            fv.struct_size = ctypes.sizeof(fv)
+            if _L.stoker_batch_field(ref.bh, i, None, ctypes.byref(fv)) != 0:
+                continue
+            name = fv.name.decode()
+            if fv.data == view.data and fv.nbytes == view.nbytes and not fv.tie:
+                fields[name] = self.data  # the batch's data is this field
+                continue
+            shape = [int(fv.shape[k]) for k in range(fv.ndim)]
+            ref.acquire()
+            values = BatchData(ref, fv.data, shape, int(fv.dtype), int(fv.nbytes))
+            self._tensors.add(values)
+            if not fv.offsets:
+                fields[name] = values
+                continue
+            ref.acquire()
+            offsets = BatchData(ref, ctypes.cast(fv.offsets, ctypes.c_void_p).value,
+                                [self.count + 1], _lib.DTYPE["int64"], 8 * (self.count + 1))
+            self._tensors.add(offsets)
+            fields[name] = RaggedField(name, values, offsets,
+                                       _copy_i64(fv.host_offsets, self.count + 1), self.count)
+        return fields
+
+    # ---- the fields, as a mapping ----
+
+    def keys(self) -> List[str]:
+        """The batch's field names, in schema order."""
+        return list(self._fields)
+
+    def __getitem__(self, name: str) -> Any:
+        """Field `name`: a DLPack producer (``torch.from_dlpack(batch["label"])``) on the
+        batch's device, or a RaggedField (``.values``, ``.offsets``)."""
+        try:
+            return self._fields[name]
+        except KeyError:
+            raise KeyError("the batch has no field %r (its fields: %s)"
+                           % (name, ", ".join(self._fields))) from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._fields
+
+    def items(self):
+        return [(k, self._fields[k]) for k in self._fields]
+
+    def values(self):
+        return [self._fields[k] for k in self._fields]
+
+    def _as_torch(self, f, torch):
+        if isinstance(f, RaggedField):
+            return TensorPair(torch.from_dlpack(f.values), torch.from_dlpack(f.offsets),
+                              f.host_offsets)
+        return torch.from_dlpack(f)
 
     @property
     def ids(self) -> Any:
@@ -458,26 +614,28 @@ class Batch:
         return self.count
 
     def __iter__(self) -> Iterator[Any]:
-        """``x, y = batch`` (and ``for x, y in loader``): the data and the labels, as a
-        PyTorch user expects them. Where torch is imported, ``x`` is
-        ``torch.from_dlpack(batch.data)`` (no copy; on the batch's device) and ``y`` a torch
-        int64 tensor of the labels (on the CPU); else ``x`` is ``numpy.from_dlpack``'s array
-        for host batches (``batch.data`` itself for GPU and bfloat16 batches) and ``y``
-        ``batch.labels``. Like any array made from the batch, ``x`` keeps its memory."""
+        """``x, y = batch`` (and ``for x, y in loader``): the fields in schema order, as a
+        PyTorch user expects them; for a data set without a schema, the data and the
+        labels. Where torch is imported each is a tensor made with ``torch.from_dlpack`` (no
+        copy, on the batch's device: a GPU batch's labels are on the GPU too, moved there
+        with the batch), a ragged field a TensorPair (``values``, ``offsets``); else host
+        batches give numpy arrays (``batch.data`` itself for bfloat16) and RaggedFields, GPU
+        batches their DLPack producers. Like any array made from the batch, each keeps its
+        memory."""
         torch = sys.modules.get("torch")
-        if torch is not None:
-            self.data._live()
-            yield torch.from_dlpack(self.data)
-            labels = self.labels
-            yield torch.from_numpy(labels) if _np is not None else torch.tensor(labels)
-            return
-        if (_np is not None and self.device < 0
-                and self.data._dtype != _lib.DTYPE["bfloat16"]):
-            yield self.numpy()
-        else:
-            self.data._live()
-            yield self.data
-        yield self.labels
+        fields = list(self._fields.values()) or [self.data]
+        for f in fields:
+            if isinstance(f, BatchData):
+                f._live()
+            if torch is not None:
+                yield self._as_torch(f, torch)
+            elif (isinstance(f, BatchData) and _np is not None and self.device < 0
+                  and f._dtype != _lib.DTYPE["bfloat16"]):
+                yield _np.from_dlpack(f)
+            else:
+                yield f
+        if not self._fields:
+            yield self.labels
 
     def numpy(self) -> Any:
         """The data as a numpy array sharing the batch's memory (host batches only)."""
@@ -511,7 +669,10 @@ class Batch:
 
     def release(self) -> None:
         """Drops this object's hold on the batch (arrays made from it stay valid)."""
-        self.data._drop()
+        for w in self._tensors.members:
+            m = w()
+            if m is not None:
+                m._drop()
 
     def __repr__(self):
         return ("Batch(count=%d, epoch=%d, position=%d, shape=%s, dtype=%s, device=%s%s)"
@@ -973,7 +1134,7 @@ class Loader:
             self._fail(rc, core)
         ref = _BatchRef(core, h, int(view.device))
         batch = Batch(ref, view)
-        h.data = weakref.ref(batch.data)
+        h.data = weakref.ref(batch._tensors)
         h.serial = core.handouts
         core.handouts += 1
         token = weakref.ref(ref)
@@ -999,6 +1160,32 @@ class Loader:
             if rc != 0:
                 self._fail(rc, core)
         return n.value
+
+    @property
+    def fields(self) -> List[Dict[str, Any]]:
+        """The fields every batch holds, in schema order: one dict each with ``name``,
+        ``kind`` ("jpeg", "png", "raw", "array", "bytes", "int64", "float32"), ``tie``
+        (None, "mask_of", "boxes_of", "rows_of"), ``dtype``, ``shape`` (a batch's: the batch
+        size first; a ragged field's values ``[None, *row_shape]``), ``ragged`` and
+        ``device``."""
+        out = []
+        with self._consumer() as core:
+            for i in range(_L.stoker_loader_num_fields(core.handle)):
+                fv = _lib.FieldView()
+                fv.struct_size = ctypes.sizeof(fv)
+                rc = _L.stoker_loader_field(core.handle, i, ctypes.byref(fv))
+                if rc != 0:
+                    self._fail(rc, core)
+                shape = [int(fv.shape[k]) for k in range(fv.ndim)]
+                ragged = bool(shape) and shape[0] < 0
+                if shape and shape[0] < 0:
+                    shape[0] = None
+                out.append({"name": fv.name.decode(),
+                            "kind": _lib.FIELD_KINDS.get(fv.kind, str(fv.kind)),
+                            "tie": _lib.FIELD_TIES.get(fv.tie), "dtype":
+                            _lib.DTYPE.name(int(fv.dtype), "unknown"), "shape": tuple(shape),
+                            "ragged": ragged, "device": _device_name(fv.device)})
+        return out
 
     def _state_blob(self, core):
         """The loader's saved state (stoker_loader_state_save), from before the batch an

@@ -183,6 +183,8 @@ static const opt_desc OPTS[] = {
            "S3 region; default $AWS_REGION, $AWS_DEFAULT_REGION, us-east-1"),
     STRING(STOKER_OPT_S3_ENDPOINT, "s3_endpoint", D | L, 6, "",
            "an S3-compatible endpoint URL (path-style); default $AWS_ENDPOINT_URL, none"),
+    STRING(STOKER_OPT_FIELDS, "fields", L, 7, "",
+           "the fields a batch holds, by name, comma-separated; default all"),
     INT(STOKER_OPT_CACHE_LIMIT, "cache_limit", D | L, 0, 0, INT64_MAX, BYTES,
         "bytes the block cache may hold; 0 (default): a quarter of its file system, at least "
         "four times what is in flight, at most its free space and the cache's own blocks"),

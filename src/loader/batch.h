@@ -21,6 +21,12 @@ struct stoker_batch {
     int32_t device; /* -1: host memory */
     int32_t dtype, ndim;
     int64_t shape[STOKER_MAX_DIMS + 1];
+    /* The fields (loader/fields.h): the region, host slot or device memory like data, with
+     * the rows of each RAGGED field, and a device batch's host copy of their offsets. */
+    const struct stoker__pfields *pf;
+    uint8_t *extra;
+    int64_t totals[STOKER_MAX_FIELDS + 1];
+    int64_t *host_offsets; /* a device batch's: field i's at i * (batch + 1); else NULL */
 };
 
 #endif

@@ -10,6 +10,8 @@
  * copy is done. */
 #include "loader/h2d.h"
 
+#include "loader/fields.h"
+
 #include "cuda/cuda.h"
 #include "cuda/nvtx.h"
 
@@ -24,6 +26,7 @@ typedef struct stoker__dbuf {
     stoker__h2d *g;
     uint8_t *dev; /* device memory, cap bytes */
     size_t cap;
+    uint8_t *dev_extra;  /* the fields region on the device (plan->fields.cap bytes) */
     stoker__event ready; /* recorded on the copy stream after the copy */
     stoker__event done;  /* recorded on the consumer's stream by release_stream */
     bool has_events;
@@ -161,11 +164,15 @@ static int dbuf_init(stoker__h2d *g, stoker__dbuf *d, size_t cap, stoker__err *e
     d->batch.dbuf = d;
     d->batch.device = g->device;
     d->batch.fixed = g->plan->rec_size != 0;
+    const stoker__pfields *pf = &g->plan->fields;
+    d->batch.pf = pf;
     d->batch.ids = stoker__calloc(b, sizeof(int64_t));
     d->batch.labels = stoker__calloc(b, sizeof(int64_t));
     d->batch.offsets = stoker__calloc(b + 1, sizeof(int64_t));
-    STOKER_RETURN_IF(!d->batch.ids || !d->batch.labels || !d->batch.offsets, err, -ENOMEM,
-                     "out of memory for a device batch");
+    d->batch.host_offsets = stoker__calloc((size_t)pf->n * (b + 1), sizeof(int64_t));
+    STOKER_RETURN_IF(!d->batch.ids || !d->batch.labels || !d->batch.offsets ||
+                         (pf->n > 0 && !d->batch.host_offsets),
+                     err, -ENOMEM, "out of memory for a device batch");
     int e = stoker__cuda_event_create(&d->ready, false);
     if (e != 0)
         return cuda_fail(err, g->device, e, "cudaEventCreateWithFlags");
@@ -180,6 +187,9 @@ static int dbuf_init(stoker__h2d *g, stoker__dbuf *d, size_t cap, stoker__err *e
         return cuda_fail(err, g->device, e, "cudaMalloc of a device batch buffer");
     d->cap = cap;
     d->batch.data = d->dev;
+    if (pf->cap > 0 && (e = stoker__cuda_malloc((void **)&d->dev_extra, pf->cap)) != 0)
+        return cuda_fail(err, g->device, e, "cudaMalloc of a device batch's fields");
+    d->batch.extra = d->dev_extra;
     return 0;
 }
 
@@ -282,9 +292,11 @@ void stoker__h2d_stop(stoker__h2d *g)
             stoker__cuda_event_destroy(d->done);
         }
         stoker__cuda_free(d->dev);
+        stoker__cuda_free(d->dev_extra);
         stoker__free(d->batch.ids);
         stoker__free(d->batch.labels);
         stoker__free(d->batch.offsets);
+        stoker__free(d->batch.host_offsets);
     }
     stoker__cuda_free(g->staging);
     if (g->has_stream)
@@ -387,6 +399,12 @@ static void copy_meta(const stoker__h2d *g, stoker__dbuf *d, const stoker_batch 
     memcpy(b->ids, hb->ids, n * sizeof *b->ids);
     memcpy(b->labels, hb->labels, n * sizeof *b->labels);
     memcpy(b->offsets, hb->offsets, (n + 1) * sizeof *b->offsets);
+    const stoker__pfields *pf = &g->plan->fields;
+    memcpy(b->totals, hb->totals, sizeof b->totals);
+    for (int32_t i = 0; i < pf->n; i++)
+        if (pf->f[i].role == STOKER__PF_RAGGED)
+            memcpy(b->host_offsets + (size_t)i * (g->plan->batch + 1),
+                   hb->extra + pf->f[i].offsets_off, (n + 1) * sizeof(int64_t));
     if (!g->plan->gpu_normalize)
         return;
     const stoker__norm *nm = &g->plan->norm;
@@ -415,6 +433,31 @@ static int queue_data(stoker__h2d *g, stoker__dbuf *d, const stoker_batch *hb, u
     if (e == 0)
         e = stoker__cuda_normalize(g->staging, d->dev, hb->count, nm->h, nm->w, nm->dtype, nm->nchw,
                                    nm->scale, nm->bias, g->stream);
+    return e;
+}
+
+/* Queues the copy of the batch's fields region: each field's part in use (a dense field's
+ * count values; a ragged field's offsets and packed values). */
+static int queue_fields(stoker__h2d *g, stoker__dbuf *d, const stoker_batch *hb)
+{
+    const stoker__pfields *pf = &g->plan->fields;
+    const uint64_t n = (uint64_t)hb->count;
+    int e = 0;
+    for (int32_t i = 0; i < pf->n && e == 0; i++) {
+        const stoker__pfield *f = &pf->f[i];
+        if (f->role == STOKER__PF_DATA)
+            continue;
+        uint64_t bytes = f->item * n;
+        if (f->role == STOKER__PF_RAGGED) {
+            e = stoker__cuda_copy_to_device(d->dev_extra + f->offsets_off,
+                                            hb->extra + f->offsets_off, (n + 1) * sizeof(int64_t),
+                                            g->stream);
+            bytes = f->item * (uint64_t)hb->totals[i];
+        }
+        if (e == 0 && bytes > 0)
+            e = stoker__cuda_copy_to_device(d->dev_extra + f->off, hb->extra + f->off, bytes,
+                                            g->stream);
+    }
     return e;
 }
 
@@ -447,6 +490,8 @@ static void issue_copy(stoker__h2d *g, stoker__slot *s, copy_job *job)
     }
     if (rc == 0 && e == 0)
         e = queue_data(g, d, hb, from);
+    if (rc == 0 && e == 0)
+        e = queue_fields(g, d, hb);
     if (rc == 0 && e == 0 && g->gd) /* the GPU's samples over their places */
         e = stoker__gdec_gather(g->gd, s, d->dev, g->stream);
     if (rc == 0 && e == 0)

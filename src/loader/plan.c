@@ -6,6 +6,7 @@
 
 #include "common/config.h"
 #include "cuda/cuda.h"
+#include "format/schema.h"
 #include "source/dataset.h"
 #include "io/reader.h"
 
@@ -159,10 +160,52 @@ static int plan_image(stoker__plan *p, const stoker_config *cfg, const char *pat
 
 /* The data set's field: fixed-size raw records, JPEGs through the image pipeline, or bytes
  * that vary in size; which transform and dtype each can take. */
+/* The transformed image of a data set with a schema: its first JPEG or PNG field that is tied
+ * to nothing, or -1. */
+static int32_t schema_image(const stoker__schema *sc)
+{
+    for (int32_t k = 0; k < sc->n; k++)
+        if ((sc->f[k].kind == STOKER_FIELD_JPEG || sc->f[k].kind == STOKER_FIELD_PNG) &&
+            sc->f[k].tie == STOKER_TIE_NONE)
+            return k;
+    return -1;
+}
+
+/* A data set with a schema: the first image goes through the image pipeline (unless the
+ * transform is none) as the batch's data; every field is split out by the workers. */
+static int plan_schema(stoker__plan *p, const stoker_config *cfg, stoker_dataset *ds,
+                       const stoker__schema *sc, stoker__err *err)
+{
+    const char *path = stoker__dataset_path(ds);
+    const int64_t transform = stoker__cfg_int(cfg, STOKER_OPT_TRANSFORM);
+    const int32_t img = schema_image(sc);
+    p->fields.split = true;
+    p->fields.schema = sc;
+    p->max_record = stoker__dataset_max_record(ds);
+    p->layout = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_LAYOUT);
+    p->kind = img >= 0 ? sc->f[img].kind : STOKER_FIELD_BYTES;
+    if (img >= 0 && transform != STOKER_TRANSFORM_NONE)
+        return plan_image(p, cfg, path, err);
+    STOKER_RETURN_IF(img < 0 && transform != STOKER_TRANSFORM_NONE &&
+                         transform != STOKER_TRANSFORM_DEFAULT,
+                     err, STOKER_E_INVALID,
+                     "%s: an image transform (%s) needs a JPEG or PNG field; this data set has "
+                     "none",
+                     path, stoker_enum_name(STOKER_ENUM_TRANSFORM, (int32_t)transform));
+    p->transform = STOKER_TRANSFORM_NONE;
+    p->dtype = p->out_dtype = STOKER_DTYPE_UINT8;
+    p->ndim = 0;
+    p->rec_size = 0; /* no data: every field is in the fields region */
+    return 0;
+}
+
 static int plan_field(stoker__plan *p, const stoker_config *cfg, stoker_dataset *ds,
                       stoker__err *err)
 {
     const char *path = stoker__dataset_path(ds);
+    const stoker__schema *sc = stoker__dataset_schema(ds);
+    if (sc && !sc->legacy)
+        return plan_schema(p, cfg, ds, sc, err);
     int32_t stored = 0;
     const int rc = stoker_dataset_field(ds, &p->kind, &stored, &p->ndim, p->shape);
     if (rc < 0)
@@ -263,7 +306,7 @@ static int plan_machinery(stoker__plan *p, const stoker_config *cfg, stoker_data
                      "%s: direct I/O needs records aligned to 4096 bytes; "
                      "this data set is aligned to %u (stoker-pack --align 4096 packs one so)",
                      stoker__dataset_path(ds), stoker__dataset_align(ds));
-    p->staged = p->direct || p->image;
+    p->staged = p->direct || p->image || p->fields.split;
     /* Buffered reads of cached data complete at submit, so rounds are kept small enough to
      * be CRC-checked while still in L2; direct reads take whole pieces. */
     p->round_bytes = p->direct ? UINT64_MAX : ROUND_BYTES;
@@ -456,17 +499,19 @@ static int plan_decoder(stoker__plan *p, const stoker_config *cfg, stoker_datase
         p->gpu_share = 0;
         p->gpu_share_by_env = false;
     }
-    STOKER_RETURN_IF(!p->image && p->decoder == STOKER_DECODER_GPU, err, STOKER_E_UNSUPPORTED,
-                     "%s: the GPU decodes JPEG images with a transform only; these records "
-                     "are not decoded",
+    STOKER_RETURN_IF((!p->image || p->fields.split) && p->decoder == STOKER_DECODER_GPU, err,
+                     STOKER_E_UNSUPPORTED,
+                     "%s: the GPU decodes JPEG images with a transform, of data sets of one "
+                     "field, only; these records are not decoded there",
                      path);
-    const char *why = !p->image                          ? "the records are not decoded"
+    const char *why = !p->image         ? "the records are not decoded"
+                      : p->fields.split ? "samples of several fields are decoded on the CPU"
                       : p->decoder == STOKER_DECODER_CPU ? "STOKER_OPT_DECODER is cpu"
                       : p->device < 0                    ? "batches stay in host memory"
                       : !stoker__cuda_has_kernels()      ? "this build has no GPU kernels (nvcc)"
                                                          : NULL;
     p->gpu_decode = why == NULL;
-    if (p->image && p->decoder != STOKER_DECODER_CPU && p->gdec_emulate)
+    if (p->image && !p->fields.split && p->decoder != STOKER_DECODER_CPU && p->gdec_emulate)
         p->gpu_decode = true, why = NULL; /* the test hook's stage needs no device */
     /* The hardware decoder does not report damage inside the compressed data, where libjpeg
      * does: AUTO sends it only JPEGs that libjpeg decoded without damage when they were
@@ -496,6 +541,166 @@ static int plan_decoder(stoker__plan *p, const stoker_config *cfg, stoker_datase
     if (p->gpu_decode && !own_depth)
         p->depth += GPU_DECODE_SLOTS;
     return 0;
+}
+
+/* Keeps the fields STOKER_OPT_FIELDS names ("" keeps all), in schema order. */
+static int select_fields(stoker__pfields *pf, const char *want, const char *path, stoker__err *err)
+{
+    if (!want || !*want)
+        return 0;
+    bool keep[STOKER_MAX_FIELDS + 1] = {0};
+    const char *s = want;
+    while (*s) {
+        const char *e = strchr(s, ',');
+        const size_t n = e ? (size_t)(e - s) : strlen(s);
+        char name[STOKER_FIELD_NAME_MAX + 1] = "";
+        int32_t i = -1;
+        if (n > 0 && n < sizeof name) {
+            memcpy(name, s, n);
+            name[n] = '\0';
+            i = stoker__pfields_find(pf, name);
+        }
+        if (i < 0) {
+            char have[STOKER_ERRMSG_CAP / 2] = "";
+            size_t used = 0;
+            for (int32_t k = 0; k < pf->n && used < sizeof have; k++)
+                used += (size_t)snprintf(have + used, sizeof have - used, "%s%s", k ? ", " : "",
+                                         pf->f[k].name);
+            return stoker__fail(err, STOKER_E_INVALID,
+                                "%s: STOKER_OPT_FIELDS names the field \"%.*s\", which the data "
+                                "set does not have (its fields: %s)",
+                                path, (int)(n > 64 ? 64 : n), s, have);
+        }
+        keep[i] = true;
+        s += n + (e ? 1 : 0);
+    }
+    STOKER_RETURN_IF(pf->data >= 0 && !pf->split && !keep[pf->data], err, STOKER_E_INVALID,
+                     "%s: a data set without a schema always delivers its field \"%s\"", path,
+                     pf->f[pf->data].name);
+    int32_t n = 0, data = -1, label = -1;
+    for (int32_t i = 0; i < pf->n; i++) {
+        if (!keep[i])
+            continue;
+        if (i == pf->data)
+            data = n;
+        if (i == pf->label)
+            label = n;
+        pf->f[n++] = pf->f[i];
+    }
+    pf->n = n;
+    pf->data = data;
+    pf->label = label;
+    return 0;
+}
+
+/* Field k of schema sc as the batch delivers it. */
+static void schema_pfield(const stoker__plan *p, const stoker__schema *sc, int32_t k, int32_t img,
+                          stoker__pfield *f)
+{
+    const stoker__field *sf = &sc->f[k];
+    const bool shaped = p->transform != STOKER_TRANSFORM_NONE && img >= 0;
+    memset(f, 0, sizeof *f);
+    snprintf(f->name, sizeof f->name, "%s", sf->name);
+    f->src = k;
+    f->kind = sf->kind;
+    f->tie = sf->tie;
+    f->tied = -1;
+    if (k == img && shaped) {
+        f->role = STOKER__PF_DATA;
+        return;
+    }
+    if (shaped && sf->tie == STOKER_TIE_MASK && sf->target == img) {
+        f->role = STOKER__PF_MASK;
+        f->dtype = STOKER_DTYPE_UINT8;
+        f->ndim = 2;
+        f->shape[0] = f->shape[1] = p->xform.size;
+        f->item = (uint64_t)p->xform.size * (uint64_t)p->xform.size;
+        return;
+    }
+    if (sf->kind == STOKER_FIELD_INT64 || sf->kind == STOKER_FIELD_FLOAT32 ||
+        sf->kind == STOKER_FIELD_RAW) {
+        f->role = STOKER__PF_DENSE;
+        f->dtype = sf->kind == STOKER_FIELD_INT64     ? STOKER_DTYPE_INT64
+                   : sf->kind == STOKER_FIELD_FLOAT32 ? STOKER_DTYPE_FLOAT32
+                                                      : sf->dtype;
+        f->ndim = sf->kind == STOKER_FIELD_RAW ? sf->ndim : 0;
+        memcpy(f->shape, sf->shape, sizeof f->shape);
+        f->item = sf->size;
+        return;
+    }
+    f->role = STOKER__PF_RAGGED; /* rows of an ARRAY; bytes of the others */
+    if (sf->kind == STOKER_FIELD_ARRAY) {
+        f->dtype = sf->dtype;
+        f->ndim = sf->ndim;
+        memcpy(f->shape, sf->shape, sizeof f->shape);
+        f->item = sf->size;
+    } else {
+        f->dtype = STOKER_DTYPE_UINT8;
+        f->item = 1;
+    }
+    f->max_rows = sf->max;
+}
+
+/* A data set with a schema: each field's role, then the ties checked against what is kept. */
+static int schema_fields(stoker__plan *p, const stoker_config *cfg, const char *path,
+                         stoker__err *err)
+{
+    stoker__pfields *pf = &p->fields;
+    const stoker__schema *sc = pf->schema;
+    const int32_t img = schema_image(sc);
+    pf->n = sc->n;
+    pf->data = pf->label = -1;
+    for (int32_t k = 0; k < sc->n; k++) {
+        schema_pfield(p, sc, k, img, &pf->f[k]);
+        if (pf->f[k].role == STOKER__PF_DATA)
+            pf->data = k;
+        if (k == sc->label)
+            pf->label = k;
+    }
+    int rc = select_fields(pf, stoker__cfg_string(cfg, STOKER_OPT_FIELDS), path, err);
+    if (rc < 0)
+        return rc;
+    for (int32_t i = 0; i < pf->n; i++) {
+        stoker__pfield *f = &pf->f[i];
+        const stoker__field *sf = &sc->f[f->src];
+        if (f->tie != STOKER_TIE_NONE) {
+            int32_t t = -1;
+            for (int32_t k = 0; k < pf->n; k++)
+                if (pf->f[k].src == sf->target)
+                    t = k;
+            STOKER_RETURN_IF(t < 0 && (f->role == STOKER__PF_MASK || f->tie != STOKER_TIE_MASK),
+                             err, STOKER_E_INVALID,
+                             "%s: field \"%s\" follows field \"%s\", which STOKER_OPT_FIELDS "
+                             "leaves out: keep both, or neither",
+                             path, f->name, sc->f[sf->target].name);
+            f->tied = t;
+        }
+        STOKER_RETURN_IF(p->transform != STOKER_TRANSFORM_NONE && f->role == STOKER__PF_RAGGED &&
+                             f->tie == STOKER_TIE_NONE &&
+                             (f->kind == STOKER_FIELD_JPEG || f->kind == STOKER_FIELD_PNG),
+                         err, STOKER_E_UNSUPPORTED,
+                         "%s: field \"%s\" is a second image; the transform applies to the "
+                         "first (\"%s\") only: leave it out with STOKER_OPT_FIELDS, or ask for "
+                         "STOKER_TRANSFORM_NONE for every image's bytes",
+                         path, f->name, img >= 0 ? sc->f[img].name : "");
+    }
+    return stoker__pfields_layout(pf, p->batch, path, err);
+}
+
+/* What a batch delivers: a data set without a schema, its data and its labels. */
+static int plan_fields(stoker__plan *p, const stoker_config *cfg, const char *path,
+                       stoker__err *err)
+{
+    stoker__pfields *pf = &p->fields;
+    if (pf->split)
+        return schema_fields(p, cfg, path, err);
+    stoker__pfields_legacy(pf, p->kind, p->batch);
+    stoker__pfield *d = &pf->f[pf->data];
+    d->dtype = p->out_dtype;
+    d->ndim = p->rec_size ? p->ndim : 1;
+    memcpy(d->shape, p->shape, sizeof d->shape);
+    const int rc = select_fields(pf, stoker__cfg_string(cfg, STOKER_OPT_FIELDS), path, err);
+    return rc < 0 ? rc : stoker__pfields_layout(pf, p->batch, path, err);
 }
 
 int stoker__plan_make(stoker__plan *p, const stoker_config *cfg, stoker_dataset *ds,
@@ -531,6 +736,8 @@ int stoker__plan_make(stoker__plan *p, const stoker_config *cfg, stoker_dataset 
         rc = plan_gpu_normalize(p, cfg, path, err);
     if (rc == 0)
         rc = plan_decoder(p, cfg, ds, path, err);
+    if (rc == 0)
+        rc = plan_fields(p, cfg, path, err);
     return rc;
 }
 

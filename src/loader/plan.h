@@ -8,6 +8,7 @@
 #define STOKER_LOADER_PLAN_H
 
 #include "common/common.h"
+#include "loader/fields.h"
 #include "source/dataset.h"
 #include "transform/transform.h"
 
@@ -63,6 +64,7 @@ typedef struct stoker__plan {
     uint64_t mean_record; /* the data set's stored bytes per record */
     int32_t layout;       /* of the delivered images (the option's value otherwise) */
     float mean[3], std[3];
+    stoker__pfields fields; /* what a batch delivers, and where (fields.h) */
 
     /* ---- device ---- */
     int32_t device;          /* CUDA ordinal; -1: host batches */

@@ -5,6 +5,8 @@
  * last piece is done. */
 #include "loader/pool.h"
 
+#include "loader/fields.h"
+
 #include "common/crc32c.h"
 #include "cuda/nvtx.h"
 #include "loader/process.h"
@@ -76,7 +78,8 @@ static int layout(stoker__pool *p, stoker__worker *w, stoker__slot *s)
     uint64_t total = 0;
     b->offsets[0] = 0;
     for (uint64_t j = 0; j < count; j++) {
-        const uint64_t len = rec_size ? rec_size : s->locs[j].length;
+        /* a data set with a schema: the image's sample, or nothing (its fields are apart) */
+        const uint64_t len = rec_size || p->plan->fields.split ? rec_size : s->locs[j].length;
         if (stoker__add_ovf(total, len, &total) || total > INT64_MAX)
             return stoker__fail(&w->err, STOKER_E_LIMIT,
                                 "%s: batch of %" PRIu64 " records is too large",
@@ -169,15 +172,19 @@ static bool process_into(stoker__pool *p, stoker__worker *w, stoker__slot *s, ui
     const int64_t id = s->batch.ids[j];
     uint8_t *dst = s->batch.data + s->batch.offsets[j];
     const uint64_t cap = (uint64_t)(s->batch.offsets[j + 1] - s->batch.offsets[j]);
-    if (!w->proc) {
+    const bool split = p->plan->fields.split;
+    if (!w->proc && !split) {
         memcpy(dst, src, n);
         return true;
     }
     w->err.msg[0] = '\0';
     const bool whole = needs_whole(p, id);
     const uint64_t t0 = stoker__now_ns();
-    const int rc = stoker__process_record(w->proc, p->smp->seed, w->epoch, id, src, n, whole, dst,
-                                          cap, &w->err);
+    const int rc = split ? stoker__process_sample(w->proc, p->smp->seed, w->epoch, id, src, n,
+                                                  whole && p->plan->image, dst, cap, s->batch.extra,
+                                                  s->rows, j, &w->err)
+                         : stoker__process_record(w->proc, p->smp->seed, w->epoch, id, src, n,
+                                                  whole, dst, cap, &w->err);
     const uint64_t ns = stoker__now_ns() - t0;
     count_add(&w->stats.process_ns, ns);
     if (whole)
@@ -622,6 +629,10 @@ static void finish(stoker__pool *p, stoker__worker *w, stoker__slot *s)
         s->batch.replaced = count_marked(s, REC_REPLACED);
     }
     stoker__gdec_batch_done(p->gd, s);
+    const stoker__pfields *pf = &p->plan->fields;
+    if (pf->any_ragged && stoker__ring_failed(s) == 0)
+        stoker__pfields_pack(pf, s->batch.extra, s->rows, p->plan->batch, s->batch.count,
+                             s->batch.totals);
     stoker__ring_publish(p->ring, s);
 }
 
@@ -761,7 +772,8 @@ static int worker_init(stoker__pool *p, stoker__worker *w, uint32_t i, stoker__e
                                 cap);
         w->staging_cap = (size_t)cap;
     }
-    if (pl->image && (rc = stoker__process_create(&w->proc, pl, &w->stats)) < 0)
+    if ((pl->image || pl->fields.split) &&
+        (rc = stoker__process_create(&w->proc, pl, &w->stats)) < 0)
         return stoker__fail(err, rc, "out of memory for worker %u's image scratch", i);
     w->gpu = p->gd && i == pl->threads;
     return 0;

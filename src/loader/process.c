@@ -2,12 +2,23 @@
 /* The JPEG image pipeline as the workers' process step (process.h). */
 #include "loader/process.h"
 
+#include "decode/png.h"
+#include "format/schema.h"
+#include "transform/fields.h"
+
+#include <stdio.h>
 #include <string.h>
 
 struct stoker__process {
     const stoker__plan *plan;
     stoker__xform_scratch *xs;
     stoker__wstats *stats;
+    /* samples with several fields: decoded PNG pixels (an image, then a mask) and the boxes
+     * kept, grown as needed */
+    uint8_t *pix;
+    size_t pix_cap;
+    uint8_t *keep;
+    size_t keep_cap;
 };
 
 int stoker__process_create(stoker__process **out, const stoker__plan *plan, stoker__wstats *stats)
@@ -26,6 +37,8 @@ void stoker__process_destroy(stoker__process *pr)
     if (!pr)
         return;
     stoker__xform_scratch_destroy(pr->xs);
+    stoker__free(pr->pix);
+    stoker__free(pr->keep);
     stoker__free(pr);
 }
 
@@ -67,4 +80,176 @@ int stoker__process_record(stoker__process *pr, uint64_t seed, int64_t epoch, in
                           why);
     }
     return rc;
+}
+
+/* ---- samples with several fields ---- */
+
+static int grow(uint8_t **buf, size_t *cap, uint64_t n)
+{
+    if (n <= *cap)
+        return 0;
+    if (n > SIZE_MAX / 2)
+        return -ENOMEM;
+    uint8_t *p = stoker__realloc(*buf, (size_t)n);
+    if (!p)
+        return -ENOMEM;
+    *buf = p;
+    *cap = (size_t)n;
+    return 0;
+}
+
+/* A field's failure: the field's name before the cause (the caller adds file and record). */
+static int field_fail(stoker__err *err, int rc, const stoker__pfield *f, const char *why)
+{
+    char was[STOKER_ERRMSG_CAP];
+    snprintf(was, sizeof was, "%s", why && *why ? why : stoker_strerror(rc));
+    return stoker__fail(err, rc, "field \"%s\": %s", f->name, was);
+}
+
+/* The transformed image v (len bytes) of field f into dst, and its size. */
+static int sample_image(stoker__process *pr, const stoker__pfield *f, uint64_t seed, int64_t epoch,
+                        int64_t id, const uint8_t *v, uint64_t len, bool whole, uint8_t *dst,
+                        int32_t *w, int32_t *h, stoker__err *err)
+{
+    const stoker__plan *p = pr->plan;
+    int rc;
+    if (f->kind == STOKER_FIELD_JPEG) {
+        uint32_t jw = 0, jh = 0;
+        if (!stoker__jpeg_size(v, len, &jw, &jh) || jw == 0 || jh == 0)
+            return field_fail(err, STOKER_E_CORRUPT, f, "not a JPEG with a readable size");
+        *w = (int32_t)jw;
+        *h = (int32_t)jh;
+        rc = whole
+                 ? stoker__xform_jpeg_whole(pr->xs, &p->xform, seed, epoch, id, v, (size_t)len, dst,
+                                            err)
+                 : stoker__xform_jpeg(pr->xs, &p->xform, seed, epoch, id, v, (size_t)len, dst, err);
+    } else {
+        stoker__png_info info;
+        if ((rc = stoker__png_info_read(v, (size_t)len, &info, err)) < 0)
+            return field_fail(err, rc, f, err->msg);
+        const uint64_t need = stoker__png_out_size(&info, STOKER__PNG_RGB);
+        if (grow(&pr->pix, &pr->pix_cap, need) < 0)
+            return -ENOMEM;
+        rc = stoker__png_decode(v, (size_t)len, STOKER__PNG_RGB, p->max_pixels, pr->pix,
+                                pr->pix_cap, &info, err);
+        if (rc == 0)
+            rc = stoker__xform_rgb(pr->xs, &p->xform, seed, epoch, id, pr->pix, info.width,
+                                   info.height, (size_t)info.width * 3, dst, err);
+        *w = info.width;
+        *h = info.height;
+    }
+    publish_stats(pr);
+    if (rc == STOKER_E_LIMIT)
+        return field_fail(err, STOKER_E_CORRUPT, f, err->msg);
+    return rc < 0 ? field_fail(err, rc, f, err->msg) : 0;
+}
+
+/* A mask (PNG, or raw uint8 [H, W]) through the image's geometry g into dst. */
+static int sample_mask(stoker__process *pr, const stoker__pfield *f, const stoker__schema *sc,
+                       const uint8_t *v, uint64_t len, const stoker__fgeom *g, uint8_t *dst,
+                       stoker__err *err)
+{
+    const stoker__field *sf = &sc->f[f->src];
+    int32_t w, h;
+    const uint8_t *px = v;
+    if (sf->kind == STOKER_FIELD_PNG) {
+        stoker__png_info info;
+        int rc = stoker__png_info_read(v, (size_t)len, &info, err);
+        if (rc == 0 &&
+            grow(&pr->pix, &pr->pix_cap, stoker__png_out_size(&info, STOKER__PNG_MASK)) < 0)
+            return -ENOMEM;
+        if (rc == 0)
+            rc = stoker__png_decode(v, (size_t)len, STOKER__PNG_MASK, pr->plan->max_pixels, pr->pix,
+                                    pr->pix_cap, &info, err);
+        if (rc < 0)
+            return field_fail(err, rc == STOKER_E_CORRUPT ? rc : STOKER_E_CORRUPT, f, err->msg);
+        w = info.width;
+        h = info.height;
+        px = pr->pix;
+    } else { /* raw uint8 [H, W] */
+        h = (int32_t)sf->shape[0];
+        w = (int32_t)sf->shape[1];
+    }
+    if (w != g->src_w || h != g->src_h) {
+        char why[128];
+        snprintf(why, sizeof why, "a mask of %dx%d for an image of %dx%d", w, h, g->src_w,
+                 g->src_h);
+        return field_fail(err, STOKER_E_CORRUPT, f, why);
+    }
+    const int rc = stoker__mask_geom(px, w, h, (size_t)w, g, dst, err);
+    return rc < 0 ? field_fail(err, STOKER_E_CORRUPT, f, err->msg) : 0;
+}
+
+int stoker__process_sample(stoker__process *pr, uint64_t seed, int64_t epoch, int64_t id,
+                           const uint8_t *src, uint64_t n, bool whole, uint8_t *dst, uint64_t cap,
+                           uint8_t *extra, uint64_t *rows, uint64_t j, stoker__err *err)
+{
+    const stoker__plan *p = pr->plan;
+    const stoker__pfields *pf = &p->fields;
+    const stoker__schema *sc = pf->schema;
+    stoker__span sp[STOKER_MAX_FIELDS];
+    int rc = stoker__schema_split(sc, src, n, sp, err);
+    if (rc < 0)
+        return rc;
+    stoker__fgeom g;
+    bool geom = false;
+    int32_t kept_of = -1; /* the boxes field whose keep marks pr->keep holds */
+    int64_t kept_n = 0;
+    for (int32_t i = 0; i < pf->n; i++) {
+        const stoker__pfield *f = &pf->f[i];
+        const uint8_t *v = src + sp[f->src].off;
+        const uint64_t len = sp[f->src].len;
+        if (f->role == STOKER__PF_DATA) {
+            if (cap < p->rec_size)
+                return stoker__fail(err, STOKER_E_LIMIT,
+                                    "output slot of %" PRIu64 " bytes is smaller than a sample",
+                                    cap);
+            int32_t w = 0, h = 0;
+            if ((rc = sample_image(pr, f, seed, epoch, id, v, len, whole, dst, &w, &h, err)) < 0)
+                return rc;
+            stoker__sample_geometry(&p->xform, w, h, seed, epoch, id, &g);
+            geom = true;
+            continue;
+        }
+        uint8_t *at = extra + f->off;
+        if (f->role == STOKER__PF_MASK) {
+            if (!geom)
+                return field_fail(err, STOKER_E_INVALID, f, "its image was not transformed");
+            if ((rc = sample_mask(pr, f, sc, v, len, &g, at + j * f->item, err)) < 0)
+                return rc;
+            continue;
+        }
+        if (f->role == STOKER__PF_DENSE) {
+            memcpy(at + j * f->item, v, f->item);
+            continue;
+        }
+        /* RAGGED: the rows at the sample's own place; boxes through the geometry */
+        const uint64_t nrows = f->item ? len / f->item : 0;
+        if (nrows > f->max_rows) {
+            char why[128];
+            snprintf(why, sizeof why, "%" PRIu64 " rows, more than the manifest's max %" PRIu64,
+                     nrows, f->max_rows);
+            return field_fail(err, STOKER_E_CORRUPT, f, why);
+        }
+        uint8_t *d = at + j * f->max_rows * f->item;
+        memcpy(d, v, len);
+        int64_t kept = (int64_t)nrows;
+        if (f->tie == STOKER_TIE_BOXES && geom) {
+            if (grow(&pr->keep, &pr->keep_cap, nrows ? nrows : 1) < 0)
+                return -ENOMEM;
+            stoker__boxes_geom((float *)(void *)d, (int64_t)nrows, &g, pr->keep);
+            kept = stoker__rows_compact(d, (int64_t)nrows, (size_t)f->item, pr->keep);
+            kept_of = i;
+            kept_n = (int64_t)nrows;
+        } else if (f->tie == STOKER_TIE_ROWS && f->tied >= 0 && f->tied == kept_of) {
+            if ((int64_t)nrows != kept_n) {
+                char why[128];
+                snprintf(why, sizeof why, "%" PRIu64 " rows for %" PRId64 " boxes", nrows, kept_n);
+                return field_fail(err, STOKER_E_CORRUPT, f, why);
+            }
+            kept = stoker__rows_compact(d, (int64_t)nrows, (size_t)f->item, pr->keep);
+        }
+        rows[(uint64_t)i * pf->batch + j] = (uint64_t)kept;
+    }
+    return 0;
 }

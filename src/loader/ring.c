@@ -3,6 +3,8 @@
  * when a batch of records that vary in size needs more than it holds (rare). */
 #include "loader/ring.h"
 
+#include "loader/fields.h"
+
 #include <string.h>
 
 #define PAGE 4096u
@@ -85,14 +87,31 @@ static int slot_init(stoker__ring *r, const stoker__ring_shape *sh, stoker__slot
     s->batch.ndim = sh->rec_size ? 1 + sh->ndim : 1;
     for (int32_t d = 0; sh->rec_size && d < sh->ndim; d++)
         s->batch.shape[1 + d] = sh->shape[d];
+    const stoker__pfields *pf = sh->fields;
+    s->batch.pf = pf;
     s->batch.ids = stoker__calloc(b, sizeof(int64_t));
-    s->batch.labels = stoker__calloc(b, sizeof(int64_t));
     s->batch.offsets = stoker__calloc(b + 1, sizeof(int64_t));
     s->locs = stoker__calloc(b, sizeof *s->locs);
     s->marks = stoker__calloc(b, 1);
     s->piece_ok = stoker__calloc(sh->pieces, sizeof *s->piece_ok);
-    if (!s->batch.ids || !s->batch.labels || !s->batch.offsets || !s->locs || !s->marks ||
-        !s->piece_ok)
+    if (!s->batch.ids || !s->batch.offsets || !s->locs || !s->marks || !s->piece_ok)
+        return -ENOMEM;
+    if (pf && pf->cap > 0) {
+        /* the fields region: pinned like data, copied with it */
+        s->batch.extra = r->mem.alloc(r->mem.ctx, pf->cap, &s->extra_pinned);
+        if (!s->batch.extra)
+            return -ENOMEM;
+        s->extra_cap = pf->cap;
+        memset(s->batch.extra, 0, pf->cap);
+    }
+    if (pf && pf->raggeds > 0 && !(s->rows = stoker__calloc((size_t)pf->n * b, sizeof *s->rows)))
+        return -ENOMEM;
+    /* the batch's labels: the label field's values in the region when it is delivered (so
+     * they reach the device with the batch), else host memory of their own */
+    const int32_t li = pf ? pf->label : -1;
+    s->batch.labels =
+        li >= 0 ? (int64_t *)(s->batch.extra + pf->f[li].off) : stoker__calloc(b, sizeof(int64_t));
+    if (!s->batch.labels)
         return -ENOMEM;
     if (cap == SIZE_MAX || stoker__ring_reserve(r, s, cap) < 0)
         return -ENOMEM;
@@ -135,7 +154,11 @@ void stoker__ring_destroy(stoker__ring *r)
         pthread_mutex_destroy(&s->mu);
         pthread_cond_destroy(&s->cond);
         stoker__free(s->batch.ids);
-        stoker__free(s->batch.labels);
+        if (!s->batch.pf || s->batch.pf->label < 0)
+            stoker__free(s->batch.labels);
+        if (s->batch.extra)
+            r->mem.free(r->mem.ctx, s->batch.extra, s->extra_cap, s->extra_pinned);
+        stoker__free(s->rows);
         stoker__free(s->batch.offsets);
         stoker__free(s->locs);
         stoker__free(s->marks);

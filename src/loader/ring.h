@@ -56,9 +56,12 @@ typedef struct stoker__slot {
                                by the last worker before READY is published */
     size_t cap;             /* bytes of batch.data */
     bool pinned;            /* batch.data came from the pinned allocator */
-    int err_code;           /* first failure of this batch, under mu */
-    atomic_int failed;      /* err_code != 0, read without mu: a worker, or a source waiting
-                               for the network, gives up on a batch that already failed */
+    size_t extra_cap;       /* bytes of batch.extra, the fields region (fields.h) */
+    bool extra_pinned;
+    uint64_t *rows;    /* RAGGED fields: rows of field i's sample j at i * batch + j */
+    int err_code;      /* first failure of this batch, under mu */
+    atomic_int failed; /* err_code != 0, read without mu: a worker, or a source waiting
+                          for the network, gives up on a batch that already failed */
     char err_msg[STOKER_ERRMSG_CAP];
 } stoker__slot;
 
@@ -79,6 +82,7 @@ typedef struct stoker__ring_shape {
     uint64_t max_record; /* the largest stored record (records that vary) */
     int32_t dtype, ndim; /* of one record */
     const int64_t *shape;
+    const struct stoker__pfields *fields; /* the fields region's layout (loader/fields.h) */
 } stoker__ring_shape;
 
 struct stoker__ring {

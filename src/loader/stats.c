@@ -2,6 +2,7 @@
 /* Batch views and getters, loader statistics. */
 #include "loader/loader.h"
 
+#include "loader/fields.h"
 #include "loader/stats_table.h"
 
 #include <stdarg.h>
@@ -97,6 +98,112 @@ int64_t stoker_batch_position(const stoker_batch *b)
 int32_t stoker_batch_device(const stoker_batch *b)
 {
     return b ? b->device : -1;
+}
+
+/* ---- a batch's fields ---- */
+
+int32_t stoker_batch_num_fields(const stoker_batch *b)
+{
+    return b && b->pf ? b->pf->n : 0;
+}
+
+/* Field i of batch b: the data field is the batch's data as the view describes it; the
+ * others live in the fields region (fields.h). */
+static void fill_field(const stoker_batch *b, int32_t i, stoker_field_view *v)
+{
+    const stoker__pfield *f = &b->pf->f[i];
+    memset(v, 0, sizeof *v);
+    v->struct_size = sizeof *v;
+    v->kind = f->kind;
+    v->name = f->name;
+    v->tie = f->tie;
+    v->device = b->device;
+    if (f->role == STOKER__PF_DATA) {
+        v->dtype = b->dtype;
+        v->ndim = b->ndim;
+        memcpy(v->shape, b->shape, sizeof v->shape);
+        v->data = b->data;
+        v->nbytes = b->nbytes;
+        /* a data set without a schema keeps its varying records' offsets on the host */
+        v->offsets = v->host_offsets = b->fixed ? NULL : b->offsets;
+        return;
+    }
+    v->dtype = f->dtype;
+    v->data = b->extra + f->off;
+    if (f->role == STOKER__PF_RAGGED) {
+        v->ndim = 1 + f->ndim;
+        v->shape[0] = b->totals[i];
+        memcpy(v->shape + 1, f->shape, (size_t)f->ndim * sizeof *f->shape);
+        v->nbytes = (uint64_t)b->totals[i] * f->item;
+        v->offsets = (const int64_t *)(b->extra + f->offsets_off);
+        v->host_offsets =
+            b->host_offsets ? b->host_offsets + (size_t)i * (b->pf->batch + 1) : v->offsets;
+        return;
+    }
+    v->ndim = 1 + f->ndim;
+    v->shape[0] = b->count;
+    memcpy(v->shape + 1, f->shape, (size_t)f->ndim * sizeof *f->shape);
+    v->nbytes = (uint64_t)b->count * f->item;
+}
+
+int32_t stoker_loader_num_fields(const stoker_loader *l)
+{
+    return l ? l->plan.fields.n : 0;
+}
+
+int stoker_loader_field(const stoker_loader *l, int32_t index, stoker_field_view *out)
+{
+    if (!l || !out || out->struct_size < sizeof(uint32_t) || index < 0 || index >= l->plan.fields.n)
+        return STOKER_E_INVALID;
+    const stoker__plan *p = &l->plan;
+    /* a batch of batch_size records as the plan lays it out, without memory */
+    stoker_batch b;
+    memset(&b, 0, sizeof b);
+    b.pf = &p->fields;
+    b.count = (int64_t)p->batch;
+    b.device = p->device;
+    b.dtype = p->out_dtype;
+    b.fixed = p->rec_size != 0;
+    b.ndim = p->rec_size ? 1 + p->ndim : 1;
+    b.shape[0] = p->rec_size ? b.count : -1;
+    for (int32_t d = 0; p->rec_size && d < p->ndim; d++)
+        b.shape[1 + d] = p->shape[d];
+    if (p->gpu_normalize) {
+        const stoker__norm *nm = &p->norm;
+        b.ndim = 4;
+        b.shape[1] = nm->nchw ? 3 : nm->h;
+        b.shape[2] = nm->nchw ? nm->h : nm->w;
+        b.shape[3] = nm->nchw ? nm->w : 3;
+    }
+    for (int32_t i = 0; i < p->fields.n; i++)
+        b.totals[i] = -1;
+    stoker_field_view full;
+    fill_field(&b, index, &full);
+    full.data = NULL;
+    full.nbytes = 0;
+    full.offsets = full.host_offsets = NULL;
+    const uint32_t n = out->struct_size < sizeof full ? out->struct_size : sizeof full;
+    const uint32_t keep = out->struct_size;
+    memcpy(out, &full, n);
+    out->struct_size = keep;
+    return 0;
+}
+
+int stoker_batch_field(const stoker_batch *b, int32_t index, const char *name,
+                       stoker_field_view *out)
+{
+    if (!b || !b->pf || !out || out->struct_size < sizeof(uint32_t))
+        return STOKER_E_INVALID;
+    const int32_t i = index >= 0 ? index : stoker__pfields_find(b->pf, name);
+    if (i < 0 || i >= b->pf->n)
+        return STOKER_E_INVALID;
+    stoker_field_view full;
+    fill_field(b, i, &full);
+    const uint32_t n = out->struct_size < sizeof full ? out->struct_size : sizeof full;
+    const uint32_t keep = out->struct_size;
+    memcpy(out, &full, n);
+    out->struct_size = keep;
+    return 0;
 }
 
 /* ---- statistics ---- */

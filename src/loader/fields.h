@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A batch's fields: which of the data set's fields a batch delivers, where each lives in a
+ * batch slot, and how a record's fields reach their places.
+ *
+ * A batch is the data (batch.data: the transformed images, or a data set's one field without
+ * a schema, as before) and a fields region (batch.extra), one block of the slot's pinned
+ * memory that the H2D stage copies to the device with the data, so that labels, masks,
+ * boxes and token ids arrive on the device in the batch's copy. The region's layout is
+ * fixed at create from the plan (the batch size, and each variable field's largest value as
+ * the manifest states it):
+ *
+ *   DENSE  [batch, *shape] values (INT64, FLOAT32, RAW; a legacy data set's labels)
+ *   MASK   uint8 [batch, C, C]: a mask tied to the image, with the image's geometry
+ *   RAGGED batch + 1 int64 offsets (rows), then the values: while a batch is made, sample j
+ *          writes its rows at j * max_rows; the batch's last worker packs them back to back
+ *          (stoker__fields_pack) once every record, replacements included, is in place
+ *
+ * The data field (role DATA) is the batch's data and takes no room in the region. */
+#ifndef STOKER_LOADER_FIELDS_H
+#define STOKER_LOADER_FIELDS_H
+
+#include "common/common.h"
+
+enum {
+    STOKER__PF_DATA = 1,   /* batch.data */
+    STOKER__PF_LABEL = 2,  /* a data set without a schema: the index's labels, DENSE int64 */
+    STOKER__PF_DENSE = 3,  /* a fixed-size value per sample */
+    STOKER__PF_MASK = 4,   /* a mask with its image's geometry */
+    STOKER__PF_RAGGED = 5, /* values and offsets */
+};
+
+typedef struct stoker__pfield {
+    char name[STOKER_FIELD_NAME_MAX + 1];
+    int32_t src;  /* the schema's field index (-1: the index's labels) */
+    int32_t kind; /* stoker_field_kind */
+    int32_t tie;  /* stoker_field_tie */
+    int32_t role; /* STOKER__PF_* */
+    int32_t tied; /* the delivered field this one follows (boxes for rows), or -1 */
+    int32_t dtype, ndim;
+    int64_t shape[STOKER_MAX_DIMS]; /* one sample's (DENSE, MASK), one row's (RAGGED) */
+    uint64_t item;                  /* bytes per sample (DENSE, MASK), per row (RAGGED) */
+    uint64_t max_rows;              /* RAGGED: rows one sample holds at most */
+    uint64_t off;         /* in the region: the values (DENSE, MASK, RAGGED's packed values) */
+    uint64_t offsets_off; /* RAGGED: the batch + 1 offsets */
+} stoker__pfield;
+
+typedef struct stoker__pfields {
+    int32_t n; /* delivered fields, in schema order */
+    stoker__pfield f[STOKER_MAX_FIELDS + 1];
+    int32_t data;    /* the DATA field's index, or -1 */
+    int32_t label;   /* the int64 field "label" (DENSE or LABEL) whose values are the
+                        batch's labels, or -1 */
+    uint64_t cap;    /* bytes of the fields region of one batch */
+    uint64_t batch;  /* records per batch at most */
+    bool split;      /* records hold several fields (a schema): the workers split them */
+    bool any_ragged; /* some field is RAGGED: a batch is packed before it is published */
+    int32_t raggeds; /* RAGGED fields */
+    const struct stoker__schema *schema; /* split: the data set's (format/schema.h) */
+} stoker__pfields;
+
+/* The fields of a data set without a schema: its one field as the DATA (named "image" for
+ * JPEG, else "data", described by the plan's dtype/shape: filled in by the caller) and the
+ * index's labels as "label". `batch`: records per batch. */
+void stoker__pfields_legacy(stoker__pfields *pf, int32_t kind, uint64_t batch);
+
+/* Lays out the region for `batch` records per batch: each field's offsets (64-byte aligned)
+ * and pf->cap. -ENOMEM-free; STOKER_E_LIMIT when it overflows. */
+int stoker__pfields_layout(stoker__pfields *pf, uint64_t batch, const char *path, stoker__err *err);
+
+/* The index of the delivered field named `name`, or -1. */
+int32_t stoker__pfields_find(const stoker__pfields *pf, const char *name);
+
+/* Packs a batch's RAGGED fields: sample j's rows[f][j] rows, written at j * max_rows, become
+ * values back to back and count + 1 offsets; totals[f] receives the batch's rows. `rows` is
+ * the slot's per-sample row counts (pf->n x batch). */
+void stoker__pfields_pack(const stoker__pfields *pf, uint8_t *region, const uint64_t *rows,
+                          uint64_t batch, int64_t count, int64_t *totals);
+
+#endif
