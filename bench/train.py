@@ -26,9 +26,10 @@ The feeds (`--feeds`, comma-separated; each one a row of the table):
   stoker:KEY=VALUE,KEY=VALUE    stoker.Loader with any of its keywords, e.g.
               stoker:threads=12,decoder=auto (also cpu:threads=12 and the like); a value is
               parsed as an int, a float, true/false, none, or A/B/C for a tuple. One key is
-              the feed's own: labels=pageable (default: the labels go to the device from the
-              batch's numpy array, as most training code does) or labels=pinned (through
-              torch's pinned memory first). A key env.NAME sets NAME in the feed's child
+              the feed's own: labels=device (default: the batch's label field, which the
+              loader moved to the device with the batch: no copy in the step),
+              labels=pageable (from the batch's numpy array, as most training code does) or
+              labels=pinned (through torch's pinned memory first). A key env.NAME sets NAME in the feed's child
               process's environment (the library's measuring switches, docs/GPU.md), e.g.
               stoker:env.STOKER_GPU_DECODE_PRIORITY=greatest, or the script's own
               TRAIN_CUDA_SCHED=spin|yield|blocking|auto: how the child's host threads wait
@@ -340,9 +341,9 @@ def stoker_feed(torch, a, kw, device, dtype, info):
                 device="cuda:%d" % device.index if device.type == "cuda" else "cpu",
                 threads=a.threads, drop_last=True, seed=a.seed)
     kw = dict(kw)
-    labels = kw.pop("labels", "pageable")
-    if labels not in ("pinned", "pageable"):
-        raise ValueError("labels=%s: pinned or pageable" % labels)
+    labels = kw.pop("labels", "device")
+    if labels not in ("device", "pinned", "pageable"):
+        raise ValueError("labels=%s: device, pinned or pageable" % labels)
     consume = kw.pop("consume", "step")
     if consume not in ("step", "background", "discard"):
         raise ValueError("consume=%s: step, background or discard" % consume)
@@ -379,9 +380,12 @@ def stoker_feed(torch, a, kw, device, dtype, info):
                     x = x.contiguous(memory_format=torch.channels_last)
                 if x.dtype != dtype:
                     x = x.to(dtype)
-                y = torch.from_numpy(batch.labels)
-                if pinned:
-                    y = y.pin_memory()
+                if labels == "device":  # on the batch's device already: no copy
+                    y = torch.from_dlpack(batch["label"])
+                else:
+                    y = torch.from_numpy(batch.labels)
+                    if pinned:
+                        y = y.pin_memory()
                 y = y.to(device, non_blocking=True)
                 del batch  # the batch lives on in x
                 if fixed is not None:  # consume=discard: taken, and dropped
