@@ -13,6 +13,7 @@
 
 #include "decode/color.h"
 #include "decode/jpeg_common.h"
+#include "decode/png.h"
 #include "stoker.h"
 
 #include <errno.h>
@@ -655,4 +656,50 @@ int pack_image_transcode(const void *data, size_t size, uint32_t flags, int32_t 
     }
 fail:
     return finish(&err, rc, msg, msgcap);
+}
+
+/* src/decode/png.c reports through stoker__fail, which lives in the library's common layer,
+ * not exported: stoker-pack formats the same message here (a PNG's message holds no URL, so
+ * there is nothing to redact). */
+int stoker__fail(stoker__err *err, int code, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+        err->code = code;
+    }
+    return code;
+}
+
+int pack_png_check(const void *data, size_t size, int mask, uint64_t max_pixels, int32_t *width,
+                   int32_t *height, char *msg, size_t msgcap)
+{
+    img_err e = {0};
+    stoker__err err = {0};
+    stoker__png_info info = {0};
+    const stoker__png_mode mode = mask ? STOKER__PNG_MASK : STOKER__PNG_RGB;
+    const uint64_t limit = max_pixels ? max_pixels : DEFAULT_MAX_PIXELS;
+    int rc = stoker__png_info_read(data, size, &info, &err);
+    if (rc == 0 && (uint64_t)info.width * (uint64_t)info.height > limit)
+        rc = stoker__fail(&err, STOKER_E_LIMIT, "PNG of %dx%d pixels: more than %llu", info.width,
+                          info.height, (unsigned long long)limit);
+    uint8_t *out = NULL;
+    const uint64_t need = rc == 0 ? stoker__png_out_size(&info, mode) : 0;
+    if (rc == 0 && !(out = img_malloc(need ? (size_t)need : 1)))
+        rc = stoker__fail(&err, -ENOMEM, "PNG: out of memory for %llu bytes",
+                          (unsigned long long)need);
+    if (rc == 0)
+        rc = stoker__png_decode(data, size, mode, limit, out, (size_t)need, &info, &err);
+    free(out);
+    if (rc == 0) {
+        if (width)
+            *width = info.width;
+        if (height)
+            *height = info.height;
+    } else {
+        snprintf(e.msg, sizeof e.msg, "%s", err.msg);
+    }
+    return finish(&e, rc, msg, msgcap);
 }

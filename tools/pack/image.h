@@ -39,6 +39,16 @@ int pack_image_transcode(const void *data, size_t size, uint32_t flags, int32_t 
                          int32_t quality, uint64_t max_pixels, void **out, size_t *out_size,
                          char *msg, size_t msgcap);
 
+/* Checks a PNG image field by decoding it whole with the loader's own PNG decoder
+ * (src/decode/png.c, libspng), so that what stoker-pack passes the loader reads: as RGB, or
+ * with `mask` as a mask is read (one channel of at most 8 bits: gray values or palette
+ * indices). Its size into *width, *height (may be NULL). 0, or STOKER_E_CORRUPT (damaged,
+ * truncated, not a PNG), STOKER_E_INVALID (a mask of another colour type or 16 bits),
+ * STOKER_E_LIMIT (more than max_pixels pixels; 0 = 1 << 28), STOKER_E_UNSUPPORTED (a build
+ * without libspng), with the reason in msg. Thread-safe. */
+int pack_png_check(const void *data, size_t size, int mask, uint64_t max_pixels, int32_t *width,
+                   int32_t *height, char *msg, size_t msgcap);
+
 /* Test hook: the nth allocation of this module from now (1 = the next) fails; 0 disables.
  * Returns how many allocations were made since the last call. Not for production use. */
 uint64_t pack_image_alloc_fail_at(uint64_t nth);
