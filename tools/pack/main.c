@@ -3,6 +3,7 @@
  * stoker data set; --verify and --info inspect one. Exit codes: 0 ok, 1 failure or
  * corruption, 2 usage, 130 interrupted. */
 #include "cli.h"
+#include "fields.h"
 #include "pack.h"
 
 #include <errno.h>
@@ -56,6 +57,9 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: stoker-pack [options] SRC OUT     pack SRC into the data set OUT\n"
+            "       stoker-pack --jsonl FILE --schema FILE [options] OUT\n"
+            "       stoker-pack --coco FILE --images DIR [options] OUT\n"
+            "                                         pack samples of several fields\n"
             "       stoker-pack --verify OUT          check every byte of a data set\n"
             "                                         (of an HDF5 file: read every record)\n"
             "       stoker-pack --info [--json] OUT   describe a data set\n"
@@ -88,6 +92,21 @@ static void usage(FILE *f)
             "  --no-fsync         do not fsync the output before publishing it\n"
             "  --quiet            print errors only\n"
             "\n"
+            "samples of several fields (README.md, \"Packing a data set\"):\n"
+            "  --jsonl FILE       one sample per line: a JSON object of every field (image\n"
+            "                     and mask fields: paths relative to FILE's folder; bytes: a\n"
+            "                     string, or {\"path\": P}; numbers and nested lists for the\n"
+            "                     rest); an optional \"key\"; other members are refused\n"
+            "  --schema FILE      the fields, as Python's Writer(fields=...) dict in JSON\n"
+            "  --coco FILE        a COCO instances file: image, boxes (xyxy float32),\n"
+            "                     classes (category_id), image_id per image; segmentation\n"
+            "                     masks (polygons, RLE) are not packed\n"
+            "  --images DIR       the folder of the COCO file's file_names\n"
+            "  --keep-crowd       keep iscrowd annotations (and an iscrowd field); by\n"
+            "                     default they are left out\n"
+            "  --skip-bad         leave out (and count) a bad sample instead of failing;\n"
+            "                     every JPEG and PNG field is decoded unless --no-validate\n"
+            "\n"
             "A data set whose JPEGs were all decoded without damage here is marked checked\n"
             "(--info says so). The loader's default decoder (auto) sends JPEGs to the GPU's\n"
             "hardware decoder only from a checked data set: that decoder does not report\n"
@@ -112,6 +131,12 @@ enum {
     OPT_FORCE,
     OPT_QUIET,
     OPT_LABELS,
+    OPT_JSONL,
+    OPT_SCHEMA,
+    OPT_COCO,
+    OPT_IMAGES,
+    OPT_SKIP_BAD,
+    OPT_KEEP_CROWD,
     OPT_NO_FSYNC,
     OPT_VERIFY,
     OPT_INFO,
@@ -135,6 +160,12 @@ static const struct option long_opts[] = {
     {"force", no_argument, NULL, OPT_FORCE},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"labels", required_argument, NULL, OPT_LABELS},
+    {"jsonl", required_argument, NULL, OPT_JSONL},
+    {"schema", required_argument, NULL, OPT_SCHEMA},
+    {"coco", required_argument, NULL, OPT_COCO},
+    {"images", required_argument, NULL, OPT_IMAGES},
+    {"skip-bad", no_argument, NULL, OPT_SKIP_BAD},
+    {"keep-crowd", no_argument, NULL, OPT_KEEP_CROWD},
     {"no-fsync", no_argument, NULL, OPT_NO_FSYNC},
     {"verify", no_argument, NULL, OPT_VERIFY},
     {"info", no_argument, NULL, OPT_INFO},
@@ -191,6 +222,12 @@ static int take_option(int c, const char *name, const char *arg, pack_opts *o)
     case OPT_FORCE: o->force = true; return -1;
     case OPT_QUIET: o->quiet = true; return -1;
     case OPT_LABELS: o->labels = arg; return -1;
+    case OPT_JSONL: o->jsonl = arg; return -1;
+    case OPT_SCHEMA: o->schema = arg; return -1;
+    case OPT_COCO: o->coco = arg; return -1;
+    case OPT_IMAGES: o->images = arg; return -1;
+    case OPT_SKIP_BAD: o->skip_bad = true; return -1;
+    case OPT_KEEP_CROWD: o->keep_crowd = true; return -1;
     case OPT_NO_FSYNC: o->fsync = false; return -1;
     case OPT_VERIFY: o->mode = MODE_VERIFY; return -1;
     case OPT_INFO: o->mode = MODE_INFO; return -1;
@@ -203,6 +240,47 @@ static int take_option(int c, const char *name, const char *arg, pack_opts *o)
     case OPT_HELP: usage(stdout); return PACK_OK;
     default: return PACK_USAGE; /* CLI_ERROR: reported */
     }
+}
+
+/* Is the source one of samples of several fields (--jsonl, --coco)? */
+static bool samples_source(const pack_opts *o)
+{
+    return o->jsonl || o->coco;
+}
+
+/* The options of the sources of samples, each refused where it would mean nothing; -1 to go
+ * on, else an exit code. */
+static int check_samples_options(const pack_opts *o)
+{
+    const int sources = !!o->jsonl + !!o->coco;
+    const char *bad = NULL;
+    if (sources > 1)
+        bad = "choose one of --jsonl and --coco";
+    else if (o->jsonl && !o->schema)
+        bad = "--jsonl needs --schema FILE: the fields of its samples";
+    else if (o->schema && !o->jsonl)
+        bad = "--schema is an option of --jsonl";
+    else if (o->coco && !o->images)
+        bad = "--coco needs --images DIR: the folder its file_names are relative to";
+    else if (o->images && !o->coco)
+        bad = "--images is an option of --coco";
+    else if (o->keep_crowd && !o->coco)
+        bad = "--keep-crowd is an option of --coco";
+    else if (o->skip_bad && !sources)
+        bad = "--skip-bad is an option of --jsonl and --coco (an image folder or list "
+              "leaves bad files out already; --strict makes them fail the pack)";
+    else if (o->skip_bad && o->strict)
+        bad = "choose one of --skip-bad and --strict";
+    else if (sources && (o->rgb || o->max_side > 0))
+        bad = "--rgb and --max-side re-encode image files, not the image fields of samples "
+              "(a mask or boxes tied to an image would no longer match it)";
+    else if (sources && o->labels)
+        bad = "--labels is only for a .npy or HDF5 source";
+    if (bad && o->mode == MODE_PACK) {
+        cli_err("%s", bad);
+        return PACK_USAGE;
+    }
+    return -1;
 }
 
 /* Options that mean nothing to the mode chosen would be ignored: refused instead. */
@@ -231,12 +309,24 @@ static int check_combination(const pack_opts *o)
         cli_err("--seed chooses the shuffle, and --no-shuffle turns it off: give one of them");
         return PACK_USAGE;
     }
-    return -1;
+    return check_samples_options(o);
 }
 
 /* The operands: SRC OUT to pack, one path to --verify or --info. */
 static int take_operands(int argc, char **argv, pack_opts *o)
 {
+    if (o->mode == MODE_PACK && (o->jsonl || o->coco)) {
+        if (argc - optind != 1) {
+            cli_usage("%s (stoker-pack %s FILE%s [options] OUT)",
+                      argc == optind ? "no output given" : "expected one operand, OUT",
+                      o->jsonl ? "--jsonl" : "--coco",
+                      o->jsonl ? " --schema FILE" : " --images DIR");
+            return PACK_USAGE;
+        }
+        o->src = o->jsonl ? o->jsonl : o->coco;
+        o->out = argv[optind];
+        return -1;
+    }
     const int rest = argc - optind, want = o->mode == MODE_PACK ? 2 : 1;
     const char *what = o->mode == MODE_VERIFY ? "--verify" : "--info";
     if (rest > want) {
@@ -389,14 +479,22 @@ static void drop_writer(stoker_writer *w)
 /* What is being packed. Image files, and the records of an HDF5 source of JPEGs or one given
  * image options, go through pack_images; .npy rows and other HDF5 records are copied as
  * they are. */
-typedef enum input_kind { IN_FOLDER, IN_LIST, IN_NPY, IN_H5, IN_H5_IMAGES } input_kind;
+typedef enum input_kind {
+    IN_FOLDER,
+    IN_LIST,
+    IN_NPY,
+    IN_H5,
+    IN_H5_IMAGES,
+    IN_SAMPLES, /* samples of several fields: --jsonl, --coco (fields.h) */
+} input_kind;
 
 typedef struct input {
     input_kind kind;
     pack_source files; /* IN_FOLDER, IN_LIST, IN_H5_IMAGES */
     pack_npy data, labels;
     bool has_labels;
-    stoker_dataset *h5; /* IN_H5, IN_H5_IMAGES */
+    stoker_dataset *h5;   /* IN_H5, IN_H5_IMAGES */
+    pack_samples samples; /* IN_SAMPLES */
 } input;
 
 /* The image options given: validation is on by default, and only --validate asked for
@@ -466,6 +564,10 @@ static int open_h5(const pack_opts *o, input *in)
 static int load_source(const pack_opts *o, input *in)
 {
     struct stat st;
+    if (samples_source(o)) {
+        in->kind = IN_SAMPLES;
+        return o->jsonl ? pack_jsonl_load(o, &in->samples) : pack_coco_load(o, &in->samples);
+    }
     in->kind = IN_H5;
     if (pack_is_h5(o->src))
         return open_h5(o, in);
@@ -490,6 +592,7 @@ static size_t count_records(const input *in)
     switch (in->kind) {
     case IN_NPY: return (size_t)in->data.rows;
     case IN_H5: return in->h5 ? (size_t)stoker_dataset_num_records(in->h5) : 0;
+    case IN_SAMPLES: return in->samples.n;
     default: return in->files.n;
     }
 }
@@ -498,6 +601,8 @@ static const char *kind_name(const input *in)
 {
     static const char *const names[] = {"image folder", "list file", "npy array", "HDF5 file",
                                         "HDF5 file, records as images"};
+    if (in->kind == IN_SAMPLES)
+        return in->samples.source;
     return names[in->kind];
 }
 
@@ -506,15 +611,19 @@ static const char *kind_name(const input *in)
  * --max-side): what STOKER_OPT_JPEG_CHECKED vouches for. Copied records are not decoded. */
 static bool records_checked(const pack_opts *o, const input *in)
 {
-    return o->validate &&
-           (in->kind == IN_FOLDER || in->kind == IN_LIST || in->kind == IN_H5_IMAGES);
+    return o->validate && (in->kind == IN_FOLDER || in->kind == IN_LIST ||
+                           in->kind == IN_H5_IMAGES || in->kind == IN_SAMPLES);
 }
 
 /* The summary's validate line. */
 static const char *validate_summary(const pack_opts *o, const input *in)
 {
+    if (records_checked(o, in) && in->kind == IN_SAMPLES)
+        return "yes (every JPEG and PNG field decoded; the data set is marked checked)";
     if (records_checked(o, in))
         return "yes (every JPEG decoded; the data set is marked checked)";
+    if (in->kind == IN_SAMPLES)
+        return "no (--no-validate: image headers only; not marked checked)";
     if (in->kind == IN_NPY || (in->kind == IN_H5 && !o->no_validate))
         return "n/a (not JPEG records: copied as they are)";
     if (in->kind == IN_H5)
@@ -526,6 +635,13 @@ static int declare_field(stoker_writer *w, const input *in)
 {
     if (in->kind == IN_H5)
         return pack_h5_field(w, in->h5);
+    if (in->kind == IN_SAMPLES) {
+        const pack_schema *sc = &in->samples.schema;
+        if (stoker_writer_set_fields(w, sc->f, sc->n) == 0)
+            return 0;
+        cli_err("%s: %s", in->samples.schema_from, stoker_writer_errmsg(w));
+        return PACK_USAGE;
+    }
     int rc = in->kind == IN_NPY ? stoker_writer_set_field(w, STOKER_FIELD_RAW, in->data.dtype,
                                                           in->data.ndim, in->data.shape)
                                 : stoker_writer_set_field(w, STOKER_FIELD_JPEG, 0, 0, NULL);
@@ -542,6 +658,7 @@ static int add_all(const pack_opts *o, const input *in, const size_t *order, sto
     switch (in->kind) {
     case IN_NPY: return pack_rows(o, &in->data, in->has_labels ? &in->labels : NULL, order, w, res);
     case IN_H5: return pack_h5_rows(o, in->h5, order, w, res);
+    case IN_SAMPLES: return pack_samples_write(o, &in->samples, order, w, res);
     default: return pack_images(o, &in->files, order, w, res);
     }
 }
@@ -566,7 +683,9 @@ static int write_all(const pack_opts *o, const input *in, const size_t *order, p
             code = PACK_INTERRUPTED;
         } else if (rc == STOKER_E_EMPTY) {
             cli_err("%s: no records (every %s was left out)", o->src,
-                    in->kind == IN_H5_IMAGES ? "record" : "file");
+                    in->kind == IN_H5_IMAGES ? "record"
+                    : in->kind == IN_SAMPLES ? "sample"
+                                             : "file");
             code = PACK_FAIL;
         } else if (rc < 0) {
             cli_err("%s", stoker_writer_errmsg(w));
@@ -606,6 +725,13 @@ static void measure(const input *in, pack_padding *pp)
             stoker_dataset_record_info(in->h5, i, &size, NULL, NULL);
             pack_padding_add(pp, size, 1);
         }
+    } else if (in->kind == IN_SAMPLES) {
+        for (size_t i = 0; i < in->samples.n; i++) {
+            uint64_t size = 0;
+            for (int32_t f = 0; f < in->samples.schema.n; f++)
+                size += in->samples.s[i].v[f].size;
+            pack_padding_add(pp, size, 1);
+        }
     } else {
         for (size_t i = 0; i < in->files.n; i++)
             pack_padding_add(pp, item_size(&in->files.items[i]), 1);
@@ -639,9 +765,11 @@ static int prepare(pack_opts *o, input *in)
         print_options(o, kind_name(in), validate_summary(o, in), o->align_set ? NULL : why);
     if (code == 0 && count_records(in) == 0) {
         cli_err("%s: no records (%s)", o->src,
-                in->kind == IN_FOLDER ? "no image files found"
-                : in->kind == IN_LIST ? "the list names no files"
-                                      : "the source holds no records");
+                in->kind == IN_FOLDER    ? "no image files found"
+                : in->kind == IN_LIST    ? "the list names no files"
+                : in->kind == IN_SAMPLES ? (in->samples.bad.n ? "every sample was left out"
+                                                              : "the source lists no samples")
+                                         : "the source holds no records");
         code = PACK_FAIL;
     }
     if (code == 0 && !o->quiet && (in->kind == IN_FOLDER || in->kind == IN_LIST))
@@ -661,7 +789,9 @@ static int run_pack(pack_opts *o)
     if (code == 0)
         code = order ? write_all(o, &in, order, &res) : PACK_FAIL;
     if (code == 0 || code == PACK_FAIL)
-        print_skips(&res.skips, in.kind == IN_H5_IMAGES ? "record" : "file");
+        print_skips(&res.skips, in.kind == IN_H5_IMAGES ? "record"
+                                : in.kind == IN_SAMPLES ? "sample"
+                                                        : "file");
     if (code == 0 && !o->quiet)
         print_summary(o, &res, pack_now() - t0);
     free(order);
@@ -670,6 +800,7 @@ static int run_pack(pack_opts *o)
     pack_npy_close(&in.data);
     pack_npy_close(&in.labels);
     stoker_dataset_close(in.h5);
+    pack_samples_free(&in.samples);
     return code;
 }
 

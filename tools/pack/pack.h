@@ -30,6 +30,11 @@ typedef struct pack_opts {
     bool validate, strict, rgb, shuffle, force, quiet, fsync, json;
     bool quality_set, seed_set, validate_set, no_validate;
     const char *pack_option; /* the first option given that only packing uses, or NULL */
+    /* Samples of several fields (fields.h): --jsonl FILE --schema FILE, --coco FILE --images
+     * DIR. skip_bad: a bad sample is left out and counted instead of failing the pack;
+     * keep_crowd: COCO's iscrowd boxes too. */
+    const char *jsonl, *schema, *coco, *images;
+    bool skip_bad, keep_crowd;
 } pack_opts;
 
 /* One source file of an image data set, or one record of an HDF5 source. */

@@ -1,0 +1,383 @@
+# SPDX-License-Identifier: Apache-2.0
+"""stoker-pack's sources of samples of several fields: --jsonl with --schema, --coco with
+--images (and --wds). Each is packed from files made here with PIL and numpy and read back
+through the library (ctypes: stoker_dataset_num_fields, _field_desc, _read, _split_record);
+each refusal names the file, the sample and the field and leaves no output behind, and
+--skip-bad leaves the bad samples out and counts them."""
+import ctypes
+import io
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from conftest import _library
+
+MAX_DIMS = 8
+KINDS = {1: "bytes", 2: "jpeg", 3: "raw", 4: "png", 5: "array", 6: "int64", 7: "float32"}
+TIES = {0: None, 1: "mask_of", 2: "boxes_of", 3: "rows_of"}
+
+
+class FieldDesc(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32), ("kind", ctypes.c_int32),
+                ("name", ctypes.c_char_p), ("dtype", ctypes.c_int32), ("ndim", ctypes.c_int32),
+                ("shape", ctypes.c_int64 * MAX_DIMS), ("tie", ctypes.c_int32),
+                ("tie_to", ctypes.c_char_p), ("max", ctypes.c_int64)]
+
+
+class FieldValue(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("size", ctypes.c_uint64)]
+
+
+def _lib():
+    lib = ctypes.CDLL(_library())
+    P, I64, I32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32
+    lib.stoker_dataset_open.argtypes = [ctypes.POINTER(P), ctypes.c_char_p, P]
+    lib.stoker_dataset_close.argtypes = [P]
+    lib.stoker_dataset_num_records.argtypes = [P]
+    lib.stoker_dataset_num_records.restype = I64
+    lib.stoker_dataset_num_fields.argtypes = [P]
+    lib.stoker_dataset_field_desc.argtypes = [P, I32, ctypes.POINTER(FieldDesc)]
+    lib.stoker_dataset_record_info.argtypes = [P, I64, ctypes.POINTER(ctypes.c_uint64), P, P]
+    lib.stoker_dataset_read.argtypes = [P, I64, P, ctypes.c_size_t,
+                                        ctypes.POINTER(ctypes.c_size_t)]
+    lib.stoker_dataset_split_record.argtypes = [P, I64, P, ctypes.c_size_t,
+                                                ctypes.POINTER(FieldValue)]
+    lib.stoker_dataset_record_key.argtypes = [P, I64]
+    lib.stoker_dataset_record_key.restype = ctypes.c_char_p
+    lib.stoker_dataset_jpeg_checked.argtypes = [P]
+    lib.stoker_dataset_format_version.argtypes = [P]
+    return lib
+
+
+LIB = _lib()
+TOOL = os.path.join(os.path.dirname(_library()), "stoker-pack")
+
+
+def read_all(path):
+    """(fields, samples): fields as (name, kind, dtype, shape, tie, tie_to); each sample a dict
+    of name to bytes, with "__key__"."""
+    h = ctypes.c_void_p()
+    assert LIB.stoker_dataset_open(ctypes.byref(h), str(path).encode(), None) == 0
+    try:
+        assert LIB.stoker_dataset_format_version(h) == 3
+        n = LIB.stoker_dataset_num_fields(h)
+        fields = []
+        for i in range(n):
+            d = FieldDesc(struct_size=ctypes.sizeof(FieldDesc))
+            assert LIB.stoker_dataset_field_desc(h, i, ctypes.byref(d)) == 0
+            fields.append((d.name.decode(), KINDS[d.kind], d.dtype, tuple(d.shape[:d.ndim]),
+                           TIES[d.tie], d.tie_to.decode() if d.tie_to else None))
+        samples = []
+        for r in range(LIB.stoker_dataset_num_records(h)):
+            size = ctypes.c_uint64()
+            assert LIB.stoker_dataset_record_info(h, r, ctypes.byref(size), None, None) == 0
+            buf = ctypes.create_string_buffer(max(size.value, 1))
+            got = ctypes.c_size_t()
+            assert LIB.stoker_dataset_read(h, r, buf, size.value, ctypes.byref(got)) == 0
+            vals = (FieldValue * n)()
+            assert LIB.stoker_dataset_split_record(h, r, buf, got.value, vals) == 0
+            s = {fields[i][0]: ctypes.string_at(vals[i].data, vals[i].size) if vals[i].size
+                 else b"" for i in range(n)}
+            s["__key__"] = LIB.stoker_dataset_record_key(h, r).decode()
+            samples.append(s)
+        return fields, samples, bool(LIB.stoker_dataset_jpeg_checked(h))
+    finally:
+        LIB.stoker_dataset_close(h)
+
+
+def pack(*args, ok=True):
+    if not os.path.exists(TOOL):
+        pytest.skip("stoker-pack not built next to the library")
+    r = subprocess.run([TOOL, "--no-fsync", "--no-shuffle", *map(str, args)],
+                       capture_output=True, text=True, timeout=120)
+    if ok:
+        assert r.returncode == 0, r.stderr
+    return r
+
+
+def refused(out, *args, code=1):
+    r = pack(*args, out, ok=False)
+    assert r.returncode == code, r.stderr
+    assert not os.path.exists(out), "output left behind"
+    leftovers = [n for n in os.listdir(os.path.dirname(out)) if ".tmp-" in n]
+    assert not leftovers, leftovers
+    return r.stderr
+
+
+def jpeg(path, h=32, w=48, seed=0):
+    rng = np.random.default_rng(seed)
+    Image.fromarray(rng.integers(0, 255, (h, w, 3), dtype=np.uint8)).save(path, quality=90)
+    return open(path, "rb").read()
+
+
+def png_mask(path, h=32, w=48, seed=0, mode="L"):
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, 4, (h, w, 3) if mode == "RGB" else (h, w), dtype=np.uint8)
+    Image.fromarray(a, mode).save(path)
+    return open(path, "rb").read()
+
+
+SCHEMA = {
+    "image": "jpeg",
+    "mask": {"kind": "png", "mask_of": "image"},
+    "boxes": {"kind": "array", "dtype": "float32", "shape": [None, 4], "boxes_of": "image"},
+    "classes": {"kind": "array", "dtype": "int64", "shape": [None], "rows_of": "boxes"},
+    "label": "int64",
+    "score": "float32",
+    "emb": {"kind": "raw", "dtype": "float16", "shape": [2, 2]},
+    "caption": "bytes",
+    "blob": "bytes",
+}
+
+
+def make_jsonl(tmp_path, n=4):
+    """A JSONL file of n samples (images in a subfolder, paths relative to the file)."""
+    d = tmp_path / "src"
+    (d / "img").mkdir(parents=True)
+    lines, expect = [], []
+    for i in range(n):
+        img = jpeg(d / "img" / f"{i}.jpg", seed=i)
+        mask = png_mask(d / "img" / f"{i}.png", seed=i)
+        (d / "img" / f"{i}.bin").write_bytes(bytes(range(i + 1)))
+        boxes = [[1.5, 2, 10 + k, 20] for k in range(i)]
+        line = {"image": f"img/{i}.jpg", "mask": f"img/{i}.png", "boxes": boxes,
+                "classes": list(range(i)), "label": 10 * i - 5, "score": i / 4,
+                "emb": [[i, 0.5], [-1, 65504]], "caption": f"caption é {i}",
+                "blob": {"path": f"img/{i}.bin"}}
+        if i % 2:
+            line["key"] = f"key-{i}"
+        lines.append(json.dumps(line))
+        expect.append({"image": img, "mask": mask,
+                       "boxes": np.array(boxes, np.float32).reshape(-1, 4).tobytes(),
+                       "classes": np.arange(i, dtype=np.int64).tobytes(),
+                       "label": np.int64(10 * i - 5).tobytes(),
+                       "score": np.float32(i / 4).tobytes(),
+                       "emb": np.array([[i, 0.5], [-1, 65504]], np.float16).tobytes(),
+                       "caption": f"caption é {i}".encode(), "blob": bytes(range(i + 1)),
+                       "__key__": f"key-{i}" if i % 2 else str(i + 1)})
+    (d / "s.jsonl").write_text("\n".join(lines) + "\n\n")
+    (d / "schema.json").write_text(json.dumps(SCHEMA))
+    return d, lines, expect
+
+
+def test_jsonl_round_trip(tmp_path):
+    d, _, expect = make_jsonl(tmp_path)
+    out = tmp_path / "out"
+    r = pack("--jsonl", d / "s.jsonl", "--schema", d / "schema.json", out)
+    assert "4 records" in r.stderr and "0 skipped" in r.stderr, r.stderr
+    fields, samples, checked = read_all(out)
+    assert [f[0] for f in fields] == list(SCHEMA)
+    assert [f[1] for f in fields] == ["jpeg", "png", "array", "array", "int64", "float32", "raw",
+                                      "bytes", "bytes"]
+    assert fields[1][4:] == ("mask_of", "image") and fields[2][4:] == ("boxes_of", "image")
+    assert fields[3][4:] == ("rows_of", "boxes") and fields[2][3] == (4,)
+    assert fields[6][3] == (2, 2)
+    assert checked
+    assert samples == expect
+
+
+def bad_line(d, lines, i, change=None, drop=None, raw=None):
+    """Replaces line i of s.jsonl (a dict change, a member dropped, or raw text)."""
+    if raw is None:
+        line = json.loads(lines[i])
+        line.update(change or {})
+        if drop:
+            del line[drop]
+        raw = json.dumps(line)
+    lines = list(lines)
+    lines[i] = raw
+    (d / "s.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def prepare_bad(d, what):
+    img = d / "img"
+    if what == "truncated":
+        data = (img / "2.jpg").read_bytes()
+        (img / "bad.jpg").write_bytes(data[: len(data) // 2])
+        return {"image": "img/bad.jpg"}
+    if what == "png_in_jpeg":
+        return {"image": "img/2.png"}
+    if what == "mask_size":
+        png_mask(img / "small.png", h=16, w=16)
+        return {"mask": "img/small.png"}
+    if what == "mask_rgb":
+        png_mask(img / "rgb.png", mode="RGB")
+        return {"mask": "img/rgb.png"}
+    if what == "mask_corrupt":
+        data = bytearray((img / "2.png").read_bytes())
+        data[len(data) // 2] ^= 0xFF  # a flipped byte in the IDAT: its CRC fails
+        (img / "corrupt.png").write_bytes(bytes(data))
+        return {"mask": "img/corrupt.png"}
+    if what == "missing_file":
+        return {"image": "img/nope.jpg"}
+    raise AssertionError(what)
+
+
+# (name, how line 3 (index 2) is made bad, words the message must hold)
+JSONL_BAD = [
+    ("missing_field", dict(drop="label"), ["line 3", 'field "label"', "missing"]),
+    ("unknown_member", dict(change={"extra": 1, "other": 2}),
+     ["line 3", "'extra'", "'other'", "not in the schema"]),
+    ("not_json", dict(raw='{"image": "img/2.jpg",'), ["line 3", "not JSON"]),
+    ("not_object", dict(raw="[1, 2]"), ["line 3", "expected an object"]),
+    ("float_label", dict(change={"label": 1.5}), ["line 3", 'field "label"', "integer"]),
+    ("emb_shape", dict(change={"emb": [[1, 2, 3], [4, 5, 6]]}), ["line 3", 'field "emb"']),
+    ("box_row", dict(change={"boxes": [[1, 2, 3]], "classes": [0]}),
+     ["line 3", 'field "boxes"']),
+    ("box_outside", dict(change={"boxes": [[1, 2, 60, 20]], "classes": [0]}),
+     ["line 3", 'field "boxes"']),
+    ("rows_count", dict(change={"classes": [0, 1, 2]}), ["line 3", 'field "classes"']),
+    ("caption_type", dict(change={"caption": 5}), ["line 3", 'field "caption"', "string"]),
+    ("truncated", "truncated", ["line 3", 'field "image"', "bad.jpg"]),
+    ("png_in_jpeg", "png_in_jpeg", ["line 3", 'field "image"', "2.png", "PNG, not a JPEG"]),
+    ("mask_size", "mask_size", ["line 3", 'field "mask"']),
+    ("mask_rgb", "mask_rgb", ["line 3", 'field "mask"', "rgb.png"]),
+    ("mask_corrupt", "mask_corrupt", ["line 3", 'field "mask"', "corrupt.png"]),
+    ("missing_file", "missing_file", ["line 3", 'field "image"', "nope.jpg"]),
+]
+
+
+@pytest.mark.parametrize("name,how,words", JSONL_BAD, ids=[b[0] for b in JSONL_BAD])
+def test_jsonl_refusal(tmp_path, name, how, words):
+    d, lines, _ = make_jsonl(tmp_path)
+    if isinstance(how, str):
+        bad_line(d, lines, 2, change=prepare_bad(d, how))
+    else:
+        bad_line(d, lines, 2, **how)
+    out = tmp_path / "out"
+    err = refused(out, "--jsonl", d / "s.jsonl", "--schema", d / "schema.json")
+    for w in [str(d / "s.jsonl")] + words:
+        assert w in err, (w, err)
+    # --skip-bad: the sample is left out and counted, the others are packed
+    r = pack("--skip-bad", "--jsonl", d / "s.jsonl", "--schema", d / "schema.json", out)
+    assert "3 records" in r.stderr and "1 skipped" in r.stderr, r.stderr
+    assert "1 sample left out" in r.stderr and "line 3" in r.stderr, r.stderr
+    _, samples, _ = read_all(out)
+    assert [s["__key__"] for s in samples] == ["1", "key-1", "key-3"]
+
+
+SCHEMA_BAD = [
+    ("kind", {"image": "gif"}, ['field "image"', "kind"]),
+    ("tie_unknown", {"image": "jpeg", "mask": {"kind": "png", "mask_of": "picture"}},
+     ["mask"]),
+    ("array_no_shape", {"x": {"kind": "array", "dtype": "int64"}}, ['field "x"', "shape"]),
+    ("dtype", {"x": {"kind": "raw", "dtype": "complex", "shape": [2]}}, ['field "x"', "dtype"]),
+    ("member", {"x": {"kind": "int64", "shape": [1]}}, ['field "x"', "shape"]),
+    ("not_object", ["image"], ["schema"]),
+]
+
+
+@pytest.mark.parametrize("name,schema,words", SCHEMA_BAD, ids=[b[0] for b in SCHEMA_BAD])
+def test_jsonl_schema_refused(tmp_path, name, schema, words):
+    d, _, _ = make_jsonl(tmp_path, n=1)
+    (d / "bad.json").write_text(json.dumps(schema))
+    r = pack("--jsonl", d / "s.jsonl", "--schema", d / "bad.json", tmp_path / "out", ok=False)
+    assert r.returncode in (1, 2), r.stderr
+    assert not os.path.exists(tmp_path / "out")
+    for w in [str(d / "bad.json")] + words:
+        assert w in r.stderr, (w, r.stderr)
+
+
+def test_jsonl_options_refused(tmp_path):
+    d, _, _ = make_jsonl(tmp_path, n=1)
+    for args, words in [
+            (["--jsonl", d / "s.jsonl"], "--schema"),
+            (["--jsonl", d / "s.jsonl", "--schema", d / "schema.json", "--rgb"], "--rgb"),
+            (["--jsonl", d / "s.jsonl", "--schema", d / "schema.json", "--skip-bad",
+              "--strict"], "--skip-bad"),
+            (["--skip-bad", d / "img"], "--skip-bad")]:
+        r = pack(*args, tmp_path / "out", ok=False)
+        assert r.returncode == 2 and words in r.stderr, r.stderr
+        assert not os.path.exists(tmp_path / "out")
+
+
+# ---- COCO ----
+
+def make_coco(tmp_path):
+    d = tmp_path / "coco"
+    (d / "images").mkdir(parents=True)
+    images = []
+    for i, (iid, h, w) in enumerate([(42, 32, 48), (7, 40, 30), (9, 20, 20)]):
+        jpeg(d / "images" / f"{iid:012d}.jpg", h=h, w=w, seed=i)
+        images.append({"id": iid, "file_name": f"{iid:012d}.jpg", "width": w, "height": h})
+    anns = [
+        {"id": 1, "image_id": 7, "bbox": [1, 2, 3, 4], "category_id": 18, "iscrowd": 0},
+        {"id": 2, "image_id": 42, "bbox": [0.5, 1.25, 47.9, 31], "category_id": 1},
+        {"id": 3, "image_id": 7, "bbox": [5, 6, 10, 10], "category_id": 90, "iscrowd": 1},
+        {"id": 4, "image_id": 7, "bbox": [10, 20, 20.4, 20.3], "category_id": 3, "iscrowd": 0},
+    ]  # image 9 has none; annotation 4 passes the image's edge by 0.4 and 0.3 (clipped)
+    inst = {"images": images, "annotations": anns, "categories": [{"id": 1, "name": "p"}]}
+    (d / "instances.json").write_text(json.dumps(inst))
+    return d, inst
+
+
+def boxes_of(s):
+    return np.frombuffer(s["boxes"], np.float32).reshape(-1, 4).tolist()
+
+
+def test_coco_boxes_and_classes(tmp_path):
+    d, _ = make_coco(tmp_path)
+    out = tmp_path / "out"
+    pack("--coco", d / "instances.json", "--images", d / "images", out)
+    fields, samples, checked = read_all(out)
+    assert [f[:2] + f[4:] for f in fields] == [
+        ("image", "jpeg", None, None), ("boxes", "array", "boxes_of", "image"),
+        ("classes", "array", "rows_of", "boxes"), ("image_id", "int64", None, None)]
+    assert checked
+    assert [s["__key__"] for s in samples] == ["%012d.jpg" % i for i in (42, 7, 9)]
+    assert [np.frombuffer(s["image_id"], np.int64)[0] for s in samples] == [42, 7, 9]
+    assert samples[0]["image"] == (d / "images" / "000000000042.jpg").read_bytes()
+    assert boxes_of(samples[0]) == [[0.5, 1.25, 48.0, 32.0]]  # 48.4 and 32.25: clipped
+    # the crowd annotation (3) is left out; 4 is clipped to the image (30x40)
+    assert boxes_of(samples[1]) == [[1, 2, 4, 6], [10, 20, 30, 40]]
+    assert np.frombuffer(samples[1]["classes"], np.int64).tolist() == [18, 3]
+    assert samples[2]["boxes"] == b"" and samples[2]["classes"] == b""
+
+
+def test_coco_keep_crowd(tmp_path):
+    d, _ = make_coco(tmp_path)
+    out = tmp_path / "out"
+    pack("--keep-crowd", "--coco", d / "instances.json", "--images", d / "images", out)
+    fields, samples, _ = read_all(out)
+    assert [f[0] for f in fields] == ["image", "boxes", "classes", "iscrowd", "image_id"]
+    assert fields[3][4:] == ("rows_of", "boxes")
+    assert boxes_of(samples[1]) == [[1, 2, 4, 6], [5, 6, 15, 16], [10, 20, 30, 40]]
+    assert np.frombuffer(samples[1]["classes"], np.int64).tolist() == [18, 90, 3]
+    assert list(samples[1]["iscrowd"]) == [0, 1, 0]
+
+
+COCO_BAD = [
+    ("outside", lambda d, inst: inst["annotations"][0].update(bbox=[1, 2, 3, 50]),
+     ["image 7", "annotation 1", "outside the image"], True),
+    ("bbox_type", lambda d, inst: inst["annotations"][0].update(bbox=[1, 2, 3]),
+     ["image 7", "annotation 1", "bbox"], True),
+    ("missing_image", lambda d, inst: os.remove(d / "images" / "000000000009.jpg"),
+     ["image 9", 'field "image"', "000000000009.jpg"], True),
+    ("corrupt_image", lambda d, inst: (d / "images" / "000000000009.jpg").write_bytes(
+        (d / "images" / "000000000009.jpg").read_bytes()[:300]),
+     ["image 9", 'field "image"', "000000000009.jpg"], True),
+    ("unknown_image_id", lambda d, inst: inst["annotations"][0].update(image_id=1234),
+     ["annotations[0]", "image_id 1234"], False),
+    ("no_images", lambda d, inst: inst.pop("images"), ["\"images\""], False),
+]
+
+
+@pytest.mark.parametrize("name,spoil,words,skippable", COCO_BAD, ids=[b[0] for b in COCO_BAD])
+def test_coco_refusal(tmp_path, name, spoil, words, skippable):
+    d, inst = make_coco(tmp_path)
+    spoil(d, inst)
+    (d / "instances.json").write_text(json.dumps(inst))
+    out = tmp_path / "out"
+    args = ["--coco", d / "instances.json", "--images", d / "images"]
+    err = refused(out, *args)
+    for w in [str(d / "instances.json")] + words:
+        assert w in err, (w, err)
+    r = pack("--skip-bad", *args, out, ok=False)
+    if skippable:
+        assert r.returncode == 0 and "2 records" in r.stderr and "1 skipped" in r.stderr, r.stderr
+    else:
+        assert r.returncode == 1 and not os.path.exists(out), r.stderr
