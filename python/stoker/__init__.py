@@ -20,7 +20,7 @@ from .errors import (StokerError, InvalidError, FormatError, CorruptError, Limit
                      CudaError, UnsupportedError, StateError, ExistsError, CanceledError,
                      EmptyError, StokerWarning)
 from .dataset import Writer, Dataset, verify
-from .loader import Loader, Batch, BatchData
+from .loader import Loader, Batch, BatchData, RaggedField, TensorPair
 
 __version__ = _lib.VERSION_STRING
 library_path = _lib.path
@@ -45,7 +45,7 @@ def capabilities():
     }
 
 
-__all__ = ["Loader", "Batch", "BatchData", "Writer", "Dataset", "verify", "version",
+__all__ = ["Loader", "Batch", "BatchData", "RaggedField", "TensorPair", "Writer", "Dataset", "verify", "version",
            "capabilities", "StokerError", "InvalidError", "FormatError", "CorruptError",
            "LimitError", "CudaError", "UnsupportedError", "StateError", "ExistsError",
            "CanceledError", "EmptyError", "StokerWarning"]

@@ -865,7 +865,8 @@ class Loader:
     CPU quota, divided among ``LOCAL_WORLD_SIZE`` ranks; cores - 3 under decoder "auto"
     beside a GPU, on 8 cores or more; ``stats()["threads_note"]`` says how); ``depth`` None = the library's (4; for image transforms
     from 4 to 16 slots by threads and batch size; ``loader.depth`` says which);
-    ``mean``/``std`` (three floats) ImageNet's; ``order``
+    ``mean``/``std`` (three floats) ImageNet's; ``fields`` None = every field: the names a
+    batch holds, a list (or a comma-separated str), delivered in schema order; ``order``
     "records" (a permutation of all records) or "blocks" (a permutation of blocks of
     consecutive ids, each block's records together: a chunk's rows for chunked HDF5,
     docs/HDF5.md; four fetched blocks' records for a remote data set, docs/REMOTE.md).
@@ -958,6 +959,11 @@ class Loader:
                 if value is not None:
                     for channel, v in zip("rgb", _three_floats(name, value)):
                         cfg.set_float(opt["%s_%s" % (name, channel)], v)
+            fields = kw.get("fields")
+            if isinstance(fields, (list, tuple)):
+                if not all(isinstance(f, str) for f in fields):
+                    raise TypeError("fields must be a str or a list of str")
+                kw["fields"] = ",".join(fields)
             set_options(cfg, kw)
             core = _Core()
             rc = _L.stoker_loader_create(ctypes.byref(core.handle), raw_path, cfg.handle)
