@@ -13,7 +13,7 @@
  *   MASK   uint8 [batch, C, C]: a mask tied to the image, with the image's geometry
  *   RAGGED batch + 1 int64 offsets (rows), then the values: while a batch is made, sample j
  *          writes its rows at j * max_rows; the batch's last worker packs them back to back
- *          (stoker__fields_pack) once every record, replacements included, is in place
+ *          (stoker__pfields_pack) once every record, replacements included, is in place
  *
  * The data field (role DATA) is the batch's data and takes no room in the region. */
 #ifndef STOKER_LOADER_FIELDS_H
