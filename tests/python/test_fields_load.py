@@ -108,8 +108,8 @@ def scene(i):
         boxes.append([xs.min(), ys.min(), xs.max() + 1, ys.max() + 1])
     xmap = np.tile(np.arange(w, dtype=np.uint8), (h_, 1))
     ymap = np.tile(np.arange(h_, dtype=np.uint8)[:, None], (1, w))
-    sample = {"image": encode(np.asarray(img), "JPEG", quality=95, subsampling=0), "mask": encode(m, "PNG"),
-              "mx": encode(xmap, "PNG"), "my": encode(ymap, "PNG"),
+    sample = {"image": encode(np.asarray(img), "JPEG", quality=95, subsampling=0),
+              "mask": encode(m, "PNG"), "mx": encode(xmap, "PNG"), "my": encode(ymap, "PNG"),
               "boxes": np.array(boxes, dtype=np.float32).reshape(-1, 4),
               "classes": np.array(classes, dtype=np.int64), "label": 100 + i}
     return sample, shapes, m
