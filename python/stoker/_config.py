@@ -257,12 +257,6 @@ def set_options(cfg, values):
         if value is None:
             continue
         o = _lib.OPTIONS[name]
-        if name == "fields" and isinstance(value, (list, tuple)):
-            # fields=["image", "mask"]: the names, as the option's comma-separated text
-            if not all(isinstance(v, str) and v and "," not in v for v in value):
-                raise TypeError("fields must be a list of field names (str), got %r"
-                                % (value,))
-            value = ",".join(value)
         if o.type == _lib.OPTION_STRING:
             if not isinstance(value, (str, bytes, os.PathLike)):
                 raise TypeError("%s must be a str, not %s" % (name, type(value).__name__))
