@@ -914,9 +914,10 @@ STOKER_API int stoker_batch_field(const stoker_batch *b, int32_t index, const ch
                                   stoker_field_view *out);
 
 /* ---- GPU batches (docs/GPU.md) ----
- * With a device (stoker_stats.device >= 0), data is device memory on that device (labels,
- * ids and offsets stay host memory), filled by an asynchronous copy on the loader's own
- * stream. Nothing blocks the host: make your stream wait for the copy, then give the batch
+ * With a device (stoker_stats.device >= 0), data and every field (stoker_batch_field: the
+ * labels too) are device memory on that device, filled by an asynchronous copy on the
+ * loader's own stream; stoker_batch_labels, ids, offsets and a ragged field's host_offsets
+ * are host copies. Nothing blocks the host: make your stream wait for the copy, then give the batch
  * back with the stream whose work reads it. Host batches: these calls are no-ops. */
 
 /* Makes `cuda_stream` (a cudaStream_t; NULL = the legacy default stream) wait until the

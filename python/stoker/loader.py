@@ -601,10 +601,19 @@ class Batch:
         return [self._fields[k] for k in self._fields]
 
     def _as_torch(self, f, torch):
-        if isinstance(f, RaggedField):
-            return TensorPair(torch.from_dlpack(f.values), torch.from_dlpack(f.offsets),
-                              f.host_offsets)
-        return torch.from_dlpack(f)
+        try:
+            if isinstance(f, RaggedField):
+                return TensorPair(torch.from_dlpack(f.values), torch.from_dlpack(f.offsets),
+                                  f.host_offsets)
+            return torch.from_dlpack(f)
+        except (RuntimeError, BufferError) as e:
+            # an older torch refuses some dtypes (uint16/32/64 before 2.3)
+            name = f.name if isinstance(f, RaggedField) else next(
+                (k for k, v in self._fields.items() if v is f), "data")
+            data = f.values if isinstance(f, RaggedField) else f
+            raise TypeError("field %r (%s): this torch cannot take it through DLPack (%s); "
+                            "read it with numpy.from_dlpack(batch[%r]) on the host, or store "
+                            "it in a dtype torch has" % (name, data.dtype, e, name)) from None
 
     @property
     def ids(self) -> Any:

@@ -668,10 +668,10 @@ static int schema_fields(stoker__plan *p, const stoker_config *cfg, const char *
             for (int32_t k = 0; k < pf->n; k++)
                 if (pf->f[k].src == sf->target)
                     t = k;
-            STOKER_RETURN_IF(t < 0 && (f->role == STOKER__PF_MASK || f->tie != STOKER_TIE_MASK),
-                             err, STOKER_E_INVALID,
+            /* without a transform nothing is reshaped: a tied field passes through alone */
+            STOKER_RETURN_IF(t < 0 && p->transform != STOKER_TRANSFORM_NONE, err, STOKER_E_INVALID,
                              "%s: field \"%s\" follows field \"%s\", which STOKER_OPT_FIELDS "
-                             "leaves out: keep both, or neither",
+                             "leaves out: keep both, or neither (or ask for STOKER_TRANSFORM_NONE)",
                              path, f->name, sc->f[sf->target].name);
             f->tied = t;
         }

@@ -459,6 +459,12 @@ def test_fields_selection(misc_ds, tmp_path):
     with pytest.raises(stoker.StokerError) as e:
         loader(misc_ds, fields=["image", "classes"])
     assert "classes" in str(e.value) and "boxes" in str(e.value)
+    # without a transform nothing is reshaped: boxes pass through without their image
+    L = loader(misc_ds, transform="none", fields=["boxes", "classes"])
+    b = next(iter(L))
+    assert b.keys() == ["boxes", "classes"]
+    assert list(b["boxes"].host_offsets) == list(b["classes"].host_offsets)
+    L.close()
     h.write_raw(tmp_path / "legacy", 4)
     with pytest.raises(stoker.StokerError) as e:
         loader(tmp_path / "legacy", fields=["label"])
