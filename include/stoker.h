@@ -252,6 +252,10 @@ typedef enum stoker_option {
                                           $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, none (AWS) */
     STOKER_OPT_FIELDS = 127,           /* the fields a batch holds, by name, comma-separated
                                           ("image,boxes,classes"); default all */
+    STOKER_OPT_H5_FIELDS = 128,        /* an HDF5 file's datasets of one length as the fields of
+                                          a sample, "NAME=DATASET[:KIND],..." (docs/HDF5.md
+                                          "Several datasets as the fields of a sample"); default
+                                          none: one dataset (H5_IMAGES) and its labels */
     STOKER_OPT_CACHE_LIMIT = 130,      /* bytes the block cache may hold; 0 (default): a quarter
                                           of the cache's file system, at least 4 x the window */
     STOKER_OPT_BLOCK_SIZE = 131,       /* bytes per fetched block; default 16 MiB */

@@ -1519,9 +1519,9 @@ _NOT_PROPERTIES = (
     "direct_io", "read_ahead", "device_buffers", "gpu_normalize",
     # names inside an HDF5 file, and remote data sets' settings, as given (stats() reports
     # the cache's)
-    "h5_images", "h5_labels", "cache_dir", "cache_limit", "block_size", "fetch_window",
-    "fetch_transfers", "fetch_retries", "fetch_retry_ms", "fetch_timeout_ms", "ca_bundle",
-    "http_header", "s3_region", "s3_endpoint", "fetch_clients",
+    "h5_images", "h5_labels", "h5_fields", "cache_dir", "cache_limit", "block_size",
+    "fetch_window", "fetch_transfers", "fetch_retries", "fetch_retry_ms", "fetch_timeout_ms",
+    "ca_bundle", "http_header", "s3_region", "s3_endpoint", "fetch_clients",
     # read back together as mean and std
     "mean_r", "mean_g", "mean_b", "std_r", "std_g", "std_b")
 

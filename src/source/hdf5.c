@@ -209,16 +209,17 @@ static int32_t stoker_dtype_of(hid_t t)
     }
 }
 
-/* True for a variable-length sequence of 1-byte integers (h5py's vlen_dtype(uint8)). */
-static bool is_vlen_bytes(hid_t t)
+/* The stoker_dtype of a variable-length type's elements (h5py's vlen_dtype(...)), or 0 when
+ * t is not one, or its elements are of no stoker_dtype. */
+static int32_t vlen_dtype(hid_t t)
 {
     if (H5Tget_class(t) != H5T_VLEN)
-        return false;
+        return 0;
     const hid_t base = H5Tget_super(t);
-    const bool ok = base >= 0 && H5Tget_class(base) == H5T_INTEGER && H5Tget_size(base) == 1;
+    const int32_t dt = base >= 0 ? stoker_dtype_of(base) : 0;
     if (base >= 0)
         H5Tclose(base);
-    return ok;
+    return dt;
 }
 
 /* ---- open ---- */
@@ -229,8 +230,9 @@ typedef struct h5_open {
     hid_t type, space, dcpl;
     int32_t dtype;
     bool native, vlen;
-    const char *labels_name;
+    const char *labels_name; /* NULL: no labels; "": the dataset itself */
     bool labels_set;
+    bool vlen_any; /* variable-length rows of any dtype (else of 1-byte integers only) */
     uint64_t max_records, max_record_size;
 } h5_open;
 
@@ -257,19 +259,37 @@ static int open_shape(h5_open *o)
 static int open_type(h5_open *o)
 {
     stoker__h5 *h = o->h;
-    o->vlen = is_vlen_bytes(o->type);
-    o->dtype = o->vlen ? STOKER_DTYPE_UINT8 : stoker_dtype_of(o->type);
+    const int32_t vdt = vlen_dtype(o->type);
+    const size_t vsize = vdt ? stoker_dtype_size(vdt) : 0;
+    o->vlen = vdt && (o->vlen_any || vsize == 1);
+    /* bytes: a vlen of 1-byte integers, whatever their sign, unless any dtype is asked */
+    o->dtype = !o->vlen                     ? stoker_dtype_of(o->type)
+               : vsize == 1 && !o->vlen_any ? STOKER_DTYPE_UINT8
+                                            : vdt;
     H5_FAIL_IF(o->dtype == 0, STOKER_E_UNSUPPORTED,
                "%s: dataset %s: element type not supported (integers, floats, or variable-length "
-               "uint8 only; compound and string types are not); convert it with numpy first",
-               h->file, h->name);
-    h->esize = o->vlen ? 1 : H5Tget_size(o->type);
+               "%s only; compound and string types are not); convert it with numpy first",
+               h->file, h->name, o->vlen_any ? "integers or floats" : "uint8");
+    h->esize = o->vlen ? vsize : H5Tget_size(o->type);
     o->native = o->vlen || h->esize == 1 || H5Tget_order(o->type) == H5T_ORDER_LE;
     H5_FAIL_IF(!o->native && o->dtype == STOKER_DTYPE_FLOAT16, STOKER_E_UNSUPPORTED,
                "%s: dataset %s: big-endian float16 is not supported", h->file, h->name);
-    h->mtype =
-        o->vlen ? H5Tvlen_create(H5T_NATIVE_UINT8) : H5Tget_native_type(o->type, H5T_DIR_ASCEND);
+    hid_t base = -1;
+    if (o->vlen && vsize > 1) {
+        const hid_t super = H5Tget_super(o->type);
+        base = super >= 0 ? H5Tget_native_type(super, H5T_DIR_ASCEND) : -1;
+        if (super >= 0)
+            H5Tclose(super);
+    }
+    h->mtype = !o->vlen     ? H5Tget_native_type(o->type, H5T_DIR_ASCEND)
+               : vsize == 1 ? H5Tvlen_create(H5T_NATIVE_UINT8)
+               : base >= 0  ? H5Tvlen_create(base)
+                            : -1;
+    if (base >= 0)
+        H5Tclose(base);
     H5_FAIL_IF(h->mtype < 0, STOKER_E_FORMAT, "%s: dataset %s: no native type", h->file, h->name);
+    h->vlen = o->vlen;
+    h->dtype = o->dtype;
     return 0;
 }
 
@@ -327,7 +347,10 @@ static int open_labels(h5_open *o, const char *group)
     h->labels = stoker__malloc((h->records ? h->records : 1) * sizeof *h->labels);
     H5_FAIL_IF(!h->labels, -ENOMEM, "%s: out of memory for labels", h->file);
     char name[1024];
-    snprintf(name, sizeof name, "%s%s", o->labels_name[0] == '/' ? "" : group, o->labels_name);
+    if (!o->labels_name[0]) /* the dataset itself */
+        snprintf(name, sizeof name, "%s", h->name);
+    else
+        snprintf(name, sizeof name, "%s%s", o->labels_name[0] == '/' ? "" : group, o->labels_name);
     const bool link = H5Lexists(h->fid, name, H5P_DEFAULT) > 0;
     const bool there = link && H5Oexists_by_name(h->fid, name, H5P_DEFAULT) > 0;
     char why[256];
@@ -898,7 +921,7 @@ static int open_vlen(h5_open *o)
         const herr_t r = H5Dread(h->did, h->mtype, ms, o->space, xfer, v);
         vl_release(&kept);
         for (hsize_t i = 0; r >= 0 && i < count; i++)
-            h->lens[s + i] = v[i].len;
+            h->lens[s + i] = v[i].len * h->esize; /* < 2^32 elements of <= 8 bytes */
         H5Sclose(ms);
         if (r < 0) {
             char why[256];
@@ -928,6 +951,13 @@ void stoker__h5_rows(const stoker__h5 *h, int64_t id, uint64_t *r0, uint64_t *r1
     *r1 = h->offs ? h->offs[id + 1] : (uint64_t)id + 1;
 }
 
+uint64_t stoker__h5_length(const stoker__h5 *h, int64_t id)
+{
+    uint64_t r0, r1;
+    stoker__h5_rows(h, id, &r0, &r1);
+    return h->lens ? h->lens[id] : (r1 - r0) * h->row_bytes;
+}
+
 static int h5_locate(const stoker_dataset *ds, int64_t id, stoker__recloc *loc)
 {
     const stoker__h5 *h = ds->state;
@@ -940,7 +970,7 @@ static int h5_locate(const stoker_dataset *ds, int64_t id, stoker__recloc *loc)
     loc->label = h->labels[id];
     loc->crc = 0;
     loc->has_crc = 0; /* HDF5 keeps no per-record checksum */
-    loc->length = h->lens ? h->lens[id] : (r1 - r0) * h->row_bytes;
+    loc->length = stoker__h5_length(h, id);
     loc->fetch = h->mode != H5M_EXTENT || h->remote; /* a URL's bytes: through the transport */
     loc->offset = loc->fetch ? 0 : h->base + r0 * h->row_bytes;
     return 0;
@@ -973,7 +1003,7 @@ static void close_handles(stoker__h5 *h)
     h->mtype = h->did = h->fid = 0;
 }
 
-static void h5_free(stoker__h5 *h)
+void stoker__h5_free(stoker__h5 *h)
 {
     if (!h)
         return;
@@ -999,7 +1029,7 @@ static void h5_free(stoker__h5 *h)
 
 static void h5_close(stoker_dataset *ds)
 {
-    h5_free(ds->state);
+    stoker__h5_free(ds->state);
     ds->state = NULL;
 }
 
@@ -1084,9 +1114,9 @@ static int open_dataset(h5_open *o)
     const htri_t there = H5Lexists(h->fid, h->name, H5P_DEFAULT);
     H5_FAIL_IF(there < 0, STOKER_E_FORMAT, "%s: dataset %s: cannot look it up: %s", h->file,
                h->name, stoker__h5_why(why, sizeof why));
-    H5_FAIL_IF(there == 0, STOKER_E_FORMAT,
-               "%s: no dataset %s (choose one as FILE:/path or with STOKER_OPT_H5_IMAGES)", h->file,
-               h->name);
+    H5_FAIL_IF(there == 0, STOKER_E_FORMAT, "%s: no dataset %s (%s)", h->file, h->name,
+               o->vlen_any ? "named in STOKER_OPT_H5_FIELDS"
+                           : "choose one as FILE:/path or with STOKER_OPT_H5_IMAGES");
     h->did = H5Dopen2(h->fid, h->name, H5P_DEFAULT);
     H5_FAIL_IF(h->did < 0, STOKER_E_FORMAT, "%s: dataset %s: %s", h->file, h->name,
                stoker__h5_why(why, sizeof why));
@@ -1114,6 +1144,9 @@ static int open_dataset(h5_open *o)
                (unsigned long long)o->max_record_size);
     if ((rc = open_layout(o)) < 0 || (o->vlen && (rc = open_vlen(o)) < 0))
         return rc;
+    if (!o->labels_name || (!o->labels_name[0] &&
+                            (o->vlen || h->offs || h->rank != 1 || o->dtype != STOKER_DTYPE_INT64)))
+        return 0; /* no labels, or the dataset itself, which holds none */
     char group[1024];
     snprintf(group, sizeof group, "%s", h->name);
     char *slash = strrchr(group, '/');
@@ -1193,9 +1226,8 @@ static const char *mode_name(int mode)
  * error, as a failed read of records fails a batch, whatever libhdf5 made of it (the
  * signature not found, a lookup answered "absent", an object header that does not decode,
  * a record's length not read), and the message says so if it does not already. */
-static int failed_read_at_open(stoker_dataset *ds, int rc, int io)
+static int failed_read_at_open(stoker_dataset *ds, const stoker__h5 *h, int rc, int io)
 {
-    const stoker__h5 *h = ds->state;
     char was[STOKER_ERRMSG_CAP];
     snprintf(was, sizeof was, "%s", ds->err.msg);
     if (rc == 0)
@@ -1240,61 +1272,93 @@ static int open_remote(stoker_dataset *ds, stoker__h5 *h, const stoker_config *c
 #endif
 }
 
-static int hdf5_open(stoker_dataset *ds, const char *path, const stoker_config *cfg)
+int stoker__h5_start(stoker_dataset *ds, stoker__h5 *h, const char *path, const stoker_config *cfg,
+                     const stoker__h5 *share, char **dset)
 {
-    ds->ops = &H5_OPS;
-    stoker__h5 *h = ds->state = stoker__calloc(1, sizeof *h);
-    STOKER_RETURN_IF(!h, &ds->err, -ENOMEM, "%s: out of memory", path);
     h->fd = -1;
     h->serial = atomic_fetch_add(&h5_serial, 1) + 1;
-    const char *images = stoker__cfg_string(cfg, STOKER_OPT_H5_IMAGES);
-    const char *labels = stoker__cfg_string(cfg, STOKER_OPT_H5_LABELS);
-    char *dset = NULL;
-    const int split = split_path(path, &h->file, &dset);
+    const int split = split_path(path, &h->file, dset);
     STOKER_RETURN_IF(split < 0, &ds->err, split, "%s: %s%s", path,
                      split == -ENOMEM ? "out of memory" : "a read of the file failed: ",
                      split == -ENOMEM ? "" : strerror(-split));
-    h->name = dset ? dset : stoker__strdup(images && *images ? images : "images");
-    STOKER_RETURN_IF(!h->name, &ds->err, -ENOMEM, "%s: out of memory", path);
-    int rc = 0;
-    if (stoker__hdf5_url(path) > 0) {
-        ds->ops = &H5_REMOTE_OPS;
-        if ((rc = open_remote(ds, h, cfg)) < 0)
-            return rc;
-    } else {
-        h->fd = open(h->file, O_RDONLY | O_CLOEXEC);
-        STOKER_RETURN_IF(h->fd < 0, &ds->err, -errno, "%s: %s", h->file, stoker_strerror(-errno));
+    if (share && share->remote) {
+        stoker__free(h->file); /* the URL as shown, which libhdf5 is given */
+        h->file = stoker__strdup(share->file);
+        STOKER_RETURN_IF(!h->file, &ds->err, -ENOMEM, "%s: out of memory", path);
+        h->remote = share->remote;
+        return 0;
     }
+    if (stoker__hdf5_url(path) > 0)
+        return open_remote(ds, h, cfg);
+    h->fd = open(h->file, O_RDONLY | O_CLOEXEC);
+    STOKER_RETURN_IF(h->fd < 0, &ds->err, -errno, "%s: %s", h->file, stoker_strerror(-errno));
+    return 0;
+}
+
+int stoker__h5_open_map(stoker_dataset *ds, stoker__h5 *h, const stoker_config *cfg,
+                        const char *labels, bool labels_set, bool vlen_any)
+{
     h5_open o = {
         .ds = ds,
         .h = h,
         .type = -1,
         .space = -1,
         .dcpl = -1,
-        .labels_name = labels && *labels ? labels : "labels",
-        .labels_set = labels && *labels && strcmp(labels, "labels") != 0,
+        .labels_name = labels,
+        .labels_set = labels_set,
+        .vlen_any = vlen_any,
         .max_records = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_MAX_RECORDS),
         .max_record_size = (uint64_t)stoker__cfg_int(cfg, STOKER_OPT_MAX_RECORD_SIZE),
     };
     stoker__h5_lock();
-    rc = open_dataset(&o);
+    if (h->remote)
+        h->remote->rc = 0;
+    int rc = open_dataset(&o);
     open_release(&o);
     const int io = h5_io_errno;
     const int remote_rc = h->remote ? h->remote->rc : 0;
     stoker__h5_unlock();
     if (io)
-        rc = failed_read_at_open(ds, rc, io);
+        rc = failed_read_at_open(ds, h, rc, io);
     if (remote_rc < 0) /* the transport's failure is the cause, whatever libhdf5 made of it */
         rc = stoker__fail(&ds->err, remote_rc, "%s: dataset %s: %s", h->file, h->name,
                           h->remote->err.msg);
+    return rc;
+}
+
+const char *stoker__h5_mode_slow(const stoker__h5 *h)
+{
+    return h->mode != H5M_EXTENT && h->mode != H5M_CHUNKS ? mode_name(h->mode) : NULL;
+}
+
+static int hdf5_open(stoker_dataset *ds, const char *path, const stoker_config *cfg)
+{
+    const char *fields = stoker__cfg_string(cfg, STOKER_OPT_H5_FIELDS);
+    if (fields && *fields)
+        return stoker__h5_fields_open(ds, path, cfg, fields);
+    ds->ops = &H5_OPS;
+    stoker__h5 *h = ds->state = stoker__calloc(1, sizeof *h);
+    STOKER_RETURN_IF(!h, &ds->err, -ENOMEM, "%s: out of memory", path);
+    const char *images = stoker__cfg_string(cfg, STOKER_OPT_H5_IMAGES);
+    const char *labels = stoker__cfg_string(cfg, STOKER_OPT_H5_LABELS);
+    char *dset = NULL;
+    if (stoker__hdf5_url(path) > 0)
+        ds->ops = &H5_REMOTE_OPS;
+    int rc = stoker__h5_start(ds, h, path, cfg, NULL, &dset);
+    h->name = dset ? dset : stoker__strdup(images && *images ? images : "images");
+    if (rc < 0)
+        return rc;
+    STOKER_RETURN_IF(!h->name, &ds->err, -ENOMEM, "%s: out of memory", path);
+    rc = stoker__h5_open_map(ds, h, cfg, labels && *labels ? labels : "labels",
+                             labels && *labels && strcmp(labels, "labels") != 0, false);
     if (rc == 0)
-        rc = fill_handle(ds, h, o.dtype);
-    if (rc == 0 && h->mode != H5M_EXTENT && h->mode != H5M_CHUNKS) {
+        rc = fill_handle(ds, h, h->dtype);
+    if (rc == 0 && stoker__h5_mode_slow(h)) {
         const stoker__log log = stoker__cfg_log(cfg);
         stoker__logf(&log, STOKER_LOG_WARN,
                      "%s: dataset %s is %s, one record at a time; convert it with "
                      "`stoker-pack %s OUT` for full speed",
-                     h->file, h->name, mode_name(h->mode), h->file);
+                     h->file, h->name, stoker__h5_mode_slow(h), h->file);
     }
     return rc;
 }

@@ -19,7 +19,7 @@ enum {
     H5M_EXTENT = 1, /* contiguous: one extent per record, read by the loader's reader */
     H5M_CHUNKS,     /* chunked (no filter, deflate, shuffle): assembled from whole chunks */
     H5M_READ,       /* anything else libhdf5 can read: H5Dread, serialised */
-    H5M_VLEN,       /* variable-length uint8 (global heap): H5Dread, serialised */
+    H5M_VLEN,       /* variable-length (global heap): H5Dread, serialised */
 };
 
 /* The bytes of a file that is not local (a URL): its size and a read function (the remote
@@ -64,7 +64,9 @@ typedef struct stoker__h5 {
     uint64_t dims[STOKER__H5_MAX_RANK];
     uint64_t cdims[STOKER__H5_MAX_RANK]; /* chunk shape (H5M_CHUNKS) */
     uint64_t grid[STOKER__H5_MAX_RANK];  /* chunks along each axis */
-    size_t esize;                        /* bytes per element */
+    size_t esize;                        /* bytes per element (a vlen's: of its base) */
+    int32_t dtype;                       /* the elements' stoker_dtype (a vlen's base's) */
+    bool vlen;                           /* variable-length rows (H5M_VLEN) */
     uint64_t row_bytes;                  /* bytes per axis-0 row */
     uint64_t records;
     uint64_t base;            /* H5M_EXTENT: file offset of row 0 */
@@ -76,7 +78,7 @@ typedef struct stoker__h5 {
     bool fill_zero;
     int64_t *labels;       /* per record, -1 without a labels dataset */
     uint64_t *offs;        /* blob layouts: records+1 row offsets; NULL: record i is row i */
-    uint64_t *lens;        /* H5M_VLEN: per record byte length */
+    uint64_t *lens;        /* H5M_VLEN: per record byte length (elements x esize) */
     hid_t fid, did, mtype; /* kept open only for the serialised modes */
 } stoker__h5;
 
@@ -112,6 +114,37 @@ static inline const char *stoker__h5_bytes_file(const stoker__h5 *h)
 
 /* Record id's rows [r0, r1) along axis 0 and its byte length. */
 void stoker__h5_rows(const stoker__h5 *h, int64_t id, uint64_t *r0, uint64_t *r1);
+/* Record id's length in bytes. */
+uint64_t stoker__h5_length(const stoker__h5 *h, int64_t id);
+
+/* ---- hdf5.c: opening one dataset (the source of one dataset, or one field of several) ---- */
+/* Starts h for `path`: h->file and the path's dataset part (*dset, NULL when none; the
+ * caller frees it), h->serial, and the file's bytes: h->fd for a local file; for a URL the
+ * transport (h->remote), or, when `share` is given, the transport of `share` (opened for the
+ * same URL), which h then reads without owning it. ds->err has any failure. */
+int stoker__h5_start(stoker_dataset *ds, stoker__h5 *h, const char *path, const stoker_config *cfg,
+                     const stoker__h5 *share, char **dset);
+/* Maps dataset h->name (h started): its type, shape, layout and record lengths. `labels`:
+ * the labels dataset to read into h->labels ("" for h->name itself, which must then be a
+ * 1-D integer dataset), and whether one named so must exist; NULL: no labels (h->labels
+ * stays NULL). `vlen_any`: variable-length rows of any integer or float type are taken
+ * (else of 1-byte integers only). ds->err names the file and the dataset on failure. */
+int stoker__h5_open_map(stoker_dataset *ds, stoker__h5 *h, const stoker_config *cfg,
+                        const char *labels, bool labels_set, bool vlen_any);
+/* The log line for a dataset read one record at a time (NULL for the mapped modes). */
+const char *stoker__h5_mode_slow(const stoker__h5 *h);
+/* Frees h, its handles, descriptor and owned transport. */
+void stoker__h5_free(stoker__h5 *h);
+/* Reads record id (length bytes, stoker__h5_length) of h into dst, whatever the mode;
+ * `err` names the file, the dataset and the record on failure. Thread-safe. */
+int stoker__h5_read_record(const stoker__h5 *h, int64_t id, uint64_t length, uint8_t *dst,
+                           const atomic_int *cancel, stoker__err *err);
+
+/* ---- hdf5_fields.c: several datasets of one length as the fields of a sample ---- */
+/* Opens `path` (an HDF5 file or its URL, no dataset part) with the fields `spec` names
+ * (STOKER_OPT_H5_FIELDS: "NAME=DATASET[:KIND],..."), setting ds->ops and ds->state. */
+int stoker__h5_fields_open(stoker_dataset *ds, const char *path, const stoker_config *cfg,
+                           const char *spec);
 
 /* The fetch operation (format.h's source table). */
 int stoker__h5_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, uint8_t *dst,

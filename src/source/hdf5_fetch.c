@@ -504,10 +504,11 @@ static int read_vlen(const stoker__h5 *h, uint64_t row, uint64_t len, uint8_t *d
     if (r >= 0)
         r = H5Dread(h->did, h->mtype, ms, fs, H5P_DEFAULT, &v);
     const int failed = r < 0 ? stoker__h5_read_failure(why, cap) : 0;
-    if (r >= 0 && v.len != len)
-        snprintf(why, cap, "%llu bytes, %llu at open (file changed?)", (unsigned long long)v.len,
+    const uint64_t got = (uint64_t)v.len * h->esize;
+    if (r >= 0 && got != len)
+        snprintf(why, cap, "%llu bytes, %llu at open (file changed?)", (unsigned long long)got,
                  (unsigned long long)len);
-    const bool ok = r >= 0 && v.len == len;
+    const bool ok = r >= 0 && got == len;
     if (ok && len)
         memcpy(dst, v.p, (size_t)len);
     if (r >= 0)
@@ -542,13 +543,52 @@ static int serial_read(const stoker__h5 *h, int64_t id, uint64_t len, uint8_t *d
 }
 
 /* A contiguous record of a remote file, read through the transport. */
-static int extent_read(const stoker__h5 *h, int64_t id, const stoker__recloc *loc, uint8_t *dst,
-                       h5_cache *c)
+static int extent_read(const stoker__h5 *h, int64_t id, uint64_t length, uint8_t *dst, h5_cache *c)
 {
     uint64_t r0, r1;
     stoker__h5_rows(h, id, &r0, &r1);
-    return stoker__h5_read_at(h, dst, loc->length, h->base + r0 * h->row_bytes, c->cancel,
-                              &c->rerr);
+    return stoker__h5_read_at(h, dst, length, h->base + r0 * h->row_bytes, c->cancel, &c->rerr);
+}
+
+/* Record id (length bytes) into buf, through the thread's chunk cache c. */
+static int read_record(const stoker__h5 *h, h5_cache *c, int64_t id, uint64_t length, uint8_t *buf,
+                       const atomic_int *cancel, stoker__err *err)
+{
+    char why[STOKER_ERRMSG_CAP] = "";
+    int rc = 0;
+    c->cancel = cancel;
+    c->rerr.msg[0] = '\0';
+    if (h->mode == H5M_CHUNKS || h->mode == H5M_EXTENT) {
+        uint64_t r0, r1;
+        stoker__h5_rows(h, id, &r0, &r1);
+        rc = h->mode == H5M_CHUNKS ? assemble(h, c, r0, r1, buf)
+                                   : extent_read(h, id, length, buf, c);
+        snprintf(why, sizeof why, "%s",
+                 c->rerr.msg[0]           ? c->rerr.msg
+                 : rc == STOKER_E_CORRUPT ? "a chunk is cut short or does not decode to its size "
+                                            "(truncated or damaged file)"
+                                          : stoker_strerror(rc));
+    } else {
+        rc = serial_read(h, id, length, buf, cancel, why, sizeof why);
+    }
+    c->cancel = NULL;
+    STOKER_RETURN_IF(rc < 0, err, rc, "%s: dataset %s%s%s: record %lld: %s", h->file, h->name,
+                     h->data_file ? ", bytes in " : "", h->data_file ? h->data_file : "",
+                     (long long)id, why);
+    return 0;
+}
+
+int stoker__h5_read_record(const stoker__h5 *h, int64_t id, uint64_t length, uint8_t *dst,
+                           const atomic_int *cancel, stoker__err *err)
+{
+    h5_cache local;
+    memset(&local, 0, sizeof local);
+    h5_cache *c = thread_cache();
+    c = c ? c : &local; /* no thread-specific data: this call decodes without a cache */
+    const int rc = read_record(h, c, id, length, dst, cancel, err);
+    if (c == &local)
+        cache_free(&local);
+    return rc;
 }
 
 /* ---- the source's fetch ---- */
@@ -564,28 +604,9 @@ int stoker__h5_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, 
     STOKER_RETURN_IF(!dst && grow(&c->rec, &c->rec_cap, loc->length) < 0, err, -ENOMEM,
                      "%s: record %lld: out of memory", h->file, (long long)id);
     uint8_t *buf = dst ? dst : c->rec;
-    char why[STOKER_ERRMSG_CAP] = "";
-    int rc = 0;
-    c->cancel = cancel;
-    c->rerr.msg[0] = '\0';
-    if (h->mode == H5M_CHUNKS || h->mode == H5M_EXTENT) {
-        uint64_t r0, r1;
-        stoker__h5_rows(h, id, &r0, &r1);
-        rc = h->mode == H5M_CHUNKS ? assemble(h, c, r0, r1, buf) : extent_read(h, id, loc, buf, c);
-        snprintf(why, sizeof why, "%s",
-                 c->rerr.msg[0]           ? c->rerr.msg
-                 : rc == STOKER_E_CORRUPT ? "a chunk is cut short or does not decode to its size "
-                                            "(truncated or damaged file)"
-                                          : stoker_strerror(rc));
-    } else {
-        rc = serial_read(h, id, loc->length, buf, cancel, why, sizeof why);
-    }
-    c->cancel = NULL;
+    const int rc = read_record(h, c, id, loc->length, buf, cancel, err);
     if (c == &local)
         cache_free(&local);
     *out = buf;
-    STOKER_RETURN_IF(rc < 0, err, rc, "%s: dataset %s%s%s: record %lld: %s", h->file, h->name,
-                     h->data_file ? ", bytes in " : "", h->data_file ? h->data_file : "",
-                     (long long)id, why);
-    return 0;
+    return rc;
 }

@@ -60,7 +60,7 @@ LOADER_NOT_PROPERTIES = {
     # the reader's and the copy stage's machinery; stats() reports what they did
     "direct_io", "read_ahead", "device_buffers", "gpu_normalize",
     # names inside an HDF5 file, as given
-    "h5_images", "h5_labels",
+    "h5_images", "h5_labels", "h5_fields",
     # remote data sets' settings: stats() reports those in effect (cache_limit, block_size,
     # fetch_window); the others are as given
     "cache_dir", "cache_limit", "block_size", "fetch_window", "fetch_transfers",
