@@ -446,6 +446,7 @@ class Dataset:
         self._lock = threading.RLock()
         self._close = _L.stoker_dataset_close
         with Config() as cfg:
+            self._h5_fields = bool(kw.get("h5_fields"))
             set_options(cfg, kw)
             rc = _L.stoker_dataset_open(ctypes.byref(self._handle), raw_path, cfg.handle)
         if rc != 0:
@@ -592,7 +593,9 @@ class Dataset:
             return out
 
     def _schema(self):
-        return self.format_version >= 3
+        """Whether records hold a schema's fields: a version 3 data set, or an HDF5 file read
+        with h5_fields."""
+        return self.format_version >= 3 or getattr(self, "_h5_fields", False)
 
     def _id(self, i):
         i = check_int("record id", i, None, None)  # any int: out of range is IndexError

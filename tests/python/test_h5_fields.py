@@ -231,3 +231,16 @@ def test_errors_name_the_file_and_the_dataset(tmp_path):
     assert "NAME=DATASET" in msg, msg
     msg = refused(str(path) + ":/images", "image=images:jpeg")
     assert "e.h5" in msg and "/images" in msg, msg
+
+
+def test_read_gives_the_fields_as_a_dict(tmp_path):
+    """Dataset.read / ds[i] of an HDF5 file read with h5_fields give its fields, as for a
+    packed data set of several fields."""
+    path = tmp_path / "f.h5"
+    with h5py.File(path, "w") as f:
+        f["x"] = np.arange(12, dtype=np.float32).reshape(4, 3)
+        f["y"] = np.arange(4, dtype=np.int64)
+    with stoker.Dataset(str(path), h5_fields="x=x,label=y") as ds:
+        s = ds[2]
+        assert isinstance(s, dict) and s["label"] == 2
+        assert np.array_equal(s["x"], [6, 7, 8])
