@@ -381,3 +381,55 @@ def test_coco_refusal(tmp_path, name, spoil, words, skippable):
         assert r.returncode == 0 and "2 records" in r.stderr and "1 skipped" in r.stderr, r.stderr
     else:
         assert r.returncode == 1 and not os.path.exists(out), r.stderr
+
+
+# ---- --info ----
+
+def info(*args):
+    r = subprocess.run([TOOL, "--info", *map(str, args)], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_info_lists_the_schema(tmp_path):
+    """--info of a data set of several fields lists each field (name, kind, dtype and shape,
+    tie, largest value) and says it was checked; --json gives the same as "fields"."""
+    d, _, _ = make_jsonl(tmp_path)
+    out = tmp_path / "out"
+    pack("--jsonl", d / "s.jsonl", "--schema", d / "schema.json", out)
+    _, samples, _ = read_all(out)
+    text = info(out)
+    lines = text.splitlines()
+    assert "field           bytes" not in text, text
+    assert "fields          9" in lines, text
+    at = lines.index("fields          9")
+    rows = [ln.split(None, 1) for ln in lines[at + 1: at + 10]]
+    assert [n for n, _ in rows] == list(SCHEMA), text
+    got = dict(rows)
+    big = max(len(s["mask"]) for s in samples)
+    assert got["mask"] == f"png, mask_of image, max {big} bytes", text
+    assert got["boxes"] == "array float32 [N, 4], boxes_of image, max 3 rows", text
+    assert got["classes"] == "array int64 [N], rows_of boxes, max 3 rows", text
+    assert got["label"] == "int64" and got["score"] == "float32", text
+    assert got["emb"] == "raw float16 [2, 2]", text
+    assert got["blob"] == "bytes, max 4 bytes", text
+    assert "checked         yes (every JPEG and PNG field" in text, text
+    js = json.loads(info("--json", out))
+    assert js["field"] is None and js["jpeg_checked"] is True
+    assert [f["name"] for f in js["fields"]] == list(SCHEMA)
+    assert js["fields"][2] == {"name": "boxes", "kind": "array", "dtype": "float32",
+                                 "shape": [None, 4], "tie": "boxes_of", "tie_to": "image",
+                                 "max": 3}
+    assert js["fields"][4] == {"name": "label", "kind": "int64", "dtype": "int64",
+                                 "shape": [], "tie": None, "tie_to": None, "max": 0}
+    # unchecked: --no-validate
+    pack("--no-validate", "--jsonl", d / "s.jsonl", "--schema", d / "schema.json",
+         tmp_path / "nv")
+    assert "checked         no" in info(tmp_path / "nv")
+    # no image field: n/a
+    (d / "plain.json").write_text(json.dumps({"label": "int64", "caption": "bytes"}))
+    (d / "plain.jsonl").write_text('{"label": 1, "caption": "a"}\n')
+    pack("--jsonl", d / "plain.jsonl", "--schema", d / "plain.json", tmp_path / "plain")
+    text = info(tmp_path / "plain")
+    assert "checked         n/a (no JPEG or PNG field)" in text, text

@@ -609,10 +609,20 @@ static const char *kind_name(const input *in)
 /* Every record pack_images adds with validation on was decoded by libjpeg without an error
  * or a warning (pack_image_inspect with PACK_IMAGE_DECODE), or encoded by this tool (--rgb,
  * --max-side): what STOKER_OPT_JPEG_CHECKED vouches for. Copied records are not decoded. */
+/* Samples with a JPEG or PNG field: the only ones the mark "checked" may be given to. */
+static bool has_images(const input *in)
+{
+    for (int32_t i = 0; i < in->samples.schema.n; i++)
+        if (in->samples.schema.f[i].kind == STOKER_FIELD_JPEG ||
+            in->samples.schema.f[i].kind == STOKER_FIELD_PNG)
+            return true;
+    return false;
+}
+
 static bool records_checked(const pack_opts *o, const input *in)
 {
     return o->validate && (in->kind == IN_FOLDER || in->kind == IN_LIST ||
-                           in->kind == IN_H5_IMAGES || in->kind == IN_SAMPLES);
+                           in->kind == IN_H5_IMAGES || (in->kind == IN_SAMPLES && has_images(in)));
 }
 
 /* The summary's validate line. */
@@ -622,6 +632,8 @@ static const char *validate_summary(const pack_opts *o, const input *in)
         return "yes (every JPEG and PNG field decoded; the data set is marked checked)";
     if (records_checked(o, in))
         return "yes (every JPEG decoded; the data set is marked checked)";
+    if (in->kind == IN_SAMPLES && !has_images(in))
+        return "n/a (no JPEG or PNG field)";
     if (in->kind == IN_SAMPLES)
         return "no (--no-validate: image headers only; not marked checked)";
     if (in->kind == IN_NPY || (in->kind == IN_H5 && !o->no_validate))
