@@ -433,3 +433,192 @@ def test_info_lists_the_schema(tmp_path):
     pack("--jsonl", d / "plain.jsonl", "--schema", d / "plain.json", tmp_path / "plain")
     text = info(tmp_path / "plain")
     assert "checked         n/a (no JPEG or PNG field)" in text, text
+
+
+# ---- WebDataset tars ----
+
+def npy_bytes(a):
+    b = io.BytesIO()
+    np.save(b, a)
+    return b.getvalue()
+
+
+def make_tar(path, members, fmt=None):
+    """A tar of (name, bytes) members; a name ending in "/" is a directory, one given as
+    (name, None, target) a symbolic link."""
+    import tarfile
+    with tarfile.open(path, "w", format=fmt or tarfile.USTAR_FORMAT) as t:
+        for m in members:
+            ti = tarfile.TarInfo(m[0].rstrip("/"))
+            if m[0].endswith("/"):
+                ti.type = tarfile.DIRTYPE
+                t.addfile(ti)
+            elif m[1] is None:
+                ti.type, ti.linkname = tarfile.SYMTYPE, m[2]
+                t.addfile(ti)
+            else:
+                ti.size = len(m[1])
+                t.addfile(ti, io.BytesIO(m[1]))
+
+
+def wds_samples(tmp_path, n=4, prefix="s/"):
+    """n samples of jpg, cls, seg.png, txt, npy and json members, with what each packs to."""
+    d = tmp_path / "parts"
+    d.mkdir(exist_ok=True)
+    members, expect = [], []
+    for i in range(n):
+        k = f"{prefix}{i:04d}"
+        img = jpeg(d / f"{i}.jpg", seed=i)
+        mask = png_mask(d / f"{i}.png", seed=i)
+        arr = np.arange(6, dtype=np.float32).reshape(2, 3) + i
+        meta = json.dumps({"i": i}).encode()
+        members += [(k + ".jpg", img), (k + ".cls", f" {i - 1}\n".encode()),
+                    (k + ".seg.png", mask), (k + ".txt", f"text {i}".encode()),
+                    (k + ".npy", npy_bytes(arr)), (k + ".json", meta)]
+        expect.append({"jpg": img, "cls": np.int64(i - 1).tobytes(), "seg_png": mask,
+                       "txt": f"text {i}".encode(), "npy": arr.tobytes(), "json": meta,
+                       "__key__": k})
+    return members, expect
+
+
+@pytest.mark.parametrize("fmt", ["ustar", "gnu", "pax"])
+def test_wds_round_trip(tmp_path, fmt):
+    """Fields inferred from the first sample's extensions; long paths (ustar's prefix, GNU's
+    'L' member, pax's 'x' header), directories and links passed over; two tars."""
+    import tarfile
+    f = {"ustar": tarfile.USTAR_FORMAT, "gnu": tarfile.GNU_FORMAT,
+         "pax": tarfile.PAX_FORMAT}[fmt]
+    long_dir = "d" * 60 + "/" + "e" * 60 + "/"
+    m1, e1 = wds_samples(tmp_path, n=3, prefix=long_dir)
+    m2, e2 = wds_samples(tmp_path, n=2, prefix="b/")
+    make_tar(tmp_path / "a.tar", [(long_dir, b"")] + m1 + [("README", b"x"), ("ln.txt", None,
+                                                                            "b/0000.txt")], f)
+    make_tar(tmp_path / "b.tar", m2, f)
+    out = tmp_path / "out"
+    r = pack("--wds", tmp_path / "a.tar", tmp_path / "b.tar", out)
+    assert "5 records" in r.stderr and "3 tar members passed over" in r.stderr, r.stderr
+    fields, samples, checked = read_all(out)
+    assert [(x[0], x[1]) for x in fields] == [
+        ("jpg", "jpeg"), ("cls", "int64"), ("seg_png", "png"), ("txt", "bytes"),
+        ("npy", "raw"), ("json", "bytes")]
+    assert fields[4][3] == (2, 3) and checked
+    assert samples == e1 + e2
+
+
+def test_wds_schema(tmp_path):
+    """--schema: extensions renamed and typed, a mask tied to its image, .npy rows as an
+    array, an extension left out (null), cls as int64 and a float32 from text."""
+    members = []
+    for i in range(3):
+        k = f"{i:03d}"
+        members += [(k + ".JPG", jpeg(tmp_path / "x.jpg", seed=i)),
+                    (k + ".seg.png", png_mask(tmp_path / "x.png", seed=i)),
+                    (k + ".cls", str(7 * i).encode()), (k + ".score", b"0.25"),
+                    (k + ".npy", npy_bytes(np.ones((i, 3), np.int32) * i)),
+                    (k + ".json", b"{}")]
+    make_tar(tmp_path / "a.tar", members)
+    schema = {"jpg": {"kind": "jpeg", "name": "image"},
+              "seg.png": {"kind": "png", "mask_of": "image", "name": "mask"},
+              "cls": {"kind": "int64", "name": "label"}, "score": "float32",
+              "npy": {"kind": "array", "dtype": "int32", "shape": [None, 3], "name": "rows"},
+              "json": None}
+    (tmp_path / "schema.json").write_text(json.dumps(schema))
+    out = tmp_path / "out"
+    pack("--wds", tmp_path / "a.tar", "--schema", tmp_path / "schema.json", out)
+    fields, samples, _ = read_all(out)
+    assert [x[:2] + x[4:] for x in fields] == [
+        ("image", "jpeg", None, None), ("mask", "png", "mask_of", "image"),
+        ("label", "int64", None, None), ("score", "float32", None, None),
+        ("rows", "array", None, None)]
+    assert [np.frombuffer(s["label"], np.int64)[0] for s in samples] == [0, 7, 14]
+    assert [np.frombuffer(s["score"], np.float32)[0] for s in samples] == [0.25] * 3
+    assert [np.frombuffer(s["rows"], np.int32).reshape(-1, 3).tolist() for s in samples] == [
+        [], [[1, 1, 1]], [[2, 2, 2], [2, 2, 2]]]
+    assert [s["__key__"] for s in samples] == ["000", "001", "002"]
+
+
+def spoil_wds(members, what, tmp_path):
+    """Spoils sample 2 (index 2) of wds_samples' members (6 per sample)."""
+    m = list(members)
+    at = 12
+    if what == "missing":
+        del m[at + 1]  # its .cls
+    elif what == "extra":
+        m.insert(at + 2, ("s/0002.foo", b"x"))
+    elif what == "cls_text":
+        m[at + 1] = ("s/0002.cls", b"seven")
+    elif what == "corrupt_jpeg":
+        m[at] = ("s/0002.jpg", m[at][1][:200])
+    elif what == "npy_dtype":
+        m[at + 4] = ("s/0002.npy", npy_bytes(np.zeros((2, 3), np.int64)))
+    elif what == "npy_shape":
+        m[at + 4] = ("s/0002.npy", npy_bytes(np.zeros((3, 2), np.float32)))
+    elif what == "mask_size":
+        m[at + 2] = ("s/0002.seg.png", png_mask(tmp_path / "small.png", h=8, w=8))
+    elif what == "key_again":
+        m.append(("s/0001.extra", b"x"))
+    elif what == "ext_twice":
+        m.insert(at + 1, ("s/0002.JPG", m[at][1]))
+    else:
+        raise AssertionError(what)
+    return m
+
+
+# (what, words, skippable)
+WDS_BAD = [
+    ("missing", ["sample s/0002", 'field "cls"', "missing"], True),
+    ("extra", ["sample s/0002", 'extension "foo"', "s/0002.foo", "not in the schema"], True),
+    ("cls_text", ["sample s/0002", 'field "cls"', "s/0002.cls", "not an integer"], True),
+    ("corrupt_jpeg", ["sample s/0002", 'field "jpg"', "member 's/0002.jpg'"], True),
+    ("npy_dtype", ["sample s/0002", 'field "npy"', "s/0002.npy", "int64"], True),
+    ("npy_shape", ["sample s/0002", 'field "npy"', "s/0002.npy", "(3, 2)"], True),
+    ("mask_size", ["sample s/0002", 'field "seg_png"', "8x8"], True),
+    ("key_again", ["s/0001.extra", "s/0001.jpg", "consecutive"], False),
+    ("ext_twice", ["s/0002.jpg", "s/0002.JPG", "extension jpg"], False),
+]
+
+
+@pytest.mark.parametrize("what,words,skippable", WDS_BAD, ids=[b[0] for b in WDS_BAD])
+def test_wds_refusal(tmp_path, what, words, skippable):
+    members, _ = wds_samples(tmp_path)
+    schema = {"jpg": "jpeg", "cls": "int64", "seg.png": {"kind": "png", "mask_of": "jpg"},
+              "txt": "bytes", "npy": {"kind": "raw", "dtype": "float32", "shape": [2, 3]},
+              "json": "bytes"}
+    (tmp_path / "schema.json").write_text(json.dumps(schema))
+    make_tar(tmp_path / "a.tar", spoil_wds(members, what, tmp_path))
+    args = ["--wds", tmp_path / "a.tar"] + (
+        ["--schema", tmp_path / "schema.json"] if what == "mask_size" else [])
+    out = tmp_path / "out"
+    err = refused(out, *args)
+    for w in [str(tmp_path / "a.tar")] + words:
+        assert w in err, (w, err)
+    r = pack("--skip-bad", *args, out, ok=False)
+    if skippable:
+        assert r.returncode == 0 and "3 records" in r.stderr and "1 skipped" in r.stderr, r.stderr
+        _, samples, _ = read_all(out)
+        assert [s["__key__"] for s in samples] == ["s/0000", "s/0001", "s/0003"]
+    else:
+        assert r.returncode == 1 and not os.path.exists(out), r.stderr
+
+
+def test_wds_bad_tars(tmp_path):
+    """A tar cut short, a header damaged, a file that is no tar: named, with no output."""
+    members, _ = wds_samples(tmp_path, n=2)
+    make_tar(tmp_path / "a.tar", members)
+    data = (tmp_path / "a.tar").read_bytes()
+    (tmp_path / "cut.tar").write_bytes(data[:2000])
+    import tarfile
+    with tarfile.open(tmp_path / "a.tar") as t:
+        at = t.getmembers()[3].offset
+    bad = bytearray(data)
+    bad[at + 10] ^= 0x5A  # inside the 4th member's header: its checksum fails
+    (tmp_path / "bad.tar").write_bytes(bytes(bad))
+    (tmp_path / "no.tar").write_bytes(b"not a tar at all\n" * 64)
+    for name, words in [("cut.tar", ["cut short"]), ("bad.tar", [f"byte {at}", "not a tar"]),
+                        ("no.tar", ["byte 0", "not a tar header"])]:
+        err = refused(tmp_path / "out", "--wds", tmp_path / name)
+        for w in [str(tmp_path / name)] + words:
+            assert w in err, (w, err)
+    r = pack("--wds", tmp_path / "a.tar", "--coco", tmp_path / "x.json", "--images",
+             tmp_path, tmp_path / "out", ok=False)
+    assert r.returncode == 2 and "choose one of" in r.stderr, r.stderr

@@ -93,7 +93,8 @@ static int parse_shape(const json_value *sh, int32_t kind, const char *where, co
     return 0;
 }
 
-static int parse_field(const char *name, const json_value *v, const char *where, pack_schema *s)
+int pack_schema_parse_field(const char *name, const json_value *v, const char *where,
+                            pack_schema *s)
 {
     int32_t kind = 0, dtype = 0, ndim = 0, tie = 0;
     int64_t shape[STOKER_MAX_DIMS] = {0};
@@ -175,7 +176,7 @@ int pack_schema_parse(const json_value *v, const char *where, pack_schema *s)
         return -1;
     }
     for (size_t i = 0; i < v->n; i++)
-        if (parse_field(v->keys[i], &v->items[i], where, s) < 0)
+        if (pack_schema_parse_field(v->keys[i], &v->items[i], where, s) < 0)
             return -1;
     return 0;
 }
@@ -476,6 +477,7 @@ static void sample_free(pack_sample *s)
     for (int32_t i = 0; i < STOKER_MAX_FIELDS; i++) {
         free(s->v[i].data);
         free(s->v[i].file);
+        free(s->v[i].member);
     }
     free(s->where);
     free(s->key);
@@ -486,6 +488,7 @@ void pack_samples_free(pack_samples *ss)
     for (size_t i = 0; i < ss->n; i++)
         sample_free(&ss->s[i]);
     free(ss->s);
+    free(ss->schema_from_owned);
     pack_skips_free(&ss->bad);
     memset(ss, 0, sizeof *ss);
 }
@@ -596,9 +599,11 @@ static void load(const pack_opts *o, const pack_schema *sc, const pack_sample *s
         const bool image = f->kind == STOKER_FIELD_JPEG || f->kind == STOKER_FIELD_PNG;
         if (!why[0] && image) {
             char msg[640];
-            if (!check_image(o, f, l->val[i].data, (size_t)l->val[i].size, msg, sizeof msg))
-                snprintf(why, sizeof why, "%s%s%s", v->file ? v->file : "", v->file ? ": " : "",
-                         msg);
+            if (!check_image(o, f, l->val[i].data, (size_t)l->val[i].size, msg, sizeof msg)) {
+                const char *what = v->member ? v->member : v->file;
+                snprintf(why, sizeof why, "%s%s%s%s%s", v->member ? "member '" : "",
+                         what ? what : "", v->member ? "'" : "", what ? ": " : "", msg);
+            }
         }
         if (why[0]) {
             l->bad = true;

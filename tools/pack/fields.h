@@ -23,6 +23,10 @@ typedef struct pack_schema {
  * a tie ("mask_of", "boxes_of", "rows_of"). `where` names it in messages. 0, or -1 after
  * printing why. The library checks the rest (stoker_writer_set_fields). */
 int pack_schema_parse(const json_value *v, const char *where, pack_schema *s);
+/* Appends the field `name` of value v (pack_schema_parse's form of one member); 0, or -1 after
+ * printing why. */
+int pack_schema_parse_field(const char *name, const json_value *v, const char *where,
+                            pack_schema *s);
 /* Appends a field; its strings are copied. */
 void pack_schema_add(pack_schema *s, const char *name, int32_t kind, int32_t dtype, int32_t ndim,
                      const int64_t *shape, int32_t tie, const char *tie_to);
@@ -37,6 +41,7 @@ typedef struct pack_value {
     char *file;     /* the file that holds it (owned), or NULL */
     int64_t offset; /* in file; -1: the whole file */
     uint64_t size;  /* inline: its bytes; a file's: as found (for the alignment), 0 unknown */
+    char *member;   /* a tar member's name (owned), which messages give instead of file */
     bool set;
 } pack_value;
 
@@ -52,6 +57,7 @@ typedef struct pack_samples {
     size_t n, cap;
     const char *source;      /* what the source is: "JSON lines", "COCO instances" */
     const char *schema_from; /* where the schema came from, for messages */
+    char *schema_from_owned; /* schema_from when the source made it (owned), or NULL */
     pack_skips bad;          /* samples left out while listing them (--skip-bad) */
 } pack_samples;
 
@@ -81,6 +87,8 @@ int pack_read_json(const char *path, const char *what, json_value *v);
 /* ---- the sources ---- */
 int pack_jsonl_load(const pack_opts *o, pack_samples *ss);
 int pack_coco_load(const pack_opts *o, pack_samples *ss);
+/* --wds A.tar [B.tar ...]: WebDataset shards (wds.c states the rules). */
+int pack_wds_load(const pack_opts *o, pack_samples *ss);
 
 /* Reads, checks (every JPEG and PNG field decoded, unless --no-validate) and adds every sample
  * in `order` to `w`, whose schema ss->schema is declared already; 0 or an exit code. */

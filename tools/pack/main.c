@@ -59,6 +59,7 @@ static void usage(FILE *f)
             "usage: stoker-pack [options] SRC OUT     pack SRC into the data set OUT\n"
             "       stoker-pack --jsonl FILE --schema FILE [options] OUT\n"
             "       stoker-pack --coco FILE --images DIR [options] OUT\n"
+            "       stoker-pack --wds A.tar [B.tar ...] [--schema FILE] [options] OUT\n"
             "                                         pack samples of several fields\n"
             "       stoker-pack --verify OUT          check every byte of a data set\n"
             "                                         (of an HDF5 file: read every record)\n"
@@ -97,11 +98,18 @@ static void usage(FILE *f)
             "                     and mask fields: paths relative to FILE's folder; bytes: a\n"
             "                     string, or {\"path\": P}; numbers and nested lists for the\n"
             "                     rest); an optional \"key\"; other members are refused\n"
-            "  --schema FILE      the fields, as Python's Writer(fields=...) dict in JSON\n"
+            "  --schema FILE      the fields, as Python's Writer(fields=...) dict in JSON;\n"
+            "                     of --wds: extensions to fields (a kind, or an object\n"
+            "                     with \"kind\", ... and \"name\"; null leaves it out)\n"
             "  --coco FILE        a COCO instances file: image, boxes (xyxy float32),\n"
             "                     classes (category_id), image_id per image; segmentation\n"
             "                     masks (polygons, RLE) are not packed\n"
             "  --images DIR       the folder of the COCO file's file_names\n"
+            "  --wds A.tar ...    WebDataset shards: members KEY.EXT, consecutive members of\n"
+            "                     one key a sample; a field per extension, named after it\n"
+            "                     ('.' as '_'): jpg/jpeg jpeg, png png, cls int64, npy raw,\n"
+            "                     others bytes; without --schema the first sample's\n"
+            "                     extensions are the schema, and every sample has them all\n"
             "  --keep-crowd       keep iscrowd annotations (and an iscrowd field); by\n"
             "                     default they are left out\n"
             "  --skip-bad         leave out (and count) a bad sample instead of failing;\n"
@@ -137,6 +145,7 @@ enum {
     OPT_IMAGES,
     OPT_SKIP_BAD,
     OPT_KEEP_CROWD,
+    OPT_WDS,
     OPT_NO_FSYNC,
     OPT_VERIFY,
     OPT_INFO,
@@ -166,6 +175,7 @@ static const struct option long_opts[] = {
     {"images", required_argument, NULL, OPT_IMAGES},
     {"skip-bad", no_argument, NULL, OPT_SKIP_BAD},
     {"keep-crowd", no_argument, NULL, OPT_KEEP_CROWD},
+    {"wds", required_argument, NULL, OPT_WDS},
     {"no-fsync", no_argument, NULL, OPT_NO_FSYNC},
     {"verify", no_argument, NULL, OPT_VERIFY},
     {"info", no_argument, NULL, OPT_INFO},
@@ -228,6 +238,7 @@ static int take_option(int c, const char *name, const char *arg, pack_opts *o)
     case OPT_IMAGES: o->images = arg; return -1;
     case OPT_SKIP_BAD: o->skip_bad = true; return -1;
     case OPT_KEEP_CROWD: o->keep_crowd = true; return -1;
+    case OPT_WDS: o->wds = arg; return -1;
     case OPT_NO_FSYNC: o->fsync = false; return -1;
     case OPT_VERIFY: o->mode = MODE_VERIFY; return -1;
     case OPT_INFO: o->mode = MODE_INFO; return -1;
@@ -242,24 +253,24 @@ static int take_option(int c, const char *name, const char *arg, pack_opts *o)
     }
 }
 
-/* Is the source one of samples of several fields (--jsonl, --coco)? */
+/* Is the source one of samples of several fields (--jsonl, --coco, --wds)? */
 static bool samples_source(const pack_opts *o)
 {
-    return o->jsonl || o->coco;
+    return o->jsonl || o->coco || o->wds;
 }
 
 /* The options of the sources of samples, each refused where it would mean nothing; -1 to go
  * on, else an exit code. */
 static int check_samples_options(const pack_opts *o)
 {
-    const int sources = !!o->jsonl + !!o->coco;
+    const int sources = !!o->jsonl + !!o->coco + !!o->wds;
     const char *bad = NULL;
     if (sources > 1)
-        bad = "choose one of --jsonl and --coco";
+        bad = "choose one of --jsonl, --coco and --wds";
     else if (o->jsonl && !o->schema)
         bad = "--jsonl needs --schema FILE: the fields of its samples";
-    else if (o->schema && !o->jsonl)
-        bad = "--schema is an option of --jsonl";
+    else if (o->schema && !o->jsonl && !o->wds)
+        bad = "--schema is an option of --jsonl and --wds";
     else if (o->coco && !o->images)
         bad = "--coco needs --images DIR: the folder its file_names are relative to";
     else if (o->images && !o->coco)
@@ -267,7 +278,7 @@ static int check_samples_options(const pack_opts *o)
     else if (o->keep_crowd && !o->coco)
         bad = "--keep-crowd is an option of --coco";
     else if (o->skip_bad && !sources)
-        bad = "--skip-bad is an option of --jsonl and --coco (an image folder or list "
+        bad = "--skip-bad is an option of --jsonl, --coco and --wds (an image folder or list "
               "leaves bad files out already; --strict makes them fail the pack)";
     else if (o->skip_bad && o->strict)
         bad = "choose one of --skip-bad and --strict";
@@ -315,6 +326,17 @@ static int check_combination(const pack_opts *o)
 /* The operands: SRC OUT to pack, one path to --verify or --info. */
 static int take_operands(int argc, char **argv, pack_opts *o)
 {
+    if (o->mode == MODE_PACK && o->wds) {
+        if (argc - optind < 1) {
+            cli_usage("no output given (stoker-pack --wds A.tar [B.tar ...] [options] OUT)");
+            return PACK_USAGE;
+        }
+        o->src = o->wds;
+        o->wds_more = argv + optind;
+        o->n_wds_more = argc - optind - 1;
+        o->out = argv[argc - 1];
+        return -1;
+    }
     if (o->mode == MODE_PACK && (o->jsonl || o->coco)) {
         if (argc - optind != 1) {
             cli_usage("%s (stoker-pack %s FILE%s [options] OUT)",
@@ -566,7 +588,9 @@ static int load_source(const pack_opts *o, input *in)
     struct stat st;
     if (samples_source(o)) {
         in->kind = IN_SAMPLES;
-        return o->jsonl ? pack_jsonl_load(o, &in->samples) : pack_coco_load(o, &in->samples);
+        return o->jsonl  ? pack_jsonl_load(o, &in->samples)
+               : o->coco ? pack_coco_load(o, &in->samples)
+                         : pack_wds_load(o, &in->samples);
     }
     in->kind = IN_H5;
     if (pack_is_h5(o->src))

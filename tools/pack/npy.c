@@ -156,7 +156,7 @@ static bool parse_header(const char *text, size_t len, npy_header *h)
 }
 
 /* '<u1', '|b1', '<f4', ...: little-endian (or byte-sized) numbers only. */
-static bool parse_descr(const char *d, pack_npy *a)
+static bool parse_descr(const char *d, pack_npy_head *a)
 {
     static const struct {
         char kind;
@@ -185,17 +185,61 @@ static bool parse_descr(const char *d, pack_npy *a)
     return false;
 }
 
+int pack_npy_head_parse(const uint8_t *p, size_t avail, pack_npy_head *a, char *why, size_t cap)
+{
+    memset(a, 0, sizeof *a);
+    if (avail < 10 || memcmp(p, npy_magic, 6) != 0) {
+        snprintf(why, cap, "not a .npy file");
+        return -1;
+    }
+    const int major = p[6];
+    size_t hlen, off;
+    if (major == 1) {
+        hlen = (size_t)p[8] | (size_t)p[9] << 8;
+        off = 10;
+    } else if ((major == 2 || major == 3) && avail >= 12) {
+        hlen = (size_t)p[8] | (size_t)p[9] << 8 | (size_t)p[10] << 16 | (size_t)p[11] << 24;
+        off = 12;
+    } else {
+        snprintf(why, cap, ".npy format version %d is not supported", major);
+        return -1;
+    }
+    if (hlen > avail - off) {
+        snprintf(why, cap, "header length %zu runs past the end of the file", hlen);
+        return -1;
+    }
+    npy_header h;
+    if (!parse_header((const char *)p + off, hlen, &h)) {
+        snprintf(why, cap, "malformed .npy header");
+        return -1;
+    }
+    if (!parse_descr(h.descr, a)) {
+        snprintf(why, cap,
+                 "dtype '%s' is not supported (little-endian u1..u8, i1..i8, f2, f4, f8, b1)",
+                 h.descr);
+        return -1;
+    }
+    a->data_off = off + hlen;
+    a->fortran = h.fortran == 1 && h.ndim > 1; /* one dimension reads alike in both orders */
+    a->ndim = h.ndim;
+    memcpy(a->shape, h.shape, sizeof a->shape);
+    return 0;
+}
+
 /* Checks the parsed header against the file and fills the array's geometry. */
-static int check_geometry(pack_npy *a, const npy_header *h, size_t data_off)
+static int check_geometry(pack_npy *a, const pack_npy_head *h)
 {
     if (h->ndim < 1) {
         cli_err("%s: a 0-d array has no rows", a->path);
         return -1;
     }
-    if (h->fortran && h->ndim > 1) {
+    if (h->fortran) {
         cli_err("%s: Fortran-order arrays are not supported (save with C order)", a->path);
         return -1;
     }
+    a->kind = h->kind;
+    a->itemsize = h->itemsize;
+    a->dtype = h->dtype;
     uint64_t row = a->itemsize, total;
     a->ndim = h->ndim - 1;
     for (int i = 1; i < h->ndim; i++) {
@@ -211,50 +255,24 @@ static int check_geometry(pack_npy *a, const npy_header *h, size_t data_off)
         return -1;
     }
     a->row_bytes = (size_t)row;
-    if (a->map_size - data_off != total) {
+    if (a->map_size - h->data_off != total) {
         cli_err("%s: holds %zu data bytes, its header says %llu (truncated or padded)", a->path,
-                a->map_size - data_off, (unsigned long long)total);
+                a->map_size - h->data_off, (unsigned long long)total);
         return -1;
     }
-    a->data = (const uint8_t *)a->map + data_off;
+    a->data = (const uint8_t *)a->map + h->data_off;
     return 0;
 }
 
 static int parse(pack_npy *a)
 {
-    const uint8_t *p = a->map;
-    if (a->map_size < 10 || memcmp(p, npy_magic, 6) != 0) {
-        cli_err("%s: not a .npy file", a->path);
+    pack_npy_head h;
+    char why[256];
+    if (pack_npy_head_parse(a->map, a->map_size, &h, why, sizeof why) < 0) {
+        cli_err("%s: %s", a->path, why);
         return -1;
     }
-    const int major = p[6];
-    size_t hlen, off;
-    if (major == 1) {
-        hlen = (size_t)p[8] | (size_t)p[9] << 8;
-        off = 10;
-    } else if ((major == 2 || major == 3) && a->map_size >= 12) {
-        hlen = (size_t)p[8] | (size_t)p[9] << 8 | (size_t)p[10] << 16 | (size_t)p[11] << 24;
-        off = 12;
-    } else {
-        cli_err("%s: .npy format version %d is not supported", a->path, major);
-        return -1;
-    }
-    if (hlen > a->map_size - off) {
-        cli_err("%s: header length %zu runs past the end of the file", a->path, hlen);
-        return -1;
-    }
-    npy_header h;
-    if (!parse_header((const char *)p + off, hlen, &h)) {
-        cli_err("%s: malformed .npy header", a->path);
-        return -1;
-    }
-    if (!parse_descr(h.descr, a)) {
-        cli_err("%s: dtype '%s' is not supported (little-endian u1..u8, i1..i8, f2, f4, f8, "
-                "b1)",
-                a->path, h.descr);
-        return -1;
-    }
-    return check_geometry(a, &h, off + hlen);
+    return check_geometry(a, &h);
 }
 
 int pack_npy_open(const char *path, pack_npy *a)

@@ -31,10 +31,14 @@ typedef struct pack_opts {
     bool quality_set, seed_set, validate_set, no_validate;
     const char *pack_option; /* the first option given that only packing uses, or NULL */
     /* Samples of several fields (fields.h): --jsonl FILE --schema FILE, --coco FILE --images
-     * DIR. skip_bad: a bad sample is left out and counted instead of failing the pack;
-     * keep_crowd: COCO's iscrowd boxes too. */
+     * DIR, --wds TAR... [--schema FILE]. skip_bad: a bad sample is left out and counted instead of
+     * failing the pack; keep_crowd: COCO's iscrowd boxes too. */
     const char *jsonl, *schema, *coco, *images;
     bool skip_bad, keep_crowd;
+    /* --wds A.tar [B.tar ...]: the first tar, and the operands before OUT (argv's). */
+    const char *wds;
+    char **wds_more;
+    int n_wds_more;
 } pack_opts;
 
 /* One source file of an image data set, or one record of an HDF5 source. */
@@ -77,6 +81,19 @@ typedef struct pack_npy {
     int32_t ndim; /* per-row dims */
     int64_t shape[STOKER_MAX_DIMS];
 } pack_npy;
+/* A .npy header (versions 1 to 3) as read from a file's first bytes. */
+typedef struct pack_npy_head {
+    size_t data_off; /* where the elements start */
+    int32_t dtype;   /* a stoker_dtype */
+    size_t itemsize;
+    char kind;    /* NumPy kind: 'u', 'i', 'f', 'b' */
+    bool fortran; /* Fortran order of more than one dimension (refused by its users) */
+    int32_t ndim; /* every dimension, the first included */
+    int64_t shape[STOKER_MAX_DIMS + 1];
+} pack_npy_head;
+/* Parses the header in the first `avail` bytes p; 0, or -1 with why. The elements' bytes are
+ * the caller's to check against the shape. */
+int pack_npy_head_parse(const uint8_t *p, size_t avail, pack_npy_head *h, char *why, size_t cap);
 /* Maps and validates a .npy file; on failure prints why and returns -1. */
 int pack_npy_open(const char *path, pack_npy *a);
 void pack_npy_close(pack_npy *a);
