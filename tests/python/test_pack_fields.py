@@ -622,3 +622,90 @@ def test_wds_bad_tars(tmp_path):
     r = pack("--wds", tmp_path / "a.tar", "--coco", tmp_path / "x.json", "--images",
              tmp_path, tmp_path / "out", ok=False)
     assert r.returncode == 2 and "choose one of" in r.stderr, r.stderr
+
+
+# ---- an HDF5 file's datasets ----
+
+def make_h5(tmp_path, n=4, spoil=None):
+    """images (vlen JPEG), masks (vlen PNG), labels (int64), scores (float32), emb (float16
+    rows of 2x3), caption (vlen uint8): n rows each."""
+    h5py = pytest.importorskip("h5py")
+    d = tmp_path / "h5"
+    d.mkdir(exist_ok=True)
+    imgs = [jpeg(d / f"{i}.jpg", seed=i) for i in range(n)]
+    masks = [png_mask(d / f"{i}.png", seed=i) for i in range(n)]
+    caps = [f"caption {i}".encode() for i in range(n)]
+    emb = np.arange(n * 6, dtype=np.float16).reshape(n, 2, 3)
+    if spoil == "corrupt_jpeg":
+        imgs[2] = imgs[2][:300]
+    if spoil == "mask_size":
+        masks[2] = png_mask(d / "small.png", h=8, w=8)
+    vlen = h5py.vlen_dtype(np.uint8)
+    with h5py.File(d / "f.h5", "w") as f:
+        for name, vals in (("images", imgs), ("masks", masks), ("caption", caps)):
+            ds = f.create_dataset(name, (n,), dtype=vlen)
+            for i, v in enumerate(vals):
+                ds[i] = np.frombuffer(v, np.uint8)
+        f["classes"] = np.arange(n, dtype=np.int64) * 3  # not "labels": see h5fields.c
+        f["scores"] = np.arange(n, dtype=np.float32) / 2
+        f["emb"] = emb
+        f["short"] = np.zeros(n - 1, np.int64)
+        f["labels32"] = np.arange(n, dtype=np.int32)
+    expect = [{"image": imgs[i], "mask": masks[i], "label": np.int64(3 * i).tobytes(),
+               "score": np.float32(i / 2).tobytes(), "emb": emb[i].tobytes(),
+               "caption": caps[i], "__key__": str(i)} for i in range(n)]
+    return d / "f.h5", expect
+
+
+H5_FIELDS = ["image=/images:jpeg", "mask=masks:png:mask_of=image", "label=/classes",
+             "score=/scores", "emb=/emb", "caption=/caption"]
+
+
+def h5_args(path, fields=H5_FIELDS):
+    args = [path]
+    for f in fields:
+        args += ["--h5-field", f]
+    return args
+
+
+def test_h5_fields_round_trip(tmp_path):
+    path, expect = make_h5(tmp_path)
+    out = tmp_path / "out"
+    pack(*h5_args(path), out)
+    fields, samples, checked = read_all(out)
+    assert [f[:2] + f[3:] for f in fields] == [
+        ("image", "jpeg", (), None, None), ("mask", "png", (), "mask_of", "image"),
+        ("label", "int64", (), None, None), ("score", "float32", (), None, None),
+        ("emb", "raw", (2, 3), None, None), ("caption", "bytes", (), None, None)]
+    assert checked
+    assert samples == expect
+
+
+# (name, fields, spoil, words, code, skippable)
+H5_BAD = [
+    ("corrupt_jpeg", H5_FIELDS, "corrupt_jpeg", ["record 2", 'field "image"'], 1, True),
+    ("mask_size", H5_FIELDS, "mask_size", ["record 2", 'field "mask"', "8x8"], 1, True),
+    ("rows", ["label=/classes", "short=/short"], None, ["/short", "3 rows", "4"], 1, False),
+    ("kind", ["label=/classes:jpeg"], None, ["label", "/classes", "holds numbers"], 1, False),
+    ("scalar_dtype", ["label=/labels32:int64"], None, ["label", "/labels32", "int32"], 1,
+     False),
+    ("no_dataset", ["x=/nope"], None, ["--h5-field x", "nope"], 1, False),
+    ("spec", ["label"], None, ["--h5-field label", "NAME=DATASET"], 2, False),
+]
+
+
+@pytest.mark.parametrize("name,fields,spoil,words,code,skippable", H5_BAD,
+                         ids=[b[0] for b in H5_BAD])
+def test_h5_fields_refusal(tmp_path, name, fields, spoil, words, code, skippable):
+    path, _ = make_h5(tmp_path, spoil=spoil)
+    out = tmp_path / "out"
+    err = refused(out, *h5_args(path, fields), code=code)
+    for w in ([str(path)] if code == 1 else []) + words:
+        assert w in err, (w, err)
+    r = pack("--skip-bad", *h5_args(path, fields), out, ok=False)
+    if skippable:
+        assert r.returncode == 0 and "3 records" in r.stderr and "1 skipped" in r.stderr, r.stderr
+        _, samples, _ = read_all(out)
+        assert [s["__key__"] for s in samples] == ["0", "1", "3"]
+    else:
+        assert r.returncode == code and not os.path.exists(out), r.stderr

@@ -489,6 +489,8 @@ void pack_samples_free(pack_samples *ss)
         sample_free(&ss->s[i]);
     free(ss->s);
     free(ss->schema_from_owned);
+    for (int32_t i = 0; i < STOKER_MAX_FIELDS; i++)
+        stoker_dataset_close(ss->sources[i]);
     pack_skips_free(&ss->bad);
     memset(ss, 0, sizeof *ss);
 }
@@ -554,6 +556,25 @@ static uint8_t *read_value(const char *path, int64_t offset, uint64_t size, uint
     return buf;
 }
 
+/* Reads record `id` of a data set (an HDF5 dataset's row); NULL with why on failure. */
+static uint8_t *read_record(stoker_dataset *ds, int64_t id, uint64_t *got, char *why, size_t cap)
+{
+    uint64_t size = 0;
+    size_t n = 0;
+    uint8_t *buf = NULL;
+    if (stoker_dataset_record_info(ds, id, &size, NULL, NULL) < 0 || size > MAX_VALUE_BYTES ||
+        !(buf = malloc(size ? size : 1)) || stoker_dataset_read(ds, id, buf, size, &n) < 0) {
+        snprintf(why, cap, "%s",
+                 size > MAX_VALUE_BYTES ? "larger than 1 GiB"
+                 : buf || size == 0     ? stoker_dataset_errmsg(ds)
+                                        : "out of memory");
+        free(buf);
+        return NULL;
+    }
+    *got = n;
+    return buf;
+}
+
 /* Checks an image field's bytes as stoker-pack checks JPEG files: decoded whole unless
  * --no-validate (then the writer reads the header). NULL, or why not into why. */
 static bool check_image(const pack_opts *o, const stoker_field_desc *f, const uint8_t *data,
@@ -589,6 +610,9 @@ static void load(const pack_opts *o, const pack_schema *sc, const pack_sample *s
         why[0] = '\0';
         if (!v->set) {
             snprintf(why, sizeof why, "missing");
+        } else if (v->ds) {
+            l->buf[i] = read_record(v->ds, v->record, &l->val[i].size, why, sizeof why);
+            l->val[i].data = l->buf[i];
         } else if (v->file) {
             uint64_t got = 0;
             l->buf[i] = read_value(v->file, v->offset, v->size, &got, why, sizeof why);

@@ -37,11 +37,13 @@ int32_t pack_schema_find(const pack_schema *s, const char *name);
 /* One field's value in a sample before it is read: inline bytes, or a file's (whole, or
  * `size` bytes at `offset`: a tar member). */
 typedef struct pack_value {
-    uint8_t *data;  /* inline value (owned), or NULL */
-    char *file;     /* the file that holds it (owned), or NULL */
-    int64_t offset; /* in file; -1: the whole file */
-    uint64_t size;  /* inline: its bytes; a file's: as found (for the alignment), 0 unknown */
-    char *member;   /* a tar member's name (owned), which messages give instead of file */
+    uint8_t *data;      /* inline value (owned), or NULL */
+    char *file;         /* the file that holds it (owned), or NULL */
+    int64_t offset;     /* in file; -1: the whole file */
+    uint64_t size;      /* inline: its bytes; a file's: as found (for the alignment), 0 unknown */
+    char *member;       /* a tar member's name (owned), which messages give instead of file */
+    stoker_dataset *ds; /* a record of this data set (not owned: pack_samples.sources) */
+    int64_t record;
     bool set;
 } pack_value;
 
@@ -59,6 +61,7 @@ typedef struct pack_samples {
     const char *schema_from; /* where the schema came from, for messages */
     char *schema_from_owned; /* schema_from when the source made it (owned), or NULL */
     pack_skips bad;          /* samples left out while listing them (--skip-bad) */
+    stoker_dataset *sources[STOKER_MAX_FIELDS]; /* data sets values come from (owned) */
 } pack_samples;
 
 /* A new sample at the end (zeroed; where and key copied); NULL when out of memory. */
@@ -87,6 +90,9 @@ int pack_read_json(const char *path, const char *what, json_value *v);
 /* ---- the sources ---- */
 int pack_jsonl_load(const pack_opts *o, pack_samples *ss);
 int pack_coco_load(const pack_opts *o, pack_samples *ss);
+/* FILE.h5 --h5-field NAME=DATASET[:KIND[:TIE=FIELD]] ...: an HDF5 file's datasets as the
+ * fields of its samples (h5fields.c states the rules). */
+int pack_h5_fields_load(const pack_opts *o, pack_samples *ss);
 /* --wds A.tar [B.tar ...]: WebDataset shards (wds.c states the rules). */
 int pack_wds_load(const pack_opts *o, pack_samples *ss);
 

@@ -60,6 +60,7 @@ static void usage(FILE *f)
             "       stoker-pack --jsonl FILE --schema FILE [options] OUT\n"
             "       stoker-pack --coco FILE --images DIR [options] OUT\n"
             "       stoker-pack --wds A.tar [B.tar ...] [--schema FILE] [options] OUT\n"
+            "       stoker-pack FILE.h5 --h5-field NAME=DATASET[:KIND] ... [options] OUT\n"
             "                                         pack samples of several fields\n"
             "       stoker-pack --verify OUT          check every byte of a data set\n"
             "                                         (of an HDF5 file: read every record)\n"
@@ -110,6 +111,11 @@ static void usage(FILE *f)
             "                     ('.' as '_'): jpg/jpeg jpeg, png png, cls int64, npy raw,\n"
             "                     others bytes; without --schema the first sample's\n"
             "                     extensions are the schema, and every sample has them all\n"
+            "  --h5-field NAME=DATASET[:KIND[:TIE=FIELD]]\n"
+            "                     a field from an HDF5 dataset (repeat it; every dataset of\n"
+            "                     as many rows): numbers raw (int64/float32 for scalars),\n"
+            "                     encoded rows bytes; KIND: bytes, jpeg, png, raw, int64,\n"
+            "                     float32; TIE: mask_of, boxes_of or rows_of a field\n"
             "  --keep-crowd       keep iscrowd annotations (and an iscrowd field); by\n"
             "                     default they are left out\n"
             "  --skip-bad         leave out (and count) a bad sample instead of failing;\n"
@@ -146,6 +152,7 @@ enum {
     OPT_SKIP_BAD,
     OPT_KEEP_CROWD,
     OPT_WDS,
+    OPT_H5_FIELD,
     OPT_NO_FSYNC,
     OPT_VERIFY,
     OPT_INFO,
@@ -176,6 +183,7 @@ static const struct option long_opts[] = {
     {"skip-bad", no_argument, NULL, OPT_SKIP_BAD},
     {"keep-crowd", no_argument, NULL, OPT_KEEP_CROWD},
     {"wds", required_argument, NULL, OPT_WDS},
+    {"h5-field", required_argument, NULL, OPT_H5_FIELD},
     {"no-fsync", no_argument, NULL, OPT_NO_FSYNC},
     {"verify", no_argument, NULL, OPT_VERIFY},
     {"info", no_argument, NULL, OPT_INFO},
@@ -239,6 +247,13 @@ static int take_option(int c, const char *name, const char *arg, pack_opts *o)
     case OPT_SKIP_BAD: o->skip_bad = true; return -1;
     case OPT_KEEP_CROWD: o->keep_crowd = true; return -1;
     case OPT_WDS: o->wds = arg; return -1;
+    case OPT_H5_FIELD:
+        if (o->n_h5_fields == STOKER_MAX_FIELDS) {
+            cli_err("--h5-field: at most %d fields", STOKER_MAX_FIELDS);
+            return PACK_USAGE;
+        }
+        o->h5_fields[o->n_h5_fields++] = arg;
+        return -1;
     case OPT_NO_FSYNC: o->fsync = false; return -1;
     case OPT_VERIFY: o->mode = MODE_VERIFY; return -1;
     case OPT_INFO: o->mode = MODE_INFO; return -1;
@@ -256,17 +271,17 @@ static int take_option(int c, const char *name, const char *arg, pack_opts *o)
 /* Is the source one of samples of several fields (--jsonl, --coco, --wds)? */
 static bool samples_source(const pack_opts *o)
 {
-    return o->jsonl || o->coco || o->wds;
+    return o->jsonl || o->coco || o->wds || o->n_h5_fields;
 }
 
 /* The options of the sources of samples, each refused where it would mean nothing; -1 to go
  * on, else an exit code. */
 static int check_samples_options(const pack_opts *o)
 {
-    const int sources = !!o->jsonl + !!o->coco + !!o->wds;
+    const int sources = !!o->jsonl + !!o->coco + !!o->wds + !!o->n_h5_fields;
     const char *bad = NULL;
     if (sources > 1)
-        bad = "choose one of --jsonl, --coco and --wds";
+        bad = "choose one of --jsonl, --coco, --wds and --h5-field";
     else if (o->jsonl && !o->schema)
         bad = "--jsonl needs --schema FILE: the fields of its samples";
     else if (o->schema && !o->jsonl && !o->wds)
@@ -278,15 +293,17 @@ static int check_samples_options(const pack_opts *o)
     else if (o->keep_crowd && !o->coco)
         bad = "--keep-crowd is an option of --coco";
     else if (o->skip_bad && !sources)
-        bad = "--skip-bad is an option of --jsonl, --coco and --wds (an image folder or list "
-              "leaves bad files out already; --strict makes them fail the pack)";
+        bad = "--skip-bad is an option of --jsonl, --coco, --wds and --h5-field (an image "
+              "folder or list leaves bad files out already; --strict makes them fail the pack)";
     else if (o->skip_bad && o->strict)
         bad = "choose one of --skip-bad and --strict";
     else if (sources && (o->rgb || o->max_side > 0))
         bad = "--rgb and --max-side re-encode image files, not the image fields of samples "
               "(a mask or boxes tied to an image would no longer match it)";
     else if (sources && o->labels)
-        bad = "--labels is only for a .npy or HDF5 source";
+        bad = o->n_h5_fields ? "--labels is no option of --h5-field: make the labels a field "
+                               "(label=/labels)"
+                             : "--labels is only for a .npy or HDF5 source";
     if (bad && o->mode == MODE_PACK) {
         cli_err("%s", bad);
         return PACK_USAGE;
@@ -590,7 +607,8 @@ static int load_source(const pack_opts *o, input *in)
         in->kind = IN_SAMPLES;
         return o->jsonl  ? pack_jsonl_load(o, &in->samples)
                : o->coco ? pack_coco_load(o, &in->samples)
-                         : pack_wds_load(o, &in->samples);
+               : o->wds  ? pack_wds_load(o, &in->samples)
+                         : pack_h5_fields_load(o, &in->samples);
     }
     in->kind = IN_H5;
     if (pack_is_h5(o->src))

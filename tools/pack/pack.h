@@ -39,6 +39,9 @@ typedef struct pack_opts {
     const char *wds;
     char **wds_more;
     int n_wds_more;
+    /* FILE.h5 --h5-field NAME=DATASET[:KIND[:TIE=FIELD]], in the order given. */
+    const char *h5_fields[STOKER_MAX_FIELDS];
+    int n_h5_fields;
 } pack_opts;
 
 /* One source file of an image data set, or one record of an HDF5 source. */
