@@ -33,7 +33,8 @@ def image_result(torch, torchvision, out, a, dev):
     return out
 
 
-def parse_args(doc, data_help):
+def parse_args(doc, data_help, extra=None):
+    """The peers' arguments; extra(parser) adds a peer's own."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("data", help=data_help)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
@@ -45,6 +46,8 @@ def parse_args(doc, data_help):
     ap.add_argument("--cold", action="store_true",
                     help="time one epoch from the first request, without warm-up: for a "
                          "page cache dropped just before (the workers' start is timed too)")
+    if extra:
+        extra(ap)
     return ap.parse_args()
 
 
