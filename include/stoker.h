@@ -256,6 +256,15 @@ typedef enum stoker_option {
                                           a sample, "NAME=DATASET[:KIND],..." (docs/HDF5.md
                                           "Several datasets as the fields of a sample"); default
                                           none: one dataset (H5_IMAGES) and its labels */
+    STOKER_OPT_FIELD_DTYPES = 129,     /* dtype conversions of delivered fields, "NAME=DTYPE,..."
+                                          ("mask=int64,boxes=float16"; dtype names as
+                                          stoker_dtype_name's): numeric dense, mask and array
+                                          fields, not bytes or images (the data's dtype is
+                                          STOKER_OPT_DTYPE's). Integers wrap; floats to
+                                          integers truncate toward zero, NaN gives 0, out of
+                                          range the least or greatest value; float16 and
+                                          bfloat16 round to nearest even (docs/SEMANTICS.md);
+                                          default none: each field as stored */
     STOKER_OPT_CACHE_LIMIT = 130,      /* bytes the block cache may hold; 0 (default): a quarter
                                           of the cache's file system, at least 4 x the window */
     STOKER_OPT_BLOCK_SIZE = 131,       /* bytes per fetched block; default 16 MiB */

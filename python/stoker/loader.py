@@ -1522,6 +1522,8 @@ _NOT_PROPERTIES = (
     "h5_images", "h5_labels", "h5_fields", "cache_dir", "cache_limit", "block_size",
     "fetch_window", "fetch_transfers", "fetch_retries", "fetch_retry_ms", "fetch_timeout_ms",
     "ca_bundle", "http_header", "s3_region", "s3_endpoint", "fetch_clients",
+    # as given; the fields property gives each field's dtype as delivered
+    "field_dtypes",
     # read back together as mean and std
     "mean_r", "mean_g", "mean_b", "std_r", "std_g", "std_b")
 

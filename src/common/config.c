@@ -188,6 +188,8 @@ static const opt_desc OPTS[] = {
     STRING(STOKER_OPT_H5_FIELDS, "h5_fields", D | L, 8, "",
            "an HDF5 file's datasets as the fields of a sample, \"NAME=DATASET[:KIND],...\"; "
            "default none (one dataset and its labels)"),
+    STRING(STOKER_OPT_FIELD_DTYPES, "field_dtypes", L, 9, "",
+           "dtype conversions of delivered fields, \"NAME=DTYPE,...\"; default none"),
     INT(STOKER_OPT_CACHE_LIMIT, "cache_limit", D | L, 0, 0, INT64_MAX, BYTES,
         "bytes the block cache may hold; 0 (default): a quarter of its file system, at least "
         "four times what is in flight, at most its free space and the cache's own blocks"),

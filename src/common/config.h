@@ -6,7 +6,7 @@
 #include "common/common.h"
 
 #define STOKER__NUM_INT_OPTS 160
-#define STOKER__NUM_STR_OPTS 9
+#define STOKER__NUM_STR_OPTS 10
 
 struct stoker_config {
     int64_t ints[STOKER__NUM_INT_OPTS];

@@ -2,6 +2,9 @@
 /* A batch's fields: the region's layout and the packing of ragged fields (fields.h). */
 #include "loader/fields.h"
 
+#include "transform/transform.h"
+
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -99,5 +102,193 @@ void stoker__pfields_pack(const stoker__pfields *pf, uint8_t *region, const uint
             offs[j + 1] = (int64_t)at;
         }
         totals[i] = (int64_t)at;
+    }
+}
+
+/* ---- dtype conversion ---- */
+
+static bool dtype_float(int32_t t)
+{
+    return t == STOKER_DTYPE_FLOAT16 || t == STOKER_DTYPE_BFLOAT16 || t == STOKER_DTYPE_FLOAT32 ||
+           t == STOKER_DTYPE_FLOAT64;
+}
+
+bool stoker__dtype_convertible(int32_t t)
+{
+    return t >= STOKER_DTYPE_UINT8 && t <= STOKER_DTYPE_BOOL;
+}
+
+static float bf16_to_f32(uint16_t h)
+{
+    const uint32_t x = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &x, sizeof f);
+    return f;
+}
+
+/* d as a float rounded to odd (truncated, the last bit set when inexact): rounding that to
+ * float16 or bfloat16 (<= 11 bits, float has 24) to nearest even then equals rounding d
+ * itself once, as NumPy's float64 to float16 does. */
+static float f32_odd(double d)
+{
+    float f = (float)d;
+    if (isnan(d) || (double)f == d)
+        return f;
+    if (fabs((double)f) > fabs(d))
+        f = nextafterf(f, 0.0f);
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    x |= 1u;
+    memcpy(&f, &x, sizeof f);
+    return f;
+}
+
+/* Element i of a float array as a double. */
+static double load_float(const uint8_t *p, int32_t t)
+{
+    switch (t) {
+    case STOKER_DTYPE_FLOAT16: {
+        uint16_t h;
+        memcpy(&h, p, 2);
+        return stoker__f16_to_f32(h);
+    }
+    case STOKER_DTYPE_BFLOAT16: {
+        uint16_t h;
+        memcpy(&h, p, 2);
+        return bf16_to_f32(h);
+    }
+    case STOKER_DTYPE_FLOAT32: {
+        float f;
+        memcpy(&f, p, 4);
+        return f;
+    }
+    default: {
+        double d;
+        memcpy(&d, p, 8);
+        return d;
+    }
+    }
+}
+
+/* An integer (or bool) element, sign-extended from a signed type, as 64 bits. */
+static uint64_t load_int(const uint8_t *p, int32_t t)
+{
+    switch (t) {
+    case STOKER_DTYPE_INT8: return (uint64_t)(int64_t)(int8_t)p[0];
+    case STOKER_DTYPE_UINT16: {
+        uint16_t v;
+        memcpy(&v, p, 2);
+        return v;
+    }
+    case STOKER_DTYPE_INT16: {
+        int16_t v;
+        memcpy(&v, p, 2);
+        return (uint64_t)(int64_t)v;
+    }
+    case STOKER_DTYPE_UINT32: {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        return v;
+    }
+    case STOKER_DTYPE_INT32: {
+        int32_t v;
+        memcpy(&v, p, 4);
+        return (uint64_t)(int64_t)v;
+    }
+    case STOKER_DTYPE_UINT64:
+    case STOKER_DTYPE_INT64: {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        return v;
+    }
+    case STOKER_DTYPE_BOOL: return p[0] != 0;
+    default: return p[0]; /* UINT8 */
+    }
+}
+
+/* The low bytes of v: an integer of the target's width, wrapped as two's complement. */
+static void store_bits(uint8_t *p, uint64_t v, size_t size)
+{
+    switch (size) {
+    case 1: p[0] = (uint8_t)v; break;
+    case 2: {
+        const uint16_t b = (uint16_t)v;
+        memcpy(p, &b, 2);
+        break;
+    }
+    case 4: {
+        const uint32_t b = (uint32_t)v;
+        memcpy(p, &b, 4);
+        break;
+    }
+    default: memcpy(p, &v, 8);
+    }
+}
+
+static void store_float(uint8_t *p, double d, int32_t t)
+{
+    if (t == STOKER_DTYPE_FLOAT64) {
+        memcpy(p, &d, 8);
+    } else if (t == STOKER_DTYPE_FLOAT32) {
+        const float f = (float)d;
+        memcpy(p, &f, 4);
+    } else {
+        const float f = f32_odd(d);
+        const uint16_t h =
+            t == STOKER_DTYPE_FLOAT16 ? stoker__f32_to_f16(f) : stoker__f32_to_bf16(f);
+        memcpy(p, &h, 2);
+    }
+}
+
+/* A float truncated toward zero into integer type t: NaN gives 0, values beyond t's range
+ * (infinities too) its least or greatest value. */
+static uint64_t float_to_int(double d, int32_t t)
+{
+    if (isnan(d))
+        return 0;
+    const double x = trunc(d);
+    const unsigned bits = 8u * (unsigned)stoker_dtype_size(t);
+    const bool sign = t == STOKER_DTYPE_INT8 || t == STOKER_DTYPE_INT16 ||
+                      t == STOKER_DTYPE_INT32 || t == STOKER_DTYPE_INT64;
+    const double hi = ldexp(1.0, (int)bits - (sign ? 1 : 0)); /* one past the greatest */
+    const double lo = sign ? -hi : 0.0;
+    if (x < lo)
+        return sign ? (uint64_t)1 << (bits - 1) : 0; /* the least: its bits */
+    if (x >= hi)
+        return sign         ? ((uint64_t)1 << (bits - 1)) - 1
+               : bits == 64 ? UINT64_MAX
+                            : ((uint64_t)1 << bits) - 1;
+    return sign ? (uint64_t)(int64_t)x : (uint64_t)x;
+}
+
+void stoker__dtype_convert(void *dst, int32_t to, const void *src, int32_t from, uint64_t n)
+{
+    uint8_t *d = dst;
+    const uint8_t *s = src;
+    const size_t ds = stoker_dtype_size(to), ss = stoker_dtype_size(from);
+    const bool ffrom = dtype_float(from), fto = dtype_float(to);
+    const bool sfrom = from == STOKER_DTYPE_INT8 || from == STOKER_DTYPE_INT16 ||
+                       from == STOKER_DTYPE_INT32 || from == STOKER_DTYPE_INT64;
+    for (uint64_t i = 0; i < n; i++, d += ds, s += ss) {
+        if (ffrom) {
+            const double v = load_float(s, from);
+            if (fto)
+                store_float(d, v, to);
+            else if (to == STOKER_DTYPE_BOOL)
+                d[0] = v != 0.0; /* NaN is true, as C's and NumPy's */
+            else
+                store_bits(d, float_to_int(v, to), ds);
+            continue;
+        }
+        const uint64_t v = load_int(s, from);
+        if (to == STOKER_DTYPE_BOOL)
+            d[0] = v != 0;
+        else if (!fto)
+            store_bits(d, v, ds);
+        else if (to == STOKER_DTYPE_FLOAT32) {
+            const float f = sfrom ? (float)(int64_t)v : (float)v;
+            memcpy(d, &f, 4);
+        } else
+            store_float(d, sfrom ? (double)(int64_t)v : (double)v, to);
     }
 }

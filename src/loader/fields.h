@@ -15,6 +15,10 @@
  *          writes its rows at j * max_rows; the batch's last worker packs them back to back
  *          (stoker__pfields_pack) once every record, replacements included, is in place
  *
+ * Values are in the field's delivered dtype: STOKER_OPT_FIELD_DTYPES may convert a DENSE, MASK or
+ * numeric RAGGED field, which the worker does as it writes the field (after a mask's or
+ * boxes' geometry, which runs on uint8 and float32); `item` is then the converted size.
+ *
  * The data field (role DATA) is the batch's data and takes no room in the region. */
 #ifndef STOKER_LOADER_FIELDS_H
 #define STOKER_LOADER_FIELDS_H
@@ -39,7 +43,10 @@ typedef struct stoker__pfield {
     int32_t dtype, ndim;
     int64_t shape[STOKER_MAX_DIMS]; /* one sample's (DENSE, MASK), one row's (RAGGED) */
     uint64_t item;                  /* bytes per sample (DENSE, MASK), per row (RAGGED) */
-    uint64_t max_rows;              /* RAGGED: rows one sample holds at most */
+    int32_t from;         /* a converted field (STOKER_OPT_FIELD_DTYPES): the dtype the values come
+                             in (as stored; a MASK's uint8), else 0 */
+    uint64_t stored;      /* `item` as the values come in: before any conversion */
+    uint64_t max_rows;    /* RAGGED: rows one sample holds at most */
     uint64_t off;         /* in the region: the values (DENSE, MASK, RAGGED's packed values) */
     uint64_t offsets_off; /* RAGGED: the batch + 1 offsets */
 } stoker__pfield;
@@ -75,5 +82,17 @@ int32_t stoker__pfields_find(const stoker__pfields *pf, const char *name);
  * the slot's per-sample row counts (pf->n x batch). */
 void stoker__pfields_pack(const stoker__pfields *pf, uint8_t *region, const uint64_t *rows,
                           uint64_t batch, int64_t count, int64_t *totals);
+
+/* A stoker_dtype that stoker__dtype_convert takes (uint8 .. bool). */
+bool stoker__dtype_convertible(int32_t dtype);
+
+/* n values of dtype `from` at src as dtype `to` at dst (the buffers do not overlap; any
+ * alignment). Integers to integers: the low bits, two's complement (values out of range
+ * wrap, as NumPy's astype and C's casts to unsigned types). Floats to integers: truncated
+ * toward zero; NaN gives 0, values out of range (and infinities) the type's least or
+ * greatest. To bool: nonzero (NaN too) gives 1. To float16 and bfloat16: rounded once to
+ * nearest even (overflow gives infinity; an integer beyond 2^53 is first rounded to a
+ * float64); to float32 and float64 as C's casts. */
+void stoker__dtype_convert(void *dst, int32_t to, const void *src, int32_t from, uint64_t n);
 
 #endif

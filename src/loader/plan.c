@@ -543,6 +543,15 @@ static int plan_decoder(stoker__plan *p, const stoker_config *cfg, stoker_datase
     return 0;
 }
 
+/* The names of pf's fields, ", "-separated, as much as `cap` bytes hold. */
+static void field_names(const stoker__pfields *pf, char *out, size_t cap)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (int32_t k = 0; k < pf->n && used < cap; k++)
+        used += (size_t)snprintf(out + used, cap - used, "%s%s", k ? ", " : "", pf->f[k].name);
+}
+
 /* Keeps the fields STOKER_OPT_FIELDS names ("" keeps all), in schema order. */
 static int select_fields(stoker__pfields *pf, const char *want, const char *path, stoker__err *err)
 {
@@ -561,11 +570,8 @@ static int select_fields(stoker__pfields *pf, const char *want, const char *path
             i = stoker__pfields_find(pf, name);
         }
         if (i < 0) {
-            char have[STOKER_ERRMSG_CAP / 2] = "";
-            size_t used = 0;
-            for (int32_t k = 0; k < pf->n && used < sizeof have; k++)
-                used += (size_t)snprintf(have + used, sizeof have - used, "%s%s", k ? ", " : "",
-                                         pf->f[k].name);
+            char have[STOKER_ERRMSG_CAP / 2];
+            field_names(pf, have, sizeof have);
             return stoker__fail(err, STOKER_E_INVALID,
                                 "%s: STOKER_OPT_FIELDS names the field \"%.*s\", which the data "
                                 "set does not have (its fields: %s)",
@@ -590,6 +596,88 @@ static int select_fields(stoker__pfields *pf, const char *want, const char *path
     pf->n = n;
     pf->data = data;
     pf->label = label;
+    return 0;
+}
+
+/* Why field f's values cannot be converted, or NULL when they can. */
+static const char *unconvertible(const stoker__pfield *f)
+{
+    if (f->role == STOKER__PF_DATA)
+        return "is the batch's data, whose dtype is STOKER_OPT_DTYPE's";
+    if (f->role == STOKER__PF_LABEL)
+        return "holds a data set's labels without a schema: int64, as its index keeps them";
+    if (f->role == STOKER__PF_RAGGED && f->kind != STOKER_FIELD_ARRAY)
+        return f->kind == STOKER_FIELD_BYTES ? "holds bytes, not numbers"
+                                             : "holds an image's encoded bytes, not numbers";
+    return stoker__dtype_convertible(f->dtype) ? NULL : "has no numeric dtype";
+}
+
+/* One "NAME=DTYPE" of STOKER_OPT_FIELD_DTYPES (`n` bytes at s): field f's delivered dtype. */
+static int field_dtype(stoker__pfields *pf, const char *s, size_t n, bool *named, const char *path,
+                       stoker__err *err)
+{
+    const char *eq = memchr(s, '=', n);
+    char name[STOKER_FIELD_NAME_MAX + 1] = "", dt[32] = "";
+    const size_t nl = eq ? (size_t)(eq - s) : 0, dl = eq ? n - nl - 1 : 0;
+    STOKER_RETURN_IF(!eq || nl == 0 || nl >= sizeof name || dl == 0 || dl >= sizeof dt, err,
+                     STOKER_E_INVALID,
+                     "%s: STOKER_OPT_FIELD_DTYPES: \"%.*s\" is not NAME=DTYPE (such as "
+                     "\"mask=int64\")",
+                     path, (int)(n > 64 ? 64 : n), s);
+    memcpy(name, s, nl);
+    memcpy(dt, eq + 1, dl);
+    const int32_t i = stoker__pfields_find(pf, name);
+    if (i < 0) {
+        char have[STOKER_ERRMSG_CAP / 2];
+        field_names(pf, have, sizeof have);
+        return stoker__fail(err, STOKER_E_INVALID,
+                            "%s: STOKER_OPT_FIELD_DTYPES names the field \"%s\", which the batch "
+                            "does not deliver (its fields: %s)",
+                            path, name, have);
+    }
+    stoker__pfield *f = &pf->f[i];
+    const char *why = unconvertible(f);
+    STOKER_RETURN_IF(why, err, STOKER_E_INVALID,
+                     "%s: STOKER_OPT_FIELD_DTYPES: field \"%s\" %s: it takes no dtype "
+                     "conversion",
+                     path, name, why);
+    STOKER_RETURN_IF(named[i], err, STOKER_E_INVALID,
+                     "%s: STOKER_OPT_FIELD_DTYPES names the field \"%s\" twice", path, name);
+    int32_t to = 0;
+    STOKER_RETURN_IF(stoker_enum_parse(STOKER_ENUM_DTYPE, dt, &to) < 0 ||
+                         !stoker__dtype_convertible(to),
+                     err, STOKER_E_INVALID,
+                     "%s: STOKER_OPT_FIELD_DTYPES: field \"%s\": unknown dtype \"%s\" (uint8, "
+                     "int8, uint16, int16, uint32, int32, uint64, int64, float16, bfloat16, "
+                     "float32, float64 or bool)",
+                     path, name, dt);
+    named[i] = true;
+    if (to == f->dtype)
+        return 0;
+    f->from = f->dtype;
+    f->item = f->stored / stoker_dtype_size(f->dtype) * stoker_dtype_size(to);
+    f->dtype = to;
+    if (i == pf->label)
+        pf->label = -1; /* the batch's labels stay the index's int64, on the host */
+    return 0;
+}
+
+/* Applies STOKER_OPT_FIELD_DTYPES ("NAME=DTYPE,...", "" none) to the delivered fields. */
+static int field_dtypes(stoker__pfields *pf, const char *want, const char *path, stoker__err *err)
+{
+    bool named[STOKER_MAX_FIELDS + 1] = {0};
+    for (int32_t i = 0; i < pf->n; i++) {
+        pf->f[i].from = 0;
+        pf->f[i].stored = pf->f[i].item;
+    }
+    for (const char *s = want ? want : ""; *s;) {
+        const char *e = strchr(s, ',');
+        const size_t n = e ? (size_t)(e - s) : strlen(s);
+        const int rc = field_dtype(pf, s, n, named, path, err);
+        if (rc < 0)
+            return rc;
+        s += n + (e ? 1 : 0);
+    }
     return 0;
 }
 
@@ -684,7 +772,8 @@ static int schema_fields(stoker__plan *p, const stoker_config *cfg, const char *
                          "STOKER_TRANSFORM_NONE for every image's bytes",
                          path, f->name, img >= 0 ? sc->f[img].name : "");
     }
-    return stoker__pfields_layout(pf, p->batch, path, err);
+    rc = field_dtypes(pf, stoker__cfg_string(cfg, STOKER_OPT_FIELD_DTYPES), path, err);
+    return rc < 0 ? rc : stoker__pfields_layout(pf, p->batch, path, err);
 }
 
 /* What a batch delivers: a data set without a schema, its data and its labels. */
@@ -699,7 +788,9 @@ static int plan_fields(stoker__plan *p, const stoker_config *cfg, const char *pa
     d->dtype = p->out_dtype;
     d->ndim = p->rec_size ? p->ndim : 1;
     memcpy(d->shape, p->shape, sizeof d->shape);
-    const int rc = select_fields(pf, stoker__cfg_string(cfg, STOKER_OPT_FIELDS), path, err);
+    int rc = select_fields(pf, stoker__cfg_string(cfg, STOKER_OPT_FIELDS), path, err);
+    if (rc == 0)
+        rc = field_dtypes(pf, stoker__cfg_string(cfg, STOKER_OPT_FIELD_DTYPES), path, err);
     return rc < 0 ? rc : stoker__pfields_layout(pf, p->batch, path, err);
 }
 

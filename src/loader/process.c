@@ -19,6 +19,8 @@ struct stoker__process {
     size_t pix_cap;
     uint8_t *keep;
     size_t keep_cap;
+    uint8_t *conv; /* a converted field's values as they come in, before conversion */
+    size_t conv_cap;
 };
 
 int stoker__process_create(stoker__process **out, const stoker__plan *plan, stoker__wstats *stats)
@@ -39,6 +41,7 @@ void stoker__process_destroy(stoker__process *pr)
     stoker__xform_scratch_destroy(pr->xs);
     stoker__free(pr->pix);
     stoker__free(pr->keep);
+    stoker__free(pr->conv);
     stoker__free(pr);
 }
 
@@ -96,6 +99,17 @@ static int grow(uint8_t **buf, size_t *cap, uint64_t n)
     *buf = p;
     *cap = (size_t)n;
     return 0;
+}
+
+/* n samples or rows of field f, as they come in at src, into dst in the delivered dtype. */
+static void put_values(const stoker__pfield *f, uint8_t *dst, const uint8_t *src, uint64_t n)
+{
+    if (!f->from) {
+        memcpy(dst, src, n * f->item);
+        return;
+    }
+    stoker__dtype_convert(dst, f->dtype, src, f->from,
+                          n * (f->stored / stoker_dtype_size(f->from)));
 }
 
 /* A field's failure: the field's name before the cause (the caller adds file and record). */
@@ -215,30 +229,40 @@ int stoker__process_sample(stoker__process *pr, uint64_t seed, int64_t epoch, in
         if (f->role == STOKER__PF_MASK) {
             if (!geom)
                 return field_fail(err, STOKER_E_INVALID, f, "its image was not transformed");
-            if ((rc = sample_mask(pr, f, sc, v, len, &g, at + j * f->item, err)) < 0)
+            /* the geometry writes uint8, widened after where asked */
+            if (f->from && grow(&pr->conv, &pr->conv_cap, f->stored) < 0)
+                return -ENOMEM;
+            uint8_t *m = f->from ? pr->conv : at + j * f->item;
+            if ((rc = sample_mask(pr, f, sc, v, len, &g, m, err)) < 0)
                 return rc;
+            if (f->from)
+                put_values(f, at + j * f->item, m, 1);
             continue;
         }
         if (f->role == STOKER__PF_DENSE) {
-            memcpy(at + j * f->item, v, f->item);
+            put_values(f, at + j * f->item, v, 1);
             continue;
         }
-        /* RAGGED: the rows at the sample's own place; boxes through the geometry */
-        const uint64_t nrows = f->item ? len / f->item : 0;
+        /* RAGGED: the rows at the sample's own place; boxes through the geometry (on the
+         * values as they come in: float32), then converted where asked */
+        const uint64_t nrows = f->stored ? len / f->stored : 0;
         if (nrows > f->max_rows) {
             char why[128];
             snprintf(why, sizeof why, "%" PRIu64 " rows, more than the manifest's max %" PRIu64,
                      nrows, f->max_rows);
             return field_fail(err, STOKER_E_CORRUPT, f, why);
         }
-        uint8_t *d = at + j * f->max_rows * f->item;
+        uint8_t *out = at + j * f->max_rows * f->item;
+        if (f->from && grow(&pr->conv, &pr->conv_cap, len ? len : 1) < 0)
+            return -ENOMEM;
+        uint8_t *d = f->from ? pr->conv : out;
         memcpy(d, v, len);
         int64_t kept = (int64_t)nrows;
         if (f->tie == STOKER_TIE_BOXES && geom) {
             if (grow(&pr->keep, &pr->keep_cap, nrows ? nrows : 1) < 0)
                 return -ENOMEM;
             stoker__boxes_geom((float *)(void *)d, (int64_t)nrows, &g, pr->keep);
-            kept = stoker__rows_compact(d, (int64_t)nrows, (size_t)f->item, pr->keep);
+            kept = stoker__rows_compact(d, (int64_t)nrows, (size_t)f->stored, pr->keep);
             kept_of = i;
             kept_n = (int64_t)nrows;
         } else if (f->tie == STOKER_TIE_ROWS && f->tied >= 0 && f->tied == kept_of) {
@@ -247,8 +271,10 @@ int stoker__process_sample(stoker__process *pr, uint64_t seed, int64_t epoch, in
                 snprintf(why, sizeof why, "%" PRIu64 " rows for %" PRId64 " boxes", nrows, kept_n);
                 return field_fail(err, STOKER_E_CORRUPT, f, why);
             }
-            kept = stoker__rows_compact(d, (int64_t)nrows, (size_t)f->item, pr->keep);
+            kept = stoker__rows_compact(d, (int64_t)nrows, (size_t)f->stored, pr->keep);
         }
+        if (f->from)
+            put_values(f, out, d, (uint64_t)kept);
         rows[(uint64_t)i * pf->batch + j] = (uint64_t)kept;
     }
     return 0;

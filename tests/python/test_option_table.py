@@ -66,6 +66,8 @@ LOADER_NOT_PROPERTIES = {
     "cache_dir", "cache_limit", "block_size", "fetch_window", "fetch_transfers",
     "fetch_retries", "fetch_retry_ms", "fetch_timeout_ms", "ca_bundle", "http_header",
     "s3_region", "s3_endpoint", "fetch_clients",
+    # as given; Loader.fields gives each field's dtype as delivered
+    "field_dtypes",
 }
 
 WRITER_NOT_KEYWORDS = {
