@@ -875,7 +875,9 @@ class Loader:
     beside a GPU, on 8 cores or more; ``stats()["threads_note"]`` says how); ``depth`` None = the library's (4; for image transforms
     from 4 to 16 slots by threads and batch size; ``loader.depth`` says which);
     ``mean``/``std`` (three floats) ImageNet's; ``fields`` None = every field: the names a
-    batch holds, a list (or a comma-separated str), delivered in schema order; ``order``
+    batch holds, a list (or a comma-separated str), delivered in schema order;
+    ``field_dtypes`` a dict (or "NAME=DTYPE,..." str) converting fields' dtypes, such as
+    ``{"mask": "int64", "boxes": "float16"}`` (docs/SEMANTICS.md); ``order``
     "records" (a permutation of all records) or "blocks" (a permutation of blocks of
     consecutive ids, each block's records together: a chunk's rows for chunked HDF5,
     docs/HDF5.md; four fetched blocks' records for a remote data set, docs/REMOTE.md).
@@ -973,6 +975,12 @@ class Loader:
                 if not all(isinstance(f, str) for f in fields):
                     raise TypeError("fields must be a str or a list of str")
                 kw["fields"] = ",".join(fields)
+            dtypes = kw.get("field_dtypes")
+            if isinstance(dtypes, dict):  # {"mask": "int64", "boxes": np.float16}
+                if not all(isinstance(f, str) for f in dtypes):
+                    raise TypeError("field_dtypes' keys must be field names (str)")
+                kw["field_dtypes"] = ",".join(
+                    "%s=%s" % (f, _lib.DTYPE.name(dtype_code(t))) for f, t in dtypes.items())
             set_options(cfg, kw)
             core = _Core()
             rc = _L.stoker_loader_create(ctypes.byref(core.handle), raw_path, cfg.handle)
