@@ -832,6 +832,32 @@ STOKER_API int stoker_loader_next_wait(stoker_loader *l, stoker_batch **out, int
  * 0, STOKER_E_INVALID (NULL) or STOKER_E_STATE (already released). */
 STOKER_API int stoker_batch_release(stoker_batch *b);
 
+/* Memory taken out of a loader by stoker_batch_detach, freed with stoker_memory_free. */
+typedef struct stoker_memory stoker_memory;
+
+/* Takes batch b's memory (its data and its fields region, host or device) out of the
+ * loader, without a copy, so that b's data and field pointers stay valid past its release:
+ * until stoker_memory_free(*out), from any thread, even after the loader is destroyed. The
+ * loader gives b's slot (or device buffer) fresh memory of the same size, which it uses
+ * from b's release on; release b as usual afterwards (b's pointers do not change). ids,
+ * labels (unless a field), offsets and host_offsets are the loader's: valid until release.
+ * Costs one allocation of the batch's size (pinned memory with a device; device memory for
+ * a device batch) and nothing in the steady state of a loader that never detaches. For a
+ * device batch, detach waits on the host until the loader's copy into b is complete: from
+ * then on the memory's only readers are the caller's own work, which must be done (or be
+ * queued before the free: cudaFree waits for the device's work) before stoker_memory_free.
+ * The consumer thread, on a batch handed out and not yet released. Returns 0;
+ * STOKER_E_INVALID (NULL); STOKER_E_STATE (b released, or already detached); -ENOMEM or
+ * STOKER_E_CUDA (no fresh memory: nothing changed, b is still the loader's); message in
+ * stoker_loader_errmsg. */
+STOKER_API int stoker_batch_detach(stoker_batch *b, stoker_memory **out);
+
+/* Frees memory taken by stoker_batch_detach (pinned host memory with cudaFreeHost, device
+ * memory with cudaFree on its device, the caller's current device kept). Any thread, at any
+ * time after the detach (before or after the batch's release or the loader's destruction).
+ * NULL ok. */
+STOKER_API void stoker_memory_free(stoker_memory *m);
+
 /* Restarts at the beginning of `epoch` (0 .. 2^40, as STOKER_OPT_EPOCH), discarding what
  * was read ahead; except right after stoker_loader_state_restore (no next since) with the
  * restored epoch: the loader then stays at the restored position, so that a resumed loop

@@ -11,6 +11,7 @@
 #include "loader/h2d.h"
 
 #include "loader/fields.h"
+#include "loader/memory.h"
 
 #include "cuda/cuda.h"
 #include "cuda/nvtx.h"
@@ -30,8 +31,12 @@ typedef struct stoker__dbuf {
     stoker__event ready; /* recorded on the copy stream after the copy */
     stoker__event done;  /* recorded on the consumer's stream by release_stream */
     bool has_events;
-    int state;       /* under g->mu */
-    bool pending;    /* under g->mu: `done` recorded, not yet seen complete */
+    int state;    /* under g->mu */
+    bool pending; /* under g->mu: `done` recorded, not yet seen complete */
+    /* stoker_batch_detach gave dev and dev_extra away (under g->mu, while OUT): the buffer's
+     * memory from release on is fresh_dev and fresh_extra (same sizes). */
+    bool detached;
+    uint8_t *fresh_dev, *fresh_extra;
     stoker__err err; /* a failed batch or copy (code 0: none), written by the copy thread
                       * before COPIED is published under g->mu; next hands it out */
 } stoker__dbuf;
@@ -124,9 +129,17 @@ static void pinned_free(void *ctx, void *p, size_t size, bool pinned)
     atomic_fetch_sub(&g->pinned_bytes, (int_fast64_t)stoker__align_up(size ? size : 1, PAGE));
 }
 
+/* Pinned memory that left the ring (a detached batch's) is no longer counted. */
+static void pinned_disown(void *ctx, size_t size, bool pinned)
+{
+    stoker__h2d *g = ctx;
+    if (pinned)
+        atomic_fetch_sub(&g->pinned_bytes, (int_fast64_t)stoker__align_up(size ? size : 1, PAGE));
+}
+
 stoker__slot_mem stoker__h2d_slot_mem(stoker__h2d *g)
 {
-    return (stoker__slot_mem){pinned_alloc, pinned_free, g};
+    return (stoker__slot_mem){pinned_alloc, pinned_free, pinned_disown, g};
 }
 
 int64_t stoker__h2d_pinned_bytes(const stoker__h2d *g)
@@ -291,8 +304,9 @@ void stoker__h2d_stop(stoker__h2d *g)
             stoker__cuda_event_destroy(d->ready);
             stoker__cuda_event_destroy(d->done);
         }
-        stoker__cuda_free(d->dev);
-        stoker__cuda_free(d->dev_extra);
+        /* a detached batch's dev and dev_extra are a stoker_memory's */
+        stoker__cuda_free(d->detached ? d->fresh_dev : d->dev);
+        stoker__cuda_free(d->detached ? d->fresh_extra : d->dev_extra);
         stoker__free(d->batch.ids);
         stoker__free(d->batch.labels);
         stoker__free(d->batch.offsets);
@@ -691,11 +705,72 @@ int stoker__h2d_release(stoker_batch *b, bool record, void *stream)
         stoker__cuda_restore_device(g->device, prev);
     }
     pthread_mutex_lock(&g->mu);
+    if (d->detached) { /* the batch's memory is a stoker_memory's now: the fresh one */
+        d->detached = false;
+        d->dev = d->fresh_dev;
+        d->dev_extra = d->fresh_extra;
+        d->fresh_dev = d->fresh_extra = NULL;
+        d->batch.data = d->dev;
+        d->batch.extra = d->dev_extra;
+    }
     d->pending = record && e == 0;
     d->state = DBUF_RELEASED;
     pthread_cond_broadcast(&g->cv);
     pthread_mutex_unlock(&g->mu);
     return e == 0 ? 0 : STOKER_E_CUDA;
+}
+
+int stoker__h2d_detach(stoker_batch *b, stoker_memory *m, stoker__err *err)
+{
+    stoker__dbuf *d = b->dbuf;
+    stoker__h2d *g = d->g;
+    pthread_mutex_lock(&g->mu);
+    const bool out = d->state == DBUF_OUT && !d->detached;
+    pthread_mutex_unlock(&g->mu);
+    STOKER_RETURN_IF(!out, err, STOKER_E_STATE,
+                     "stoker_batch_detach: the batch was released or detached already");
+    /* While OUT only the consumer touches d: cap and the pointers stay as read. */
+    const size_t cap = d->cap, extra_cap = g->plan->fields.cap;
+    uint8_t *dev = NULL, *extra = NULL;
+    const int prev = stoker__cuda_use_device(g->device);
+    /* The loader's last write into the batch (its copy, normalisation, GPU decode's gather)
+     * is ordered before the ready event: once it completed, only the caller's work reads
+     * the memory. */
+    const char *what = "cudaEventSynchronize on the batch's copy";
+    int e = stoker__cuda_event_sync(d->ready);
+    if (e == 0) {
+        what = "cudaMalloc of a device batch buffer (detach)";
+        e = stoker__cuda_malloc((void **)&dev, cap);
+    }
+    if (e == 0 && d->dev_extra) {
+        what = "cudaMalloc of a device batch's fields (detach)";
+        e = stoker__cuda_malloc((void **)&extra, extra_cap);
+    }
+    if (e != 0) {
+        stoker__cuda_free(dev);
+        stoker__cuda_free(extra);
+    }
+    stoker__cuda_restore_device(g->device, prev);
+    if (e != 0)
+        return cuda_fail(err, g->device, e, what);
+    pthread_mutex_lock(&g->mu);
+    const bool still = d->state == DBUF_OUT && !d->detached; /* not released meanwhile */
+    if (still) {
+        m->device = g->device;
+        m->part[0] = (stoker__mem_part){d->dev, cap, false};
+        m->part[1] = (stoker__mem_part){d->dev_extra, extra_cap, false};
+        d->detached = true;
+        d->fresh_dev = dev;
+        d->fresh_extra = extra;
+    }
+    pthread_mutex_unlock(&g->mu);
+    if (still)
+        return 0;
+    const int prev2 = stoker__cuda_use_device(g->device);
+    stoker__cuda_free(dev);
+    stoker__cuda_free(extra);
+    stoker__cuda_restore_device(g->device, prev2);
+    return stoker__fail(err, STOKER_E_STATE, "stoker_batch_detach: the batch was released");
 }
 
 int stoker__h2d_wait_stream(const stoker_batch *b, void *stream, stoker__err *err)

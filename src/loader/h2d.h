@@ -62,6 +62,12 @@ int stoker__h2d_next(stoker__h2d *g, uint64_t seq, double until, stoker_batch **
  * a CUDA failure goes to the log, never to a loader's message. STOKER_E_STATE when it was
  * not out, STOKER_E_CUDA. */
 int stoker__h2d_release(stoker_batch *b, bool record, void *stream);
+/* Device batch b (handed out, not released) gives its device memory to *m
+ * (stoker_batch_detach) once its copy completed (the host waits for the ready event); the
+ * buffer gets fresh memory of the same sizes, put in place at release. Consumer thread. 0;
+ * STOKER_E_STATE (released or detached already); STOKER_E_CUDA (nothing changed); message
+ * in err. */
+int stoker__h2d_detach(stoker_batch *b, struct stoker_memory *m, stoker__err *err);
 /* Makes `stream` wait for the batch's copy (message in err on failure). */
 int stoker__h2d_wait_stream(const stoker_batch *b, void *stream, stoker__err *err);
 void *stoker__h2d_event(const stoker_batch *b);

@@ -6,6 +6,7 @@
 
 #include "common/crc32c.h"
 #include "cuda/nvtx.h"
+#include "loader/memory.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -304,6 +305,44 @@ int stoker_batch_release(stoker_batch *b)
     if (rc != STOKER_E_STATE)
         atomic_fetch_sub(&b->loader->outstanding, 1);
     return rc;
+}
+
+static int detach(stoker_loader *l, stoker_batch *b, stoker_memory **out)
+{
+    stoker_memory *m = stoker__calloc(1, sizeof *m);
+    STOKER_RETURN_IF(!m, &l->err, -ENOMEM, "out of memory detaching a batch");
+    int rc;
+    if (b->dbuf) {
+        rc = stoker__h2d_detach(b, m, &l->err);
+    } else {
+        rc = stoker__ring_detach(&l->ring, b->slot, m);
+        if (rc == STOKER_E_STATE)
+            stoker__fail(&l->err, rc,
+                         "stoker_batch_detach: the batch was released or detached "
+                         "already");
+        else if (rc < 0)
+            stoker__fail(&l->err, rc,
+                         "out of memory for a batch slot's fresh memory (%zu bytes) to detach "
+                         "the batch",
+                         b->slot->cap + b->slot->extra_cap);
+    }
+    if (rc < 0) {
+        stoker__free(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+int stoker_batch_detach(stoker_batch *b, stoker_memory **out)
+{
+    if (!b || !out)
+        return STOKER_E_INVALID;
+    *out = NULL;
+    stoker_loader *l = b->loader;
+    if (!consumer_enter(l))
+        return STOKER_E_STATE;
+    return consumer_leave(l, detach(l, b, out));
 }
 
 int stoker_batch_release_stream(stoker_batch *b, void *cuda_stream)

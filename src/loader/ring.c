@@ -4,6 +4,7 @@
 #include "loader/ring.h"
 
 #include "loader/fields.h"
+#include "loader/memory.h"
 
 #include <string.h>
 
@@ -124,7 +125,7 @@ int stoker__ring_create(stoker__ring *r, const stoker__ring_shape *sh, const sto
     memset(r, 0, sizeof *r);
     r->depth = sh->depth;
     r->pieces = sh->pieces;
-    r->mem = mem ? *mem : (stoker__slot_mem){plain_alloc, plain_free, NULL};
+    r->mem = mem ? *mem : (stoker__slot_mem){plain_alloc, plain_free, NULL, NULL};
     r->slots = stoker__calloc(sh->depth, sizeof *r->slots);
     STOKER_RETURN_IF(!r->slots, err, -ENOMEM, "%s: out of memory for %u batch slots", path,
                      sh->depth);
@@ -153,6 +154,12 @@ void stoker__ring_destroy(stoker__ring *r)
         stoker__slot *s = &r->slots[i];
         pthread_mutex_destroy(&s->mu);
         pthread_cond_destroy(&s->cond);
+        if (s->detached) { /* batch.data and batch.extra are a stoker_memory's */
+            s->batch.data = s->fresh_data;
+            s->batch.extra = s->fresh_extra;
+            s->pinned = s->fresh_pinned;
+            s->extra_pinned = s->fresh_extra_pinned;
+        }
         stoker__free(s->batch.ids);
         if (!s->batch.pf || s->batch.pf->label < 0)
             stoker__free(s->batch.labels);
@@ -301,10 +308,67 @@ int stoker__ring_give_back(stoker__ring *r, stoker__slot *s)
         pthread_mutex_unlock(&s->mu);
         return STOKER_E_STATE;
     }
+    if (s->detached) { /* the batch's memory is a stoker_memory's now: the fresh one */
+        s->detached = false;
+        s->batch.data = s->fresh_data;
+        s->pinned = s->fresh_pinned;
+        s->batch.extra = s->fresh_extra;
+        s->extra_pinned = s->fresh_extra_pinned;
+        s->fresh_data = s->fresh_extra = NULL;
+        const stoker__pfields *pf = s->batch.pf;
+        if (pf && pf->label >= 0)
+            s->batch.labels = (int64_t *)(s->batch.extra + pf->f[pf->label].off);
+    }
     s->state = SLOT_FREE;
     s->seq += r->depth;
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+int stoker__ring_detach(stoker__ring *r, stoker__slot *s, stoker_memory *m)
+{
+    pthread_mutex_lock(&s->mu);
+    const uint64_t seq = s->seq;
+    const bool out = s->state == SLOT_OUT && !s->detached;
+    pthread_mutex_unlock(&s->mu);
+    if (!out)
+        return STOKER_E_STATE;
+    /* While OUT the slot's contents are the consumer's: cap and extra_cap stay as read. The
+     * memory is allocated without the slot's lock (the pinned allocator may log). */
+    const size_t cap = s->cap, extra_cap = s->extra_cap;
+    const bool has_extra = s->batch.extra != NULL;
+    bool data_pinned = false, extra_pinned = false;
+    uint8_t *data = r->mem.alloc(r->mem.ctx, cap, &data_pinned), *extra = NULL;
+    if (data && has_extra)
+        extra = r->mem.alloc(r->mem.ctx, extra_cap, &extra_pinned);
+    if (!data || (has_extra && !extra)) {
+        if (data)
+            r->mem.free(r->mem.ctx, data, cap, data_pinned);
+        return -ENOMEM;
+    }
+    pthread_mutex_lock(&s->mu);
+    const bool same = s->state == SLOT_OUT && !s->detached && s->seq == seq;
+    if (same) {
+        m->device = -1;
+        m->part[0] = (stoker__mem_part){s->batch.data, cap, s->pinned};
+        m->part[1] = (stoker__mem_part){s->batch.extra, extra_cap, s->extra_pinned};
+        s->detached = true;
+        s->fresh_data = data;
+        s->fresh_pinned = data_pinned;
+        s->fresh_extra = extra;
+        s->fresh_extra_pinned = extra_pinned;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (!same) { /* given back meanwhile (from another thread) */
+        r->mem.free(r->mem.ctx, data, cap, data_pinned);
+        if (extra)
+            r->mem.free(r->mem.ctx, extra, extra_cap, extra_pinned);
+        return STOKER_E_STATE;
+    }
+    for (int i = 0; r->mem.disown && i < 2; i++)
+        if (m->part[i].p)
+            r->mem.disown(r->mem.ctx, m->part[i].size, m->part[i].pinned);
     return 0;
 }
 

@@ -58,6 +58,12 @@ typedef struct stoker__slot {
     bool pinned;            /* batch.data came from the pinned allocator */
     size_t extra_cap;       /* bytes of batch.extra, the fields region (fields.h) */
     bool extra_pinned;
+    /* stoker_batch_detach gave batch.data and batch.extra away: the slot's memory from
+     * give_back on is fresh_data and fresh_extra (same capacities). Set while OUT, by the
+     * consumer, under mu; give_back puts them in place. */
+    bool detached;
+    uint8_t *fresh_data, *fresh_extra;
+    bool fresh_pinned, fresh_extra_pinned;
     uint64_t *rows;    /* RAGGED fields: rows of field i's sample j at i * batch + j */
     int err_code;      /* first failure of this batch, under mu */
     atomic_int failed; /* err_code != 0, read without mu: a worker, or a source waiting
@@ -66,10 +72,14 @@ typedef struct stoker__slot {
 } stoker__slot;
 
 /* Where slot memory comes from: page-aligned host memory by default; the H2D stage gives
- * pinned memory (*pinned tells which kind alloc returned, for free). */
+ * pinned memory (*pinned tells which kind alloc returned, for free). Memory that alloc
+ * returns is also freeable without ctx (a detached batch's, memory.h): with stoker__free,
+ * or with stoker__cuda_host_free where *pinned; `disown` (may be NULL) tells ctx that such
+ * memory left the ring (detach) and is no longer its to count. */
 typedef struct stoker__slot_mem {
     void *(*alloc)(void *ctx, size_t size, bool *pinned);
     void (*free)(void *ctx, void *p, size_t size, bool pinned);
+    void (*disown)(void *ctx, size_t size, bool pinned);
     void *ctx;
 } stoker__slot_mem;
 
@@ -150,9 +160,16 @@ void stoker__ring_publish(stoker__ring *r, stoker__slot *s);
 int stoker__ring_take(stoker__ring *r, uint64_t seq, const atomic_bool *halt, bool held_fails,
                       double until, bool (*progress)(void *ctx, stoker__slot *s), void *ctx,
                       stoker__slot **out, double *waited, int *found);
-/* Gives a taken slot back for batch seq + depth. STOKER_E_STATE when it was not taken. Any
- * thread (CUDA's callback thread too: no CUDA call, no lock but the slot's). */
+/* Gives a taken slot back for batch seq + depth, with the fresh memory of a detach in place.
+ * STOKER_E_STATE when it was not taken. Any thread (CUDA's callback thread too: no CUDA
+ * call, no lock but the slot's). */
 int stoker__ring_give_back(stoker__ring *r, stoker__slot *s);
+
+/* The consumer's host batch in slot s (taken, not given back) gives its data and fields
+ * region to *m (stoker_batch_detach): the slot gets fresh memory of the same capacities,
+ * put in place at give_back, so that the batch's pointers stay as they are until then.
+ * 0; STOKER_E_STATE (not taken, or detached already); -ENOMEM (nothing changed). */
+int stoker__ring_detach(stoker__ring *r, stoker__slot *s, struct stoker_memory *m);
 
 /* ---- control ---- */
 
