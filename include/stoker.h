@@ -813,8 +813,9 @@ STOKER_API int stoker_loader_position(const stoker_loader *l, int64_t *epoch, in
  * errmsg names the shard and record. A failed batch counts as consumed: the next call goes
  * on with the following batch. STOKER_E_STATE when create failed, or when the batch
  * handed out `depth` calls earlier is still held: the `depth` slots form a ring, so batch k
- * is filled in the slot of batch k - depth once that one is released (release, then call
- * again; holding fewer than `depth` batches in order never sees this). STOKER_E_INVALID for
+ * is filled in the slot of batch k - depth once that one is released (release it, or
+ * detach its memory with stoker_batch_detach and release it, then call again; holding fewer
+ * than `depth` batches in order never sees this). STOKER_E_INVALID for
  * NULL arguments. */
 STOKER_API int stoker_loader_next(stoker_loader *l, stoker_batch **out);
 

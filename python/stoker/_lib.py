@@ -264,6 +264,9 @@ _OPTIONAL = {
     # releases a batch still read by work queued on a CUDA stream
     "stoker_batch_release_stream": (_int, [_vp, _vp]),
     "stoker_batch_cuda_event": (_vp, [_vp]),
+    # takes a batch's memory out of the loader (no copy); freed with stoker_memory_free
+    "stoker_batch_detach": (_int, [_vp, ctypes.POINTER(_vp)]),
+    "stoker_memory_free": (None, [_vp]),
     "stoker_dataset_shard_path": (_str, [_vp, _i32]),
 }
 

@@ -2,16 +2,17 @@
 """stoker.Loader: batches from a data set, as DLPack-exporting views (zero copy).
 
 Lifetime of a batch: the memory of a batch stays valid while anything holds it: the
-``Batch`` object (or its ``.data``), or any array or tensor made from it through DLPack
-(``torch.from_dlpack(batch.data)``, ``numpy.from_dlpack(batch.data)``, ``batch.numpy()``).
-When the last of them is gone, the batch's slot goes back to the loader, which refills it.
-The loader has ``depth`` slots used in turn (a ring): before handing out a batch it needs
-back the one it handed out ``depth`` batches earlier. A ``Batch`` kept longer (in a list,
-``first = next(iter(loader))``) is then copied out of its slot into memory of its own, once;
-an array or tensor made from it cannot be moved, so asking for the next batch raises
-``StateError`` (a ``RuntimeError``) saying so instead of waiting forever: copy what you keep
-past ``depth - 1`` batches (``tensor.clone()``). ``set_epoch`` and ``load_state_dict`` leave
-held batches valid (their slots are needed last).
+``Batch`` object (or its ``.data``, its fields), or any array or tensor made from it through
+DLPack (``torch.from_dlpack(batch.data)``, ``numpy.from_dlpack(batch.data)``,
+``batch.numpy()``, ``x, y = batch``). When the last of them is gone, the batch's slot goes
+back to the loader, which refills it. The loader has ``depth`` slots used in turn (a ring):
+before handing out a batch it needs back the one it handed out ``depth`` batches earlier. A
+batch still held then (in a list, ``first = next(iter(loader))``, ``kept.append(x)``) has
+its memory detached from its slot, without a copy (``stoker_batch_detach``): the slot gets
+fresh memory, and the batch's holders keep theirs, at the same addresses, until the last of
+them is gone (after the loader is closed too). Keeping batches costs their memory and
+nothing else; a loop that keeps nothing allocates nothing. ``set_epoch`` and
+``load_state_dict`` leave held batches valid (their slots are needed last).
 """
 from __future__ import annotations
 
@@ -65,13 +66,15 @@ def _profiler_label():
 _FORKED = ("this %s was created by process %d, and a forked process cannot use it (its "
            "threads and memory stay with that process): create a new %s here")
 
+# What an older library, which cannot detach a batch's memory from its slot, answers.
 _HOLD_RULE = ("the next batch needs the slot of the batch of epoch %d, position %d, which an "
               "array or tensor made from it still holds (depth=%d: the loader's slots form a "
-              "ring, and arrays and tensors share a batch's memory without a copy, so they "
-              "cannot be moved; a Batch object alone is copied out of its slot). Keep at "
-              "most the depth - 1 most recent batches' arrays and tensors (after a break, "
-              "del them), copy what you keep longer (tensor.clone(), array.copy()), or "
-              "create the loader with a larger depth")
+              "ring, and this libstoker cannot detach a batch's memory from its slot, which "
+              "arrays and tensors share without a copy; a Batch object alone is copied out of "
+              "its slot). Use a libstoker with stoker_batch_detach, keep at most the depth - 1 "
+              "most recent batches' arrays and tensors (after a break, del them), copy what "
+              "you keep longer (tensor.clone(), array.copy()), or create the loader with a "
+              "larger depth")
 
 
 class _Handout:
@@ -138,6 +141,9 @@ class _Core:
         self._release = _L.stoker_batch_release
         self._release_stream = (_L.stoker_batch_release_stream
                                 if _lib.has("stoker_batch_release_stream") else None)
+        self._detach = (_L.stoker_batch_detach
+                        if _lib.has("stoker_batch_detach") and _lib.has("stoker_memory_free")
+                        else None)
         self._destroy = _L.stoker_loader_destroy
         self._pid = os.getpid()
         self._getpid = os.getpid
@@ -176,6 +182,34 @@ class _Core:
                 self._release(h.out)
             if self.closing and not self.held:
                 self.destroy()
+
+    def detach(self, h, ref):
+        """Takes the memory of batch `h` (handed over; `ref` counts its holders) out of its
+        slot without a copy (stoker_batch_detach) and gives the slot back: the holders keep
+        the memory, which the last of them frees (_BatchRef.release). True when the slot is
+        free (or being freed by another thread's release); False where the library cannot
+        detach (an older one). The consumer's side, under `calls`."""
+        if self._detach is None:
+            return False
+        with self.lock:
+            token = self.held.get(h)
+            if token is None or token() is not ref:
+                return True  # released meanwhile
+            with ref.lock:
+                if ref.count <= 0:
+                    return True  # its last holder is releasing it
+                mem = ctypes.c_void_p()
+                rc = self._detach(h.out, ctypes.byref(mem))
+                if rc != 0:
+                    raise error(rc, self.errmsg() or "stoker_batch_detach failed")
+                ref.memory = _Memory(mem.value)
+                # forgotten first, then released (see batch_done)
+                del self.held[h]
+                if h.stream is not None and self._release_stream is not None:
+                    self._release_stream(h.out, h.stream)
+                else:
+                    self._release(h.out)
+            return True
 
     def sweep(self):
         """Gives back the batches whose holders are all gone without their release having
@@ -218,8 +252,47 @@ class _Core:
             pass
 
 
+class _Memory:
+    """A batch's memory taken out of its slot (stoker_batch_detach), freed with
+    stoker_memory_free by the batch's last holder (_BatchRef.release), or when this object
+    is collected. That may happen while the interpreter shuts down, from a DLPack deleter
+    called after this module's globals were set to None: it uses only what it holds. In a
+    process forked from the one that detached it, the memory is forgotten, not freed (pinned
+    and device memory belong to the parent's CUDA context)."""
+
+    live = 0  # memories not freed yet, in this process (for tests)
+    _count_lock = threading.Lock()
+
+    def __init__(self, handle):
+        self._handle = handle
+        self._free = _L.stoker_memory_free
+        self._cls = type(self)
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._getpid = os.getpid
+        with self._cls._count_lock:
+            self._cls.live += 1
+
+    def free(self):
+        with self._lock:
+            handle, self._handle = self._handle, None
+        if handle:
+            if self._getpid() == self._pid:
+                self._free(handle)
+            with self._cls._count_lock:
+                self._cls.live -= 1
+
+    def __del__(self):
+        try:
+            self.free()
+        except:  # noqa: E722 (at shutdown `Exception` may be None)
+            pass
+
+
 class _BatchRef:
-    """Counts the holders of one C batch: its BatchData plus every live DLPack export."""
+    """Counts the holders of one C batch: its BatchData plus every live DLPack export. Once
+    the batch's memory was detached from its slot (_Core.detach), the slot is given back and
+    the last holder frees the memory instead."""
 
     def __init__(self, core, handout, device):
         self.core = core
@@ -227,6 +300,7 @@ class _BatchRef:
         self.bh = handout.out.value
         self.device = device
         self.count = 1
+        self.memory = None  # a _Memory once detached
         self.lock = threading.RLock()  # a collection inside may release this very ref
 
     def acquire(self):
@@ -239,8 +313,12 @@ class _BatchRef:
         with self.lock:
             self.count -= 1
             last = self.count == 0
+            memory = self.memory
         if last:
-            self.core.batch_done(self)
+            if memory is not None:
+                memory.free()
+            else:
+                self.core.batch_done(self)
 
     def wait_stream(self, stream):
         """For device batches: makes the consumer's CUDA `stream` wait on the batch's ready
@@ -255,8 +333,8 @@ class _BatchRef:
             if stream < -1 or stream >= 1 << 64:
                 raise ValueError("stream must be -1, None or a cudaStream_t (0 <= stream < "
                                  "2**64), got %d" % stream)
-        if self.device < 0:
-            return
+        if self.device < 0 or self.memory is not None:
+            return  # detached: the loader's copy completed at the detach, the batch released
         # DLPack's CUDA stream values: None or 1 = legacy default stream, 2 = per-thread
         # default stream, else a cudaStream_t. cudaStreamLegacy and cudaStreamPerThread are
         # the handles 0x1 and 0x2, so the values pass through unchanged.
@@ -1078,8 +1156,11 @@ class Loader:
     def _free_slot(self, core, h):
         """The next batch's slot is held (the ring rule): frees it and calls next again.
         Held batches are collected if unreachable, else the oldest (whose slot comes first)
-        is copied out of its slot while only its Batch holds it; one that an array or tensor
-        holds stops the loop with StateError. The caller holds core.calls."""
+        has its memory detached from its slot without a copy (_Core.detach), its holders
+        (the Batch, arrays, tensors) keeping it, and its slot is given back. With a library
+        that cannot detach, a batch that only its Batch holds is copied out of its slot, and
+        one that an array or tensor holds stops the loop with StateError. The caller holds
+        core.calls."""
         gc.collect()
         core.sweep()
         while True:
@@ -1088,11 +1169,22 @@ class Loader:
                 return rc
             with core.lock:
                 oldest = min(core.held, key=lambda o: o.serial, default=None)
-            data = oldest.data() if oldest is not None and oldest.data is not None else None
+            if oldest is None:
+                continue  # released meanwhile by another thread
+            ref = oldest.owner() if oldest.owner is not None else None
+            if ref is None:  # every holder gone, its release not run: give it back
+                core.sweep()
+                continue
+            try:
+                if core.detach(oldest, ref):
+                    continue
+            except Exception:  # no fresh memory for the slot: nothing was handed out
+                core.pending = None
+                raise
+            data = oldest.data() if oldest.data is not None else None
             if data is None or not data._detach():
                 core.pending = None
-                where = (-1, -1) if oldest is None else (oldest.epoch, oldest.position)
-                raise StateError(rc, _HOLD_RULE % (where + (self.depth,)))
+                raise StateError(rc, _HOLD_RULE % (oldest.epoch, oldest.position, self.depth))
 
     def _leftover(self, core):
         """The hand-out of a next() that an interrupt (or another exception) stopped before

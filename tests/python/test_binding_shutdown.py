@@ -124,6 +124,17 @@ SCENARIOS = {
         atexit.register(lambda: kept)
         del b
         """, 0),
+    # kept past the depth: their memory detached from the slots, freed at exit
+    "detached_arrays_in_cycle_loader_open": ("""
+        loader = stoker.Loader(PATH, 8, device="cpu", depth=2)
+        cycle = [np.from_dlpack(b.data) for b in loader] + [loader]
+        cycle.append(cycle)
+        """, 0),
+    "detached_arrays_as_global_loader_closed": ("""
+        loader = stoker.Loader(PATH, 8, device="cpu", depth=2)
+        KEPT = [x for x, y in loader]
+        loader.close()
+        """, 0),
 }
 
 TORCH_SCENARIOS = {
@@ -152,6 +163,11 @@ TORCH_SCENARIOS = {
         cycle.append(cycle)
         sys.exit(0)
         """, 0),
+    "detached_tensors_in_cycle": ("""
+        loader = stoker.Loader(PATH, 8, device="cpu", depth=2)
+        cycle = [torch.from_dlpack(b.data) for b in loader] + [loader]
+        cycle.append(cycle)
+        """, 0),
     "tensor_exception_at_exit": ("""
         loader = stoker.Loader(PATH, 8, device="cpu")
         b = first(loader)
@@ -177,6 +193,11 @@ CUDA_SCENARIOS = {
         b = first(loader)
         t = torch.from_dlpack(b.data)
         cycle = [t, b, loader, t * 2]
+        cycle.append(cycle)
+        """, 0),
+    "cuda_detached_tensors_in_cycle": ("""
+        loader = stoker.Loader(PATH, 8, device="cuda:0", depth=2)
+        cycle = [torch.from_dlpack(b.data) for b in loader] + [loader]  # past the buffers
         cycle.append(cycle)
         """, 0),
     "cuda_tensor_sys_exit": ("""

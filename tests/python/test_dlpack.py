@@ -184,7 +184,51 @@ def test_held_arrays_stay_intact(raw_ds):
     assert guarded(run, 60) == 3 * 13
 
 
-def test_holding_every_slot_raises_instead_of_hanging(raw_ds):
+def test_holding_every_slot_goes_on(raw_ds):
+    """Arrays of every slot's batch held: the next batch comes, each held batch's memory
+    detached from its slot at the same address (no copy)."""
+    def run():
+        with stoker.Loader(raw_ds, 8, depth=3, shuffle=False, device="cpu") as loader:
+            it = iter(loader)
+            held = [next(it).numpy() for _ in range(3)]  # batches 0, 1, 2: every slot
+            ptrs = [a.ctypes.data for a in held]
+            b3 = next(it)
+            assert list(b3.indices) == list(range(24, 32))
+            for k, a in enumerate(held):
+                assert a.ctypes.data == ptrs[k]
+                assert list(h.record_id(a)) == list(range(8 * k, 8 * k + 8))
+            return True
+    assert guarded(run)
+
+
+def test_holding_an_old_batch_goes_on(raw_ds):
+    """Slots form a ring: an array of batch 0 kept while the others are dropped no longer
+    stops the loader at batch `depth`; batch 0 keeps its memory and its address."""
+    def run():
+        with stoker.Loader(raw_ds, 8, depth=3, shuffle=False, device="cpu") as loader:
+            it = iter(loader)
+            first = next(it)
+            arr = first.numpy()
+            ptr = first.data.data_ptr()
+            got = [list(next(it).indices) for _ in range(10)]
+            assert got[-1] == list(range(80, 88))
+            assert list(h.record_id(arr)) == list(range(8))
+            assert first.data.data_ptr() == ptr == arr.ctypes.data
+            del arr
+            assert list(h.record_id(first.numpy())) == list(range(8))
+            return True
+    assert guarded(run)
+
+
+@pytest.fixture
+def no_detach(monkeypatch):
+    """The binding as over a libstoker without stoker_batch_detach."""
+    has = stoker.loader._lib.has
+    monkeypatch.setattr(stoker.loader._lib, "has",
+                        lambda name: name != "stoker_batch_detach" and has(name))
+
+
+def test_holding_every_slot_raises_instead_of_hanging(raw_ds, no_detach):
     def run():
         with stoker.Loader(raw_ds, 8, depth=3, shuffle=False, device="cpu") as loader:
             it = iter(loader)
@@ -203,8 +247,8 @@ def test_holding_every_slot_raises_instead_of_hanging(raw_ds):
     assert guarded(run)
 
 
-def test_holding_an_old_batch_raises_instead_of_hanging(raw_ds):
-    """Slots form a ring: keeping an array of batch 0 while dropping the others stops the
+def test_holding_an_old_batch_raises_instead_of_hanging(raw_ds, no_detach):
+    """Without detach: keeping an array of batch 0 while dropping the others stops the
     loader at batch `depth`, which must be reported, not waited on; the Batch object alone
     is copied out of its slot instead."""
     def run():

@@ -88,8 +88,8 @@ def test_resumed_loop_of_readme_continues_the_epoch(raw_ds):
 
 
 def test_a_list_of_every_batch(raw_ds):
-    """list(loader) keeps every batch of the epoch, past the ring's depth: each Batch is
-    copied out of its slot when the slot is needed, and keeps its records."""
+    """list(loader) keeps every batch of the epoch, past the ring's depth: each Batch's
+    memory is detached from its slot when the slot is needed, and keeps its records."""
     def run():
         with stoker.Loader(raw_ds, 8, depth=3, seed=2, device="cpu") as loader:
             batches = list(loader)
@@ -135,7 +135,26 @@ def test_break_then_set_epoch_with_the_loop_variables_alive(raw_ds):
     assert guarded(run)
 
 
-def test_an_array_kept_past_the_depth_says_what_to_do(raw_ds):
+def test_an_array_kept_past_the_depth_stays_valid(raw_ds):
+    def run():
+        with stoker.Loader(raw_ds, 8, depth=3, shuffle=False, device="cpu") as loader:
+            it = iter(loader)
+            kept = next(it).numpy()
+            assert [next(it).position for _ in range(5)] == list(range(1, 6))
+            check_records(kept, range(8))
+            del kept
+            assert [b.position for b in it] == list(range(6, 13))
+            return True
+    assert guarded(run)
+
+
+def test_an_older_library_says_what_to_do(raw_ds, monkeypatch):
+    """A libstoker without stoker_batch_detach: an array kept past the depth stops the loop
+    with a StateError that says what to do."""
+    has = stoker.loader._lib.has
+    monkeypatch.setattr(stoker.loader._lib, "has",
+                        lambda name: name != "stoker_batch_detach" and has(name))
+
     def run():
         with stoker.Loader(raw_ds, 8, depth=3, shuffle=False, device="cpu") as loader:
             it = iter(loader)
@@ -145,6 +164,7 @@ def test_an_array_kept_past_the_depth_says_what_to_do(raw_ds):
                     next(it)
             msg = str(e.value)
             assert "epoch 0, position 0" in msg and "clone()" in msg and "depth" in msg, msg
+            assert "stoker_batch_detach" in msg, msg
             check_records(kept, range(8))
             del kept
             assert [b.position for b in loader] == list(range(3, 13))
