@@ -69,6 +69,9 @@ static inline uint64_t stoker__align_up(uint64_t v, uint64_t align)
 void *stoker__malloc(size_t size);
 void *stoker__calloc(size_t n, size_t size);
 void *stoker__realloc(void *p, size_t size);
+/* Makes the scratch buffer *p (capacity *cap) hold at least n bytes; its contents are not
+ * kept. 0 or -ENOMEM (then *p is NULL and *cap 0, or unchanged when it was large enough). */
+int stoker__scratch_grow(uint8_t **p, size_t *cap, uint64_t n);
 void *stoker__aligned_alloc(size_t align, size_t size); /* free with stoker__free */
 char *stoker__strdup(const char *s);
 void stoker__free(void *p);

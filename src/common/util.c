@@ -135,6 +135,19 @@ void *stoker__realloc(void *p, size_t size)
     return realloc(p, size ? size : 1);
 }
 
+int stoker__scratch_grow(uint8_t **p, size_t *cap, uint64_t n)
+{
+    if (*cap >= n && *p)
+        return 0;
+    stoker__free(*p);
+    *cap = 0;
+    *p = n <= SIZE_MAX ? stoker__malloc(n ? (size_t)n : 1) : NULL;
+    if (!*p)
+        return -ENOMEM;
+    *cap = (size_t)n;
+    return 0;
+}
+
 void *stoker__aligned_alloc(size_t align, size_t size)
 {
     if (fault_hit(&alloc_fault))

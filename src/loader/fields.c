@@ -10,9 +10,8 @@
 
 #define REGION_ALIGN 64u /* each field's area: a cache line, and any dtype's alignment */
 
-void stoker__pfields_legacy(stoker__pfields *pf, int32_t kind, uint64_t batch)
+void stoker__pfields_legacy(stoker__pfields *pf, int32_t kind)
 {
-    (void)batch;
     memset(pf, 0, sizeof *pf);
     pf->n = 2;
     pf->data = 0;

@@ -67,8 +67,8 @@ typedef struct stoker__pfields {
 
 /* The fields of a data set without a schema: its one field as the DATA (named "image" for
  * JPEG, else "data", described by the plan's dtype/shape: filled in by the caller) and the
- * index's labels as "label". `batch`: records per batch. */
-void stoker__pfields_legacy(stoker__pfields *pf, int32_t kind, uint64_t batch);
+ * index's labels as "label". */
+void stoker__pfields_legacy(stoker__pfields *pf, int32_t kind);
 
 /* Lays out the region for `batch` records per batch: each field's offsets (64-byte aligned)
  * and pf->cap. -ENOMEM-free; STOKER_E_LIMIT when it overflows. */

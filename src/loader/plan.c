@@ -783,7 +783,7 @@ static int plan_fields(stoker__plan *p, const stoker_config *cfg, const char *pa
     stoker__pfields *pf = &p->fields;
     if (pf->split)
         return schema_fields(p, cfg, path, err);
-    stoker__pfields_legacy(pf, p->kind, p->batch);
+    stoker__pfields_legacy(pf, p->kind);
     stoker__pfield *d = &pf->f[pf->data];
     d->dtype = p->out_dtype;
     d->ndim = p->rec_size ? p->ndim : 1;

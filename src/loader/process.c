@@ -87,20 +87,6 @@ int stoker__process_record(stoker__process *pr, uint64_t seed, int64_t epoch, in
 
 /* ---- samples with several fields ---- */
 
-static int grow(uint8_t **buf, size_t *cap, uint64_t n)
-{
-    if (n <= *cap)
-        return 0;
-    if (n > SIZE_MAX / 2)
-        return -ENOMEM;
-    uint8_t *p = stoker__realloc(*buf, (size_t)n);
-    if (!p)
-        return -ENOMEM;
-    *buf = p;
-    *cap = (size_t)n;
-    return 0;
-}
-
 /* n samples or rows of field f, as they come in at src, into dst in the delivered dtype. */
 static void put_values(const stoker__pfield *f, uint8_t *dst, const uint8_t *src, uint64_t n)
 {
@@ -142,7 +128,7 @@ static int sample_image(stoker__process *pr, const stoker__pfield *f, uint64_t s
         if ((rc = stoker__png_info_read(v, (size_t)len, &info, err)) < 0)
             return field_fail(err, rc, f, err->msg);
         const uint64_t need = stoker__png_out_size(&info, STOKER__PNG_RGB);
-        if (grow(&pr->pix, &pr->pix_cap, need) < 0)
+        if (stoker__scratch_grow(&pr->pix, &pr->pix_cap, need) < 0)
             return -ENOMEM;
         rc = stoker__png_decode(v, (size_t)len, STOKER__PNG_RGB, p->max_pixels, pr->pix,
                                 pr->pix_cap, &info, err);
@@ -169,8 +155,8 @@ static int sample_mask(stoker__process *pr, const stoker__pfield *f, const stoke
     if (sf->kind == STOKER_FIELD_PNG) {
         stoker__png_info info;
         int rc = stoker__png_info_read(v, (size_t)len, &info, err);
-        if (rc == 0 &&
-            grow(&pr->pix, &pr->pix_cap, stoker__png_out_size(&info, STOKER__PNG_MASK)) < 0)
+        if (rc == 0 && stoker__scratch_grow(&pr->pix, &pr->pix_cap,
+                                            stoker__png_out_size(&info, STOKER__PNG_MASK)) < 0)
             return -ENOMEM;
         if (rc == 0)
             rc = stoker__png_decode(v, (size_t)len, STOKER__PNG_MASK, pr->plan->max_pixels, pr->pix,
@@ -230,7 +216,7 @@ int stoker__process_sample(stoker__process *pr, uint64_t seed, int64_t epoch, in
             if (!geom)
                 return field_fail(err, STOKER_E_INVALID, f, "its image was not transformed");
             /* the geometry writes uint8, widened after where asked */
-            if (f->from && grow(&pr->conv, &pr->conv_cap, f->stored) < 0)
+            if (f->from && stoker__scratch_grow(&pr->conv, &pr->conv_cap, f->stored) < 0)
                 return -ENOMEM;
             uint8_t *m = f->from ? pr->conv : at + j * f->item;
             if ((rc = sample_mask(pr, f, sc, v, len, &g, m, err)) < 0)
@@ -253,13 +239,13 @@ int stoker__process_sample(stoker__process *pr, uint64_t seed, int64_t epoch, in
             return field_fail(err, STOKER_E_CORRUPT, f, why);
         }
         uint8_t *out = at + j * f->max_rows * f->item;
-        if (f->from && grow(&pr->conv, &pr->conv_cap, len ? len : 1) < 0)
+        if (f->from && stoker__scratch_grow(&pr->conv, &pr->conv_cap, len ? len : 1) < 0)
             return -ENOMEM;
         uint8_t *d = f->from ? pr->conv : out;
         memcpy(d, v, len);
         int64_t kept = (int64_t)nrows;
         if (f->tie == STOKER_TIE_BOXES && geom) {
-            if (grow(&pr->keep, &pr->keep_cap, nrows ? nrows : 1) < 0)
+            if (stoker__scratch_grow(&pr->keep, &pr->keep_cap, nrows ? nrows : 1) < 0)
                 return -ENOMEM;
             stoker__boxes_geom((float *)(void *)d, (int64_t)nrows, &g, pr->keep);
             kept = stoker__rows_compact(d, (int64_t)nrows, (size_t)f->stored, pr->keep);

@@ -96,20 +96,6 @@ static h5_cache *thread_cache(void)
     return c;
 }
 
-/* Makes *p hold at least n bytes (contents not kept). */
-static int grow(uint8_t **p, size_t *cap, uint64_t n)
-{
-    if (*cap >= n && *p)
-        return 0;
-    stoker__free(*p);
-    *cap = 0;
-    *p = stoker__malloc(n ? (size_t)n : 1);
-    if (!*p)
-        return -ENOMEM;
-    *cap = (size_t)n;
-    return 0;
-}
-
 /* ---- filters ---- */
 
 static void unshuffle(const uint8_t *in, uint8_t *out, uint64_t len, size_t es)
@@ -175,11 +161,11 @@ static void fill_chunk(const stoker__h5 *h, uint8_t *p)
  * (both grown first). NULL when out of memory. */
 static uint8_t *stored_dst(const stoker__h5 *h, h5_entry *e, const stoker__h5_chunk *k)
 {
-    if (grow(&e->data, &e->cap, h->chunk_bytes) < 0)
+    if (stoker__scratch_grow(&e->data, &e->cap, h->chunk_bytes) < 0)
         return NULL;
     if (h->nfilters == 0)
         return e->data;
-    return grow(&e->raw, &e->raw_cap, k->size) < 0 ? NULL : e->raw;
+    return stoker__scratch_grow(&e->raw, &e->raw_cap, k->size) < 0 ? NULL : e->raw;
 }
 
 /* Decodes an entry whose stored bytes are in place (stored_dst), whole: a deflated chunk's
@@ -191,7 +177,7 @@ static int entry_decode(const stoker__h5 *h, h5_cache *c, h5_entry *e, const sto
         e->valid = h->chunk_bytes;
         return 0;
     }
-    if (grow(&c->tmp, &c->tmp_cap, h->chunk_bytes) < 0)
+    if (stoker__scratch_grow(&c->tmp, &c->tmp_cap, h->chunk_bytes) < 0)
         return -ENOMEM;
     const int rc = stoker__h5_decode(h, k->mask, e->raw, k->size, e->data, c->tmp);
     if (rc == 0)
@@ -204,7 +190,7 @@ static int entry_load(const stoker__h5 *h, h5_cache *c, h5_entry *e, uint64_t in
 {
     const stoker__h5_chunk *k = &h->chunks[index];
     if (k->addr == UINT64_MAX) {
-        if (grow(&e->data, &e->cap, h->chunk_bytes) < 0)
+        if (stoker__scratch_grow(&e->data, &e->cap, h->chunk_bytes) < 0)
             return -ENOMEM;
         fill_chunk(h, e->data);
         e->valid = h->chunk_bytes;
@@ -424,7 +410,7 @@ int stoker__h5_plan(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, u
         e = e ? e : cache_victim(c, room);
         entry_end(e);
         uint8_t *dst = k->addr == UINT64_MAX ? NULL : stored_dst(h, e, k);
-        if (k->addr == UINT64_MAX && grow(&e->data, &e->cap, h->chunk_bytes) == 0) {
+        if (k->addr == UINT64_MAX && stoker__scratch_grow(&e->data, &e->cap, h->chunk_bytes) == 0) {
             fill_chunk(h, e->data); /* never written: nothing to read */
             e->valid = h->chunk_bytes;
         } else if (!dst || *n == cap) {
@@ -601,8 +587,8 @@ int stoker__h5_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *loc, 
     memset(&local, 0, sizeof local);
     h5_cache *c = thread_cache();
     c = c ? c : &local; /* no thread-specific data: this call decodes without a cache */
-    STOKER_RETURN_IF(!dst && grow(&c->rec, &c->rec_cap, loc->length) < 0, err, -ENOMEM,
-                     "%s: record %lld: out of memory", h->file, (long long)id);
+    STOKER_RETURN_IF(!dst && stoker__scratch_grow(&c->rec, &c->rec_cap, loc->length) < 0, err,
+                     -ENOMEM, "%s: record %lld: out of memory", h->file, (long long)id);
     uint8_t *buf = dst ? dst : c->rec;
     const int rc = read_record(h, c, id, loc->length, buf, cancel, err);
     if (c == &local)

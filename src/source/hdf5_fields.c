@@ -66,19 +66,6 @@ static fields_buf *thread_buf(void)
     return b;
 }
 
-static int grow(uint8_t **p, size_t *cap, uint64_t n)
-{
-    if (*cap >= n && *p)
-        return 0;
-    stoker__free(*p);
-    *cap = 0;
-    *p = stoker__malloc(n ? (size_t)n : 1);
-    if (!*p)
-        return -ENOMEM;
-    *cap = (size_t)n;
-    return 0;
-}
-
 /* ---- the source's operations ---- */
 
 /* The fields' values of record id: their lengths (v[i].size) and, when `base` is given,
@@ -119,8 +106,8 @@ static int fields_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *lo
     fields_buf *b = thread_buf();
     stoker_field_value v[STOKER_MAX_FIELDS];
     const uint64_t total = field_sizes(F, id, NULL, v);
-    STOKER_RETURN_IF(!b || grow(&b->vals, &b->vals_cap, total) < 0 ||
-                         (!dst && grow(&b->out, &b->out_cap, loc->length) < 0),
+    STOKER_RETURN_IF(!b || stoker__scratch_grow(&b->vals, &b->vals_cap, total) < 0 ||
+                         (!dst && stoker__scratch_grow(&b->out, &b->out_cap, loc->length) < 0),
                      err, -ENOMEM, "%s: record %lld: out of memory", F->h[0]->file, (long long)id);
     field_sizes(F, id, b->vals, v);
     for (int32_t i = 0; i < F->n; i++) {
