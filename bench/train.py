@@ -5,7 +5,7 @@
     bench/train.py --data DS --imagefolder DIR [--models resnet18,resnet50] [--repeat N]
                    [--feeds synthetic,cpu,default,torch] [--size 224] [--batch-size 256]
                    [--steps 200] [--warmup 30] [--threads T] [--workers W] [--trace LIB]
-                   [--json OUT] [--md OUT]
+                   [--nvtx-trace DIR] [--json OUT] [--md OUT]
     bench/train.py --device cpu --models tiny --make-data DIR --size 32 --batch-size 16 \\
                    --steps 6 --warmup 2 --workers 2          # a smoke run on the CPU
 
@@ -66,7 +66,11 @@ again before the table that ends the run.
 
 --trace LIB sets CUDA_INJECTION64_PATH=LIB in the stoker children's environment
 (bench/cuda_trace.c, built as libbench_cuda_trace.so: each child's report goes to its
-stderr, or to STOKER_TRACE_OUT). --json OUT keeps every child's record (a stoker child's
+stderr, or to STOKER_TRACE_OUT). --nvtx-trace DIR attaches the NVTX injection library of
+--build (bench/nvtx_trace.c, libbench_nvtx_trace.so, made by a CUDA build) to each stoker
+child, which writes its ranges as a Chrome trace (Perfetto, chrome://tracing) to
+DIR/MODEL-FEED-rREP.json; the count of each range name is printed as the child ends.
+--json OUT keeps every child's record (a stoker child's
 split_trace: the GPU's share and the split's note every 8 steps from the first, warm-up
 included, as [step counted from the first timed one, seconds since the first step, share,
 note]; step_waits_ms: each step's wait for its batch), --md OUT the
@@ -79,6 +83,7 @@ import json
 import math
 import os
 import random
+import re
 import shutil
 import signal
 import statistics
@@ -673,6 +678,23 @@ def decoder_line(d):
     return "; ".join(parts)
 
 
+def nvtx_counts(path):
+    """The ranges of each name in a child's trace (bench/nvtx_trace.c's file), and what the
+    tool lost (dropped, unmatched, unclosed) where not zero; {"no trace": 1} without it."""
+    try:
+        with open(path) as f:
+            t = json.load(f)
+    except (OSError, ValueError):
+        return {"no trace": 1}
+    n = {}
+    for e in t.get("traceEvents", []):
+        if e.get("ph") in ("X", "b"):
+            n[e["name"]] = n.get(e["name"], 0) + 1
+    n.update({"(%s)" % k: v for k, v in t.get("otherData", {}).items()
+              if k != "capacity" and v})
+    return n
+
+
 def run_child(a, spec, env, timeout):
     cmd = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)]
     base = {"model": spec["model"], "feed": spec["feed"]["id"], "rep": spec["rep"]}
@@ -802,6 +824,8 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--trace", metavar="LIB",
                    help="CUDA_INJECTION64_PATH=LIB for the stoker children")
+    p.add_argument("--nvtx-trace", metavar="DIR",
+                   help="each stoker child's NVTX ranges as a Chrome trace in DIR")
     p.add_argument("--json", metavar="OUT", help="write every child's record")
     p.add_argument("--md", metavar="OUT", help="write the tables")
     p.add_argument("--budget", type=float, default=None,
@@ -836,6 +860,9 @@ def main(argv):
                                                                             "libstoker.so")):
         os.environ["STOKER_LIBRARY"] = os.path.join(build, "libstoker.so")
     kinds = {f["kind"] for f in a.feed_list}
+    nvtx_tool = os.path.join(build, "libbench_nvtx_trace.so")
+    if a.nvtx_trace and not os.path.isfile(nvtx_tool):
+        p.error("--nvtx-trace: no %s (a build with CUDA makes it)" % nvtx_tool)
     if a.make_data:
         a.imagefolder, a.data = make_data(os.path.abspath(a.make_data), a.images, a.size,
                                           build)
@@ -912,9 +939,20 @@ def main(argv):
                     e = dict(env, **f["env"])
                     if a.trace and f["kind"] == "stoker":
                         e["CUDA_INJECTION64_PATH"] = os.path.abspath(a.trace)
+                    nvtx_out = None
+                    if a.nvtx_trace and f["kind"] == "stoker":
+                        os.makedirs(a.nvtx_trace, exist_ok=True)
+                        name = re.sub(r"[^A-Za-z0-9._-]+", "_", "%s-%s-r%d" % (m, f["id"], rep))
+                        nvtx_out = os.path.abspath(os.path.join(a.nvtx_trace, name + ".json"))
+                        e.update(NVTX_INJECTION64_PATH=nvtx_tool, STOKER_NVTX_TRACE=nvtx_out)
+                        with contextlib.suppress(FileNotFoundError):
+                            os.remove(nvtx_out)  # a file from an earlier run counts nothing
                     t = time.time()
                     rec = run_child(a, spec, e, timeout)
                     rec["child_seconds"] = round(time.time() - t, 1)
+                    if nvtx_out:
+                        rec["nvtx_trace"] = nvtx_out
+                        rec["nvtx_ranges"] = nvtx_counts(nvtx_out)
                 records.append(rec)
                 if rec.get("status") == "ok":
                     line = "  %s img/s, waits %s" % (fmt_int(rec["img_per_s"]),
@@ -934,6 +972,10 @@ def main(argv):
                 else:
                     line = "  %s: %s" % (rec.get("status"), rec.get("error"))
                 print(line, flush=True)
+                if rec.get("nvtx_trace"):
+                    print("  NVTX ranges in %s: %s" % (rec["nvtx_trace"], ", ".join(
+                        "%s %d" % kv for kv in sorted(rec["nvtx_ranges"].items())) or "none"),
+                        flush=True)
     gpus = sorted({r["gpu"] for r in records if r.get("gpu")})  # the children's: the parent
     if gpus:                                                    # makes no CUDA context
         meta["lines"][1] = ("device", "%s (%s)%s" % (a.device, ", ".join(gpus),

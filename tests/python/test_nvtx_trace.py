@@ -153,3 +153,26 @@ def test_remote_fetch_ranges(tmp_path):
     in_set = sum(-(-os.path.getsize(root / "raw" / f) // BLOCK)
                  for f in os.listdir(root / "raw") if f.startswith("shard-"))
     assert blocks <= len(begin) <= in_set, (blocks, len(begin), in_set)
+
+
+def test_train_nvtx_trace(tmp_path):
+    """bench/train.py --nvtx-trace: the stoker child's trace, and its counts printed."""
+    pytest.importorskip("torch")
+    pytest.importorskip("PIL")
+    out = tmp_path / "nvtx"
+    p = subprocess.run(
+        [sys.executable, os.path.join(h.ROOT, "bench", "train.py"), "--build", BUILD,
+         "--device", "cpu", "--models", "tiny", "--make-data", str(tmp_path / "data"),
+         "--images", "32", "--size", "32", "--batch-size", "8", "--steps", "3", "--warmup",
+         "1", "--threads", "1", "--feeds", "synthetic,cpu", "--nvtx-trace", str(out)],
+        env=dict(os.environ, STOKER_LIBRARY=stoker.library_path),
+        capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert os.listdir(out) == ["tiny-cpu-r0.json"]  # the stoker child's only
+    with open(out / "tiny-cpu-r0.json") as f:
+        events = json.load(f)["traceEvents"]
+    n = collections.Counter(e["name"] for e in events if e["ph"] == "X")
+    assert n["next"] >= 4 and n["piece"] >= 4, n
+    line = "NVTX ranges in %s: next %d, piece %d" % (out / "tiny-cpu-r0.json", n["next"],
+                                                      n["piece"])
+    assert line in p.stdout, p.stdout
