@@ -300,9 +300,11 @@ static int write_trace(const char *path)
     fprintf(f,
             "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"dropped\":%llu,\"unmatched\":%llu,"
             "\"unclosed\":%llu,\"capacity\":%u},\n\"traceEvents\":[\n"
-            "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":\"nvtx\"}}",
+            "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":",
             (unsigned long long)dropped, (unsigned long long)unmatched,
             (unsigned long long)unclosed, MAX_RANGES, (int)owner);
+    put_string(f, program_invocation_short_name);
+    fputs("}}", f);
     for (uint32_t i = 0; i < n_threads; i++) {
         fprintf(f,
                 ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,"
