@@ -105,3 +105,42 @@ def test_memory_freed_lets_fresh_loaders_run(raw_ds):
                 assert len([b.position for b in loader]) == 13
         return True
     assert guarded(run)
+
+
+def cuda_usable():
+    torch = sys.modules.get("torch")
+    return (torch is not None and torch.cuda.is_available()
+            and stoker.capabilities()["cuda_devices"] > 0)
+
+
+def test_device_tensors_kept_past_the_depth(raw_ds):
+    """The same on the device: kept tensors (data and the label field) keep their records
+    after the ring reused their slots and after the loader closed."""
+    torch = pytest.importorskip("torch")
+    if not cuda_usable():
+        pytest.skip("no usable CUDA device")
+
+    def run():
+        start = detached_live()
+        with stoker.Loader(raw_ds, 8, depth=DEPTH, seed=7, device="cuda:0") as loader:
+            kept = []
+            for epoch in range(3):
+                loader.set_epoch(epoch)
+                for b in loader:
+                    if b.device < 0:
+                        pytest.skip("this build delivers host batches only")
+                    x, y = b
+                    kept.append((x, y, b.indices))
+            assert len(kept) == 3 * 13
+            assert all(x.is_cuda and y.is_cuda for x, y, _ in kept)
+            assert len({x.data_ptr() for x, _, _ in kept}) == len(kept)
+            for x, y, ids in kept:
+                check_records(x.cpu().numpy(), ids)
+                assert y.cpu().tolist() == [h.label_of(int(i)) for i in ids]
+        torch.cuda.synchronize()
+        for x, y, ids in kept:  # the loader closed: the tensors still hold their records
+            check_records(x.cpu().numpy(), ids)
+        del kept, x, y
+        assert detached_live() == start
+        return True
+    assert guarded(run)
