@@ -8,7 +8,9 @@ the loader is ahead).
 
 DATA is a stoker data set; left out, a small raw one is written to a temporary folder. The
 loop's "training step" sleeps --step-ms per batch (a model would run there); it runs on the
-CPU. With torch imported and its profiler running, each next() is a "stoker.next" range.
+CPU. With torch imported and its profiler running, each next() is a "stoker.next" range:
+--profile OUT.json runs the loop under torch.profiler, writes its Chrome trace (Perfetto and
+chrome://tracing open it) and prints how many "stoker.next" ranges it holds.
 """
 import argparse
 import os
@@ -47,7 +49,27 @@ def main(argv=None):
                     help="seconds the logged figures cover")
     ap.add_argument("--step-ms", type=float, default=5.0, help="the simulated step's time")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--profile", metavar="OUT.json",
+                    help="run under torch.profiler and write its Chrome trace")
     args = ap.parse_args(argv)
+    if not args.profile:
+        return run(args)
+    import torch  # before the loader's first next(): the binding labels it then
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU]
+    if args.device.startswith("cuda"):
+        acts.append(ProfilerActivity.CUDA)
+    with profile(activities=acts) as prof:
+        rc = run(args)
+    prof.export_chrome_trace(args.profile)
+    names = [e.name for e in prof.events()]
+    print("%s: %d stoker.next ranges among %d events"
+          % (args.profile, names.count("stoker.next"), len(names)))
+    return rc
+
+
+def run(args):
     with tempfile.TemporaryDirectory() as tmp:
         data = args.data or small_data_set(tmp)
         with stoker.Loader(data, args.batch_size, device=args.device) as loader:
