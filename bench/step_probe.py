@@ -17,7 +17,8 @@ GPU), cross-entropy, SGD with momentum.
 
 --mode eager (the default) runs the step as written and measures, per step, the host's
 time in each part of taking a batch (`take`: the loader's next(); `dlpack`: torch.from_dlpack
-and the NCHW view; `labels`: their copy to the device; `release`: giving the last batch
+and the NCHW view; `labels`: the label field's tensor, on the batch's device with the batch
+(a copy to the device with a library that gives host labels); `release`: giving the last batch
 back), the host's time launching the step (`host`: from the batch in hand to the optimiser's
 step returned) and, on a GPU, whether the device was idle when the host asked for the next
 batch. A host that launches a step in less time than the step takes, with the device busy
@@ -134,7 +135,10 @@ class Probe:
                     t1 = time.perf_counter()
                     x = torch.from_dlpack(b.data).permute(0, 3, 1, 2)
                     t2 = time.perf_counter()
-                    y = torch.from_numpy(b.labels).to(self.device, non_blocking=True)
+                    if "label" in b:  # on the batch's device already: no copy
+                        y = torch.from_dlpack(b["label"])
+                    else:
+                        y = torch.from_numpy(b.labels).to(self.device, non_blocking=True)
                     del b
                     t3 = time.perf_counter()
                     self.parts["take"].append(t1 - t0)
