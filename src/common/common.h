@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -72,6 +73,24 @@ void *stoker__realloc(void *p, size_t size);
 /* Makes the scratch buffer *p (capacity *cap) hold at least n bytes; its contents are not
  * kept. 0 or -ENOMEM (then *p is NULL and *cap 0, or unchanged when it was large enough). */
 int stoker__scratch_grow(uint8_t **p, size_t *cap, uint64_t n);
+
+/* A per-thread object of one type: each thread that asks gets its own, zeroed at its first
+ * use, and `destroy` (which frees the object and what it holds) runs at the thread's exit.
+ * Declare one with static storage: `static stoker__thread_key k = STOKER__THREAD_KEY(T, fn);`
+ * Its pthread key is made at the first use and never deleted: it lives as long as the process. */
+typedef struct stoker__thread_key {
+    size_t size;
+    void (*destroy)(void *obj);
+    atomic_int state; /* 0: no key yet; 1: `key` made; -1: making it failed */
+    pthread_key_t key;
+} stoker__thread_key;
+#define STOKER__THREAD_KEY(type, destroy_fn)                                                       \
+    {                                                                                              \
+        .size = sizeof(type), .destroy = (destroy_fn)                                              \
+    }
+/* The calling thread's object under k, or NULL (out of memory or keys). */
+void *stoker__thread_object(stoker__thread_key *k);
+
 void *stoker__aligned_alloc(size_t align, size_t size); /* free with stoker__free */
 char *stoker__strdup(const char *s);
 void stoker__free(void *p);

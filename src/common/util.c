@@ -148,6 +148,31 @@ int stoker__scratch_grow(uint8_t **p, size_t *cap, uint64_t n)
     return 0;
 }
 
+static pthread_mutex_t thread_key_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void *stoker__thread_object(stoker__thread_key *k)
+{
+    int state = atomic_load_explicit(&k->state, memory_order_acquire);
+    if (state == 0) {
+        pthread_mutex_lock(&thread_key_lock);
+        state = atomic_load_explicit(&k->state, memory_order_relaxed);
+        if (state == 0) {
+            state = pthread_key_create(&k->key, k->destroy) == 0 ? 1 : -1;
+            atomic_store_explicit(&k->state, state, memory_order_release);
+        }
+        pthread_mutex_unlock(&thread_key_lock);
+    }
+    if (state < 0)
+        return NULL;
+    void *obj = pthread_getspecific(k->key);
+    if (!obj && (obj = stoker__calloc(1, k->size)) != NULL &&
+        pthread_setspecific(k->key, obj) != 0) {
+        stoker__free(obj);
+        obj = NULL;
+    }
+    return obj;
+}
+
 void *stoker__aligned_alloc(size_t align, size_t size)
 {
     if (fault_hit(&alloc_fault))

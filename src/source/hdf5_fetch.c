@@ -48,10 +48,6 @@ typedef struct h5_cache {
     stoker__err rerr;         /* a remote read's failure in the current fetch */
 } h5_cache;
 
-static pthread_key_t cache_key;
-static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
-static int cache_key_rc;
-
 static void entry_end(h5_entry *e)
 {
     e->serial = 0;
@@ -78,22 +74,11 @@ static void cache_destroy(void *p)
     stoker__free(p);
 }
 
-static void cache_key_init(void)
-{
-    cache_key_rc = pthread_key_create(&cache_key, cache_destroy);
-}
+static stoker__thread_key cache_key = STOKER__THREAD_KEY(h5_cache, cache_destroy);
 
 static h5_cache *thread_cache(void)
 {
-    pthread_once(&cache_once, cache_key_init);
-    if (cache_key_rc != 0)
-        return NULL;
-    h5_cache *c = pthread_getspecific(cache_key);
-    if (!c && (c = stoker__calloc(1, sizeof *c)) != NULL && pthread_setspecific(cache_key, c)) {
-        stoker__free(c);
-        c = NULL;
-    }
-    return c;
+    return stoker__thread_object(&cache_key);
 }
 
 /* ---- filters ---- */

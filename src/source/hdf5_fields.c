@@ -18,7 +18,6 @@
 #include "format/signature.h"
 
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -36,10 +35,6 @@ typedef struct fields_buf {
     size_t vals_cap, out_cap;
 } fields_buf;
 
-static pthread_key_t buf_key;
-static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
-static int buf_key_rc;
-
 static void buf_destroy(void *p)
 {
     fields_buf *b = p;
@@ -48,23 +43,7 @@ static void buf_destroy(void *p)
     stoker__free(b);
 }
 
-static void buf_key_init(void)
-{
-    buf_key_rc = pthread_key_create(&buf_key, buf_destroy);
-}
-
-static fields_buf *thread_buf(void)
-{
-    pthread_once(&buf_once, buf_key_init);
-    if (buf_key_rc != 0)
-        return NULL;
-    fields_buf *b = pthread_getspecific(buf_key);
-    if (!b && (b = stoker__calloc(1, sizeof *b)) != NULL && pthread_setspecific(buf_key, b)) {
-        stoker__free(b);
-        b = NULL;
-    }
-    return b;
-}
+static stoker__thread_key buf_key = STOKER__THREAD_KEY(fields_buf, buf_destroy);
 
 /* ---- the source's operations ---- */
 
@@ -103,7 +82,7 @@ static int fields_fetch(stoker_dataset *ds, int64_t id, const stoker__recloc *lo
                         const uint8_t **out, const atomic_int *cancel, stoker__err *err)
 {
     const h5_fields *F = ds->state;
-    fields_buf *b = thread_buf();
+    fields_buf *b = stoker__thread_object(&buf_key);
     stoker_field_value v[STOKER_MAX_FIELDS];
     const uint64_t total = field_sizes(F, id, NULL, v);
     STOKER_RETURN_IF(!b || stoker__scratch_grow(&b->vals, &b->vals_cap, total) < 0 ||

@@ -56,6 +56,8 @@ typedef struct rthread {
 } rthread;
 
 struct stoker__shards_remote {
+    /* not a stoker__thread_key: a data set's rounds, listed and freed with it, never by
+     * the threads (the key is deleted at its end) */
     pthread_key_t key;
     bool key_ok;
     pthread_mutex_t mu; /* threads' list; the future order (fut, ids), which the
@@ -257,8 +259,6 @@ static void remote_landed(stoker_dataset *ds, uint32_t cookie, uint64_t length, 
 }
 
 /* The calling thread's buffer for records fetched without a destination. */
-static pthread_key_t tbuf_key;
-static pthread_once_t tbuf_once = PTHREAD_ONCE_INIT;
 typedef struct tbuf {
     uint8_t *p;
     size_t cap;
@@ -271,29 +271,13 @@ static void tbuf_free(void *v)
     stoker__free(t);
 }
 
-static void tbuf_init(void)
-{
-    pthread_key_create(&tbuf_key, tbuf_free);
-}
+static stoker__thread_key tbuf_key = STOKER__THREAD_KEY(tbuf, tbuf_free);
 
+/* Its contents are not kept from one call to the next. */
 static uint8_t *thread_buffer(size_t n)
 {
-    pthread_once(&tbuf_once, tbuf_init);
-    tbuf *t = pthread_getspecific(tbuf_key);
-    if (!t && (t = stoker__calloc(1, sizeof *t)) != NULL && pthread_setspecific(tbuf_key, t) != 0) {
-        stoker__free(t);
-        t = NULL;
-    }
-    if (!t)
-        return NULL;
-    if (t->cap < n) {
-        uint8_t *p = stoker__realloc(t->p, n);
-        if (!p)
-            return NULL;
-        t->p = p;
-        t->cap = n;
-    }
-    return t->p;
+    tbuf *t = stoker__thread_object(&tbuf_key);
+    return t && stoker__scratch_grow(&t->p, &t->cap, n) == 0 ? t->p : NULL;
 }
 
 /* The record planned in this thread's round, its reads all landed whole; NULL if none. */
