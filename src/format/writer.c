@@ -458,16 +458,25 @@ fail:
     return rc;
 }
 
-int stoker_writer_set_field(stoker_writer *w, stoker_field_kind kind, int32_t dtype, int32_t ndim,
-                            const int64_t *shape)
+/* Whether w may have its field or fields (`what`) declared: usable, and no record written. */
+static int schema_settable(stoker_writer *w, const char *what)
 {
     if (!w)
         return STOKER_E_INVALID;
-    int rc = usable(w);
+    const int rc = usable(w);
     if (rc < 0)
         return rc;
     STOKER_RETURN_IF(w->records > 0, &w->err, STOKER_E_STATE,
-                     "%s: the field must be set before the first record", w->path);
+                     "%s: the %s must be set before the first record", w->path, what);
+    return 0;
+}
+
+int stoker_writer_set_field(stoker_writer *w, stoker_field_kind kind, int32_t dtype, int32_t ndim,
+                            const int64_t *shape)
+{
+    int rc = schema_settable(w, "field");
+    if (rc < 0)
+        return rc;
     STOKER_RETURN_IF(kind != STOKER_FIELD_BYTES && kind != STOKER_FIELD_JPEG &&
                          kind != STOKER_FIELD_RAW,
                      &w->err, STOKER_E_INVALID, "%s: unknown field kind %d", w->path, (int)kind);
@@ -496,13 +505,9 @@ int stoker_writer_set_field(stoker_writer *w, stoker_field_kind kind, int32_t dt
 
 int stoker_writer_set_fields(stoker_writer *w, const stoker_field_desc *fields, int32_t n)
 {
-    if (!w)
-        return STOKER_E_INVALID;
-    int rc = usable(w);
+    int rc = schema_settable(w, "fields");
     if (rc < 0)
         return rc;
-    STOKER_RETURN_IF(w->records > 0, &w->err, STOKER_E_STATE,
-                     "%s: the fields must be set before the first record", w->path);
     stoker__schema *s = stoker__calloc(1, sizeof *s);
     STOKER_RETURN_IF(!s, &w->err, -ENOMEM, "%s: out of memory for the schema", w->path);
     stoker__err e = {0};
