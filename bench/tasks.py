@@ -63,15 +63,13 @@ import contextlib
 import json
 import os
 import random
-import signal
-import statistics
-import subprocess
 import sys
 import time
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import childrun  # noqa: E402  (the children and the summary, as bench/train.py runs them)
 import train  # noqa: E402  (helpers shared with the classification step)
 
 TASKS = ("segmentation", "detection", "contrastive")
@@ -494,51 +492,18 @@ def child(spec):
 
 # ---------------------------------------------------------------- the parent
 
-def run_child(spec, env, timeout):
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)]
-    base = {"task": spec["task"], "feed": spec["feed"]["id"], "rep": spec["rep"]}
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, env=env, text=True,
-                         start_new_session=True)
-    try:
-        out, _ = p.communicate(timeout=timeout)
-    except BaseException as e:  # the time limit, or ^C: the child and its workers go
-        with contextlib.suppress(OSError):
-            os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
-        if not isinstance(e, subprocess.TimeoutExpired):
-            raise
-        return dict(base, status="failed", error="stopped after %.0f s (time limit)" % timeout)
-    lines = out.splitlines()
-    for line in lines:
-        if not line.startswith("{"):
-            print("  | " + line, file=sys.stderr)
-    results = [line for line in lines if line.startswith("{")]
-    if not results:
-        return dict(base, status="failed",
-                    error="exit status %d and no result (its stderr is above)" % p.returncode)
-    rec = json.loads(results[-1])
-    if p.returncode != 0 and rec.get("status") == "ok":
-        rec["status"], rec["error"] = "failed", "exit status %d after its result" % p.returncode
-    return rec
-
-
 def summarize(records, tasks, feeds, reps):
     rows = []
     for t in tasks:
         mine = []
         for f in feeds:
-            recs = {r["rep"]: r for r in records if r["task"] == t and r["feed"] == f["id"]}
-            each = [recs.get(i) for i in range(reps)]
-            ok = [r for r in each if r and r.get("status") == "ok"]
+            ok, each = childrun.repetitions(records, "task", t, f["id"], reps, "samples_per_s")
             mine.append({
                 "task": t, "feed": f["id"], "kind": f["kind"],
-                "samples_per_s": statistics.median(r["samples_per_s"] for r in ok) if ok
-                else None,
-                "each": [r["samples_per_s"] if r and r.get("status") == "ok" else
-                         (r or {}).get("status", "not run") for r in each],
-                "wait_share": statistics.median(r["wait_share"] for r in ok) if ok else None,
-                "rows_per_sample": statistics.median(r["rows_per_sample"] for r in ok)
-                if ok and all("rows_per_sample" in r for r in ok) else None,
+                "samples_per_s": childrun.median(ok, "samples_per_s"), "each": each,
+                "wait_share": childrun.median(ok, "wait_share"),
+                "rows_per_sample": childrun.median(ok, "rows_per_sample")
+                if all("rows_per_sample" in r for r in ok) else None,
                 "runs_ok": len(ok)})
         for other in ("synthetic", "dataloader"):
             ref = next((r["samples_per_s"] for r in mine if r["kind"] == other), None)
@@ -706,45 +671,26 @@ def main(argv):
             "dtype", "lr", "classes", "seed", "vocab", "image_encoder")}
         args["size"] = a.size or DEFAULT_SIZE[t]
         args["batch_size"] = a.batch_size or DEFAULT_BATCH[t]
-        for rep in range(a.repeat):
-            for f in (a.feed_list if rep % 2 == 0 else a.feed_list[::-1]):
-                spec = {"args": args, "task": t, "feed": f, "rep": rep}
-                timeout = a.child_timeout
-                if a.budget is not None:
-                    timeout = min(timeout, a.budget - (time.time() - start))
-                if timeout < 5:
-                    rec = {"task": t, "feed": f["id"], "rep": rep, "status": "skipped",
-                           "error": "the time budget (--budget) was spent"}
-                else:
-                    print("%s, %s, repetition %d/%d ..." % (t, f["id"], rep + 1, a.repeat),
-                          flush=True)
-                    t1 = time.time()
-                    rec = run_child(spec, env, timeout)
-                    rec["child_seconds"] = round(time.time() - t1, 1)
-                records.append(rec)
-                if rec.get("status") == "ok":
-                    line = "  %s samples/s, waits %s" % (fmt_rate(rec["samples_per_s"]),
-                                                         train.fmt_pct(rec["wait_share"]))
-                    if rec.get("rows_per_sample") is not None:
-                        line += ", %.2f boxes per image" % rec["rows_per_sample"]
-                    if rec.get("offsets_from"):
-                        line += "; offsets: %s" % rec["offsets_from"]
-                    line += " (%.0f s)" % rec["child_seconds"]
-                else:
-                    line = "  %s: %s" % (rec.get("status"), rec.get("error"))
-                print(line, flush=True)
+        for rep, f in childrun.schedule(a.feed_list, a.repeat):
+            spec = {"args": args, "task": t, "feed": f, "rep": rep}
+            rec = childrun.run_timed(a, start, __file__, spec,
+                                     {"task": t, "feed": f["id"], "rep": rep}, env,
+                                     "%s, %s, repetition %d/%d" % (t, f["id"], rep + 1,
+                                                                   a.repeat))
+            records.append(rec)
+            if rec.get("status") == "ok":
+                line = "  %s samples/s, waits %s" % (fmt_rate(rec["samples_per_s"]),
+                                                     train.fmt_pct(rec["wait_share"]))
+                if rec.get("rows_per_sample") is not None:
+                    line += ", %.2f boxes per image" % rec["rows_per_sample"]
+                if rec.get("offsets_from"):
+                    line += "; offsets: %s" % rec["offsets_from"]
+                line += " (%.0f s)" % rec["child_seconds"]
+            else:
+                line = "  %s: %s" % (rec.get("status"), rec.get("error"))
+            print(line, flush=True)
     rows = summarize(records, a.task_list, a.feed_list, a.repeat)
-    md = markdown(meta, rows, records, a.repeat)
-    print()
-    print(md, end="", flush=True)
-    if a.md:
-        with open(a.md, "w") as f:
-            f.write(md)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"meta": dict(meta["lines"]), "rows": rows, "runs": records}, f,
-                      indent=1, default=str)
-    return 0 if all(r.get("status") == "ok" for r in records) else 1
+    return childrun.finish(a, meta, markdown(meta, rows, records, a.repeat), rows, records)
 
 
 if __name__ == "__main__":

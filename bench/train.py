@@ -85,8 +85,6 @@ import os
 import random
 import re
 import shutil
-import signal
-import statistics
 import subprocess
 import sys
 import threading
@@ -95,6 +93,9 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import childrun  # noqa: E402  (what bench/tasks.py shares: the children, the summary)
+
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # ImageNet's
 STOKER_NAMED = {"cpu": {"decoder": "cpu"}, "default": {}, "auto": {"decoder": "auto"},
                 "gpu": {"decoder": "gpu"}}
@@ -695,51 +696,18 @@ def nvtx_counts(path):
     return n
 
 
-def run_child(a, spec, env, timeout):
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)]
-    base = {"model": spec["model"], "feed": spec["feed"]["id"], "rep": spec["rep"]}
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, env=env, text=True,
-                         start_new_session=True)
-    try:
-        out, _ = p.communicate(timeout=timeout)
-    except BaseException as e:  # the time limit, or ^C: the child and its workers go
-        with contextlib.suppress(OSError):
-            os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
-        if not isinstance(e, subprocess.TimeoutExpired):
-            raise
-        return dict(base, status="failed", error="stopped after %.0f s (time limit)" % timeout)
-    lines = out.splitlines()
-    for line in lines:
-        if not line.startswith("{"):
-            print("  | " + line, file=sys.stderr)
-    results = [line for line in lines if line.startswith("{")]
-    if not results:
-        return dict(base, status="failed",
-                    error="exit status %d and no result (its stderr is above)" % p.returncode)
-    rec = json.loads(results[-1])
-    if p.returncode != 0 and rec.get("status") == "ok":
-        rec["status"] = "failed"
-        rec["error"] = "exit status %d after its result" % p.returncode
-    return rec
-
-
 def summarize(records, models, feeds, reps):
     rows = []
     for m in models:
         syn = None
         for f in feeds:
-            recs = {r["rep"]: r for r in records if r["model"] == m and r["feed"] == f["id"]}
-            each = [recs.get(i) for i in range(reps)]
-            ok = [r for r in each if r and r.get("status") == "ok"]
-            med = statistics.median(r["img_per_s"] for r in ok) if ok else None
-            wait = statistics.median(r["wait_share"] for r in ok) if ok else None
+            ok, each = childrun.repetitions(records, "model", m, f["id"], reps, "img_per_s")
+            med = childrun.median(ok, "img_per_s")
             if f["kind"] == "synthetic" and syn is None:
                 syn = med
             rows.append({"model": m, "feed": f["id"], "title": f["title"], "img_per_s": med,
-                         "each": [r["img_per_s"] if r and r.get("status") == "ok" else
-                                  (r or {}).get("status", "not run") for r in each],
-                         "wait_share": wait, "runs_ok": len(ok)})
+                         "each": each, "wait_share": childrun.median(ok, "wait_share"),
+                         "runs_ok": len(ok)})
         for row in rows:
             if row["model"] == m:
                 ok = syn and row["img_per_s"] is not None
@@ -923,75 +891,55 @@ def main(argv):
     start = time.time()
     records = []
     for m in a.model_list:
-        for rep in range(a.repeat):
-            order = a.feed_list if rep % 2 == 0 else a.feed_list[::-1]
-            for f in order:
-                spec = {"args": child_args, "model": m, "feed": f, "rep": rep}
-                timeout = a.child_timeout
-                if a.budget is not None:
-                    timeout = min(timeout, a.budget - (time.time() - start))
-                if timeout < 5:
-                    rec = {"model": m, "feed": f["id"], "rep": rep, "status": "skipped",
-                           "error": "the time budget (--budget) was spent"}
-                else:
-                    print("%s, %s, repetition %d/%d ..." % (m, f["title"], rep + 1, a.repeat),
-                          flush=True)
-                    e = dict(env, **f["env"])
-                    if a.trace and f["kind"] == "stoker":
-                        e["CUDA_INJECTION64_PATH"] = os.path.abspath(a.trace)
-                    nvtx_out = None
-                    if a.nvtx_trace and f["kind"] == "stoker":
-                        os.makedirs(a.nvtx_trace, exist_ok=True)
-                        name = re.sub(r"[^A-Za-z0-9._-]+", "_", "%s-%s-r%d" % (m, f["id"], rep))
-                        nvtx_out = os.path.abspath(os.path.join(a.nvtx_trace, name + ".json"))
-                        e.update(NVTX_INJECTION64_PATH=nvtx_tool, STOKER_NVTX_TRACE=nvtx_out)
-                        with contextlib.suppress(FileNotFoundError):
-                            os.remove(nvtx_out)  # a file from an earlier run counts nothing
-                    t = time.time()
-                    rec = run_child(a, spec, e, timeout)
-                    rec["child_seconds"] = round(time.time() - t, 1)
-                    if nvtx_out:
-                        rec["nvtx_trace"] = nvtx_out
-                        rec["nvtx_ranges"] = nvtx_counts(nvtx_out)
-                records.append(rec)
-                if rec.get("status") == "ok":
-                    line = "  %s img/s, waits %s" % (fmt_int(rec["img_per_s"]),
-                                                     fmt_pct(rec["wait_share"]))
-                    if rec.get("loader_img_per_s"):
-                        line += "; loader in the background %s img/s" % fmt_int(
-                            rec["loader_img_per_s"])
-                    if rec.get("decoder_timed"):
-                        line += "; " + decoder_line(rec["decoder_timed"])
-                    if rec.get("window"):
-                        w = rec["window"]
-                        line += "; the loader's window (%.1f s): waits %s, verdict %s" % (
-                            w["seconds"], fmt_pct(w["wait_share"]), w["verdict"])
-                    if rec.get("pipeline"):
-                        line += "; pipeline %s, %d workers" % (rec["pipeline"], rec["workers"])
-                    line += " (%.0f s)" % rec["child_seconds"]
-                else:
-                    line = "  %s: %s" % (rec.get("status"), rec.get("error"))
-                print(line, flush=True)
-                if rec.get("nvtx_trace"):
-                    print("  NVTX ranges in %s: %s" % (rec["nvtx_trace"], ", ".join(
-                        "%s %d" % kv for kv in sorted(rec["nvtx_ranges"].items())) or "none"),
-                        flush=True)
+        for rep, f in childrun.schedule(a.feed_list, a.repeat):
+            spec = {"args": child_args, "model": m, "feed": f, "rep": rep}
+            e = dict(env, **f["env"])
+            if a.trace and f["kind"] == "stoker":
+                e["CUDA_INJECTION64_PATH"] = os.path.abspath(a.trace)
+            nvtx_out = None
+            if a.nvtx_trace and f["kind"] == "stoker":
+                os.makedirs(a.nvtx_trace, exist_ok=True)
+                name = re.sub(r"[^A-Za-z0-9._-]+", "_", "%s-%s-r%d" % (m, f["id"], rep))
+                nvtx_out = os.path.abspath(os.path.join(a.nvtx_trace, name + ".json"))
+                e.update(NVTX_INJECTION64_PATH=nvtx_tool, STOKER_NVTX_TRACE=nvtx_out)
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(nvtx_out)  # a file from an earlier run counts nothing
+            rec = childrun.run_timed(a, start, __file__, spec,
+                                     {"model": m, "feed": f["id"], "rep": rep}, e,
+                                     "%s, %s, repetition %d/%d" % (m, f["title"], rep + 1,
+                                                                   a.repeat))
+            if nvtx_out and rec.get("status") != "skipped":
+                rec["nvtx_trace"] = nvtx_out
+                rec["nvtx_ranges"] = nvtx_counts(nvtx_out)
+            records.append(rec)
+            if rec.get("status") == "ok":
+                line = "  %s img/s, waits %s" % (fmt_int(rec["img_per_s"]),
+                                                 fmt_pct(rec["wait_share"]))
+                if rec.get("loader_img_per_s"):
+                    line += "; loader in the background %s img/s" % fmt_int(
+                        rec["loader_img_per_s"])
+                if rec.get("decoder_timed"):
+                    line += "; " + decoder_line(rec["decoder_timed"])
+                if rec.get("window"):
+                    w = rec["window"]
+                    line += "; the loader's window (%.1f s): waits %s, verdict %s" % (
+                        w["seconds"], fmt_pct(w["wait_share"]), w["verdict"])
+                if rec.get("pipeline"):
+                    line += "; pipeline %s, %d workers" % (rec["pipeline"], rec["workers"])
+                line += " (%.0f s)" % rec["child_seconds"]
+            else:
+                line = "  %s: %s" % (rec.get("status"), rec.get("error"))
+            print(line, flush=True)
+            if rec.get("nvtx_trace"):
+                print("  NVTX ranges in %s: %s" % (rec["nvtx_trace"], ", ".join(
+                    "%s %d" % kv for kv in sorted(rec["nvtx_ranges"].items())) or "none"),
+                    flush=True)
     gpus = sorted({r["gpu"] for r in records if r.get("gpu")})  # the children's: the parent
     if gpus:                                                    # makes no CUDA context
         meta["lines"][1] = ("device", "%s (%s)%s" % (a.device, ", ".join(gpus),
                                                      meta["lines"][1][1][len(a.device):]))
     rows = summarize(records, a.model_list, a.feed_list, a.repeat)
-    md = markdown(meta, rows, records, a.repeat)
-    print()
-    print(md, end="", flush=True)
-    if a.md:
-        with open(a.md, "w") as f:
-            f.write(md)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"meta": dict(meta["lines"]), "rows": rows, "runs": records}, f,
-                      indent=1)
-    return 0 if all(r.get("status") == "ok" for r in records) else 1
+    return childrun.finish(a, meta, markdown(meta, rows, records, a.repeat), rows, records)
 
 
 if __name__ == "__main__":
