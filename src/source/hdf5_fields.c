@@ -397,7 +397,7 @@ static int open_field(stoker_dataset *ds, h5_fields *F, int32_t i, const char *p
     if (rc < 0)
         return rc;
     STOKER_RETURN_IF(i > 0 && h->records != F->h[0]->records, &ds->err, STOKER_E_FORMAT,
-                     "%s: dataset %s (field \"%s\") has %llu records, dataset %s (field \"%s\") "
+                     "%s: dataset %s (field \"%s\") has %llu rows, dataset %s (field \"%s\") "
                      "%llu; the fields' datasets must be of one length",
                      h->file, h->name, sp->name, (unsigned long long)h->records, F->h[0]->name,
                      F->schema.f[0].name, (unsigned long long)F->h[0]->records);

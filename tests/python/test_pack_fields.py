@@ -646,7 +646,7 @@ def make_h5(tmp_path, n=4, spoil=None):
             ds = f.create_dataset(name, (n,), dtype=vlen)
             for i, v in enumerate(vals):
                 ds[i] = np.frombuffer(v, np.uint8)
-        f["classes"] = np.arange(n, dtype=np.int64) * 3  # not "labels": see h5fields.c
+        f["classes"] = np.arange(n, dtype=np.int64) * 3
         f["scores"] = np.arange(n, dtype=np.float32) / 2
         f["emb"] = emb
         f["short"] = np.zeros(n - 1, np.int64)
@@ -709,3 +709,29 @@ def test_h5_fields_refusal(tmp_path, name, fields, spoil, words, code, skippable
         assert [s["__key__"] for s in samples] == ["0", "1", "3"]
     else:
         assert r.returncode == code and not os.path.exists(out), r.stderr
+
+
+@pytest.mark.parametrize("labels", ["float_rows", "strings"])
+def test_h5_fields_ignore_a_labels_dataset_no_field_names(tmp_path, labels):
+    """A /labels dataset that is not one integer per row (boxes as float [N, 4], captions as
+    strings) is only data: --h5-field reads the datasets it names, and nothing else."""
+    h5py = pytest.importorskip("h5py")
+    n = 3
+    imgs = [jpeg(tmp_path / f"{i}.jpg", seed=i) for i in range(n)]
+    path = tmp_path / "f.h5"
+    with h5py.File(path, "w") as f:
+        ds = f.create_dataset("jpegs", (n,), dtype=h5py.vlen_dtype(np.uint8))
+        for i, v in enumerate(imgs):
+            ds[i] = np.frombuffer(v, np.uint8)
+        f["cls"] = np.arange(n, dtype=np.int64) + 7
+        if labels == "float_rows":
+            f["labels"] = np.arange(n * 4, dtype=np.float32).reshape(n, 4)
+        else:
+            f.create_dataset("labels", data=[f"a cat {i}" for i in range(n)],
+                             dtype=h5py.string_dtype())
+    out = tmp_path / "out"
+    pack(*h5_args(path, ["image=jpegs", "label=cls"]), out)
+    fields, samples, _ = read_all(out)
+    assert [f[:2] for f in fields] == [("image", "jpeg"), ("label", "int64")]
+    assert samples == [{"image": imgs[i], "label": np.int64(i + 7).tobytes(), "__key__": str(i)}
+                       for i in range(n)]

@@ -511,6 +511,8 @@ int pack_samples_bad(const pack_opts *o, pack_samples *ss, const char *where, co
 
 typedef struct loaded {
     uint8_t *buf[STOKER_MAX_FIELDS]; /* values read from files (owned) */
+    uint8_t *rec;                    /* the data set record the values of v->ds split (owned) */
+    stoker_field_value split[STOKER_MAX_FIELDS];
     stoker_field_value val[STOKER_MAX_FIELDS];
     bool bad;
     char reason[1024];
@@ -611,8 +613,13 @@ static void load(const pack_opts *o, const pack_schema *sc, const pack_sample *s
         if (!v->set) {
             snprintf(why, sizeof why, "missing");
         } else if (v->ds) {
-            l->buf[i] = read_record(v->ds, v->record, &l->val[i].size, why, sizeof why);
-            l->val[i].data = l->buf[i];
+            uint64_t got = 0;
+            if (!l->rec &&
+                (l->rec = read_record(v->ds, v->record, &got, why, sizeof why)) != NULL &&
+                stoker_dataset_split_record(v->ds, v->record, l->rec, got, l->split) < 0)
+                snprintf(why, sizeof why, "%s", stoker_dataset_errmsg(v->ds));
+            if (!why[0])
+                l->val[i] = l->split[v->field];
         } else if (v->file) {
             uint64_t got = 0;
             l->buf[i] = read_value(v->file, v->offset, v->size, &got, why, sizeof why);
@@ -640,6 +647,7 @@ static void unload(loaded *l)
 {
     for (int32_t i = 0; i < STOKER_MAX_FIELDS; i++)
         free(l->buf[i]);
+    free(l->rec);
     memset(l, 0, sizeof *l);
 }
 

@@ -42,8 +42,11 @@ typedef struct pack_value {
     int64_t offset;     /* in file; -1: the whole file */
     uint64_t size;      /* inline: its bytes; a file's: as found (for the alignment), 0 unknown */
     char *member;       /* a tar member's name (owned), which messages give instead of file */
-    stoker_dataset *ds; /* a record of this data set (not owned: pack_samples.sources) */
+    stoker_dataset *ds; /* field `field` of a record of this data set, which has a schema
+                           (not owned: pack_samples.sources); a sample's values of a data set
+                           are all of one record, read once */
     int64_t record;
+    int32_t field;
     bool set;
 } pack_value;
 

@@ -1,18 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* FILE.h5 --h5-field NAME=DATASET[:KIND[:TIE=FIELD]] ... OUT: samples whose fields are an HDF5
  * file's datasets, one --h5-field each, in the order given; sample i holds row i (along axis
- * 0) of every dataset, which must all have the same number of rows. Each dataset is opened
- * through the library's HDF5 source ("FILE.h5:/DATASET"), as the single-dataset source is
- * (h5.c), and its rows are read as that source reads records. The field's kind:
+ * 0) of every dataset, which must all have the same number of rows. The file is opened once
+ * through the library's HDF5 source with STOKER_OPT_H5_FIELDS naming these datasets (no
+ * other dataset of the file is read: a "labels" dataset beside them is data like any other),
+ * and each sample is read as that source reads it and split into its fields. The field's kind:
  *   - a numeric dataset (fixed-shape rows): raw of its dtype and row shape, or int64 or
  *     float32 when its rows are scalars of that dtype; KIND may say raw, int64 or float32
  *     (which the rows must then be);
- *   - a dataset of encoded rows (variable-length uint8, opaque blobs): bytes, or jpeg when
- *     the source finds JPEGs in it; KIND may say bytes, jpeg or png (checked by decoding
- *     like any image field).
- * TIE is mask_of, boxes_of or rows_of, naming a field before it. The key of sample i is i.
- * The HDF5 source reads the dataset "labels" beside each dataset it opens when there is one:
- * such a dataset must then hold one integer per row of every field's dataset. */
+ *   - a dataset of encoded rows (variable-length rows, opaque blobs): bytes, or jpeg when its
+ *     first row is a JPEG; KIND may say bytes, jpeg or png (checked by decoding like any
+ *     image field).
+ * TIE is mask_of, boxes_of or rows_of, naming a field before it. The key of sample i is i. */
 #include "fields.h"
 
 #include <stdio.h>
@@ -75,12 +74,43 @@ static int parse_spec(const char *arg, h5_spec *sp)
     return 0;
 }
 
-/* The field of dataset ds as sp asks for it, appended to the schema; 0 or -1 after printing. */
-static int add_field(const pack_opts *o, const h5_spec *sp, stoker_dataset *ds, pack_schema *sc)
+/* Whether row 0 of field i of ds starts as a JPEG does. */
+static bool first_is_jpeg(stoker_dataset *ds, int32_t i)
 {
-    int32_t kind = 0, dtype = 0, ndim = 0;
+    uint64_t size = 0;
+    size_t got = 0;
+    stoker_field_value v[STOKER_MAX_FIELDS];
+    uint8_t *buf = NULL;
+    const bool yes = stoker_dataset_num_records(ds) > 0 &&
+                     stoker_dataset_record_info(ds, 0, &size, NULL, NULL) == 0 &&
+                     (buf = malloc(size ? size : 1)) != NULL &&
+                     stoker_dataset_read(ds, 0, buf, size, &got) == 0 &&
+                     stoker_dataset_split_record(ds, 0, buf, got, v) == 0 && v[i].size >= 2 &&
+                     ((const uint8_t *)v[i].data)[0] == 0xFF &&
+                     ((const uint8_t *)v[i].data)[1] == 0xD8;
+    free(buf);
+    return yes;
+}
+
+/* Field i of ds (its dataset named by sp) as sp asks for it, appended to the schema; 0 or -1
+ * after printing. */
+static int add_field(const pack_opts *o, const h5_spec *sp, stoker_dataset *ds, int32_t i,
+                     pack_schema *sc)
+{
+    stoker_field_desc d = {.struct_size = sizeof d};
+    stoker_dataset_field_desc(ds, i, &d);
+    /* the source's kinds as the one-dataset source gives them: numbers (raw) or encoded rows */
+    int32_t kind = d.kind, dtype = d.dtype, ndim = d.ndim;
     int64_t shape[STOKER_MAX_DIMS] = {0};
-    stoker_dataset_field(ds, &kind, &dtype, &ndim, shape);
+    memcpy(shape, d.shape, sizeof shape);
+    if (kind == STOKER_FIELD_INT64 || kind == STOKER_FIELD_FLOAT32) {
+        dtype = kind == STOKER_FIELD_INT64 ? STOKER_DTYPE_INT64 : STOKER_DTYPE_FLOAT32;
+        kind = STOKER_FIELD_RAW;
+        ndim = 0;
+    } else if (kind != STOKER_FIELD_RAW) {
+        kind = !sp->kind && first_is_jpeg(ds, i) ? STOKER_FIELD_JPEG : STOKER_FIELD_BYTES;
+        dtype = ndim = 0;
+    }
     const bool numeric = kind == STOKER_FIELD_RAW;
     int32_t want = sp->kind;
     if (!want)
@@ -108,28 +138,57 @@ static int add_field(const pack_opts *o, const h5_spec *sp, stoker_dataset *ds, 
                 numeric && ndim ? ", rows of several values" : "");
         return -1;
     }
-    if (strlen(sp->name) > STOKER_FIELD_NAME_MAX || pack_schema_find(sc, sp->name) >= 0) {
-        cli_err("--h5-field %s: a field name is unique and at most %d bytes", sp->name,
-                STOKER_FIELD_NAME_MAX);
-        return -1;
-    }
     pack_schema_add(sc, sp->name, want, need, want == STOKER_FIELD_RAW ? ndim : 0, shape, sp->tie,
                     sp->tie_to);
     return 0;
 }
 
-/* Opens FILE:DATASET as a data set of its own; NULL after printing why. */
-static stoker_dataset *open_dataset(const pack_opts *o, const h5_spec *sp)
+/* The field whose dataset msg names ("dataset /x", "no dataset /x"), or NULL. */
+static const h5_spec *blamed(const char *msg, const h5_spec *sp, int n)
 {
-    char path[4200];
-    snprintf(path, sizeof path, "%s:%s%s", o->src, sp->dataset[0] == '/' ? "" : "/", sp->dataset);
+    for (int i = 0; i < n; i++) {
+        const char *d = sp[i].dataset;
+        const size_t k = strlen(d);
+        for (const char *at = strstr(msg, "dataset "); at; at = strstr(at + 1, "dataset ")) {
+            const char *p = at + strlen("dataset ");
+            p += *p == '/' && d[0] != '/';
+            if (strncmp(p, d, k) == 0 && strchr(" ):;,", p[k]))
+                return &sp[i];
+        }
+    }
+    return NULL;
+}
+
+/* Opens the file with STOKER_OPT_H5_FIELDS naming every field's dataset; NULL after printing
+ * why. The kinds and ties are the tool's (add_field, the writer), not the source's. */
+static stoker_dataset *open_fields(const pack_opts *o, const h5_spec *sp, int n)
+{
+    char spec[STOKER_MAX_FIELDS * 1100] = "";
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        if (strpbrk(sp[i].name, ",:") || strchr(sp[i].dataset, ',')) {
+            cli_err("--h5-field %s=%s: a field name holds no ',' or ':', a dataset no ','",
+                    sp[i].name, sp[i].dataset);
+            return NULL;
+        }
+        at += (size_t)snprintf(spec + at, sizeof spec - at, "%s%s=%s%s", i ? "," : "", sp[i].name,
+                               sp[i].dataset[0] == '/' ? "" : "/", sp[i].dataset);
+    }
+    stoker_config *cfg = NULL;
     stoker_dataset *ds = NULL;
-    const int rc = stoker_dataset_open(&ds, path, NULL);
-    if (rc == STOKER_E_UNSUPPORTED && !stoker_capability_get(STOKER_CAP_HDF5))
+    int rc = stoker_config_create(&cfg);
+    if (rc == 0)
+        rc = stoker_config_set_string(cfg, STOKER_OPT_H5_FIELDS, spec);
+    if (rc == 0)
+        rc = stoker_dataset_open(&ds, o->src, cfg);
+    stoker_config_destroy(cfg);
+    if (rc == STOKER_E_UNSUPPORTED && !stoker_capability_get(STOKER_CAP_HDF5)) {
         cli_err("%s: this build of the library has no HDF5 support", o->src);
-    else if (rc < 0)
-        cli_err("%s: --h5-field %s: %s", o->src, sp->name,
-                ds ? stoker_dataset_errmsg(ds) : "out of memory");
+    } else if (rc < 0) {
+        const char *msg = ds ? stoker_dataset_errmsg(ds) : "out of memory";
+        const h5_spec *who = blamed(msg, sp, n);
+        cli_err("%s: --h5-field%s%s: %s", o->src, who ? " " : "", who ? who->name : "", msg);
+    }
     if (rc < 0) {
         stoker_dataset_close(ds);
         return NULL;
@@ -145,29 +204,26 @@ int pack_h5_fields_load(const pack_opts *o, pack_samples *ss)
         cli_err("%s: with --h5-field, name the file alone (each field names its dataset)", o->src);
         return PACK_USAGE;
     }
-    int64_t rows = -1;
-    char first[1024] = "";
+    h5_spec sp[STOKER_MAX_FIELDS];
     for (int i = 0; i < o->n_h5_fields; i++) {
-        h5_spec sp;
-        if (parse_spec(o->h5_fields[i], &sp) < 0)
+        if (parse_spec(o->h5_fields[i], &sp[i]) < 0)
             return PACK_USAGE;
-        stoker_dataset *ds = open_dataset(o, &sp);
-        if (!ds)
-            return PACK_FAIL;
-        ss->sources[i] = ds;
-        if (add_field(o, &sp, ds, &ss->schema) < 0)
-            return PACK_FAIL;
-        const int64_t n = stoker_dataset_num_records(ds);
-        if (rows >= 0 && n != rows) {
-            cli_err("%s: dataset %s has %lld rows, %s has %lld: the fields of a sample are rows "
-                    "of the same index",
-                    o->src, sp.dataset, (long long)n, first, (long long)rows);
+        bool again = false;
+        for (int j = 0; j < i; j++)
+            again = again || strcmp(sp[j].name, sp[i].name) == 0;
+        if (again || strlen(sp[i].name) > STOKER_FIELD_NAME_MAX) {
+            cli_err("--h5-field %s: a field name is unique and at most %d bytes", sp[i].name,
+                    STOKER_FIELD_NAME_MAX);
             return PACK_FAIL;
         }
-        rows = n;
-        if (!first[0])
-            snprintf(first, sizeof first, "%s", sp.dataset);
     }
+    stoker_dataset *ds = ss->sources[0] = open_fields(o, sp, o->n_h5_fields);
+    if (!ds)
+        return PACK_FAIL;
+    for (int i = 0; i < o->n_h5_fields; i++)
+        if (add_field(o, &sp[i], ds, i, &ss->schema) < 0)
+            return PACK_FAIL;
+    const int64_t rows = stoker_dataset_num_records(ds);
     for (int64_t r = 0; r < rows; r++) {
         char where[4200], key[32];
         snprintf(where, sizeof where, "%s: record %lld", o->src, (long long)r);
@@ -177,12 +233,15 @@ int pack_h5_fields_load(const pack_opts *o, pack_samples *ss)
             cli_err("out of memory for %lld samples", (long long)rows);
             return PACK_FAIL;
         }
-        for (int32_t f = 0; f < ss->schema.n; f++) {
-            uint64_t size = 0;
-            stoker_dataset_record_info(ss->sources[f], r, &size, NULL, NULL);
-            s->v[f] = (pack_value){
-                .ds = ss->sources[f], .record = r, .size = size, .set = true, .offset = -1};
-        }
+        uint64_t size = 0; /* the sample's payload, counted once (for the alignment) */
+        stoker_dataset_record_info(ds, r, &size, NULL, NULL);
+        for (int32_t f = 0; f < ss->schema.n; f++)
+            s->v[f] = (pack_value){.ds = ds,
+                                   .record = r,
+                                   .field = f,
+                                   .size = f == 0 ? size : 0,
+                                   .set = true,
+                                   .offset = -1};
     }
     return 0;
 }
