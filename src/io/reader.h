@@ -18,6 +18,11 @@ typedef struct stoker__read_req {
     uint64_t length;
     void *dst;    /* `length` writable bytes, owned by the caller until completion */
     uint64_t tag; /* returned with the completion */
+    /* The caller closes fd soon after the read completes (a remote block's file, whose flock
+     * is the block cache's pin): read through the plain descriptor, never registered with
+     * the kernel (io_uring's fixed files), which would keep the file open, and its lock
+     * held, past that close */
+    bool transient;
 } stoker__read_req;
 
 typedef struct stoker__read_done {

@@ -77,7 +77,7 @@ static void queue_rest(uring_reader *u, uint32_t id)
     uint64_t n = q->req.length - q->done;
     if (n > MAX_CHUNK)
         n = MAX_CHUNK;
-    const int slot = file_slot(u, q->req.fd);
+    const int slot = q->req.transient ? -1 : file_slot(u, q->req.fd);
     io_uring_prep_read(sqe, slot >= 0 ? slot : q->req.fd, (uint8_t *)q->req.dst + q->done,
                        (unsigned)n, q->req.offset + q->done);
     if (slot >= 0)

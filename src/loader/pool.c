@@ -414,7 +414,8 @@ static bool add_fetched(stoker__pool *p, stoker__worker *w, stoker__slot *s, uin
                                             .offset = fr[i].offset,
                                             .length = fr[i].length,
                                             .dst = fr[i].dst,
-                                            .tag = *nreq};
+                                            .tag = *nreq,
+                                            .transient = fr[i].transient};
         w->req_first[*nreq] = CHUNK_READ;
         w->req_last[*nreq] = fr[i].cookie;
     }

@@ -96,7 +96,10 @@ typedef struct stoker__rspan {
  * at a time, within the cache's limit). STOKER_E_LIMIT: more
  * than cap blocks. Lock-free when every block is ready and pinned by this set. The spans'
  * descriptors stay valid until stoker__robj_release of the same range; once a block file is
- * closed, stoker__fds_closed (common.h) tells readers that keep descriptors to forget them. */
+ * closed, stoker__fds_closed (common.h) tells readers that keep descriptors to forget them.
+ * A reader must keep nothing of the file open past the release (io_uring: read it as a
+ * transient read, reader.h): the block's pin is the file's flock, which lives as long as
+ * any reference to the open file does, and a block left locked cannot be evicted. */
 int stoker__robj_hold(stoker__robj *o, uint64_t off, uint64_t len, stoker__rspan *spans,
                       uint32_t cap, uint32_t *n);
 void stoker__robj_release(stoker__robj *o, uint64_t off, uint64_t len);

@@ -79,6 +79,7 @@ typedef struct stoker__fetch_read {
     void *dst;       /* the source's buffer or the record's destination: written only by
                         this read until it lands */
     uint32_t cookie; /* handed back to stoker__dataset_fetch_landed */
+    bool transient;  /* fd is closed once the read lands (stoker__read_req's transient) */
 } stoker__fetch_read;
 
 enum {

@@ -233,7 +233,8 @@ static int remote_plan(stoker_dataset *ds, int64_t id, const stoker__recloc *loc
                                       .offset = sp[s].offset,
                                       .length = sp[s].length,
                                       .dst = p->buf + at,
-                                      .cookie = k};
+                                      .cookie = k,
+                                      .transient = true};
         at += sp[s].length;
     }
     *n = ns;

@@ -256,6 +256,30 @@ def test_the_block_order_fetches_each_block_about_once_an_epoch(served, tmp_path
     assert gets <= 1.3 * 2 * nblocks, (gets, nblocks)  # the record order: 2-3 times as many
 
 
+def test_slow_blocks_leave_the_blocks_read_ahead_pinned_until_read(served, tmp_path):
+    """Some blocks come late (a worker waits for one while the other and the read-ahead go
+    on, as under CPU starvation): the block files the workers read and let go must not stay
+    locked by their reader (io_uring's registered files keep a closed file, and its flock
+    pin, open), or the cache fills with blocks it cannot evict, the read-ahead's own pins
+    are given up and evicted unread, and each block is fetched several times."""
+    kw = opts(tmp_path, cache_limit=24 * BLOCK, fetch_window=8 * BLOCK, fetch_transfers=2)
+    with range_server.start(served, faults=["latency:ms=300,method=GET,every=12"]) as srv:
+        nblocks = sum(-(-os.path.getsize(os.path.join(served, "raw", f)) // BLOCK)
+                      for f in os.listdir(served / "raw") if f.endswith(".stk")
+                      and f != "manifest.stk")
+        got = []
+        with pytest.warns(stoker.StokerWarning, match="exceed the block cache"):
+            loader = stoker.Loader(srv.url + "/raw", 32, seed=3, device="cpu", threads=2,
+                                   order="blocks", **kw)
+        with loader:
+            srv.reset_stats()
+            for b in loader:
+                got.append(b.indices.copy())
+            gets = srv.count(method="GET")
+    assert sorted(np.concatenate(got)) == list(range(RECORDS))
+    assert gets <= 1.3 * nblocks, (gets, nblocks)  # about twice as many or more while the reader kept them locked
+
+
 def test_a_block_order_state_resumes_only_with_the_same_blocks(served, tmp_path):
     """The block order's runs come from the source (four blocks' records over a URL, so
     block_size decides them; the local copy has its own): a state saved over one is refused,
