@@ -829,6 +829,14 @@ STOKER_API int stoker_loader_next(stoker_loader *l, stoker_batch **out);
  * rule and other returns as stoker_loader_next. */
 STOKER_API int stoker_loader_next_wait(stoker_loader *l, stoker_batch **out, int64_t timeout_ms);
 
+/* Counts `seconds` more of the consumer's time getting batches, for the stats' and the
+ * windows' wait: a binding's own work around stoker_loader_next (building its batch object,
+ * say), which the library cannot see, so that the consumer's share of time spent in next()
+ * is what its loop spent there. Consumer thread, as stoker_loader_next. 0,
+ * STOKER_E_INVALID (NULL, negative or not finite) or STOKER_E_STATE (another thread is in
+ * a consumer call). */
+STOKER_API int stoker_loader_add_wait(stoker_loader *l, double seconds);
+
 /* Gives a batch's slot back to the loader, which may then refill it. Any thread. Returns
  * 0, STOKER_E_INVALID (NULL) or STOKER_E_STATE (already released). */
 STOKER_API int stoker_batch_release(stoker_batch *b);
@@ -1087,9 +1095,9 @@ STOKER_API int stoker_stats_field(int32_t index, const char **name, int32_t *typ
 
 /* ---- stalls: rates, waits and busy shares over a window ---- */
 
-/* What a span of a loader's life measured: its rates, the share of it the consumer waited
- * inside stoker_loader_next, each stage's busy share and the verdict (the stage that limits
- * the loader, as stoker-bench prints it). */
+/* What a span of a loader's life measured: its rates, the share of it the consumer spent
+ * getting batches (inside stoker_loader_next, and its binding's work around it), each stage's busy
+ * share and the verdict (the stage that limits the loader, as stoker-bench prints it). */
 typedef struct stoker_window {
     uint32_t struct_size;
     int32_t threads; /* worker threads (the workers' shares are over them) */
@@ -1100,8 +1108,9 @@ typedef struct stoker_window {
     double batches_per_sec;
     double records_per_sec;
     double bytes_per_sec;
-    double wait_seconds;     /* the consumer's time blocked in stoker_loader_next (a call
-                                in progress counts once it returns) */
+    double wait_seconds;     /* the consumer's time in stoker_loader_next, blocked or not (a
+                                call in progress counts once it returns), and what its
+                                binding added (stoker_loader_add_wait) */
     double wait_share;       /* wait_seconds / seconds */
     double ready_slots;      /* mean ready batches found by the span's next calls */
     double workers_busy;     /* share of the workers' time on records: (read + crc +

@@ -268,6 +268,8 @@ _OPTIONAL = {
     "stoker_batch_detach": (_int, [_vp, ctypes.POINTER(_vp)]),
     "stoker_memory_free": (None, [_vp]),
     "stoker_dataset_shard_path": (_str, [_vp, _i32]),
+    # counts the binding's own time around next() in the consumer's wait
+    "stoker_loader_add_wait": (_int, [_vp, ctypes.c_double]),
 }
 
 

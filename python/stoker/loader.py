@@ -23,6 +23,7 @@ import json
 import os
 import sys
 import threading
+import time
 import weakref
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
@@ -42,6 +43,8 @@ _L = _lib.lib
 WINDOW_SECONDS = 10.0
 # next() waits for a batch in steps this long, acting on signals and close() between them
 _WAIT_STEP_MS = 100
+# stoker_loader_add_wait where the library has it (an older one counts its own time alone)
+_ADD_WAIT = _L.stoker_loader_add_wait if _lib.has("stoker_loader_add_wait") else None
 
 
 _torch_profiler = None  # (torch.autograd._profiler_enabled, record_function) once torch is seen
@@ -138,6 +141,7 @@ class _Core:
         self.state_size = 0
         self.closing = False
         self.stopping = False  # close() was called: a next() waiting in steps gives up
+        self.in_next = 0.0  # seconds of the next() in progress inside the library's calls
         self._release = _L.stoker_batch_release
         self._release_stream = (_L.stoker_batch_release_stream
                                 if _lib.has("stoker_batch_release_stream") else None)
@@ -1146,12 +1150,24 @@ class Loader:
         """None at the epoch's end, else (batch, held, handout, token): the caller hands the
         batch over with ``held[handout] = handout.owner = token`` just before returning it
         (see _Handout), after the consumer lock is let go."""
+        t0 = time.perf_counter()
         label = _profiler_label()
         if label is None:
             with self._consumer() as core:
-                return self._next_locked(core)
+                return self._counted(core, t0, self._next_locked(core))
         with label, self._consumer() as core:  # the wait shows in torch.profiler's trace
-            return self._next_locked(core)
+            return self._counted(core, t0, self._next_locked(core))
+
+    @staticmethod
+    def _counted(core, t0, got):
+        """got, once the binding's own time in this next() (since t0, less its time in the
+        library's next calls, which the library counts) is added to the consumer's wait: the
+        window's wait share is then the loop's whole time in next()."""
+        spent = time.perf_counter() - t0 - core.in_next
+        core.in_next = 0.0
+        if _ADD_WAIT is not None and spent > 0:
+            _ADD_WAIT(core.handle, spent)
+        return got
 
     def _free_slot(self, core, h):
         """The next batch's slot is held (the ring rule): frees it and calls next again.
@@ -1211,7 +1227,9 @@ class Loader:
         close() from another thread is acted on within a step, whatever the loader waits
         for. A batch that is ready takes one call."""
         while True:
+            t = time.perf_counter()
             rc = _L.stoker_loader_next_wait(core.handle, ctypes.byref(h.out), _WAIT_STEP_MS)
+            core.in_next += time.perf_counter() - t
             if rc != _lib.AGAIN:
                 return rc
             if core.stopping:
@@ -1539,8 +1557,8 @@ class Loader:
         dict (stoker_loader_window): ``seconds`` (the span covered: shorter than asked early
         on; snapshots are taken by next() every half second and kept for 64 s), ``batches``,
         ``records``, ``bytes`` and their rates ``batches_per_sec``, ``records_per_sec``,
-        ``bytes_per_sec``; ``wait_seconds`` and ``wait_share`` (the consumer's time blocked
-        in next()); ``ready_slots``; the busy shares ``workers_busy``, ``gpu_decode_busy``,
+        ``bytes_per_sec``; ``wait_seconds`` and ``wait_share`` (the consumer's time in
+        next(), the binding's own work included); ``ready_slots``; the busy shares ``workers_busy``, ``gpu_decode_busy``,
         ``h2d_busy``, ``fetch_wait_share``; the stages' seconds (``read_seconds``,
         ``crc_seconds``, ``decode_seconds``, ``transform_seconds``, ``h2d_seconds``,
         ``fetch_wait_seconds``); ``verdict`` (``"consumer"`` when the loader is ahead, else

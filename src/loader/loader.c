@@ -200,7 +200,6 @@ static int next_host(stoker_loader *l, double until, stoker_batch **out)
     stoker__slot *s = NULL;
     double waited = 0;
     int ready = 0;
-    const double t0 = stoker__now();
     const int rc = stoker__ring_take(&l->ring, l->cons_seq, NULL, true, until, NULL, NULL, &s,
                                      &waited, &ready);
     if (rc == STOKER_E_STATE)
@@ -209,9 +208,10 @@ static int next_host(stoker_loader *l, double until, stoker_batch **out)
                             "release it first (the %u slots form a ring)",
                             l->plan.depth, l->plan.depth);
     if (rc == 2) {
-        l->wait_carry += stoker__now() - t0;
+        l->wait_carry += stoker__now() - l->t_entry;
         return STOKER_AGAIN;
     }
+    const double spent = stoker__now() - l->t_entry + l->wait_carry;
     waited += l->wait_carry;
     l->wait_carry = 0;
     l->cons_seq++;
@@ -225,7 +225,7 @@ static int next_host(stoker_loader *l, double until, stoker_batch **out)
         return failed;
     }
     atomic_fetch_add(&l->outstanding, 1);
-    stoker__count_delivery(l, &s->batch, waited, (uint64_t)ready);
+    stoker__count_delivery(l, &s->batch, spent, (uint64_t)ready);
     tell_split(l, &s->batch, waited, (uint64_t)ready);
     *out = &s->batch;
     return 0;
@@ -240,9 +240,10 @@ static int next_device(stoker_loader *l, double until, stoker_batch **out)
     if (rc == STOKER_E_STATE)
         return rc;
     if (rc == STOKER_AGAIN) {
-        l->wait_carry += waited;
+        l->wait_carry += stoker__now() - l->t_entry;
         return rc;
     }
+    const double spent = stoker__now() - l->t_entry + l->wait_carry;
     waited += l->wait_carry;
     l->wait_carry = 0;
     l->cons_seq++;
@@ -251,7 +252,7 @@ static int next_device(stoker_loader *l, double until, stoker_batch **out)
         return rc;
     atomic_fetch_add(&l->outstanding, 1);
     const uint64_t ready = (uint64_t)atomic_load_explicit(&l->ring.ready, memory_order_relaxed);
-    stoker__count_delivery(l, *out, waited, ready + queued);
+    stoker__count_delivery(l, *out, spent, ready + queued);
     tell_split(l, *out, waited, ready + queued);
     return 0;
 }
@@ -277,6 +278,7 @@ static int next_within(stoker_loader *l, stoker_batch **out, double until)
     if (!consumer_enter(l))
         return STOKER_E_STATE;
     stoker__nvtx_push(STOKER__NVTX_NEXT);
+    l->t_entry = stoker__now();
     const int rc = next(l, until, out);
     stoker__nvtx_pop();
     return consumer_leave(l, rc);
@@ -294,6 +296,16 @@ int stoker_loader_next_wait(stoker_loader *l, stoker_batch **out, int64_t timeou
     /* 0 still takes a batch that is ready: the deadline is checked only while waiting */
     const double until = stoker__now() + (double)timeout_ms / 1000.0;
     return next_within(l, out, until > 0 ? until : 1e-9);
+}
+
+int stoker_loader_add_wait(stoker_loader *l, double seconds)
+{
+    if (!l || !(seconds >= 0 && seconds < 1e9))
+        return STOKER_E_INVALID;
+    if (!consumer_enter(l))
+        return STOKER_E_STATE;
+    stoker__count_wait(l, seconds);
+    return consumer_leave(l, 0);
 }
 
 int stoker_batch_release(stoker_batch *b)

@@ -51,8 +51,9 @@ struct stoker_loader {
 
     /* the consumer thread's position */
     uint64_t cons_seq, cons_epoch, cons_pos;
-    double wait_carry; /* seconds the consumer waited for batch cons_seq in calls that timed
-                          out (stoker_loader_next_wait): counted with its delivery */
+    double wait_carry; /* seconds the consumer spent in next calls for batch cons_seq that
+                          timed out (stoker_loader_next_wait): counted with its delivery */
+    double t_entry;    /* when the consumer's next call in progress began */
     /* A state was restored and no next has run since: set_epoch of the restored epoch then
      * keeps the restored position (the resumed loop calls set_epoch before its batches). */
     bool restored;
@@ -77,6 +78,8 @@ void stoker__window_init(stoker_loader *l);
 
 /* stats.c: counts batch b handed out by next after `waited` seconds, with `ready` batches
  * finished and not yet taken at that moment (occupancy). Consumer thread. */
+/* Adds seconds the consumer spent getting a batch (stoker_loader_add_wait). Consumer thread. */
+void stoker__count_wait(stoker_loader *l, double seconds);
 void stoker__count_delivery(stoker_loader *l, const stoker_batch *b, double waited, uint64_t ready);
 
 #endif

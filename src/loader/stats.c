@@ -399,6 +399,11 @@ int stoker_stats_window(const stoker_stats *from, const stoker_stats *to, stoker
     return 0;
 }
 
+void stoker__count_wait(stoker_loader *l, double seconds)
+{
+    atomic_store_explicit(&l->c_wait, LOAD(l->c_wait) + seconds, memory_order_relaxed);
+}
+
 void stoker__count_delivery(stoker_loader *l, const stoker_batch *b, double waited, uint64_t ready)
 {
     /* One writer (the consumer thread), relaxed stores, read by stats. */

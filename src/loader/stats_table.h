@@ -30,7 +30,7 @@
     X(seconds, F64, 0, 6, "seconds since create")                                                  \
     X(records_per_sec, F64, 0, 3, "records delivered per second since create")                     \
     X(bytes_per_sec, F64, 0, 3, "bytes delivered per second since create")                         \
-    X(wait_seconds, F64, 0, 6, "the consumer's time blocked in next")                              \
+    X(wait_seconds, F64, 0, 6, "the consumer's time in next, its binding's included")              \
     X(ready_slots, F64, 0, 3, "mean ready batches found by next")                                  \
     X(reads_in_flight, F64, 0, 3, "mean reads in flight per worker")                               \
     X(read_seconds, F64, 0, 6, "worker seconds in the reader")                                     \
