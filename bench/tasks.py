@@ -17,11 +17,13 @@ writes both (`scenes.py --src PHOTOS --out DIR --stoker DS`).
 
 The tasks (--tasks), each a torchvision model built without weights, SGD (momentum 0.9,
 weight decay 1e-4), under autocast (--amp: bf16 on a GPU by default, none on the CPU):
-  segmentation  deeplabv3_mobilenet_v3_large(num_classes=C+1): image + mask, cross-entropy
+  segmentation  deeplabv3_mobilenet_v3_large(num_classes=C+1), or --seg-model (another
+                torchvision segmentation builder): image + mask, cross-entropy
                 on the mask (uint8 in the batch, int64 on the device), channels_last;
                 default --size 384, --batch-size 64
-  detection     fasterrcnn_mobilenet_v3_large_fpn(num_classes=C+1, min_size=max_size=S,
-                image_mean 0, image_std 1: the images come normalised and at their size, so
+  detection     fasterrcnn_mobilenet_v3_large_fpn, or --det-model (num_classes=C+1,
+                min_size=max_size=S, image_mean 0, image_std 1: the images come normalised
+                and at their size, so
                 its own transform neither rescales nor renormalises): image + boxes +
                 classes, the sum of its losses; targets built on the device from the ragged
                 fields (an image left without boxes gets an empty target, as torchvision
@@ -60,6 +62,7 @@ failed, 2 for bad arguments.
 """
 import argparse
 import contextlib
+import inspect
 import json
 import os
 import random
@@ -378,12 +381,15 @@ def make_task(torch, a, task):
     """(model, loss(model, x, y)) for the task."""
     import torchvision.models as models
     if task == "segmentation":
-        m = models.segmentation.deeplabv3_mobilenet_v3_large(
-            weights=None, weights_backbone=None, num_classes=a.classes + 1, aux_loss=False)
+        build = getattr(models.segmentation, a.seg_model)
+        kw = dict(weights=None, weights_backbone=None, num_classes=a.classes + 1)
+        if "aux_loss" in inspect.signature(build).parameters:
+            kw["aux_loss"] = False
+        m = build(**kw)
         ce = torch.nn.CrossEntropyLoss()
         return m, lambda model, x, y: ce(model(x)["out"], y.long())
     if task == "detection":
-        m = models.detection.fasterrcnn_mobilenet_v3_large_fpn(
+        m = getattr(models.detection, a.det_model)(
             weights=None, weights_backbone=None, num_classes=a.classes + 1, min_size=a.size,
             max_size=a.size, image_mean=[0.0, 0.0, 0.0], image_std=[1.0, 1.0, 1.0])
         return m, lambda model, x, y: sum(model(list(x), y).values())
@@ -568,6 +574,14 @@ def parse_args(argv):
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                    help="DataLoader workers (default: cores)")
     p.add_argument("--amp", choices=("auto", "bf16", "fp16", "none"), default="auto")
+    p.add_argument("--seg-model", default="deeplabv3_mobilenet_v3_large",
+                   help="segmentation's torchvision.models.segmentation builder (default "
+                   "deeplabv3_mobilenet_v3_large; lraspp_mobilenet_v3_large is lighter)")
+    p.add_argument("--det-model", default="fasterrcnn_mobilenet_v3_large_fpn",
+                   help="detection's torchvision.models.detection builder taking min_size, "
+                   "max_size, image_mean and image_std (default "
+                   "fasterrcnn_mobilenet_v3_large_fpn; e.g. "
+                   "fasterrcnn_mobilenet_v3_large_320_fpn, retinanet_resnet50_fpn)")
     p.add_argument("--image-encoder", default="resnet18",
                    help="the contrastive task's image model (torchvision name)")
     p.add_argument("--classes", type=int, default=None,
@@ -653,9 +667,11 @@ def main(argv):
         ("device", "%s; %d cores; %s" % (a.device if cuda else "CPU", os.cpu_count() or 1,
                                          versions)),
         ("step", "%s; autocast %s, SGD lr %g; %d classes + background" % (
-            ", ".join("%s %dx%d batch %d" % (t, a.size or DEFAULT_SIZE[t], a.size or
-                                            DEFAULT_SIZE[t], a.batch_size or DEFAULT_BATCH[t])
-                      for t in a.task_list), a.amp, a.lr, a.classes)),
+            ", ".join("%s (%s) %dx%d batch %d" % (
+                t, {"segmentation": a.seg_model, "detection": a.det_model}.get(
+                    t, a.image_encoder), a.size or DEFAULT_SIZE[t], a.size or DEFAULT_SIZE[t],
+                a.batch_size or DEFAULT_BATCH[t]) for t in a.task_list),
+            a.amp, a.lr, a.classes)),
         ("timing", "%d warm-up + %d timed steps; %d repetition(s), feeds in order, reversed "
                    "every second repetition" % (a.warmup, a.steps, a.repeat)),
         ("threads", "stoker %s; DataLoader %d workers"
@@ -668,7 +684,8 @@ def main(argv):
     for t in a.task_list:
         args = {k: getattr(a, k) for k in (
             "data", "folder", "device", "steps", "warmup", "threads", "workers", "amp",
-            "dtype", "lr", "classes", "seed", "vocab", "image_encoder")}
+            "dtype", "lr", "classes", "seed", "vocab", "image_encoder",
+                                "seg_model", "det_model")}
         args["size"] = a.size or DEFAULT_SIZE[t]
         args["batch_size"] = a.batch_size or DEFAULT_BATCH[t]
         for rep, f in childrun.schedule(a.feed_list, a.repeat):

@@ -96,3 +96,20 @@ def test_cpu_run_of_every_task(tmp_path):
     det = next(x for x in r["runs"] if x["task"] == "detection")
     assert 1 <= det["rows_per_sample"] <= 8
     assert r["rows"][0]["x_synthetic"] == 1.0
+
+
+def test_other_segmentation_and_detection_models(tmp_path):
+    pytest.importorskip("torchvision")
+    out = tmp_path / "r.json"
+    p = subprocess.run([sys.executable, os.path.join(BENCH, "tasks.py"), "--device", "cpu",
+                        "--tasks", "segmentation,detection", "--feeds", "synthetic",
+                        "--seg-model", "lraspp_mobilenet_v3_large",
+                        "--det-model", "fasterrcnn_mobilenet_v3_large_320_fpn",
+                        "--size", "48", "--batch-size", "2", "--steps", "1", "--warmup", "1",
+                        "--classes", "5", "--json", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = json.loads(out.read_text())
+    assert all(run["status"] == "ok" for run in r["runs"]), r["runs"]
+    assert "lraspp_mobilenet_v3_large" in r["meta"]["step"]
+    assert "fasterrcnn_mobilenet_v3_large_320_fpn" in r["meta"]["step"]
