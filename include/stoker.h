@@ -867,6 +867,34 @@ STOKER_API int stoker_batch_detach(stoker_batch *b, stoker_memory **out);
  * NULL ok. */
 STOKER_API void stoker_memory_free(stoker_memory *m);
 
+/* DLPack deleters for a binding whose release code runs inside an interpreter (Python). A
+ * consumer calls a DLManagedTensor's deleter from C: from any thread, with or without the
+ * interpreter's lock, and often while the interpreter unwinds an exception (a tensor freed
+ * as a frame is left); interpreted code run then would see that exception pending and lose
+ * or replace it. These deleters take the lock (enter), set the pending exception aside
+ * (save), call the binding's function, put the exception back (restore) and let go (leave).
+ * The binding gives its interpreter's entry points once, before its first export: for
+ * CPython PyGILState_Ensure, PyGILState_Release, PyErr_Fetch and PyErr_Restore. */
+typedef struct stoker_dlpack_guard {
+    int (*enter)(void);
+    void (*leave)(int state);
+    void (*save)(void **type, void **value, void **traceback);
+    void (*restore)(void *type, void *value, void *traceback);
+    void (*deleter)(void *managed_tensor); /* the binding's: releases one export */
+    void (*destructor)(void *capsule);     /* the binding's: an unconsumed capsule's */
+} stoker_dlpack_guard;
+
+/* Sets the guard the two functions below use (g stays valid for the life of the process;
+ * the last call wins). Returns 0 or STOKER_E_INVALID (NULL, or a NULL member). */
+STOKER_API int stoker_dlpack_set_guard(const stoker_dlpack_guard *g);
+
+/* A DLManagedTensor's deleter: runs the guard's deleter on it as described above; nothing
+ * before stoker_dlpack_set_guard. */
+STOKER_API void stoker_dlpack_deleter(void *managed_tensor);
+
+/* A PyCapsule's destructor, likewise with the guard's destructor. */
+STOKER_API void stoker_dlpack_capsule_destructor(void *capsule);
+
 /* Restarts at the beginning of `epoch` (0 .. 2^40, as STOKER_OPT_EPOCH), discarding what
  * was read ahead; except right after stoker_loader_state_restore (no next since) with the
  * restored epoch: the loader then stays at the restored position, so that a resumed loop

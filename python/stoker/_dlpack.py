@@ -6,7 +6,9 @@ Protocol: the consumer takes the capsule, renames it ``"used_dltensor"`` and cal
 managed tensor's deleter when it no longer needs the memory. A capsule destroyed while still
 named ``"dltensor"`` (never consumed) calls the deleter itself. The ctypes objects behind a
 managed tensor (the struct, its shape and strides) stay in ``_LIVE`` keyed by the struct's
-address until its deleter runs; the deleter then releases one hold on the owner.
+address until its deleter runs; the deleter then releases one hold on the owner. The
+deleter and destructor the consumer calls are the library's (stoker_dlpack_deleter), which
+run the Python ones below holding the GIL with any pending exception set aside.
 
 Devices: host batches are exported as ``kDLCPU`` even when the memory is pinned
 (page-locked), because numpy accepts only CPU tensors and pinned memory is ordinary host
@@ -123,8 +125,39 @@ _DESTRUCTOR = _DESTRUCTOR_T(_capsule_destructor)
 # thunks. Each keeps its Python function, and so _LIVE and the exported structs, alive.
 _incref(_DELETER)
 _incref(_DESTRUCTOR)
-_DELETER_ADDR = ctypes.cast(_DELETER, ctypes.c_void_p).value
-_DESTRUCTOR_ADDR = ctypes.cast(_DESTRUCTOR, ctypes.c_void_p).value
+
+
+class _Guard(ctypes.Structure):
+    """stoker_dlpack_guard: the interpreter's entry points and the two callbacks above."""
+    _fields_ = [(name, ctypes.c_void_p) for name in
+                ("enter", "leave", "save", "restore", "deleter", "destructor")]
+
+
+def _address(fn):
+    return ctypes.cast(fn, ctypes.c_void_p).value
+
+
+def _guarded():
+    """The library's deleter and capsule destructor, which call the two callbacks above with
+    the interpreter's lock held and its pending exception set aside: a consumer frees
+    tensors while an exception propagates (a tensor on the stack of a frame the exception
+    leaves), and a ctypes callback run then sees that exception pending, which makes the
+    interpreter raise SystemError or lose the exception. None with a library without them."""
+    if not all(_lib.has(name) for name in ("stoker_dlpack_set_guard", "stoker_dlpack_deleter",
+                                           "stoker_dlpack_capsule_destructor")):
+        return None
+    api = ctypes.pythonapi
+    guard = _Guard(_address(api.PyGILState_Ensure), _address(api.PyGILState_Release),
+                   _address(api.PyErr_Fetch), _address(api.PyErr_Restore),
+                   _address(_DELETER), _address(_DESTRUCTOR))
+    if _lib.lib.stoker_dlpack_set_guard(ctypes.addressof(guard)) != 0:
+        return None
+    _incref(guard)  # immortal, as the callbacks: the library keeps its address
+    return (_address(_lib.lib.stoker_dlpack_deleter),
+            _address(_lib.lib.stoker_dlpack_capsule_destructor))
+
+
+_DELETER_ADDR, _DESTRUCTOR_ADDR = _guarded() or (_address(_DELETER), _address(_DESTRUCTOR))
 
 
 def live_exports():

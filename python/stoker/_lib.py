@@ -270,6 +270,10 @@ _OPTIONAL = {
     "stoker_dataset_shard_path": (_str, [_vp, _i32]),
     # counts the binding's own time around next() in the consumer's wait
     "stoker_loader_add_wait": (_int, [_vp, ctypes.c_double]),
+    # DLPack deleters that set the interpreter's pending exception aside (see _dlpack)
+    "stoker_dlpack_set_guard": (_int, [_vp]),
+    "stoker_dlpack_deleter": (None, [_vp]),
+    "stoker_dlpack_capsule_destructor": (None, [_vp]),
 }
 
 

@@ -115,6 +115,12 @@ SCENARIOS = {
         cycle.append(cycle)
         raise KeyError("raised on purpose at the end")
         """, 1),
+    # freed while the program's own exception propagates out of it
+    "capsule_freed_as_exception_ends_the_program": ("""
+        loader = stoker.Loader(PATH, 8, device="cpu")
+        b = first(loader)
+        print(b.data.__dlpack__(), {}["raised on purpose at the end"])
+        """, 1),
     "atexit_handler_holds_array": ("""
         import atexit
         loader = stoker.Loader(PATH, 8, device="cpu")
@@ -174,6 +180,11 @@ TORCH_SCENARIOS = {
         cycle = [b.torch()]
         cycle.append(cycle)
         raise KeyError("raised on purpose at the end")
+        """, 1),
+    "tensor_freed_as_exception_ends_the_program": ("""
+        loader = stoker.Loader(PATH, 8, device="cpu")
+        b = first(loader)
+        print(torch.from_dlpack(b.data), {}["raised on purpose at the end"])
         """, 1),
 }
 
