@@ -6,6 +6,7 @@
 #include "format/schema.h"
 #include "transform/fields.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -180,6 +181,58 @@ static int sample_mask(stoker__process *pr, const stoker__pfield *f, const stoke
     return rc < 0 ? field_fail(err, STOKER_E_CORRUPT, f, err->msg) : 0;
 }
 
+/* The stored size of image field k of a split sample, from its header as the writer reads
+ * it (stoker__schema_check): what a box tied to it is checked against. */
+static int stored_size(const stoker__schema *sc, int32_t k, const uint8_t *src,
+                       const stoker__span *sp, const stoker__pfield *f, int32_t *w, int32_t *h,
+                       stoker__err *err)
+{
+    const uint8_t *v = src + sp[k].off;
+    uint32_t iw = 0, ih = 0;
+    uint8_t depth, color;
+    const bool ok = sc->f[k].kind == STOKER_FIELD_JPEG
+                        ? stoker__jpeg_size(v, sp[k].len, &iw, &ih)
+                        : stoker__png_size(v, sp[k].len, &iw, &ih, &depth, &color);
+    if (!ok || iw == 0 || ih == 0 || iw > INT32_MAX || ih > INT32_MAX) {
+        char why[128];
+        snprintf(why, sizeof why, "its image \"%s\" has no readable size to check the boxes by",
+                 sc->f[k].name);
+        return field_fail(err, STOKER_E_CORRUPT, f, why);
+    }
+    *w = (int32_t)iw;
+    *h = (int32_t)ih;
+    return 0;
+}
+
+/* Boxes as they come in (n rows of 4 float32 at v), checked by the writer's rule
+ * (stoker__schema_check): every value finite, 0 <= x1 <= x2 <= w and 0 <= y1 <= y2 <= h in
+ * the w x h image's stored pixels. A packed data set's boxes pass by construction; another
+ * source's (HDF5) promise nothing, and a box that fails makes the sample corrupt. */
+static int check_boxes(const stoker__pfield *f, const uint8_t *v, uint64_t n, int32_t w, int32_t h,
+                       stoker__err *err)
+{
+    char why[192];
+    for (uint64_t r = 0; r < n; r++) {
+        float b[4];
+        memcpy(b, v + 16 * r, sizeof b);
+        for (int k = 0; k < 4; k++)
+            if (!isfinite(b[k])) {
+                snprintf(why, sizeof why, "box %" PRIu64 " has a value that is not finite (%g)", r,
+                         (double)b[k]);
+                return field_fail(err, STOKER_E_CORRUPT, f, why);
+            }
+        if (!(0 <= b[0] && b[0] <= b[2] && b[2] <= (float)w && 0 <= b[1] && b[1] <= b[3] &&
+              b[3] <= (float)h)) {
+            snprintf(why, sizeof why,
+                     "box %" PRIu64 " (%g, %g, %g, %g) is not within its %dx%d image with "
+                     "x1 <= x2, y1 <= y2",
+                     r, (double)b[0], (double)b[1], (double)b[2], (double)b[3], w, h);
+            return field_fail(err, STOKER_E_CORRUPT, f, why);
+        }
+    }
+    return 0;
+}
+
 int stoker__process_sample(stoker__process *pr, uint64_t seed, int64_t epoch, int64_t id,
                            const uint8_t *src, uint64_t n, bool whole, uint8_t *dst, uint64_t cap,
                            uint8_t *extra, uint64_t *rows, uint64_t j, stoker__err *err)
@@ -194,7 +247,6 @@ int stoker__process_sample(stoker__process *pr, uint64_t seed, int64_t epoch, in
     stoker__fgeom g;
     bool geom = false;
     int32_t kept_of = -1; /* the boxes field whose keep marks pr->keep holds */
-    int64_t kept_n = 0;
     for (int32_t i = 0; i < pf->n; i++) {
         const stoker__pfield *f = &pf->f[i];
         const uint8_t *v = src + sp[f->src].off;
@@ -244,19 +296,35 @@ int stoker__process_sample(stoker__process *pr, uint64_t seed, int64_t epoch, in
         uint8_t *d = f->from ? pr->conv : out;
         memcpy(d, v, len);
         int64_t kept = (int64_t)nrows;
+        const stoker__field *sf = &sc->f[f->src];
+        if (f->tie == STOKER_TIE_BOXES) {
+            /* checked as they come in, before the geometry: with or without a transform */
+            int32_t iw = 0, ih = 0;
+            if (geom && pf->data >= 0 && pf->f[pf->data].src == sf->target) {
+                iw = g.src_w;
+                ih = g.src_h;
+            } else if ((rc = stored_size(sc, sf->target, src, sp, f, &iw, &ih, err)) < 0) {
+                return rc;
+            }
+            if ((rc = check_boxes(f, v, nrows, iw, ih, err)) < 0)
+                return rc;
+        }
+        if (f->tie == STOKER_TIE_ROWS) {
+            /* one row a box, whether the boxes are delivered or not */
+            const uint64_t boxes = sp[sf->target].len / sc->f[sf->target].size;
+            if (nrows != boxes) {
+                char why[128];
+                snprintf(why, sizeof why, "%" PRIu64 " rows for %" PRIu64 " boxes", nrows, boxes);
+                return field_fail(err, STOKER_E_CORRUPT, f, why);
+            }
+        }
         if (f->tie == STOKER_TIE_BOXES && geom) {
             if (stoker__scratch_grow(&pr->keep, &pr->keep_cap, nrows ? nrows : 1) < 0)
                 return -ENOMEM;
             stoker__boxes_geom((float *)(void *)d, (int64_t)nrows, &g, pr->keep);
             kept = stoker__rows_compact(d, (int64_t)nrows, (size_t)f->stored, pr->keep);
             kept_of = i;
-            kept_n = (int64_t)nrows;
         } else if (f->tie == STOKER_TIE_ROWS && f->tied >= 0 && f->tied == kept_of) {
-            if ((int64_t)nrows != kept_n) {
-                char why[128];
-                snprintf(why, sizeof why, "%" PRIu64 " rows for %" PRId64 " boxes", nrows, kept_n);
-                return field_fail(err, STOKER_E_CORRUPT, f, why);
-            }
             kept = stoker__rows_compact(d, (int64_t)nrows, (size_t)f->stored, pr->keep);
         }
         if (f->from)
