@@ -253,7 +253,8 @@ typedef enum stoker_option {
     STOKER_OPT_FIELDS = 127,           /* the fields a batch holds, by name, comma-separated
                                           ("image,boxes,classes"); default all */
     STOKER_OPT_H5_FIELDS = 128,        /* an HDF5 file's datasets of one length as the fields of
-                                          a sample, "NAME=DATASET[:KIND],..." (docs/HDF5.md
+                                          a sample, "NAME=DATASET[:KIND][:TIE=FIELD],..."
+                                          (ties mask_of, boxes_of, rows_of; docs/HDF5.md
                                           "Several datasets as the fields of a sample"); default
                                           none: one dataset (H5_IMAGES) and its labels */
     STOKER_OPT_FIELD_DTYPES = 129,     /* dtype conversions of delivered fields, "NAME=DTYPE,..."

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Several datasets of one HDF5 file, all of one length along axis 0, as the fields of one
  * sample (STOKER_OPT_H5_FIELDS, docs/HDF5.md "Several datasets as the fields of a sample").
- * A mask's size against its image, and a PNG's or JPEG's bytes, are checked by the loader
- * as it decodes them (a corrupt sample under on_corrupt), as for any data set.
+ * A mask's size against its image, a PNG's or JPEG's bytes, boxes (finite, within their
+ * image) and the rows tied to them (one a box) are checked by the loader as it reads them (a
+ * corrupt sample under on_corrupt), as for any data set.
  *
  * Each dataset is mapped at open as the one-dataset source maps its dataset (hdf5.c), and
  * record i is the sample of every dataset's row i, handed to the loader as one payload in the
@@ -170,13 +171,14 @@ static const stoker__source_ops FIELDS_REMOTE_OPS = {
 
 /* ---- open ---- */
 
-/* One entry of the spec, "NAME=DATASET[:KIND][:mask_of=FIELD]", spaces around its parts
- * ignored. */
+/* One entry of the spec, "NAME=DATASET[:KIND][:TIE=FIELD]" (TIE one of mask_of, boxes_of,
+ * rows_of), spaces around its parts ignored. */
 typedef struct field_spec {
     char name[STOKER_FIELD_NAME_MAX + 1];
     char dset[1024];
-    int32_t kind;                            /* 0: from the dataset's type */
-    char mask_of[STOKER_FIELD_NAME_MAX + 1]; /* "": untied */
+    int32_t kind;                           /* 0: from the dataset's type */
+    int32_t tie;                            /* stoker_field_tie; STOKER_TIE_NONE: untied */
+    char tie_to[STOKER_FIELD_NAME_MAX + 1]; /* the field it is tied to */
 } field_spec;
 
 static void trim(const char **s, size_t *n)
@@ -189,9 +191,7 @@ static void trim(const char **s, size_t *n)
         (*n)--;
 }
 
-/* One ":"-separated part after the dataset: a kind, or mask_of=FIELD. Boxes and the rows
- * tied to them are left out: the loader trusts a box field's values (finite, within the
- * image), which the writer checks and an HDF5 file does not promise. */
+/* One ":"-separated part after the dataset: a kind, or a tie TIE=FIELD. */
 static int parse_option(stoker_dataset *ds, const char *file, const char *k, size_t kl,
                         field_spec *out)
 {
@@ -202,17 +202,23 @@ static int parse_option(stoker_dataset *ds, const char *file, const char *k, siz
         size_t tl = (size_t)(k + kl - t), nl = (size_t)(eq - k);
         trim(&t, &tl);
         trim(&k, &nl);
-        STOKER_RETURN_IF(nl != strlen("mask_of") || memcmp(k, "mask_of", nl) != 0, &ds->err,
-                         STOKER_E_UNSUPPORTED,
-                         "%s: STOKER_OPT_H5_FIELDS: field \"%s\": \"%.*s\": an HDF5 field takes "
-                         "one tie, mask_of=FIELD (boxes are packed with stoker-pack, which "
-                         "checks them)",
+        char key[16] = "";
+        if (nl < sizeof key)
+            memcpy(key, k, nl);
+        const int32_t tie = stoker__field_tie_parse(key);
+        STOKER_RETURN_IF(tie == STOKER_TIE_NONE, &ds->err, STOKER_E_INVALID,
+                         "%s: STOKER_OPT_H5_FIELDS: field \"%s\": \"%.*s\" is not a tie: "
+                         "mask_of=FIELD, boxes_of=FIELD or rows_of=FIELD",
                          file, out->name, (int)kl, k);
-        STOKER_RETURN_IF(tl == 0 || tl > STOKER_FIELD_NAME_MAX, &ds->err, STOKER_E_INVALID,
-                         "%s: STOKER_OPT_H5_FIELDS: field \"%s\": mask_of names a field", file,
+        STOKER_RETURN_IF(out->tie != STOKER_TIE_NONE, &ds->err, STOKER_E_INVALID,
+                         "%s: STOKER_OPT_H5_FIELDS: field \"%s\": a field takes one tie", file,
                          out->name);
-        memcpy(out->mask_of, t, tl);
-        out->mask_of[tl] = '\0';
+        STOKER_RETURN_IF(tl == 0 || tl > STOKER_FIELD_NAME_MAX, &ds->err, STOKER_E_INVALID,
+                         "%s: STOKER_OPT_H5_FIELDS: field \"%s\": %s names a field", file,
+                         out->name, stoker__field_tie_name(tie));
+        out->tie = tie;
+        memcpy(out->tie_to, t, tl);
+        out->tie_to[tl] = '\0';
         return 0;
     }
     char kind[16] = "";
@@ -320,6 +326,16 @@ static int field_from(stoker_dataset *ds, const stoker__h5 *h, const field_spec 
                                      : scalar && h->dtype == STOKER_DTYPE_FLOAT32;
     char what[128];
     describe(h, what, sizeof what);
+    /* a box is a row of 4 float32 (x1, y1, x2, y2): its values come as one variable-length
+     * float32 row per sample, 4 a box; a length that is not a whole number of boxes is a
+     * corrupt record (the loader's split) */
+    STOKER_RETURN_IF(sp->tie == STOKER_TIE_BOXES &&
+                         (kind != STOKER_FIELD_ARRAY || !var || h->dtype != STOKER_DTYPE_FLOAT32),
+                     &ds->err, STOKER_E_INVALID,
+                     "%s: dataset %s (field \"%s\"): boxes_of needs variable-length float32 "
+                     "rows, 4 values (x1, y1, x2, y2) a box; the dataset is %s%s%s",
+                     h->file, h->name, sp->name, what, sp->kind ? " as kind " : "",
+                     sp->kind ? stoker__field_kind_name(kind) : "");
     STOKER_RETURN_IF(!fits, &ds->err, STOKER_E_INVALID,
                      "%s: dataset %s (field \"%s\"): kind %s does not fit its %s; %s", h->file,
                      h->name, sp->name, stoker__field_kind_name(kind), what,
@@ -332,11 +348,15 @@ static int field_from(stoker_dataset *ds, const stoker__h5 *h, const field_spec 
     memcpy(f->name, sp->name, sizeof f->name);
     f->kind = kind;
     f->target = -1;
-    f->tie = sp->mask_of[0] ? STOKER_TIE_MASK : STOKER_TIE_NONE;
+    f->tie = sp->tie;
     f->dtype = kind == STOKER_FIELD_ARRAY || kind == STOKER_FIELD_RAW ? h->dtype : 0;
     f->ndim = kind == STOKER_FIELD_RAW ? h->rank - 1 : 0;
     for (int32_t d = 0; d < f->ndim; d++)
         f->shape[d] = (int64_t)h->dims[d + 1];
+    if (sp->tie == STOKER_TIE_BOXES) {
+        f->ndim = 1;
+        f->shape[0] = 4;
+    }
     return 0;
 }
 
@@ -432,15 +452,17 @@ int stoker__h5_fields_open(stoker_dataset *ds, const char *path, const stoker_co
         return rc;
     F->schema.n = n;
     for (int32_t i = 0; i < n; i++)
-        for (int32_t j = 0; j < i && specs[i].mask_of[0]; j++)
-            if (strcmp(specs[j].name, specs[i].mask_of) == 0)
+        for (int32_t j = 0; j < i && specs[i].tie != STOKER_TIE_NONE; j++)
+            if (strcmp(specs[j].name, specs[i].tie_to) == 0)
                 F->schema.f[i].target = j;
     for (int32_t i = 0; i < n; i++)
-        STOKER_RETURN_IF(specs[i].mask_of[0] && F->schema.f[i].target < 0, &ds->err,
+        STOKER_RETURN_IF(specs[i].tie != STOKER_TIE_NONE && F->schema.f[i].target < 0, &ds->err,
                          STOKER_E_INVALID,
-                         "%s: STOKER_OPT_H5_FIELDS: field \"%s\": mask_of \"%s\", which is not "
-                         "an earlier field",
-                         F->h[0]->file, specs[i].name, specs[i].mask_of);
+                         "%s: STOKER_OPT_H5_FIELDS: field \"%s\": %s \"%s\", which is not an "
+                         "earlier field",
+                         F->h[0]->file, specs[i].name, stoker__field_tie_name(specs[i].tie),
+                         specs[i].tie_to);
+    /* the kinds the ties ask for (a mask's, boxes', rows'), as a packed schema's */
     stoker__err e = {0};
     STOKER_RETURN_IF(stoker__schema_finish(&F->schema, &e) < 0, &ds->err, STOKER_E_INVALID,
                      "%s: STOKER_OPT_H5_FIELDS: %s", F->h[0]->file, e.msg);

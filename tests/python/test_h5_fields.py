@@ -224,7 +224,9 @@ def test_errors_name_the_file_and_the_dataset(tmp_path):
     msg = refused(path, "image=images:gif")
     assert "e.h5" in msg and "gif" in msg, msg
     msg = refused(path, "image=images:jpeg,t=tokens:boxes_of=image")
-    assert "e.h5" in msg and "boxes_of" in msg and "mask_of" in msg, msg
+    assert "e.h5" in msg and "tokens" in msg and "boxes_of" in msg and "float32" in msg, msg
+    msg = refused(path, "image=images:jpeg,t=tokens:tokens_of=image")
+    assert "e.h5" in msg and "tokens_of" in msg and "mask_of" in msg and "rows_of" in msg, msg
     msg = refused(path, "m=masks:png:mask_of=image,image=images:jpeg")
     assert "e.h5" in msg and "not an earlier field" in msg, msg
     msg = refused(path, "image")
