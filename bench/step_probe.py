@@ -16,7 +16,8 @@ on the CPU). The step is bench/train.py's: the model in channels_last, autocast 
 GPU), cross-entropy, SGD with momentum.
 
 --mode eager (the default) runs the step as written and measures, per step, the host's
-time in each part of taking a batch (`take`: the loader's next(); `dlpack`: torch.from_dlpack
+time in each part of taking a batch (`take`: the loader's next(), and `binding`: the part of
+it outside the library's calls, as the binding counts it; `dlpack`: torch.from_dlpack
 and the NCHW view; `labels`: the label field's tensor, on the batch's device with the batch
 (a copy to the device with a library that gives host labels); `release`: giving the last batch
 back), the host's time launching the step (`host`: from the batch in hand to the optimiser's
@@ -97,7 +98,9 @@ class Probe:
         self.torch, self.a, self.device = torch, a, device
         self.cuda = device.type == "cuda"
         self.dtype = torch.bfloat16 if self.cuda else torch.float32
-        self.parts = {k: [] for k in ("take", "dlpack", "labels", "release", "host", "idle")}
+        self.parts = {k: [] for k in ("take", "binding", "dlpack", "labels", "release", "host",
+                                      "idle")}
+        self.binding = None  # this next()'s time outside the library, where the binding says
         self.loader = None
         self.stats = None  # the loader's, as it closed
         self.trace = []
@@ -114,6 +117,12 @@ class Probe:
             while True:
                 yield x, y
         stoker = import_stoker()
+        real = getattr(stoker.loader, "_ADD_WAIT", None)
+        if real is not None:  # the binding adds its own time to the library's wait: note it
+            def add_wait(handle, seconds):
+                self.binding = seconds
+                return real(handle, seconds)
+            stoker.loader._ADD_WAIT = add_wait
         kw = {} if a.feed == "default" else {"decoder": a.feed}
         self.loader = stoker.Loader(
             a.data, a.batch_size, transform="train", size=a.size, layout="NHWC",
@@ -127,6 +136,7 @@ class Probe:
             while True:
                 it = iter(self.loader)
                 while True:
+                    self.binding = None
                     t0 = time.perf_counter()
                     try:
                         b = next(it)
@@ -142,6 +152,8 @@ class Probe:
                     del b
                     t3 = time.perf_counter()
                     self.parts["take"].append(t1 - t0)
+                    if self.binding is not None:
+                        self.parts["binding"].append(self.binding)
                     self.parts["dlpack"].append(t2 - t1)
                     self.parts["labels"].append(t3 - t2)
                     yield x, y
@@ -376,9 +388,10 @@ def main(argv):
     m = out["median_ms"]
     fmt = lambda v: "-" if v is None else "%.3f" % v
     print("%s %s %s %d px: %.0f img/s, step %.2f ms, the host waited %.1f%% | medians: host "
-          "%s ms, take %s, dlpack %s, labels %s, release %s%s"
+          "%s ms, take %s (binding %s), dlpack %s, labels %s, release %s%s"
           % (a.model, a.mode, a.feed, a.size, out["img_per_s"], out["step_ms"],
-             100 * out["host_waited"], fmt(m["host"]), fmt(m["take"]), fmt(m["dlpack"]),
+             100 * out["host_waited"], fmt(m["host"]), fmt(m["take"]), fmt(m["binding"]),
+             fmt(m["dlpack"]),
              fmt(m["labels"]), fmt(m["release"]),
              "" if out["device_idle_at_next"] is None else
              " | device idle at next(): %.0f%% of steps" % (100 * out["device_idle_at_next"])))
