@@ -145,7 +145,9 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 assert r["img_per_s"] > 0 and 0 <= r["host_waited"] < 1, r
 m = r["median_ms"]
-assert all(m[k] is not None and m[k] >= 0 for k in ("host", "take", "dlpack", "labels")), m
+assert all(m[k] is not None and m[k] >= 0
+           for k in ("host", "take", "binding", "dlpack", "labels")), m
+assert m["binding"] <= m["take"], m  # each step's binding part lies inside its take
 assert r["loader"]["decoder"] == "cpu" and r["loader"]["cpu_decoded"] >= 8 * 16, r["loader"]
 assert r["split_trace"] and r["device_idle_at_next"] is None and r["profile"] is None, r
 PYEOF
