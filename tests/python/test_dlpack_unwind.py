@@ -9,14 +9,9 @@ same message, no SystemError, no crash), print nothing, and still give the batch
 (or free its detached memory). Each scenario runs in its own interpreter, since the failure
 it guards against may be a crash.
 """
-import os
-import subprocess
-import sys
-import textwrap
-
 import pytest
 
-import conftest as h
+from test_binding_shutdown import run_script as shutdown_run_script
 
 PRELUDE = """
 import gc, signal, sys, threading
@@ -163,16 +158,8 @@ SCENARIOS = {
 
 
 def run_script(tmp_path, body, ds, with_torch):
-    script = tmp_path / "scenario.py"
-    script.write_text(PRELUDE + ("import torch\n" if with_torch else "") +
-                      textwrap.dedent(body))
-    env = dict(os.environ)
-    env["STOKER_LIBRARY"] = h._library()
-    env["PYTHONPATH"] = os.pathsep.join([os.path.join(h.ROOT, "python")] +
-                                        [p for p in [env.get("PYTHONPATH")] if p])
-    env["PYTHONFAULTHANDLER"] = "1"  # a crash prints "Fatal Python error" and the stacks
-    return subprocess.run([sys.executable, str(script), ds], env=env, capture_output=True,
-                          text=True, timeout=120)
+    return shutdown_run_script(tmp_path, PRELUDE + ("import torch\n" if with_torch else ""),
+                               body, ds)
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
