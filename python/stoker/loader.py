@@ -1236,6 +1236,7 @@ class Loader:
                 raise ValueError("the loader was closed while next() waited")
 
     def _next_locked(self, core):
+        core.in_next = 0.0  # a next() that raised left its time here uncounted
         core.sweep()
         h = self._leftover(core)
         if h is not None and not h.out.value:
@@ -1558,8 +1559,9 @@ class Loader:
         on; snapshots are taken by next() every half second and kept for 64 s), ``batches``,
         ``records``, ``bytes`` and their rates ``batches_per_sec``, ``records_per_sec``,
         ``bytes_per_sec``; ``wait_seconds`` and ``wait_share`` (the consumer's time in
-        next(), the binding's own work included); ``ready_slots``; the busy shares ``workers_busy``, ``gpu_decode_busy``,
-        ``h2d_busy``, ``fetch_wait_share``; the stages' seconds (``read_seconds``,
+        next(), the binding's own work included); ``ready_slots``; the busy shares
+        ``workers_busy``, ``gpu_decode_busy``, ``h2d_busy``, ``fetch_wait_share``; the
+        stages' seconds (``read_seconds``,
         ``crc_seconds``, ``decode_seconds``, ``transform_seconds``, ``h2d_seconds``,
         ``fetch_wait_seconds``); ``verdict`` (``"consumer"`` when the loader is ahead, else
         the limiting stage: ``"storage"``, ``"crc"``, ``"decode"``, ``"transform"``,
