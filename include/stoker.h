@@ -896,6 +896,20 @@ STOKER_API void stoker_dlpack_deleter(void *managed_tensor);
 /* A PyCapsule's destructor, likewise with the guard's destructor. */
 STOKER_API void stoker_dlpack_capsule_destructor(void *capsule);
 
+/* A DLPack DLManagedTensor (the classic, unversioned ABI that numpy >= 1.22 and PyTorch
+ * take) for a C-contiguous tensor at `data`: `ndim` (0 .. STOKER_MAX_DIMS + 1) extents in
+ * `shape` (copied), of stoker dtype `dtype`, in host memory (device -1: kDLCPU, pinned
+ * memory included) or on CUDA device `device` (kDLCUDA). Its deleter runs the guard's deleter
+ * on it as stoker_dlpack_deleter does, then frees it. *managed gets its address. Made in one
+ * call for a binding whose foreign calls cost more than the struct. STOKER_E_INVALID (NULL
+ * managed, ndim out of range, a negative extent, a dtype DLPack has no code for, no guard
+ * set), -ENOMEM. */
+STOKER_API int stoker_dlpack_export(void *data, int32_t ndim, const int64_t *shape, int32_t dtype,
+                                    int32_t device, void **managed);
+
+/* Runs a DLManagedTensor's own deleter (for a capsule destroyed unconsumed). NULL ok. */
+STOKER_API void stoker_dlpack_delete(void *managed_tensor);
+
 /* Restarts at the beginning of `epoch` (0 .. 2^40, as STOKER_OPT_EPOCH), discarding what
  * was read ahead; except right after stoker_loader_state_restore (no next since) with the
  * restored epoch: the loader then stays at the restored position, so that a resumed loop
@@ -989,6 +1003,37 @@ STOKER_API int32_t stoker_batch_num_fields(const stoker_batch *b);
  * the batch is released. STOKER_E_INVALID when there is no such field. */
 STOKER_API int stoker_batch_field(const stoker_batch *b, int32_t index, const char *name,
                                   stoker_field_view *out);
+
+/* What stoker_loader_take writes: where the consumer stood before the call, the batch's
+ * view and every field's, and copies of its labels and ids. The caller sets struct_size =
+ * sizeof(stoker_take) and labels, ids and offsets to buffers of cap, cap and cap + 1 entries
+ * (or NULL: not copied). */
+typedef struct stoker_take {
+    uint32_t struct_size;
+    int32_t num_fields; /* out: fields[0 .. num_fields) are filled */
+    int64_t epoch;      /* out: the consumer's epoch and position before the call */
+    int64_t position;
+    int64_t cap;            /* in: the buffers' capacity in records */
+    int64_t *labels;        /* in: the batch's labels are copied here (count entries) */
+    int64_t *ids;           /* in: its record ids likewise */
+    int64_t *offsets;       /* in: a batch of varying records' offsets (count + 1 entries) */
+    stoker_batch_view view; /* out: as stoker_batch_get_view */
+    stoker_field_view fields[STOKER_MAX_FIELDS]; /* out: as stoker_batch_field, in order */
+} stoker_take;
+
+/* stoker_loader_next_wait, then *t filled for the batch: one call where a binding makes one
+ * per part otherwise (an FFI call there costs more than the copies). Returns what
+ * stoker_loader_next_wait returns; t->epoch and t->position are filled whatever it returns,
+ * the rest only with a batch. STOKER_E_INVALID (nothing taken): NULL t, a struct_size other
+ * than sizeof(stoker_take), buffers with a cap below the batch size. */
+STOKER_API int stoker_loader_take(stoker_loader *l, stoker_batch **out, int64_t timeout_ms,
+                                  stoker_take *t);
+
+/* The loader's state at batch b: what stoker_loader_state_save gave just before the call
+ * that handed b out, so a loader restored from it delivers b's epoch and position next. For
+ * a binding that may be interrupted after that call, before it hands the batch over. Sizes
+ * and errors as stoker_loader_state_save. */
+STOKER_API int stoker_batch_state_save(const stoker_batch *b, void *buf, size_t cap, size_t *size);
 
 /* ---- GPU batches (docs/GPU.md) ----
  * With a device (stoker_stats.device >= 0), data and every field (stoker_batch_field: the

@@ -5,7 +5,8 @@
  * fields the loader describes before its first batch, every delivered value against what
  * was written for the record id the batch names (by index and by name alike), the ragged
  * offsets, a name that does not exist, a view struct of an older caller, STOKER_OPT_FIELDS
- * keeping a subset, and a data set written without a schema ("data" and "label"). */
+ * keeping a subset, and a data set written without a schema ("data" and "label"); and
+ * stoker_loader_take and stoker_batch_state_save on both. */
 #include "test_loader_util.h"
 
 #include <stddef.h>
@@ -445,18 +446,129 @@ static void test_without_a_schema(const char *path)
     stoker_config_destroy(cfg);
 }
 
+/* stoker_loader_take against the calls it stands for, over two epochs of data set `path`:
+ * the position before each call, the view, every field, the copies of labels, ids and (for
+ * records of varying size) offsets, which leave the buffers' rest untouched; the END call's
+ * position; the state at each batch equal to the loader's just before the call, and a
+ * loader restored from it delivering that batch's records; bad arguments taking nothing. */
+static void test_take(const char *path, bool varying)
+{
+    stoker_config *cfg = fields_cfg(NULL);
+    stoker_loader *l = tl_open(path, cfg);
+    enum { CAP = BATCH + 3 };
+    int64_t labels[CAP + 1], ids[CAP + 1], offsets[CAP + 2];
+    stoker_take t;
+    memset(&t, 0, sizeof t);
+    t.struct_size = sizeof t;
+    stoker_batch *b = NULL;
+    t.cap = BATCH - 1; /* below the batch size */
+    t.labels = labels;
+    T_EQ_RC(stoker_loader_take(l, &b, 100, &t), STOKER_E_INVALID);
+    t.struct_size = sizeof t - 8;
+    t.cap = CAP;
+    T_EQ_RC(stoker_loader_take(l, &b, 100, &t), STOKER_E_INVALID);
+    T_EQ_RC(stoker_loader_take(l, &b, 100, NULL), STOKER_E_INVALID);
+    T_EQ_RC(stoker_loader_take(l, NULL, 100, &t), STOKER_E_INVALID);
+    t.struct_size = sizeof t;
+    t.ids = ids;
+    t.offsets = offsets;
+    bool varied = false;
+    for (int epoch = 0; epoch < 2; epoch++) {
+        T_OK(stoker_loader_set_epoch(l, epoch));
+        int64_t total = 0;
+        for (;;) {
+            int64_t e = -1, pos = -1;
+            T_OK(stoker_loader_position(l, &e, &pos));
+            uint8_t before[STOKER_STATE_SIZE], at[STOKER_STATE_SIZE];
+            T_OK(stoker_loader_state_save(l, before, sizeof before, NULL));
+            memset(labels, 0xAB, sizeof labels);
+            memset(ids, 0xAB, sizeof ids);
+            memset(offsets, 0xAB, sizeof offsets);
+            t.epoch = t.position = -5;
+            const int rc = stoker_loader_take(l, &b, -1, &t);
+            T_EQ_INT(t.epoch, e);
+            T_EQ_INT(t.position, pos);
+            if (rc == STOKER_END)
+                break;
+            if (rc)
+                T_FAIL("take: %s: %s", stoker_strerror(rc), stoker_loader_errmsg(l));
+            const int64_t n = stoker_batch_count(b);
+            total += n;
+            stoker_batch_view v = {.struct_size = sizeof v};
+            T_OK(stoker_batch_get_view(b, &v));
+            T_EQ_INT(t.view.struct_size, sizeof t.view);
+            T_ASSERT(memcmp(&t.view, &v, sizeof v) == 0);
+            T_EQ_INT(t.view.epoch, e);
+            T_EQ_INT(t.view.position, pos);
+            T_EQ_INT(t.num_fields, stoker_batch_num_fields(b));
+            for (int32_t i = 0; i < t.num_fields; i++) {
+                stoker_field_view f = {.struct_size = sizeof f};
+                T_OK(stoker_batch_field(b, i, NULL, &f));
+                T_ASSERT(memcmp(&t.fields[i], &f, sizeof f) == 0);
+            }
+            T_ASSERT(memcmp(labels, stoker_batch_labels(b), (size_t)n * 8) == 0);
+            T_ASSERT(memcmp(ids, stoker_batch_ids(b), (size_t)n * 8) == 0);
+            T_EQ_INT(labels[n], (int64_t)0xABABABABABABABABull);
+            T_EQ_INT(ids[n], (int64_t)0xABABABABABABABABull);
+            if (stoker_batch_offsets(b)) {
+                T_ASSERT(memcmp(offsets, stoker_batch_offsets(b), (size_t)(n + 1) * 8) == 0);
+                T_EQ_INT(offsets[n + 1], (int64_t)0xABABABABABABABABull);
+                varied = true;
+            } else {
+                T_EQ_INT(offsets[0], (int64_t)0xABABABABABABABABull);
+            }
+            size_t size = 0;
+            T_OK(stoker_batch_state_save(b, at, sizeof at, &size));
+            T_EQ_INT(size, STOKER_STATE_SIZE);
+            T_ASSERT(memcmp(at, before, sizeof at) == 0);
+            T_EQ_RC(stoker_batch_state_save(b, at, sizeof at - 1, &size), STOKER_E_LIMIT);
+            if (pos == 1) { /* restored from it, a loader delivers this batch again */
+                stoker_loader *r = tl_open(path, cfg);
+                T_OK(stoker_loader_state_restore(r, at, sizeof at));
+                stoker_batch *again = NULL;
+                T_OK(stoker_loader_next(r, &again));
+                T_EQ_INT(stoker_batch_epoch(again), e);
+                T_EQ_INT(stoker_batch_position(again), pos);
+                T_EQ_INT(stoker_batch_count(again), n);
+                T_ASSERT(memcmp(stoker_batch_ids(again), ids, (size_t)n * 8) == 0);
+                T_OK(stoker_batch_release(again));
+                stoker_loader_destroy(r);
+            }
+            T_OK(stoker_batch_release(b));
+        }
+        T_EQ_INT(total, NREC);
+    }
+    T_EQ_INT(varied, varying);
+    /* no buffers: nothing copied, the rest filled */
+    T_OK(stoker_loader_set_epoch(l, 2));
+    t.labels = t.ids = t.offsets = NULL;
+    t.cap = 0;
+    T_OK(stoker_loader_take(l, &b, -1, &t));
+    T_EQ_INT(t.position, 0);
+    T_ASSERT(t.view.data == stoker_batch_data(b));
+    T_EQ_RC(stoker_batch_state_save(NULL, NULL, 0, NULL), STOKER_E_INVALID);
+    T_OK(stoker_batch_release(b));
+    stoker_loader_destroy(l);
+    stoker_config_destroy(cfg);
+}
+
 int main(void)
 {
     char *tmp = t_mkdtemp("batch_fields");
-    char fields[4200], legacy[4200];
+    char fields[4200], legacy[4200], fixed[4200];
     snprintf(fields, sizeof fields, "%s/fields", tmp);
     snprintf(legacy, sizeof legacy, "%s/legacy", tmp);
+    snprintf(fixed, sizeof fixed, "%s/fixed", tmp);
     make_fields_dataset(fields);
     test_described_before_the_first_batch(fields);
     test_every_field_as_written(fields);
     test_bad_names_and_old_callers(fields);
     test_subset(fields);
     test_without_a_schema(legacy);
+    test_take(fields, true);
+    test_take(legacy, true);
+    tl_make(fixed, NREC, 24, 0, 0);
+    test_take(fixed, false);
     t_rmrf(tmp);
     free(tmp);
     printf("test_batch_fields: ok\n");

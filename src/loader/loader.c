@@ -289,6 +289,37 @@ int stoker_loader_next(stoker_loader *l, stoker_batch **out)
     return next_within(l, out, 0);
 }
 
+int stoker_loader_take(stoker_loader *l, stoker_batch **out, int64_t timeout_ms, stoker_take *t)
+{
+    if (!l || !out || !t || t->struct_size != sizeof *t)
+        return STOKER_E_INVALID;
+    const bool copies = t->labels || t->ids || t->offsets;
+    if (copies && t->cap < (int64_t)l->smp.batch)
+        return STOKER_E_INVALID;
+    t->epoch = (int64_t)l->cons_epoch;
+    t->position = (int64_t)l->cons_pos;
+    t->num_fields = 0;
+    const int rc = stoker_loader_next_wait(l, out, timeout_ms);
+    if (rc != 0 || !*out)
+        return rc;
+    const stoker_batch *b = *out;
+    t->view.struct_size = sizeof t->view;
+    stoker_batch_get_view(b, &t->view);
+    const size_t n = (size_t)b->count;
+    if (t->labels && b->labels)
+        memcpy(t->labels, b->labels, n * sizeof *t->labels);
+    if (t->ids && b->ids)
+        memcpy(t->ids, b->ids, n * sizeof *t->ids);
+    if (t->offsets && t->view.offsets)
+        memcpy(t->offsets, t->view.offsets, (n + 1) * sizeof *t->offsets);
+    t->num_fields = stoker_batch_num_fields(b);
+    for (int32_t i = 0; i < t->num_fields; i++) {
+        t->fields[i].struct_size = sizeof t->fields[i];
+        stoker_batch_field(b, i, NULL, &t->fields[i]);
+    }
+    return 0;
+}
+
 int stoker_loader_next_wait(stoker_loader *l, stoker_batch **out, int64_t timeout_ms)
 {
     if (timeout_ms < 0)
@@ -469,9 +500,11 @@ static uint32_t state_crc(const uint8_t *p, uint32_t version, uint64_t records, 
     return stoker_crc32c(stoker_crc32c(0, key, version == 1 ? 8 : 16), p, 60);
 }
 
-int stoker_loader_state_save(const stoker_loader *l, void *buf, size_t cap, size_t *size)
+/* The state of loader l standing at (epoch, pos) of its order. */
+static int state_save_at(const stoker_loader *l, uint64_t epoch, uint64_t pos, void *buf,
+                         size_t cap, size_t *size)
 {
-    if (!l || (!buf && cap))
+    if (!buf && cap)
         return STOKER_E_INVALID;
     if (size)
         *size = STOKER_STATE_SIZE;
@@ -485,8 +518,8 @@ int stoker_loader_state_save(const stoker_loader *l, void *buf, size_t cap, size
     stoker__put_u32(p + 12, (l->smp.shuffle ? 1u : 0u) | (l->smp.drop_last ? 2u : 0u) |
                                 (l->smp.block ? 4u : 0u));
     stoker__put_u64(p + 16, l->smp.seed);
-    stoker__put_u64(p + 24, l->cons_epoch);
-    stoker__put_u64(p + 32, l->cons_pos);
+    stoker__put_u64(p + 24, epoch);
+    stoker__put_u64(p + 32, pos);
     stoker__put_u32(p + 40, l->smp.rank);
     stoker__put_u32(p + 44, l->smp.world);
     stoker__put_u32(p + 48, (uint32_t)l->smp.batch);
@@ -494,6 +527,20 @@ int stoker_loader_state_save(const stoker_loader *l, void *buf, size_t cap, size
     stoker__put_u32(p + 56, (uint32_t)l->smp.n);
     stoker__put_u32(p + 60, state_crc(p, STATE_VERSION, l->smp.n, run));
     return 0;
+}
+
+int stoker_loader_state_save(const stoker_loader *l, void *buf, size_t cap, size_t *size)
+{
+    return l ? state_save_at(l, l->cons_epoch, l->cons_pos, buf, cap, size) : STOKER_E_INVALID;
+}
+
+/* A batch's epoch and position are the consumer's before the call that handed it out: each
+ * call hands out the batch at cons_pos, and a failed one hands out nothing. */
+int stoker_batch_state_save(const stoker_batch *b, void *buf, size_t cap, size_t *size)
+{
+    if (!b || !b->loader || b->epoch < 0 || b->position < 0)
+        return STOKER_E_INVALID;
+    return state_save_at(b->loader, (uint64_t)b->epoch, (uint64_t)b->position, buf, cap, size);
 }
 
 static int state_restore(stoker_loader *l, const void *buf, size_t size)
