@@ -4,11 +4,12 @@ PyCapsule named ``"dltensor"``), which numpy >= 1.22 and every PyTorch accept.
 
 Protocol: the consumer takes the capsule, renames it ``"used_dltensor"`` and calls the
 managed tensor's deleter when it no longer needs the memory. A capsule destroyed while still
-named ``"dltensor"`` (never consumed) calls the deleter itself. The ctypes objects behind a
-managed tensor (the struct, its shape and strides) stay in ``_LIVE`` keyed by the struct's
-address until its deleter runs; the deleter then releases one hold on the owner. The
-deleter and destructor the consumer calls are the library's (stoker_dlpack_deleter), which
-run the Python ones below holding the GIL with any pending exception set aside.
+named ``"dltensor"`` (never consumed) calls the deleter itself. The library makes each
+managed tensor (stoker_dlpack_export: one foreign call, where building the struct here
+takes several) and frees it after its deleter ran; the owner stays in ``_LIVE`` keyed by
+the struct's address until then, and the deleter releases one hold on it. The deleter and
+destructor the consumer calls are the library's, which run the Python ones below holding
+the GIL with any pending exception set aside.
 
 Devices: host batches are exported as ``kDLCPU`` even when the memory is pinned
 (page-locked), because numpy accepts only CPU tensors and pinned memory is ordinary host
@@ -77,14 +78,14 @@ _capsule_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_ch
 _capsule_get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
     ("PyCapsule_GetPointer", ctypes.pythonapi))
 
-# address of a DLManagedTensor -> (struct, shape, strides, owner); alive until the deleter.
+# address of a DLManagedTensor -> its owner; alive until the deleter.
 _LIVE = {}
 
 # Py_IncRef, to make the two callbacks below immortal.
 _incref = ctypes.PYFUNCTYPE(None, ctypes.py_object)(("Py_IncRef", ctypes.pythonapi))
 
 
-def _callbacks(live, is_valid, get_pointer, name):
+def _callbacks(live, is_valid, get_pointer, name, delete):
     """The managed tensors' deleter and the capsules' destructor. A consumer may call them
     while the interpreter shuts down, after module globals and even builtins were set to
     None, so they touch nothing but what they close over (and the owner's release, written
@@ -92,21 +93,23 @@ def _callbacks(live, is_valid, get_pointer, name):
     pop = live.pop
 
     def deleter(addr):
+        # run by the library's deleter, which frees the struct afterwards
         try:
-            entry = pop(addr, None)
-            if entry is not None:
-                entry[3].release()
+            owner = pop(addr, None)
+            if owner is not None:
+                owner.release()
         except:  # noqa: E722 (at shutdown `Exception` may be None; nothing may escape)
             pass
 
     def destructor(capsule):
         # Called while the capsule is deallocated. Consumed capsules were renamed
-        # "used_dltensor" and belong to the consumer; only an unconsumed one owns the tensor.
+        # "used_dltensor" and belong to the consumer; only an unconsumed one owns the tensor,
+        # whose own deleter (the library's) is run.
         try:
             if is_valid(capsule, name):
                 addr = get_pointer(capsule, name)
                 if addr:
-                    deleter(addr)
+                    delete(addr)
         except:  # noqa: E722
             pass
 
@@ -114,7 +117,7 @@ def _callbacks(live, is_valid, get_pointer, name):
 
 
 _deleter, _capsule_destructor = _callbacks(_LIVE, _capsule_is_valid, _capsule_get_pointer,
-                                           _CAPSULE_NAME)
+                                           _CAPSULE_NAME, _lib.lib.stoker_dlpack_delete)
 
 _DELETER_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _DESTRUCTOR_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -122,7 +125,7 @@ _DELETER = _DELETER_T(_deleter)
 _DESTRUCTOR = _DESTRUCTOR_T(_capsule_destructor)
 # Immortal: an array or tensor may outlive this module (a reference cycle freed at exit,
 # after the module's globals were cleared), and its consumer then still calls these C
-# thunks. Each keeps its Python function, and so _LIVE and the exported structs, alive.
+# thunks. Each keeps its Python function, and so _LIVE and the owners, alive.
 _incref(_DELETER)
 _incref(_DESTRUCTOR)
 
@@ -137,27 +140,27 @@ def _address(fn):
     return ctypes.cast(fn, ctypes.c_void_p).value
 
 
-def _guarded():
-    """The library's deleter and capsule destructor, which call the two callbacks above with
-    the interpreter's lock held and its pending exception set aside: a consumer frees
-    tensors while an exception propagates (a tensor on the stack of a frame the exception
-    leaves), and a ctypes callback run then sees that exception pending, which makes the
-    interpreter raise SystemError or lose the exception. None with a library without them."""
-    if not all(_lib.has(name) for name in ("stoker_dlpack_set_guard", "stoker_dlpack_deleter",
-                                           "stoker_dlpack_capsule_destructor")):
-        return None
+def _set_guard():
+    """Gives the library the interpreter's entry points and the callbacks above: its
+    managed tensors' deleter and its capsule destructor call them with the interpreter's
+    lock held and its pending exception set aside (a consumer frees tensors while an
+    exception propagates, a tensor on the stack of a frame the exception leaves, and a
+    ctypes callback run then sees that exception pending, which makes the interpreter raise
+    SystemError or lose the exception). Returns the capsule destructor's address."""
     api = ctypes.pythonapi
     guard = _Guard(_address(api.PyGILState_Ensure), _address(api.PyGILState_Release),
                    _address(api.PyErr_Fetch), _address(api.PyErr_Restore),
                    _address(_DELETER), _address(_DESTRUCTOR))
     if _lib.lib.stoker_dlpack_set_guard(ctypes.addressof(guard)) != 0:
-        return None
+        raise ImportError("stoker: %s refused the DLPack guard" % _lib.path)
     _incref(guard)  # immortal, as the callbacks: the library keeps its address
-    return (_address(_lib.lib.stoker_dlpack_deleter),
-            _address(_lib.lib.stoker_dlpack_capsule_destructor))
+    return _address(_lib.lib.stoker_dlpack_capsule_destructor)
 
 
-_DELETER_ADDR, _DESTRUCTOR_ADDR = _guarded() or (_address(_DELETER), _address(_DESTRUCTOR))
+_DESTRUCTOR_ADDR = _set_guard()
+_export = _lib.lib.stoker_dlpack_export
+_c_void_p = ctypes.c_void_p
+_byref = ctypes.byref
 
 
 def live_exports():
@@ -165,39 +168,33 @@ def live_exports():
     return len(_LIVE)
 
 
-def export(owner, data, shape, dtype, device):
-    """A "dltensor" capsule for `data` (an address), C-contiguous `shape` of stoker dtype
-    `dtype`, on CUDA device `device` (-1: host). `owner.acquire()` is called now and
-    `owner.release()` when the consumer (or the unconsumed capsule) lets go."""
-    if dtype not in DTYPES:
-        raise TypeError("stoker dtype %d has no DLPack equivalent" % dtype)
-    code, bits = DTYPES[dtype]
-    ndim = len(shape)
-    c_shape = (ctypes.c_int64 * max(1, ndim))(*shape)
-    strides = []
-    step = 1
-    for extent in reversed(shape):
-        strides.append(step)
-        step *= max(1, extent)
-    c_strides = (ctypes.c_int64 * max(1, ndim))(*reversed(strides))
-    m = DLManagedTensor()
-    m.dl_tensor.data = data
-    if device >= 0:
-        m.dl_tensor.device = DLDevice(kDLCUDA, device)
-    else:
-        m.dl_tensor.device = DLDevice(kDLCPU, 0)
-    m.dl_tensor.ndim = ndim
-    m.dl_tensor.dtype = DLDataType(code, bits, 1)
-    m.dl_tensor.shape = ctypes.cast(c_shape, ctypes.POINTER(ctypes.c_int64))
-    m.dl_tensor.strides = ctypes.cast(c_strides, ctypes.POINTER(ctypes.c_int64))
-    m.dl_tensor.byte_offset = 0
-    m.manager_ctx = None
-    m.deleter = _DELETER_ADDR
-    addr = ctypes.addressof(m)
-    owner.acquire()
-    _LIVE[addr] = (m, c_shape, c_strides, owner)
+def c_shape(shape):
+    """`shape` as export() takes it fastest (a ctypes array, made once per tensor)."""
+    return (ctypes.c_int64 * max(1, len(shape)))(*shape)
+
+
+def export(owner, data, shape, dtype, device, cshape=None):
+    """A "dltensor" capsule for `data` (an address), C-contiguous `shape` (`cshape`: the
+    same as c_shape gives it, where the caller keeps one) of stoker dtype `dtype`, on CUDA
+    device `device` (-1: host). The library makes the managed tensor (stoker_dlpack_export).
+    `owner.acquire()` is called now and `owner.release()` when the consumer (or the
+    unconsumed capsule) lets go."""
+    addr = _c_void_p()
+    rc = _export(data, len(shape), cshape if cshape is not None else c_shape(shape), dtype,
+                 device, _byref(addr))
+    if rc != 0:
+        if dtype not in DTYPES:
+            raise TypeError("stoker dtype %d has no DLPack equivalent" % dtype)
+        raise BufferError("stoker_dlpack_export failed: %s" % _lib.strerror(rc))
+    addr = addr.value
+    try:
+        owner.acquire()
+    except BaseException:
+        _lib.lib.stoker_dlpack_delete(addr)  # nothing owned yet: the deleter finds no owner
+        raise
+    _LIVE[addr] = owner
     try:
         return _capsule_new(addr, _CAPSULE_NAME, _DESTRUCTOR_ADDR)
     except BaseException:
-        _deleter(addr)
+        _lib.lib.stoker_dlpack_delete(addr)
         raise

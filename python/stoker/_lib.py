@@ -95,6 +95,25 @@ class FieldView(ctypes.Structure):
     ]
 
 
+MAX_FIELDS = 32
+
+
+class Take(ctypes.Structure):
+    """stoker_take: what stoker_loader_take writes (its buffers as plain addresses)."""
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("num_fields", ctypes.c_int32),
+        ("epoch", ctypes.c_int64),
+        ("position", ctypes.c_int64),
+        ("cap", ctypes.c_int64),
+        ("labels", ctypes.c_void_p),
+        ("ids", ctypes.c_void_p),
+        ("offsets", ctypes.c_void_p),
+        ("view", BatchView),
+        ("fields", FieldView * MAX_FIELDS),
+    ]
+
+
 # stoker_field_kind and stoker_field_tie by value
 FIELD_KINDS = {1: "bytes", 2: "jpeg", 3: "raw", 4: "png", 5: "array", 6: "int64", 7: "float32"}
 FIELD_TIES = {0: None, 1: "mask_of", 2: "boxes_of", 3: "rows_of"}
@@ -254,6 +273,20 @@ _SIGNATURES = {
     "stoker_loader_window": (_int, [_vp, ctypes.c_double, ctypes.POINTER(Window)]),
     "stoker_loader_state_save": (_int, [_vp, _vp, _sz, ctypes.POINTER(_sz)]),
     "stoker_loader_state_restore": (_int, [_vp, _vp, _sz]),
+    # a batch and what the binding reads of it, in one call
+    "stoker_loader_take": (_int, [_vp, _pp, _i64, ctypes.POINTER(Take)]),
+    "stoker_batch_state_save": (_int, [_vp, _vp, _sz, ctypes.POINTER(_sz)]),
+    "stoker_batch_epoch": (_i64, [_vp]),
+    "stoker_batch_position": (_i64, [_vp]),
+    # counts the binding's own time around next() in the consumer's wait
+    "stoker_loader_add_wait": (_int, [_vp, ctypes.c_double]),
+    # DLPack: managed tensors made by the library, whose deleters set the interpreter's
+    # pending exception aside (see _dlpack)
+    "stoker_dlpack_set_guard": (_int, [_vp]),
+    "stoker_dlpack_deleter": (None, [_vp]),
+    "stoker_dlpack_capsule_destructor": (None, [_vp]),
+    "stoker_dlpack_export": (_int, [_vp, _i32, _vp, _i32, _i32, ctypes.POINTER(_vp)]),
+    "stoker_dlpack_delete": (None, [_vp]),
 }
 
 # Functions a library may lack (older builds): declared when the loaded library exports
@@ -268,12 +301,6 @@ _OPTIONAL = {
     "stoker_batch_detach": (_int, [_vp, ctypes.POINTER(_vp)]),
     "stoker_memory_free": (None, [_vp]),
     "stoker_dataset_shard_path": (_str, [_vp, _i32]),
-    # counts the binding's own time around next() in the consumer's wait
-    "stoker_loader_add_wait": (_int, [_vp, ctypes.c_double]),
-    # DLPack deleters that set the interpreter's pending exception aside (see _dlpack)
-    "stoker_dlpack_set_guard": (_int, [_vp]),
-    "stoker_dlpack_deleter": (None, [_vp]),
-    "stoker_dlpack_capsule_destructor": (None, [_vp]),
 }
 
 

@@ -43,8 +43,11 @@ _L = _lib.lib
 WINDOW_SECONDS = 10.0
 # next() waits for a batch in steps this long, acting on signals and close() between them
 _WAIT_STEP_MS = 100
-# stoker_loader_add_wait where the library has it (an older one counts its own time alone)
-_ADD_WAIT = _L.stoker_loader_add_wait if _lib.has("stoker_loader_add_wait") else None
+# counts the binding's own time in next() in the consumer's wait (a module global, which
+# bench/step_probe.py wraps to see that time)
+_ADD_WAIT = _L.stoker_loader_add_wait
+# a batch, with what the binding reads of it, in one foreign call
+_TAKE = _L.stoker_loader_take
 
 
 _torch_profiler = None  # (torch.autograd._profiler_enabled, record_function) once torch is seen
@@ -97,12 +100,13 @@ class _Handout:
     ``state_dict()`` are those saved before the call (``epoch``, ``position``, ``state``), so
     the loader stands where it stood before the interrupted call."""
 
-    __slots__ = ("out", "epoch", "position", "state", "thread", "owner", "stream", "data",
+    __slots__ = ("out", "epoch", "position", "buf", "thread", "owner", "stream", "data",
                  "serial")
 
     def __init__(self):
         self.out = ctypes.c_void_p()  # the stoker_batch, written by stoker_loader_next
-        self.epoch = self.position = self.state = None  # where the loader stood before
+        self.epoch = self.position = None  # the batch's, once wrapped
+        self.buf = None  # the array the library copies the labels, ids and offsets into
         # The thread that wrapped the batch and is handing it over (the consumer lock is let
         # go before the hand-over): no other thread takes up this hand-out meanwhile.
         self.thread = None
@@ -142,6 +146,13 @@ class _Core:
         self.closing = False
         self.stopping = False  # close() was called: a next() waiting in steps gives up
         self.in_next = 0.0  # seconds of the next() in progress inside the library's calls
+        # stoker_loader_take's output, which every next() reuses (its buffers are fresh)
+        self.take = _lib.Take()
+        self.take.struct_size = ctypes.sizeof(self.take)
+        self.take_ref = ctypes.byref(self.take)
+        self.cap = 0  # the batch size, once known: the take's buffers' capacity
+        self.buf_type = None  # the ctypes array type of those buffers (with numpy)
+        self.names = None  # the fields' names by index, read at the first batch
         self._release = _L.stoker_batch_release
         self._release_stream = (_L.stoker_batch_release_stream
                                 if _lib.has("stoker_batch_release_stream") else None)
@@ -219,6 +230,11 @@ class _Core:
         """Gives back the batches whose holders are all gone without their release having
         run: a KeyboardInterrupt inside a __del__ is dropped with the rest of it, and
         otherwise the batch's slot would stay held for good. The consumer's side."""
+        for token in list(self.held.values()):
+            if token() is None:
+                break
+        else:
+            return  # nothing to give back: the lock is not needed to find that out
         with self.lock:
             if not self.handle:
                 return
@@ -389,6 +405,7 @@ class BatchData:
         self._drop_lock = threading.Lock()  # release() from two threads drops one hold
         self._ptr = ptr
         self._shape = tuple(shape)
+        self._cshape = None  # the shape as _dlpack.export takes it, made at the first export
         self._dtype = dtype
         self._nbytes = nbytes
         self._group = None  # the batch's _Tensors, which copies it out of its slot
@@ -448,7 +465,10 @@ class BatchData:
                 ref = self._ref  # copied out of its slot meanwhile (_detach)
         try:
             ref.wait_stream(stream)
-            return _dlpack.export(ref, self._ptr, self._shape, self._dtype, ref.device)
+            if self._cshape is None:
+                self._cshape = _dlpack.c_shape(self._shape)
+            return _dlpack.export(ref, self._ptr, self._shape, self._dtype, ref.device,
+                                  self._cshape)
         finally:
             ref.release()
 
@@ -613,50 +633,51 @@ class Batch:
     ``offsets``) stays readable.
     """
 
-    def __init__(self, ref, view):
-        self.count = int(view.count)
-        self.epoch = int(view.epoch)
-        self.position = int(view.position)
-        self.device = int(view.device)
-        shape = [int(view.shape[i]) for i in range(view.ndim)]
-        self.labels = _copy_i64(view.labels, self.count)
-        self.indices = _copy_i64(view.ids, self.count)
-        self.offsets = _copy_i64(view.offsets, self.count + 1) if view.offsets else None
-        self.data = BatchData(ref, view.data, shape, int(view.dtype), int(view.nbytes))
-        self.shape = tuple(shape)
-        self.dtype = _lib.DTYPE.name(int(view.dtype), "unknown")
-        self._tensors = _Tensors()
-        self._tensors.add(self.data)
-        self._fields = self._read_fields(ref, view)
-
-    def _read_fields(self, ref, view):
-        """name -> BatchData (dense) or RaggedField, in schema order; each tensor takes one
-        count of the batch's hold."""
-        fields = {}
-        n = _L.stoker_batch_num_fields(ref.bh) if _lib.has("stoker_batch_num_fields") else 0
-        for i in range(n):
-            fv = _lib.FieldView()
-            fv.struct_size = ctypes.sizeof(fv)
-            if _L.stoker_batch_field(ref.bh, i, None, ctypes.byref(fv)) != 0:
-                continue
-            name = fv.name.decode()
-            if fv.data == view.data and fv.nbytes == view.nbytes and not fv.tie:
+    def __init__(self, ref, view, take, buf, core):
+        """From stoker_loader_take's output: `view` (take.view), the fields in `take`, the
+        labels, ids and offsets copied into `buf` (3 * cap + 1 entries), or read from the
+        view's pointers where `buf` is None (no numpy)."""
+        count = self.count = view.count
+        self.epoch = view.epoch
+        self.position = view.position
+        self.device = view.device
+        shape = self.shape = tuple(view.shape[:view.ndim])
+        if buf is not None:
+            cap = core.cap
+            self.labels = buf[:count] if view.labels else buf[:0]
+            self.indices = buf[cap:cap + count]
+            self.offsets = buf[2 * cap:2 * cap + count + 1] if view.offsets else None
+        else:
+            self.labels = _copy_i64(view.labels, count)
+            self.indices = _copy_i64(view.ids, count)
+            self.offsets = _copy_i64(view.offsets, count + 1) if view.offsets else None
+        data = view.data
+        dtype = view.dtype
+        self.data = BatchData(ref, data, shape, dtype, view.nbytes)
+        self.dtype = _DTYPE_NAMES.get(dtype, "unknown")
+        tensors = self._tensors = _Tensors()
+        tensors.add(self.data)
+        fields = self._fields = {}
+        names = core.names
+        for i in range(take.num_fields):
+            fv = take.fields[i]
+            name = names[i] if names is not None and i < len(names) else fv.name.decode()
+            fdata = fv.data
+            if fdata == data and not fv.tie and fv.nbytes == view.nbytes:
                 fields[name] = self.data  # the batch's data is this field
                 continue
-            shape = [int(fv.shape[k]) for k in range(fv.ndim)]
             ref.acquire()
-            values = BatchData(ref, fv.data, shape, int(fv.dtype), int(fv.nbytes))
-            self._tensors.add(values)
+            values = BatchData(ref, fdata, tuple(fv.shape[:fv.ndim]), fv.dtype, fv.nbytes)
+            tensors.add(values)
             if not fv.offsets:
                 fields[name] = values
                 continue
             ref.acquire()
             offsets = BatchData(ref, ctypes.cast(fv.offsets, ctypes.c_void_p).value,
-                                [self.count + 1], _lib.DTYPE["int64"], 8 * (self.count + 1))
-            self._tensors.add(offsets)
+                                (count + 1,), _lib.DTYPE["int64"], 8 * (count + 1))
+            tensors.add(offsets)
             fields[name] = RaggedField(name, values, offsets,
-                                       _copy_i64(fv.host_offsets, self.count + 1), self.count)
-        return fields
+                                       _copy_i64(fv.host_offsets, count + 1), count)
 
     # ---- the fields, as a mapping ----
 
@@ -769,6 +790,9 @@ class Batch:
         return ("Batch(count=%d, epoch=%d, position=%d, shape=%s, dtype=%s, device=%s%s)"
                 % (self.count, self.epoch, self.position, self.shape, self.dtype,
                    _device_name(self.device), "" if self.data._ref else ", released"))
+
+
+_DTYPE_NAMES = _lib.DTYPE.names  # value -> name
 
 
 def _copy_i64(ptr, n):
@@ -1079,6 +1103,9 @@ class Loader:
         size = ctypes.c_size_t()
         _L.stoker_loader_state_save(core.handle, None, 0, ctypes.byref(size))
         core.state_size = size.value
+        core.cap = self._batch_size
+        core.buf_type = ctypes.c_int64 * (3 * core.cap + 1) if _np is not None else None
+        core.names = [f["name"] for f in self.fields]
 
     # ---- helpers ----
 
@@ -1152,10 +1179,17 @@ class Loader:
         (see _Handout), after the consumer lock is let go."""
         t0 = time.perf_counter()
         label = _profiler_label()
-        if label is None:
-            with self._consumer() as core:
-                return self._counted(core, t0, self._next_locked(core))
-        with label, self._consumer() as core:  # the wait shows in torch.profiler's trace
+        if label is not None:
+            with label:  # the wait shows in torch.profiler's trace
+                return self._next_counted(t0)
+        return self._next_counted(t0)
+
+    def _next_counted(self, t0):
+        # _consumer() inlined: next() is the one call made every step
+        core = self._core_here()
+        with core.calls:
+            if core.closing or not core.handle:
+                raise ValueError("the loader is closed")
             return self._counted(core, t0, self._next_locked(core))
 
     @staticmethod
@@ -1226,9 +1260,22 @@ class Loader:
         a signal (KeyboardInterrupt, raised between two steps: nothing was consumed) or a
         close() from another thread is acted on within a step, whatever the loader waits
         for. A batch that is ready takes one call."""
+        t_ = core.take
+        if core.buf_type is not None:
+            # the labels, ids and offsets land in the batch's own arrays, in the same call
+            raw = core.buf_type()
+            h.buf = _np.frombuffer(raw, dtype=_np.int64)
+            t_.cap = cap = core.cap
+            t_.labels = addr = ctypes.addressof(raw)
+            t_.ids = addr + 8 * cap
+            t_.offsets = addr + 16 * cap
+        else:
+            t_.cap = 0
+            t_.labels = t_.ids = t_.offsets = None
+        out = ctypes.byref(h.out)
         while True:
             t = time.perf_counter()
-            rc = _L.stoker_loader_next_wait(core.handle, ctypes.byref(h.out), _WAIT_STEP_MS)
+            rc = _TAKE(core.handle, out, _WAIT_STEP_MS, core.take_ref)
             core.in_next += time.perf_counter() - t
             if rc != _lib.AGAIN:
                 return rc
@@ -1239,19 +1286,19 @@ class Loader:
         core.in_next = 0.0  # a next() that raised left its time here uncounted
         core.sweep()
         h = self._leftover(core)
+        t = core.take
         if h is not None and not h.out.value:
-            # The interrupted call handed out nothing: it never ran, or its batch failed
-            # (consumed, as ever), or it ended the epoch, which this call reports.
-            epoch = self._c_position(core)[0]
+            # The interrupted call handed out nothing: it never ran (the take's epoch is
+            # still the -1 set before it), or its batch failed (consumed, as ever), or it
+            # ended the epoch, which this call reports.
             core.pending = None
-            if epoch != h.epoch:
+            if t.epoch >= 0 and self._c_position(core)[0] != t.epoch:
                 return None
             h = None
         if h is None:
             h = _Handout()
-            h.epoch, h.position = self._c_position(core)
-            h.state = self._c_state_blob(core)
             core.pending = h  # from here the library's batch is kept, whatever happens
+            t.epoch = -1  # the library writes where it stood, once the call runs
             rc = self._wait_next(core, h)
             if rc == _lib.E_STATE and core.outstanding:
                 rc = self._free_slot(core, h)
@@ -1260,14 +1307,13 @@ class Loader:
                 if rc == _lib.END:
                     return None
                 self._fail(rc, core)
-        view = _lib.BatchView()
-        view.struct_size = ctypes.sizeof(view)
-        rc = _L.stoker_batch_get_view(h.out, ctypes.byref(view))
-        if rc != 0:
-            self._drop_leftover(core)
-            self._fail(rc, core)
-        ref = _BatchRef(core, h, int(view.device))
-        batch = Batch(ref, view)
+        # A hand-out an interrupt left pending is the latest take's: no take runs until the
+        # hand-out is delivered or released, so the take still describes its batch.
+        v = t.view
+        ref = _BatchRef(core, h, v.device)
+        batch = Batch(ref, v, t, h.buf, core)
+        h.epoch = batch.epoch
+        h.position = batch.position
         h.data = weakref.ref(batch._tensors)
         h.serial = core.handouts
         core.handouts += 1
@@ -1326,7 +1372,12 @@ class Loader:
         interrupted next() has not delivered yet. The caller holds core.calls."""
         h = self._leftover(core)
         if h is not None and h.out.value:
-            return h.state
+            buf = ctypes.create_string_buffer(max(core.state_size, 64))
+            size = ctypes.c_size_t()
+            rc = _L.stoker_batch_state_save(h.out, buf, len(buf), ctypes.byref(size))
+            if rc != 0:
+                self._fail(rc, core)
+            return buf.raw[:size.value]
         return self._c_state_blob(core)
 
     def _c_state_blob(self, core):
@@ -1350,7 +1401,7 @@ class Loader:
         before the batch an interrupted next() has not delivered yet."""
         h = self._leftover(core)
         if h is not None and h.out.value:
-            return h.epoch, h.position
+            return _L.stoker_batch_epoch(h.out), _L.stoker_batch_position(h.out)
         return self._c_position(core)
 
     def _c_position(self, core):

@@ -170,7 +170,9 @@ def test_structs_equal_the_header(name, cls):
 
 @pytest.mark.parametrize("name, cls", [("stoker_batch_view", _lib.BatchView),
                                        ("stoker_stats", _lib.Stats),
-                                       ("stoker_window", _lib.Window)])
+                                       ("stoker_window", _lib.Window),
+                                       ("stoker_field_view", _lib.FieldView),
+                                       ("stoker_take", _lib.Take)])
 def test_struct_offsets_equal_the_compilers(name, cls, tmp_path):
     cc = shutil.which("cc") or shutil.which("gcc")
     if not cc:

@@ -3,7 +3,7 @@
 NVTX injection library bench/nvtx_trace.c (libbench_nvtx_trace.so in the build folder)
 attached, and the Chrome trace it writes at exit is read back. The ranges must be in the
 domain "stoker", with the names of src/cuda/nvtx.h, "next" on the consumer's thread once per
-call of stoker_loader_next_wait (counted in the child), "piece" on the workers' threads,
+call of stoker_loader_take (counted in the child), "piece" on the workers' threads,
 push/pop ranges properly nested on each thread, and "fetch" ranges of a remote data set as
 start/end pairs, one per block requested."""
 import collections
@@ -37,13 +37,13 @@ import json, sys, threading
 import stoker
 import stoker.loader as sl
 calls = {"all": 0, "ok": 0}
-real = sl._L.stoker_loader_next_wait
+real = sl._TAKE
 def counted(*args):
     rc = real(*args)
     calls["all"] += 1
     calls["ok"] += rc == 0
     return rc
-sl._L.stoker_loader_next_wait = counted
+sl._TAKE = counted
 path, n, kw = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
 with stoker.Loader(path, 16, seed=3, device="cpu", threads=2, **kw) as loader:
     it = iter(loader)
