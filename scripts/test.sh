@@ -164,6 +164,18 @@ if /usr/bin/python3 bench/step_probe.py --device cpu --model tiny --feed synthet
     cat "$torch_tmp/probe-profile.log"; echo "test.sh: step_probe.py --profile on the CPU"; exit 1
 fi
 
+step "bench/binding_cost.py: the binding's host time per batch, a short run"
+timeout 120 /usr/bin/python3 bench/binding_cost.py --build "$root/build" --batch-size 16 \
+    --steps 40 --evict-mb 8 --json "$torch_tmp/binding-cost.json" ||
+    { echo "test.sh: bench/binding_cost.py failed"; exit 1; }
+/usr/bin/python3 - "$torch_tmp/binding-cost.json" <<'PYEOF' ||
+import json, sys
+r = json.load(open(sys.argv[1]))["runs"][0]
+assert all(r[k] > 0 for k in ("take", "binding", "data", "label", "release", "total")), r
+assert r["binding"] <= r["take"] and r["take"] < r["total"], r
+PYEOF
+    { echo "test.sh: bench/binding_cost.py's record fails the check"; exit 1; }
+
 step "fuzz targets (clang, libFuzzer): built, each run on its saved corpus"
 # Built with clang so that code only gcc accepts cannot land unseen; each target runs for
 # STOKER_FUZZ_SECONDS (default 20) from its saved corpus, new inputs going to a scratch
