@@ -245,13 +245,13 @@ static int open_shape(h5_open *o)
     h->rank = H5Sget_simple_extent_ndims(o->space);
     H5_FAIL_IF(h->rank < 1 || h->rank > STOKER_MAX_DIMS + 1, STOKER_E_FORMAT,
                "%s: dataset %s: rank %d; records lie along axis 0 of a dataset of rank 1 to %d",
-               h->file, h->name, h->rank, STOKER_MAX_DIMS + 1);
+               h->file, stoker__h5_shown(h), h->rank, STOKER_MAX_DIMS + 1);
     H5Sget_simple_extent_dims(o->space, dims, NULL);
     h->row_bytes = h->esize;
     for (int d = 0; d < h->rank; d++) {
         h->dims[d] = dims[d];
         H5_FAIL_IF(d > 0 && stoker__mul_ovf(h->row_bytes, dims[d], &h->row_bytes), STOKER_E_LIMIT,
-                   "%s: dataset %s: record size overflows", h->file, h->name);
+                   "%s: dataset %s: record size overflows", h->file, stoker__h5_shown(h));
     }
     return 0;
 }
@@ -269,11 +269,11 @@ static int open_type(h5_open *o)
     H5_FAIL_IF(o->dtype == 0, STOKER_E_UNSUPPORTED,
                "%s: dataset %s: element type not supported (integers, floats, or variable-length "
                "%s only; compound and string types are not); convert it with numpy first",
-               h->file, h->name, o->vlen_any ? "integers or floats" : "uint8");
+               h->file, stoker__h5_shown(h), o->vlen_any ? "integers or floats" : "uint8");
     h->esize = o->vlen ? vsize : H5Tget_size(o->type);
     o->native = o->vlen || h->esize == 1 || H5Tget_order(o->type) == H5T_ORDER_LE;
     H5_FAIL_IF(!o->native && o->dtype == STOKER_DTYPE_FLOAT16, STOKER_E_UNSUPPORTED,
-               "%s: dataset %s: big-endian float16 is not supported", h->file, h->name);
+               "%s: dataset %s: big-endian float16 is not supported", h->file, stoker__h5_shown(h));
     hid_t base = -1;
     if (o->vlen && vsize > 1) {
         const hid_t super = H5Tget_super(o->type);
@@ -287,7 +287,8 @@ static int open_type(h5_open *o)
                             : -1;
     if (base >= 0)
         H5Tclose(base);
-    H5_FAIL_IF(h->mtype < 0, STOKER_E_FORMAT, "%s: dataset %s: no native type", h->file, h->name);
+    H5_FAIL_IF(h->mtype < 0, STOKER_E_FORMAT, "%s: dataset %s: no native type", h->file,
+               stoker__h5_shown(h));
     h->vlen = o->vlen;
     h->dtype = o->dtype;
     return 0;
@@ -317,25 +318,26 @@ static int read_labels(h5_open *o, hid_t d, hid_t t, hid_t sp, const char *name)
 {
     stoker__h5 *h = o->h;
     const char *bad = not_int64(t);
-    H5_FAIL_IF(bad, STOKER_E_FORMAT, "%s: labels dataset %s: %s; labels are int64", h->file, name,
-               bad);
+    H5_FAIL_IF(bad, STOKER_E_FORMAT, "%s: labels dataset %s%s: %s; labels are int64", h->file, name,
+               stoker__h5_field_note(h), bad);
     hsize_t n = 0;
     H5_FAIL_IF(H5Sget_simple_extent_ndims(sp) != 1 ||
                    H5Sget_simple_extent_dims(sp, &n, NULL) != 1 || n != h->records,
                STOKER_E_FORMAT,
                "%s: labels dataset %s: expected (%llu,) integers, one per record "
                "of %s",
-               h->file, name, (unsigned long long)h->records, h->name);
+               h->file, name, (unsigned long long)h->records, stoker__h5_shown(h));
     char why[256];
     bool is_unsigned = false;
     H5_FAIL_IF(read_int64(d, t, h->labels, &is_unsigned) < 0, STOKER_E_CORRUPT,
-               "%s: labels dataset %s: read failed: %s", h->file, name,
+               "%s: labels dataset %s%s: read failed: %s", h->file, name, stoker__h5_field_note(h),
                stoker__h5_why(why, sizeof why));
     const uint64_t *u = (const uint64_t *)h->labels;
     for (uint64_t i = 0; is_unsigned && i < h->records; i++)
         H5_FAIL_IF(u[i] > INT64_MAX, STOKER_E_FORMAT,
-                   "%s: labels dataset %s: label %llu is %llu, above INT64_MAX; labels are int64",
-                   h->file, name, (unsigned long long)i, (unsigned long long)u[i]);
+                   "%s: labels dataset %s%s: label %llu is %llu, above INT64_MAX; labels are int64",
+                   h->file, name, stoker__h5_field_note(h), (unsigned long long)i,
+                   (unsigned long long)u[i]);
     return 0;
 }
 
@@ -355,21 +357,24 @@ static int open_labels(h5_open *o, const char *group)
     const bool there = link && H5Oexists_by_name(h->fid, name, H5P_DEFAULT) > 0;
     char why[256];
     /* a link that leads nowhere (an external link to a missing file) is not "no labels" */
-    H5_FAIL_IF(link && !there, STOKER_E_FORMAT, "%s: labels dataset %s: the link leads nowhere: %s",
-               h->file, name, stoker__h5_why(why, sizeof why));
-    H5_FAIL_IF(!there && o->labels_set, STOKER_E_FORMAT, "%s: no labels dataset %s", h->file, name);
+    H5_FAIL_IF(link && !there, STOKER_E_FORMAT,
+               "%s: labels dataset %s%s: the link leads nowhere: %s", h->file, name,
+               stoker__h5_field_note(h), stoker__h5_why(why, sizeof why));
+    H5_FAIL_IF(!there && o->labels_set, STOKER_E_FORMAT, "%s: no labels dataset %s%s", h->file,
+               name, stoker__h5_field_note(h));
     for (uint64_t i = 0; !there && i < h->records; i++)
         h->labels[i] = -1;
     if (!there)
         return 0;
     const hid_t d = H5Dopen2(h->fid, name, H5P_DEFAULT);
-    H5_FAIL_IF(d < 0, STOKER_E_FORMAT, "%s: labels dataset %s: %s", h->file, name,
-               stoker__h5_why(why, sizeof why));
+    H5_FAIL_IF(d < 0, STOKER_E_FORMAT, "%s: labels dataset %s%s: %s", h->file, name,
+               stoker__h5_field_note(h), stoker__h5_why(why, sizeof why));
     const hid_t t = H5Dget_type(d), sp = H5Dget_space(d);
-    const int rc = t >= 0 && sp >= 0
-                       ? read_labels(o, d, t, sp, name)
-                       : stoker__fail(&o->ds->err, STOKER_E_FORMAT, "%s: labels dataset %s: %s",
-                                      h->file, name, stoker__h5_why(why, sizeof why));
+    const int rc =
+        t >= 0 && sp >= 0
+            ? read_labels(o, d, t, sp, name)
+            : stoker__fail(&o->ds->err, STOKER_E_FORMAT, "%s: labels dataset %s%s: %s", h->file,
+                           name, stoker__h5_field_note(h), stoker__h5_why(why, sizeof why));
     if (sp >= 0)
         H5Sclose(sp);
     if (t >= 0)
@@ -394,16 +399,16 @@ static int read_offsets(h5_open *o, hid_t d, hsize_t n, const char *name)
         stoker__h5_why(why, sizeof why);
     if (t >= 0)
         H5Tclose(t);
-    H5_FAIL_IF(bad, STOKER_E_FORMAT, "%s: offsets dataset %s: %s; offsets are byte positions",
-               h->file, name, bad);
+    H5_FAIL_IF(bad, STOKER_E_FORMAT, "%s: offsets dataset %s%s: %s; offsets are byte positions",
+               h->file, name, stoker__h5_field_note(h), bad);
     H5_FAIL_IF(!h->offs, -ENOMEM, "%s: out of memory for %s", h->file, name);
-    H5_FAIL_IF(r < 0, STOKER_E_CORRUPT, "%s: offsets dataset %s: read failed: %s", h->file, name,
-               why);
+    H5_FAIL_IF(r < 0, STOKER_E_CORRUPT, "%s: offsets dataset %s%s: read failed: %s", h->file, name,
+               stoker__h5_field_note(h), why);
     const int64_t *v = (const int64_t *)h->offs;
     for (hsize_t i = 0; !is_unsigned && i < n; i++)
         H5_FAIL_IF(v[i] < 0, STOKER_E_FORMAT,
-                   "%s: offsets dataset %s: entry %llu is %lld; offsets must not be negative",
-                   h->file, name, (unsigned long long)i, (long long)v[i]);
+                   "%s: offsets dataset %s%s: entry %llu is %lld; offsets must not be negative",
+                   h->file, name, stoker__h5_field_note(h), (unsigned long long)i, (long long)v[i]);
     return 0;
 }
 
@@ -418,8 +423,8 @@ static int open_offsets(h5_open *o)
         H5Lexists(h->fid, name, H5P_DEFAULT) <= 0)
         return 0;
     const hid_t d = H5Dopen2(h->fid, name, H5P_DEFAULT);
-    H5_FAIL_IF(d < 0, STOKER_E_FORMAT, "%s: offsets dataset %s: %s", h->file, name,
-               stoker__h5_why(why, sizeof why));
+    H5_FAIL_IF(d < 0, STOKER_E_FORMAT, "%s: offsets dataset %s%s: %s", h->file, name,
+               stoker__h5_field_note(h), stoker__h5_why(why, sizeof why));
     const hid_t sp = H5Dget_space(d);
     hsize_t n = 0;
     const bool shape_ok = sp >= 0 && H5Sget_simple_extent_ndims(sp) == 1 &&
@@ -430,16 +435,17 @@ static int open_offsets(h5_open *o)
         H5Sclose(sp);
     H5Dclose(d);
     H5_FAIL_IF(!shape_ok, STOKER_E_FORMAT,
-               "%s: offsets dataset %s: expected a 1-D integer array of 1 to %llu entries", h->file,
-               name, (unsigned long long)o->max_records + 1);
+               "%s: offsets dataset %s%s: expected a 1-D integer array of 1 to %llu entries",
+               h->file, name, stoker__h5_field_note(h), (unsigned long long)o->max_records + 1);
     if (rc < 0)
         return rc;
     const int64_t i = stoker__h5_bad_offset(h, n, o->max_record_size);
     H5_FAIL_IF(i >= 0, STOKER_E_CORRUPT,
-               "%s: offsets dataset %s: record %llu spans [%llu, %llu) of a %llu-byte blob "
+               "%s: offsets dataset %s%s: record %llu spans [%llu, %llu) of a %llu-byte blob "
                "(or exceeds STOKER_OPT_MAX_RECORD_SIZE)",
-               h->file, name, (unsigned long long)i, (unsigned long long)h->offs[i],
-               (unsigned long long)h->offs[i + 1], (unsigned long long)h->dims[0]);
+               h->file, name, stoker__h5_field_note(h), (unsigned long long)i,
+               (unsigned long long)h->offs[i], (unsigned long long)h->offs[i + 1],
+               (unsigned long long)h->dims[0]);
     return 1;
 }
 
@@ -477,14 +483,14 @@ static int open_holder(h5_open *o)
     char path[4096];
     const ssize_t n = H5Fget_name(h->did, path, sizeof path);
     H5_FAIL_IF(n < 0 || (size_t)n >= sizeof path, STOKER_E_FORMAT,
-               "%s: dataset %s: cannot tell which file holds it", h->file, h->name);
+               "%s: dataset %s: cannot tell which file holds it", h->file, stoker__h5_shown(h));
     if (strcmp(path, h->file) == 0)
         return 0;
     const int fd = open(path, O_RDONLY | O_CLOEXEC);
     const int e = errno;
     H5_FAIL_IF(fd < 0, -e,
                "%s: dataset %s lies in %s (an external link), which cannot be opened: %s", h->file,
-               h->name, path, stoker_strerror(-e));
+               stoker__h5_shown(h), path, stoker_strerror(-e));
     return adopt_fd(o, fd, path);
 }
 
@@ -509,18 +515,19 @@ static int open_segment(h5_open *o, const char *prefix, int i, uint64_t *left, i
     off_t at = 0;
     hsize_t size = 0;
     H5_FAIL_IF(H5Pget_external(o->dcpl, (unsigned)i, sizeof name, name, &at, &size) < 0 || at < 0,
-               STOKER_E_FORMAT, "%s: dataset %s: external file %d: %s", h->file, h->name, i,
-               stoker__h5_why(why, sizeof why));
+               STOKER_E_FORMAT, "%s: dataset %s: external file %d: %s", h->file,
+               stoker__h5_shown(h), i, stoker__h5_why(why, sizeof why));
     name[sizeof name - 1] = '\0';
     H5_FAIL_IF(!join_path(path, 4096, prefix, name), STOKER_E_LIMIT,
-               "%s: dataset %s: external raw data file %s: path too long", h->file, h->name, name);
+               "%s: dataset %s: external raw data file %s: path too long", h->file,
+               stoker__h5_shown(h), name);
     const uint64_t need = size < *left ? size : *left;
     *fd = open(path, O_RDONLY | O_CLOEXEC);
     const int e = errno;
     H5_FAIL_IF(*fd < 0, -e,
                "%s: dataset %s: external raw data file %s%s is missing or cannot be "
                "opened: %s",
-               h->file, h->name, path,
+               h->file, stoker__h5_shown(h), path,
                path[0] == '/' ? "" : " (relative to the current directory or HDF5_EXTFILE_PREFIX)",
                stoker_strerror(-e));
     struct stat st;
@@ -532,7 +539,8 @@ static int open_segment(h5_open *o, const char *prefix, int i, uint64_t *left, i
     H5_FAIL_IF(!whole, STOKER_E_CORRUPT,
                "%s: dataset %s: external raw data file %s is short: the dataset's bytes there end "
                "at %llu, the file at %llu (libhdf5 would read the rest as zeros)",
-               h->file, h->name, path, (unsigned long long)end, (unsigned long long)st.st_size);
+               h->file, stoker__h5_shown(h), path, (unsigned long long)end,
+               (unsigned long long)st.st_size);
     *left -= need;
     *off = (uint64_t)at;
     return 0;
@@ -546,7 +554,7 @@ static int open_external(h5_open *o, int count, uint64_t *base)
     stoker__h5 *h = o->h;
     uint64_t left = 0;
     H5_FAIL_IF(stoker__mul_ovf(h->row_bytes, h->dims[0], &left), STOKER_E_LIMIT,
-               "%s: dataset %s: size overflows", h->file, h->name);
+               "%s: dataset %s: size overflows", h->file, stoker__h5_shown(h));
     const uint64_t total = left;
     char prefix[4096] = "";
     const hid_t dapl = H5Dget_access_plist(h->did);
@@ -554,7 +562,8 @@ static int open_external(h5_open *o, int count, uint64_t *base)
     if (dapl >= 0)
         H5Pclose(dapl);
     H5_FAIL_IF(n < 0 || (size_t)n >= sizeof prefix, STOKER_E_FORMAT,
-               "%s: dataset %s: cannot read its external file prefix", h->file, h->name);
+               "%s: dataset %s: cannot read its external file prefix", h->file,
+               stoker__h5_shown(h));
     char path[4096];
     for (int i = 0; i < count && left > 0; i++) {
         int fd = -1;
@@ -566,8 +575,8 @@ static int open_external(h5_open *o, int count, uint64_t *base)
         close(fd);
     }
     H5_FAIL_IF(left > 0, STOKER_E_FORMAT,
-               "%s: dataset %s: its external files hold %llu of its %llu bytes", h->file, h->name,
-               (unsigned long long)(total - left), (unsigned long long)total);
+               "%s: dataset %s: its external files hold %llu of its %llu bytes", h->file,
+               stoker__h5_shown(h), (unsigned long long)(total - left), (unsigned long long)total);
     return 0;
 }
 
@@ -657,11 +666,11 @@ static int check_source(h5_open *o, const char *origin, size_t i, vds_file *file
     const ssize_t dl = H5Pget_virtual_dsetname(o->dcpl, i, dname, sizeof dname);
     H5_FAIL_IF(fl < 0 || dl < 0 || (size_t)fl >= sizeof fname || (size_t)dl >= sizeof dname,
                STOKER_E_FORMAT, "%s: dataset %s: virtual dataset mapping %zu cannot be read",
-               h->file, h->name, i);
+               h->file, stoker__h5_shown(h), i);
     H5_FAIL_IF(strchr(fname, '%') || strchr(dname, '%'), STOKER_E_UNSUPPORTED,
                "%s: dataset %s: virtual dataset source %zu (%s, dataset %s) is a printf-style "
                "pattern; such sources are not supported",
-               h->file, h->name, i, fname, dname);
+               h->file, stoker__h5_shown(h), i, fname, dname);
     if (strcmp(fname, file->name) != 0) {
         if (file->fid >= 0)
             H5Fclose(file->fid);
@@ -673,7 +682,7 @@ static int check_source(h5_open *o, const char *origin, size_t i, vds_file *file
                "%s: dataset %s: virtual dataset source %zu: no HDF5 file %s in %s, under "
                "HDF5_VDS_PREFIX or in the current directory (libhdf5 would read its part as the "
                "fill value)",
-               h->file, h->name, i, fname, origin);
+               h->file, stoker__h5_shown(h), i, fname, origin);
     const hid_t d = H5Lexists(file->fid, dname, H5P_DEFAULT) > 0 &&
                             H5Oexists_by_name(file->fid, dname, H5P_DEFAULT) > 0
                         ? H5Dopen2(file->fid, dname, H5P_DEFAULT)
@@ -684,7 +693,7 @@ static int check_source(h5_open *o, const char *origin, size_t i, vds_file *file
     H5_FAIL_IF(!covers, STOKER_E_FORMAT,
                "%s: dataset %s: virtual dataset source %zu: %s %s dataset %s (libhdf5 would read "
                "its part as the fill value)",
-               h->file, h->name, i, fname,
+               h->file, stoker__h5_shown(h), i, fname,
                d < 0 ? "has no" : "holds less than the part mapped from its", dname);
     return 0;
 }
@@ -699,7 +708,7 @@ static int open_virtual(h5_open *o)
     const ssize_t hl = H5Fget_name(h->did, holder, sizeof holder);
     H5_FAIL_IF(H5Pget_virtual_count(o->dcpl, &n) < 0 || hl < 0 || (size_t)hl >= sizeof holder,
                STOKER_E_FORMAT, "%s: dataset %s: cannot read the virtual dataset's mappings",
-               h->file, h->name);
+               h->file, stoker__h5_shown(h));
     const char *slash = strrchr(holder, '/');
     snprintf(origin, sizeof origin, "%.*s", slash ? (int)(slash - holder + 1) : 2,
              slash ? holder : "./");
@@ -753,12 +762,13 @@ static int open_chunks(h5_open *o, uint64_t file_size)
     stoker__h5 *h = o->h;
     hsize_t cd[H5S_MAX_RANK];
     H5_FAIL_IF(H5Pget_chunk(o->dcpl, h->rank, cd) != h->rank, STOKER_E_FORMAT,
-               "%s: dataset %s: cannot read the chunk shape", h->file, h->name);
+               "%s: dataset %s: cannot read the chunk shape", h->file, stoker__h5_shown(h));
     for (int d = 0; d < h->rank; d++)
         h->cdims[d] = cd[d];
     H5_FAIL_IF(!stoker__h5_grid(h), STOKER_E_LIMIT,
-               "%s: dataset %s: %llu chunks of %llu bytes are beyond the limits", h->file, h->name,
-               (unsigned long long)h->nchunks, (unsigned long long)h->chunk_bytes);
+               "%s: dataset %s: %llu chunks of %llu bytes are beyond the limits", h->file,
+               stoker__h5_shown(h), (unsigned long long)h->nchunks,
+               (unsigned long long)h->chunk_bytes);
     h->chunks = stoker__malloc((h->nchunks ? h->nchunks : 1) * sizeof *h->chunks);
     H5_FAIL_IF(!h->chunks, -ENOMEM, "%s: out of memory for %llu chunks", h->file,
                (unsigned long long)h->nchunks);
@@ -771,8 +781,8 @@ static int open_chunks(h5_open *o, uint64_t file_size)
             at[d] = stoker__h5_chunk_coord(h, i, d) * h->cdims[d];
         const herr_t r = H5Dget_chunk_info_by_coord(o->h->did, at, &mask, &addr, &size);
         char why[256];
-        H5_FAIL_IF(r < 0, STOKER_E_CORRUPT, "%s: dataset %s: chunk %llu: %s", h->file, h->name,
-                   (unsigned long long)i, stoker__h5_why(why, sizeof why));
+        H5_FAIL_IF(r < 0, STOKER_E_CORRUPT, "%s: dataset %s: chunk %llu: %s", h->file,
+                   stoker__h5_shown(h), (unsigned long long)i, stoker__h5_why(why, sizeof why));
         stoker__h5_chunk *c = &h->chunks[i];
         c->addr = addr == HADDR_UNDEF ? UINT64_MAX : (uint64_t)addr;
         c->size = size;
@@ -780,7 +790,7 @@ static int open_chunks(h5_open *o, uint64_t file_size)
         H5_FAIL_IF(!stoker__h5_chunk_fits(h, c, file_size), STOKER_E_CORRUPT,
                    "%s: dataset %s: chunk %llu: %llu bytes at %llu do not fit %s of %llu "
                    "bytes or the chunk of %llu (truncated or damaged file)",
-                   h->file, h->name, (unsigned long long)i, (unsigned long long)c->size,
+                   h->file, stoker__h5_shown(h), (unsigned long long)i, (unsigned long long)c->size,
                    (unsigned long long)c->addr, stoker__h5_bytes_file(h),
                    (unsigned long long)file_size, (unsigned long long)h->chunk_bytes);
     }
@@ -799,7 +809,7 @@ static int open_extent(h5_open *o, uint64_t file_size)
                STOKER_E_CORRUPT,
                "%s: dataset %s: %llu bytes at %llu extend past the end of %s (%llu bytes): "
                "truncated file",
-               h->file, h->name, (unsigned long long)total, (unsigned long long)base,
+               h->file, stoker__h5_shown(h), (unsigned long long)total, (unsigned long long)base,
                stoker__h5_bytes_file(h), (unsigned long long)file_size);
     h->base = (uint64_t)base;
     return 1;
@@ -830,7 +840,7 @@ static int open_layout(h5_open *o)
     H5_FAIL_IF(h->remote && (lay == H5D_VIRTUAL || external > 0), STOKER_E_UNSUPPORTED,
                "%s: dataset %s: %s; over HTTP(S) and S3 a dataset's bytes must lie in the file "
                "itself (copy them into it, or read a local copy)",
-               h->file, h->name,
+               h->file, stoker__h5_shown(h),
                lay == H5D_VIRTUAL ? "a virtual dataset, whose sources are other files"
                                   : "its bytes lie in external raw data files");
     uint64_t base = 0;
@@ -911,7 +921,7 @@ static int open_vlen(h5_open *o)
     if (!set && xfer >= 0)
         H5Pclose(xfer);
     H5_FAIL_IF(!set, -ENOMEM, "%s: dataset %s: cannot set up reading its records", h->file,
-               h->name);
+               stoker__h5_shown(h));
     hvl_t v[VL_BLOCK];
     int rc = 0;
     for (uint64_t s = 0; s < h->records && rc == 0; s += VL_BLOCK) {
@@ -927,8 +937,8 @@ static int open_vlen(h5_open *o)
             char why[256];
             stoker__h5_why(why, sizeof why);
             rc = stoker__fail(&o->ds->err, STOKER_E_CORRUPT,
-                              "%s: dataset %s: reading records %llu..: %s", h->file, h->name,
-                              (unsigned long long)s, why);
+                              "%s: dataset %s: reading records %llu..: %s", h->file,
+                              stoker__h5_shown(h), (unsigned long long)s, why);
         }
     }
     H5Pclose(xfer);
@@ -938,8 +948,8 @@ static int open_vlen(h5_open *o)
         H5_FAIL_IF(h->lens[i] > o->max_record_size, STOKER_E_LIMIT,
                    "%s: dataset %s: record %llu: %llu bytes exceed the limit of %llu "
                    "(STOKER_OPT_MAX_RECORD_SIZE)",
-                   h->file, h->name, (unsigned long long)i, (unsigned long long)h->lens[i],
-                   (unsigned long long)o->max_record_size);
+                   h->file, stoker__h5_shown(h), (unsigned long long)i,
+                   (unsigned long long)h->lens[i], (unsigned long long)o->max_record_size);
     return 0;
 }
 
@@ -1023,6 +1033,7 @@ void stoker__h5_free(stoker__h5 *h)
     stoker__free(h->lens);
     stoker__free(h->file);
     stoker__free(h->name);
+    stoker__free(h->shown);
     stoker__free(h->data_file);
     stoker__free(h);
 }
@@ -1113,18 +1124,20 @@ static int open_dataset(h5_open *o)
                stoker__h5_why(why, sizeof why));
     const htri_t there = H5Lexists(h->fid, h->name, H5P_DEFAULT);
     H5_FAIL_IF(there < 0, STOKER_E_FORMAT, "%s: dataset %s: cannot look it up: %s", h->file,
-               h->name, stoker__h5_why(why, sizeof why));
-    H5_FAIL_IF(there == 0, STOKER_E_FORMAT, "%s: no dataset %s (%s)", h->file, h->name,
-               o->vlen_any ? "named in STOKER_OPT_H5_FIELDS"
-                           : "choose one as FILE:/path or with STOKER_OPT_H5_IMAGES");
+               stoker__h5_shown(h), stoker__h5_why(why, sizeof why));
+    H5_FAIL_IF(there == 0 && h->shown, STOKER_E_FORMAT,
+               "%s: no dataset %s, named in STOKER_OPT_H5_FIELDS", h->file, h->shown);
+    H5_FAIL_IF(there == 0, STOKER_E_FORMAT,
+               "%s: no dataset %s (choose one as FILE:/path or with STOKER_OPT_H5_IMAGES)", h->file,
+               h->name);
     h->did = H5Dopen2(h->fid, h->name, H5P_DEFAULT);
-    H5_FAIL_IF(h->did < 0, STOKER_E_FORMAT, "%s: dataset %s: %s", h->file, h->name,
+    H5_FAIL_IF(h->did < 0, STOKER_E_FORMAT, "%s: dataset %s: %s", h->file, stoker__h5_shown(h),
                stoker__h5_why(why, sizeof why));
     o->type = H5Dget_type(h->did);
     o->space = H5Dget_space(h->did);
     o->dcpl = H5Dget_create_plist(h->did);
     H5_FAIL_IF(o->type < 0 || o->space < 0 || o->dcpl < 0, STOKER_E_FORMAT, "%s: dataset %s: %s",
-               h->file, h->name, stoker__h5_why(why, sizeof why));
+               h->file, stoker__h5_shown(h), stoker__h5_why(why, sizeof why));
     int rc = open_type(o);
     if (rc == 0)
         rc = open_shape(o);
@@ -1135,12 +1148,12 @@ static int open_dataset(h5_open *o)
         return rc;
     H5_FAIL_IF(h->records > o->max_records, STOKER_E_LIMIT,
                "%s: dataset %s: %llu records exceed the limit of %llu (STOKER_OPT_MAX_RECORDS)",
-               h->file, h->name, (unsigned long long)h->records,
+               h->file, stoker__h5_shown(h), (unsigned long long)h->records,
                (unsigned long long)o->max_records);
     H5_FAIL_IF(!h->offs && !o->vlen && h->row_bytes > o->max_record_size, STOKER_E_LIMIT,
                "%s: dataset %s: records of %llu bytes exceed the limit of %llu "
                "(STOKER_OPT_MAX_RECORD_SIZE)",
-               h->file, h->name, (unsigned long long)h->row_bytes,
+               h->file, stoker__h5_shown(h), (unsigned long long)h->row_bytes,
                (unsigned long long)o->max_record_size);
     if ((rc = open_layout(o)) < 0 || (o->vlen && (rc = open_vlen(o)) < 0))
         return rc;
@@ -1206,8 +1219,8 @@ static int fill_handle(stoker_dataset *ds, stoker__h5 *h, int32_t dtype)
     if (loc.fetch)
         rc = stoker__h5_fetch(ds, 0, &loc, buf, &got, NULL, &ds->err);
     else if ((rc = stoker__pread_full(h->fd, buf, 2, loc.offset)) < 0)
-        stoker__fail(&ds->err, rc, "%s: dataset %s: record 0: cannot read %s: %s", h->file, h->name,
-                     stoker__h5_bytes_file(h), stoker_strerror(rc));
+        stoker__fail(&ds->err, rc, "%s: dataset %s: record 0: cannot read %s: %s", h->file,
+                     stoker__h5_shown(h), stoker__h5_bytes_file(h), stoker_strerror(rc));
     if (rc == 0 && buf[0] == 0xFF && buf[1] == 0xD8)
         m->kind = STOKER_FIELD_JPEG;
     stoker__free(buf);
@@ -1232,7 +1245,7 @@ static int failed_read_at_open(stoker_dataset *ds, const stoker__h5 *h, int rc, 
     snprintf(was, sizeof was, "%s", ds->err.msg);
     if (rc == 0)
         return stoker__fail(&ds->err, -io, "%s: dataset %s: a read of the file failed: %s", h->file,
-                            h->name, strerror(io));
+                            stoker__h5_shown(h), strerror(io));
     if (strstr(was, "a read of the file failed"))
         return stoker__fail(&ds->err, -io, "%s", was);
     return stoker__fail(&ds->err, -io, "%s (after a read of the file failed: %s)", was,
@@ -1321,7 +1334,7 @@ int stoker__h5_open_map(stoker_dataset *ds, stoker__h5 *h, const stoker_config *
     if (io)
         rc = failed_read_at_open(ds, h, rc, io);
     if (remote_rc < 0) /* the transport's failure is the cause, whatever libhdf5 made of it */
-        rc = stoker__fail(&ds->err, remote_rc, "%s: dataset %s: %s", h->file, h->name,
+        rc = stoker__fail(&ds->err, remote_rc, "%s: dataset %s: %s", h->file, stoker__h5_shown(h),
                           h->remote->err.msg);
     return rc;
 }

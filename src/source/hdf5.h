@@ -9,6 +9,7 @@
 #include "source/source.h"
 
 #include <hdf5.h>
+#include <string.h>
 #include <stdatomic.h>
 
 #define STOKER__H5_MAX_RANK 32 /* HDF5's own limit */
@@ -54,6 +55,8 @@ typedef struct stoker__h5 {
     uint64_t serial; /* tells data sets apart in the per-thread chunk caches */
     char *file;      /* the HDF5 file, for messages */
     char *name;      /* the dataset's path inside it */
+    char *shown;     /* a field's dataset as messages name it, with the field as the user named
+                        it: "PATH (field \"NAME\")" (hdf5_fields.c); NULL: PATH alone */
     char *data_file; /* the file fd reads when the bytes are not in `file` (an external link's
                         target, an external raw data file); NULL when they are */
     int fd;          /* -1 when the file is remote */
@@ -112,6 +115,20 @@ static inline const char *stoker__h5_bytes_file(const stoker__h5 *h)
     return h->data_file ? h->data_file : h->file;
 }
 
+/* The dataset as every message about it names it: its path, and its field's name when it
+ * is one field of several. */
+static inline const char *stoker__h5_shown(const stoker__h5 *h)
+{
+    return h->shown ? h->shown : h->name;
+}
+
+/* What a message naming a dataset beside h's (its labels, its offsets) adds for h's field:
+ * " (field \"NAME\")", or "". */
+static inline const char *stoker__h5_field_note(const stoker__h5 *h)
+{
+    return h->shown ? h->shown + strlen(h->name) : "";
+}
+
 /* Record id's rows [r0, r1) along axis 0 and its byte length. */
 void stoker__h5_rows(const stoker__h5 *h, int64_t id, uint64_t *r0, uint64_t *r1);
 /* Record id's length in bytes. */
@@ -128,7 +145,8 @@ int stoker__h5_start(stoker_dataset *ds, stoker__h5 *h, const char *path, const 
  * the labels dataset to read into h->labels ("" for h->name itself, which must then be a
  * 1-D integer dataset), and whether one named so must exist; NULL: no labels (h->labels
  * stays NULL). `vlen_any`: variable-length rows of any integer or float type are taken
- * (else of 1-byte integers only). ds->err names the file and the dataset on failure. */
+ * (else of 1-byte integers only). ds->err names the file and the dataset (stoker__h5_shown:
+ * with its field) on failure. */
 int stoker__h5_open_map(stoker_dataset *ds, stoker__h5 *h, const stoker_config *cfg,
                         const char *labels, bool labels_set, bool vlen_any);
 /* The log line for a dataset read one record at a time (NULL for the mapped modes). */
@@ -136,7 +154,7 @@ const char *stoker__h5_mode_slow(const stoker__h5 *h);
 /* Frees h, its handles, descriptor and owned transport. */
 void stoker__h5_free(stoker__h5 *h);
 /* Reads record id (length bytes, stoker__h5_length) of h into dst, whatever the mode;
- * `err` names the file, the dataset and the record on failure. Thread-safe. */
+ * `err` names the file, the dataset (with its field) and the record on failure. Thread-safe. */
 int stoker__h5_read_record(const stoker__h5 *h, int64_t id, uint64_t length, uint8_t *dst,
                            const atomic_int *cancel, stoker__err *err);
 

@@ -543,9 +543,9 @@ static int read_record(const stoker__h5 *h, h5_cache *c, int64_t id, uint64_t le
         rc = serial_read(h, id, length, buf, cancel, why, sizeof why);
     }
     c->cancel = NULL;
-    STOKER_RETURN_IF(rc < 0, err, rc, "%s: dataset %s%s%s: record %lld: %s", h->file, h->name,
-                     h->data_file ? ", bytes in " : "", h->data_file ? h->data_file : "",
-                     (long long)id, why);
+    STOKER_RETURN_IF(rc < 0, err, rc, "%s: dataset %s%s%s: record %lld: %s", h->file,
+                     stoker__h5_shown(h), h->data_file ? ", bytes in " : "",
+                     h->data_file ? h->data_file : "", (long long)id, why);
     return 0;
 }
 

@@ -409,7 +409,10 @@ static int open_field(stoker_dataset *ds, h5_fields *F, int32_t i, const char *p
     if (rc < 0)
         return rc;
     h->name = stoker__strdup(sp->dset);
-    STOKER_RETURN_IF(!h->name, &ds->err, -ENOMEM, "%s: out of memory", path);
+    const size_t shown = strlen(sp->dset) + strlen(sp->name) + sizeof " (field \"\")";
+    if (h->name && (h->shown = stoker__malloc(shown)) != NULL)
+        snprintf(h->shown, shown, "%s (field \"%s\")", sp->dset, sp->name);
+    STOKER_RETURN_IF(!h->shown, &ds->err, -ENOMEM, "%s: out of memory", path);
     /* an int64 "label" field's values are read once: the labels the loader hands over */
     const bool label =
         strcmp(sp->name, "label") == 0 && (sp->kind == 0 || sp->kind == STOKER_FIELD_INT64);

@@ -235,6 +235,50 @@ def test_errors_name_the_file_and_the_dataset(tmp_path):
     assert "e.h5" in msg and "/images" in msg, msg
 
 
+def damage_chunk(path, dataset, chunk):
+    """Flips every byte of chunk `chunk` of a chunked dataset of the file at `path`."""
+    with h5py.File(path, "r") as f:
+        info = f[dataset].id.get_chunk_info(chunk)
+    bad = bytearray(path.read_bytes())
+    for k in range(info.byte_offset, info.byte_offset + info.size):
+        bad[k] ^= 0x5A
+    path.write_bytes(bytes(bad))
+
+
+# (error kind, the spec's field and dataset, options, words of the cause); the field's name
+# differs from its dataset's, so the message names both
+DATASET_ERRORS = [
+    ("open", "x=nosuch", {}, ["no dataset"]),
+    ("dtype", "x=names", {}, ["element type not supported"]),
+    ("shape", "x=scalar", {}, ["rank 0"]),
+    ("length", "x=grid", {"max_record_size": 12}, ["16 bytes", "limit of 12"]),
+    ("read", "x=feat", {}, ["record 5"]),
+]
+
+
+@pytest.mark.parametrize("kind,entry,opts,words", DATASET_ERRORS,
+                         ids=[e[0] for e in DATASET_ERRORS])
+def test_every_dataset_error_names_the_file_the_field_and_the_dataset(tmp_path, kind, entry,
+                                                                      opts, words):
+    """Whatever fails about a field's dataset (it is missing, its type or shape is not one
+    the source reads, a row is above a limit, a record does not read) is said naming the
+    file, the field as the spec names it and its dataset."""
+    path = write_h5(tmp_path / "e.h5", grid=np.zeros((N, 4, 4), dtype=np.uint8),
+                    scalar=np.int64(5),
+                    names=np.array([b"n%d" % i for i in range(N)], dtype="S4"))
+    if kind == "read":
+        damage_chunk(path, "feat", 1)  # records 4 to 7
+    field, dset = entry.split("=")
+    spec = "label=labels, " + entry
+    with pytest.raises(stoker.StokerError) as e:
+        with stoker.Dataset(str(path), h5_fields=spec, **opts) as ds:
+            ds.sample(5)
+    msg = str(e.value)
+    assert "e.h5" in msg and 'field "%s"' % field in msg and dset in msg, msg
+    for w in words:
+        assert w in msg, (w, msg)
+
+
 def test_read_gives_the_fields_as_a_dict(tmp_path):
     """Dataset.read / ds[i] of an HDF5 file read with h5_fields give its fields, as for a
     packed data set of several fields."""

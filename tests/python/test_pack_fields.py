@@ -651,6 +651,7 @@ def make_h5(tmp_path, n=4, spoil=None):
         f["emb"] = emb
         f["short"] = np.zeros(n - 1, np.int64)
         f["labels32"] = np.arange(n, dtype=np.int32)
+        f["scalar"] = np.int64(5)
     expect = [{"image": imgs[i], "mask": masks[i], "label": np.int64(3 * i).tobytes(),
                "score": np.float32(i / 2).tobytes(), "emb": emb[i].tobytes(),
                "caption": caps[i], "__key__": str(i)} for i in range(n)]
@@ -689,7 +690,11 @@ H5_BAD = [
     ("kind", ["label=/classes:jpeg"], None, ["label", "/classes", "holds numbers"], 1, False),
     ("scalar_dtype", ["label=/labels32:int64"], None, ["label", "/labels32", "int32"], 1,
      False),
-    ("no_dataset", ["x=/nope"], None, ["--h5-field x", "nope"], 1, False),
+    # the library's message as it is: the file, the field and its dataset
+    ("no_dataset", ["label=/classes", "x=/nope"], None, ['field "x"', "no dataset /nope"], 1,
+     False),
+    ("rank", ["label=/classes", "x=/scalar"], None, ['field "x"', "/scalar", "rank 0"], 1,
+     False),
     ("spec", ["label"], None, ["--h5-field label", "NAME=DATASET"], 2, False),
 ]
 

@@ -143,22 +143,6 @@ static int add_field(const pack_opts *o, const h5_spec *sp, stoker_dataset *ds, 
     return 0;
 }
 
-/* The field whose dataset msg names ("dataset /x", "no dataset /x"), or NULL. */
-static const h5_spec *blamed(const char *msg, const h5_spec *sp, int n)
-{
-    for (int i = 0; i < n; i++) {
-        const char *d = sp[i].dataset;
-        const size_t k = strlen(d);
-        for (const char *at = strstr(msg, "dataset "); at; at = strstr(at + 1, "dataset ")) {
-            const char *p = at + strlen("dataset ");
-            p += *p == '/' && d[0] != '/';
-            if (strncmp(p, d, k) == 0 && strchr(" ):;,", p[k]))
-                return &sp[i];
-        }
-    }
-    return NULL;
-}
-
 /* Opens the file with STOKER_OPT_H5_FIELDS naming every field's dataset; NULL after printing
  * why. The kinds and ties are the tool's (add_field, the writer), not the source's. */
 static stoker_dataset *open_fields(const pack_opts *o, const h5_spec *sp, int n)
@@ -185,9 +169,13 @@ static stoker_dataset *open_fields(const pack_opts *o, const h5_spec *sp, int n)
     if (rc == STOKER_E_UNSUPPORTED && !stoker_capability_get(STOKER_CAP_HDF5)) {
         cli_err("%s: this build of the library has no HDF5 support", o->src);
     } else if (rc < 0) {
-        const char *msg = ds ? stoker_dataset_errmsg(ds) : "out of memory";
-        const h5_spec *who = blamed(msg, sp, n);
-        cli_err("%s: --h5-field%s%s: %s", o->src, who ? " " : "", who ? who->name : "", msg);
+        /* the library's message as it is: it names the file, and the field and its dataset
+         * where one is at fault */
+        const char *msg = ds ? stoker_dataset_errmsg(ds) : "";
+        if (*msg)
+            cli_err("%s", msg);
+        else
+            cli_err("%s: %s", o->src, stoker_strerror(rc));
     }
     if (rc < 0) {
         stoker_dataset_close(ds);
