@@ -709,8 +709,11 @@ STOKER_API int32_t stoker_dataset_field_index(const stoker_dataset *ds, const ch
 /* Splits record `id`'s payload (as stoker_dataset_read gives it) into its fields' values:
  * out[i] for field i (room for num_fields), pointing into `payload`, except a data set without
  * a schema's "label", which points to the record's label (8 bytes owned by the data set).
- * STOKER_E_CORRUPT when the payload does not follow the schema's layout (the message names
- * the record, the field and what is wrong), STOKER_E_INVALID for an id out of range. */
+ * STOKER_E_CORRUPT when the payload does not follow the schema's layout, or when its boxes
+ * break the rule the loader checks them by (a value not finite, a box not within its image's
+ * stored size with x1 <= x2, y1 <= y2; rows tied to them not one a box) (the message names
+ * the file, the record, the field and what is wrong), STOKER_E_INVALID for an id out of
+ * range. */
 STOKER_API int stoker_dataset_split_record(stoker_dataset *ds, int64_t id, const void *payload,
                                            size_t size, stoker_field_value *out);
 

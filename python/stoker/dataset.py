@@ -566,7 +566,9 @@ class Dataset:
             return [dict(f) for f in out]
 
     def sample(self, i):
-        """Record `i` as a dict of field name -> value (its CRC32C checked, its layout too)."""
+        """Record `i` as a dict of field name -> value (its CRC32C checked, its layout too, and
+        its boxes by the loader's rule: CorruptError naming the file, the record and the
+        field)."""
         import numpy as np
         fields = self.fields
         with self._live() as h:

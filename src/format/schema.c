@@ -424,25 +424,70 @@ static int check_size(const stoker__field *f, const stoker_field_value *v, stoke
     return 0;
 }
 
+int stoker__boxes_check(const char *field, const uint8_t *v, uint64_t n, uint32_t w, uint32_t h,
+                        int code, stoker__err *err)
+{
+    for (uint64_t r = 0; r < n; r++) {
+        float b[4];
+        memcpy(b, v + 16 * r, sizeof b);
+        for (int k = 0; k < 4; k++)
+            STOKER_RETURN_IF(!isfinite(b[k]), err, code,
+                             "field \"%s\": box %llu has a value that is not finite (%g)", field,
+                             (unsigned long long)r, (double)b[k]);
+        STOKER_RETURN_IF(!(0 <= b[0] && b[0] <= b[2] && b[2] <= (float)w && 0 <= b[1] &&
+                           b[1] <= b[3] && b[3] <= (float)h),
+                         err, code,
+                         "field \"%s\": box %llu [%g, %g, %g, %g] is not within its image of "
+                         "%ux%u with x1 <= x2, y1 <= y2",
+                         field, (unsigned long long)r, (double)b[0], (double)b[1], (double)b[2],
+                         (double)b[3], w, h);
+    }
+    return 0;
+}
+
 static int check_boxes(const stoker__field *f, const stoker_field_value *v, dims d,
                        stoker__err *err)
 {
-    const uint64_t rows = v->size / 16;
-    const uint8_t *p = v->data;
-    for (uint64_t r = 0; r < rows; r++) {
-        float b[4];
-        memcpy(b, p + 16 * r, sizeof b);
-        for (int k = 0; k < 4; k++)
-            STOKER_RETURN_IF(!isfinite(b[k]), err, STOKER_E_INVALID,
-                             "field \"%s\": box %llu has a value that is not finite (%g)", f->name,
-                             (unsigned long long)r, (double)b[k]);
-        STOKER_RETURN_IF(!(0 <= b[0] && b[0] <= b[2] && b[2] <= (float)d.w && 0 <= b[1] &&
-                           b[1] <= b[3] && b[3] <= (float)d.h),
-                         err, STOKER_E_INVALID,
-                         "field \"%s\": box %llu [%g, %g, %g, %g] is not within its image of "
-                         "%ux%u with x1 <= x2, y1 <= y2",
-                         f->name, (unsigned long long)r, (double)b[0], (double)b[1], (double)b[2],
-                         (double)b[3], d.w, d.h);
+    return stoker__boxes_check(f->name, v->data, v->size / 16, d.w, d.h, STOKER_E_INVALID, err);
+}
+
+static int check_rows(const stoker__schema *s, const stoker__field *f, const stoker_field_value *v,
+                      int code, stoker__err *err)
+{
+    const stoker__field *t = &s->f[f->target];
+    const uint64_t rows = v[f - s->f].size / f->size, boxes = v[f->target].size / t->size;
+    STOKER_RETURN_IF(rows != boxes, err, code,
+                     "field \"%s\": %llu rows, but its boxes \"%s\" have %llu", f->name,
+                     (unsigned long long)rows, t->name, (unsigned long long)boxes);
+    return 0;
+}
+
+int stoker__schema_check_boxes(const stoker__schema *s, const stoker_field_value *v,
+                               stoker__err *err)
+{
+    for (int32_t i = 0; i < s->n; i++) {
+        const stoker__field *f = &s->f[i];
+        int rc = 0;
+        if (f->tie == STOKER_TIE_BOXES) {
+            const stoker__field *t = &s->f[f->target];
+            const stoker_field_value *im = &v[f->target];
+            dims d = {0, 0};
+            uint8_t depth, color;
+            const bool sized =
+                t->kind == STOKER_FIELD_JPEG
+                    ? stoker__jpeg_size(im->data, im->size, &d.w, &d.h)
+                    : stoker__png_size(im->data, im->size, &d.w, &d.h, &depth, &color);
+            STOKER_RETURN_IF(!sized, err, STOKER_E_CORRUPT,
+                             "field \"%s\": its image \"%s\" has no readable size to check the "
+                             "boxes by",
+                             f->name, t->name);
+            rc = stoker__boxes_check(f->name, v[i].data, v[i].size / 16, d.w, d.h, STOKER_E_CORRUPT,
+                                     err);
+        } else if (f->tie == STOKER_TIE_ROWS) {
+            rc = check_rows(s, f, v, STOKER_E_CORRUPT, err);
+        }
+        if (rc < 0)
+            return rc;
     }
     return 0;
 }
@@ -470,11 +515,8 @@ int stoker__schema_check(const stoker__schema *s, const stoker_field_value *v, s
             if ((rc = check_boxes(f, &v[i], d[f->target], err)) < 0)
                 return rc;
         } else if (f->tie == STOKER_TIE_ROWS) {
-            const stoker__field *t = &s->f[f->target];
-            const uint64_t rows = v[i].size / f->size, boxes = v[f->target].size / t->size;
-            STOKER_RETURN_IF(rows != boxes, err, STOKER_E_INVALID,
-                             "field \"%s\": %llu rows, but its boxes \"%s\" have %llu", f->name,
-                             (unsigned long long)rows, t->name, (unsigned long long)boxes);
+            if ((rc = check_rows(s, f, v, STOKER_E_INVALID, err)) < 0)
+                return rc;
         }
     }
     return 0;

@@ -87,6 +87,20 @@ int stoker__schema_format(const stoker__schema *s, stoker__buf *b);
  * says `field "NAME": what` (the caller adds the file and the sample). */
 int stoker__schema_check(const stoker__schema *s, const stoker_field_value *v, stoker__err *err);
 
+/* The boxes rule, the one every check of boxes applies (the writer's, the loader's, a split
+ * record's): n boxes of 4 float32 (x1, y1, x2, y2) at v, each value finite and
+ * 0 <= x1 <= x2 <= w, 0 <= y1 <= y2 <= h in the stored pixels of a w x h image. `code` and
+ * `err` (`field "FIELD": box R ...`) for the first box that breaks it. */
+int stoker__boxes_check(const char *field, const uint8_t *v, uint64_t n, uint32_t w, uint32_t h,
+                        int code, stoker__err *err);
+
+/* Checks a split sample's boxes (v[i] for field i) as the loader does as it reads them: each
+ * boxes field by the boxes rule against its image's stored size (its JPEG's SOF, its PNG's
+ * IHDR), and rows tied to boxes one a box. STOKER_E_CORRUPT with `err` saying
+ * `field "NAME": what` (the caller adds the file and the record). */
+int stoker__schema_check_boxes(const stoker__schema *s, const stoker_field_value *v,
+                               stoker__err *err);
+
 /* The payload's size for values v (checked by stoker__schema_check). */
 uint64_t stoker__schema_payload_size(const stoker__schema *s, const stoker_field_value *v);
 

@@ -6,7 +6,6 @@
 #include "format/schema.h"
 #include "transform/fields.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -204,35 +203,6 @@ static int stored_size(const stoker__schema *sc, int32_t k, const uint8_t *src,
     return 0;
 }
 
-/* Boxes as they come in (n rows of 4 float32 at v), checked by the writer's rule
- * (stoker__schema_check): every value finite, 0 <= x1 <= x2 <= w and 0 <= y1 <= y2 <= h in
- * the w x h image's stored pixels. A packed data set's boxes pass by construction; another
- * source's (HDF5) promise nothing, and a box that fails makes the sample corrupt. */
-static int check_boxes(const stoker__pfield *f, const uint8_t *v, uint64_t n, int32_t w, int32_t h,
-                       stoker__err *err)
-{
-    char why[192];
-    for (uint64_t r = 0; r < n; r++) {
-        float b[4];
-        memcpy(b, v + 16 * r, sizeof b);
-        for (int k = 0; k < 4; k++)
-            if (!isfinite(b[k])) {
-                snprintf(why, sizeof why, "box %" PRIu64 " has a value that is not finite (%g)", r,
-                         (double)b[k]);
-                return field_fail(err, STOKER_E_CORRUPT, f, why);
-            }
-        if (!(0 <= b[0] && b[0] <= b[2] && b[2] <= (float)w && 0 <= b[1] && b[1] <= b[3] &&
-              b[3] <= (float)h)) {
-            snprintf(why, sizeof why,
-                     "box %" PRIu64 " (%g, %g, %g, %g) is not within its %dx%d image with "
-                     "x1 <= x2, y1 <= y2",
-                     r, (double)b[0], (double)b[1], (double)b[2], (double)b[3], w, h);
-            return field_fail(err, STOKER_E_CORRUPT, f, why);
-        }
-    }
-    return 0;
-}
-
 int stoker__process_sample(stoker__process *pr, uint64_t seed, int64_t epoch, int64_t id,
                            const uint8_t *src, uint64_t n, bool whole, uint8_t *dst, uint64_t cap,
                            uint8_t *extra, uint64_t *rows, uint64_t j, stoker__err *err)
@@ -306,7 +276,11 @@ int stoker__process_sample(stoker__process *pr, uint64_t seed, int64_t epoch, in
             } else if ((rc = stored_size(sc, sf->target, src, sp, f, &iw, &ih, err)) < 0) {
                 return rc;
             }
-            if ((rc = check_boxes(f, v, nrows, iw, ih, err)) < 0)
+            /* the boxes rule (stoker__boxes_check): a packed data set's pass by construction;
+             * another source's (HDF5) promise nothing, and a box that breaks it makes the
+             * sample corrupt */
+            if ((rc = stoker__boxes_check(f->name, v, nrows, (uint32_t)iw, (uint32_t)ih,
+                                          STOKER_E_CORRUPT, err)) < 0)
                 return rc;
         }
         if (f->tie == STOKER_TIE_ROWS) {

@@ -220,6 +220,11 @@ int stoker_dataset_split_record(stoker_dataset *ds, int64_t id, const void *payl
     const uint8_t *p = payload;
     for (int32_t i = 0; i < s->n; i++)
         out[i] = (stoker_field_value){p ? p + sp[i].off : NULL, sp[i].len};
+    /* boxes and their rows as the loader checks them as it reads them: an HDF5 file's
+     * promise nothing */
+    if (stoker__schema_check_boxes(s, out, &err) < 0)
+        return stoker__dataset_fail(ds, STOKER_E_CORRUPT, "%s: record %lld: %s", ds->path,
+                                    (long long)id, err.msg);
     if (s->legacy) {
         const void *label = ds->ops->label_at ? ds->ops->label_at(ds, id) : NULL;
         if (!label)

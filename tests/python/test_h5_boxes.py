@@ -198,6 +198,39 @@ def test_bad_boxes_are_replaced_whole_and_counted_under_skip(bad, files, kw):
         assert d == good[i], (pos, i)  # every field its own record's
 
 
+def test_sample_checks_boxes_as_the_loader_does(bad):
+    """Dataset.sample(i) applies the loader's check of boxes and their rows: a bad record
+    raises a CorruptError naming the file, the record and the field, with the cause; the
+    good records' boxes come as written."""
+    recs = bad_records()
+    with stoker.Dataset(str(bad), h5_fields=SPEC) as ds:
+        for i, (_, _, field, words) in sorted(recs.items()):
+            with pytest.raises(stoker.CorruptError) as e:
+                ds.sample(i)
+            msg = str(e.value)
+            assert "bad.h5" in msg and "record %d" % i in msg and 'field "%s"' % field in msg, msg
+            for word in words:
+                assert word.lower() in msg.lower(), (word, msg)
+        for i in range(N):
+            if i not in recs:
+                got = ds.sample(i)
+                assert np.array_equal(got["boxes"], SAMPLES[i]["boxes"].reshape(-1, 4))
+                assert np.array_equal(got["classes"], SAMPLES[i]["classes"])
+
+
+def test_sample_refuses_a_box_with_x1_above_x2(tmp_path):
+    h_ = SAMPLES[4]["size"][1]
+    flipped = [5, 1, 2, h_ - 1] * len(SAMPLES[4]["classes"])  # x1 > x2, one row a class
+    path = write_h5(tmp_path / "flip.h5", boxes={4: flipped})
+    with stoker.Dataset(str(path), h5_fields=SPEC) as ds:
+        with pytest.raises(stoker.CorruptError) as e:
+            ds.sample(4)
+        msg = str(e.value)
+        assert "flip.h5" in msg and "record 4" in msg and 'field "boxes"' in msg, msg
+        assert "box 0" in msg and "x1 <= x2" in msg, msg
+        ds.sample(3)
+
+
 def refused(path, spec):
     with pytest.raises(stoker.StokerError) as e:
         stoker.Dataset(str(path), h5_fields=spec)
