@@ -97,8 +97,9 @@ class _Handout:
     jumps, and none lies after that store before the caller has the batch. A hand-out left
     pending by an interrupt is taken up by the next consumer call: next() delivers it,
     set_epoch and load_state_dict release it, and until then ``epoch``, ``position`` and
-    ``state_dict()`` are those saved before the call (``epoch``, ``position``, ``state``), so
-    the loader stands where it stood before the interrupted call."""
+    ``state_dict()`` are those at the pending batch (stoker_batch_epoch, stoker_batch_position,
+    stoker_batch_state_save: the loader's just before the call that handed it out), so the
+    loader stands where it stood before the interrupted call."""
 
     __slots__ = ("out", "epoch", "position", "buf", "thread", "owner", "stream", "data",
                  "serial")
@@ -1297,8 +1298,10 @@ class Loader:
             h = None
         if h is None:
             h = _Handout()
+            # the library writes where it stood once the call runs: set before the hand-out
+            # is pending, so a pending one's -1 means its call never ran
+            t.epoch = -1
             core.pending = h  # from here the library's batch is kept, whatever happens
-            t.epoch = -1  # the library writes where it stood, once the call runs
             rc = self._wait_next(core, h)
             if rc == _lib.E_STATE and core.outstanding:
                 rc = self._free_slot(core, h)

@@ -223,3 +223,51 @@ def test_random_interrupts_change_nothing_delivered(jpegs, main_thread, target):
                 following.append((b.epoch, b.position, b.indices.tolist()))
                 del b
             assert following == ref[n:n + 2], n
+
+
+def test_an_interrupt_on_either_side_of_the_library_call(jpegs, monkeypatch):
+    """KeyboardInterrupt raised just before the library's take runs, and just after it
+    returns (a batch, or the epoch's end), at the points a signal may land: the next call
+    goes on as if nothing had happened, and meanwhile position and state_dict() stand where
+    they stood before the interrupted call."""
+    import stoker.loader as sl
+    real = sl._TAKE
+    ref = reference(jpegs, 2)
+    per_epoch = len(ref) // 2
+
+    def before(*args):
+        raise KeyboardInterrupt
+
+    def after(*args):
+        real(*args)
+        raise KeyboardInterrupt
+
+    got = []
+    with make(jpegs) as loader:
+        it = iter(loader)
+        for k in range(per_epoch):
+            mode = (before, after, None)[k % 3]
+            if mode is not None:
+                pos, state = loader.position, loader.state_dict()
+                monkeypatch.setattr(sl, "_TAKE", mode)
+                with pytest.raises(KeyboardInterrupt):
+                    next(it)
+                monkeypatch.setattr(sl, "_TAKE", real)
+                assert (loader.position, loader.state_dict()) == (pos, state), k
+                it = iter(loader)  # the interrupted loop is over; a new one goes on
+            b = next(it)
+            got.append((b.epoch, b.position, b.indices.tolist()))
+            del b
+        # the epoch's end, interrupted after the call: the next call reports it
+        monkeypatch.setattr(sl, "_TAKE", after)
+        with pytest.raises(KeyboardInterrupt):
+            next(it)
+        monkeypatch.setattr(sl, "_TAKE", real)
+        assert list(iter(loader)) == []
+        # the next epoch's first call interrupted before it ran: not taken for an end
+        monkeypatch.setattr(sl, "_TAKE", before)
+        with pytest.raises(KeyboardInterrupt):
+            next(iter(loader))
+        monkeypatch.setattr(sl, "_TAKE", real)
+        got += [(b.epoch, b.position, b.indices.tolist()) for b in loader]
+    assert got == ref
