@@ -878,14 +878,19 @@ STOKER_API void stoker_memory_free(stoker_memory *m);
  * or replace it. These deleters take the lock (enter), set the pending exception aside
  * (save), call the binding's function, put the exception back (restore) and let go (leave).
  * The binding gives its interpreter's entry points once, before its first export: for
- * CPython PyGILState_Ensure, PyGILState_Release, PyErr_Fetch and PyErr_Restore. */
+ * CPython PyGILState_Ensure, PyGILState_Release, PyErr_Fetch, PyErr_Restore and
+ * PyErr_SetInterrupt. The binding's functions return nonzero when the user's interrupt
+ * (Ctrl-C) landed inside them, where it cannot propagate: the thunk then raises it again
+ * (interrupt) after the pending exception is back, so the interpreter acts on it once
+ * control returns to its code, not inside the binding's function. */
 typedef struct stoker_dlpack_guard {
     int (*enter)(void);
     void (*leave)(int state);
     void (*save)(void **type, void **value, void **traceback);
     void (*restore)(void *type, void *value, void *traceback);
-    void (*deleter)(void *managed_tensor); /* the binding's: releases one export */
-    void (*destructor)(void *capsule);     /* the binding's: an unconsumed capsule's */
+    int (*deleter)(void *managed_tensor); /* the binding's: releases one export */
+    int (*destructor)(void *capsule);     /* the binding's: an unconsumed capsule's */
+    void (*interrupt)(void);
 } stoker_dlpack_guard;
 
 /* Sets the guard the two functions below use (g stays valid for the life of the process;

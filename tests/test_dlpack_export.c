@@ -3,7 +3,8 @@
  * classic ABI, mirrored here as a consumer reads it) for host and device tensors of every
  * dtype; its deleter running the guard's deleter once, inside the guard's enter/save and
  * restore/leave, on the tensor's address, then freeing it (AddressSanitizer's leak check
- * sees a tensor left); stoker_dlpack_delete; the arguments refused. */
+ * sees a tensor left); an interrupt the deleter reports raised again after restore, before
+ * leave; stoker_dlpack_delete; the arguments refused. */
 #include "testutil.h"
 
 typedef struct {
@@ -22,7 +23,7 @@ typedef struct mirror_managed {
     void (*deleter)(struct mirror_managed *self);
 } mirror_managed;
 
-static int entered, left, saved, restored, deleted, destroyed;
+static int entered, left, saved, restored, deleted, destroyed, interrupted, interrupt_next;
 static void *last_deleted;
 
 static int enter(void)
@@ -49,18 +50,30 @@ static void restore(void *type, void *value, void *traceback)
     restored++;
 }
 
-static void on_delete(void *managed)
+static int on_delete(void *managed)
 {
     T_EQ_INT(entered, left + 1); /* inside enter .. leave */
     T_EQ_INT(saved, restored + 1);
     last_deleted = managed;
     deleted++;
+    const int again = interrupt_next;
+    interrupt_next = 0;
+    return again;
 }
 
-static void on_destroy(void *capsule)
+static int on_destroy(void *capsule)
 {
     (void)capsule;
     destroyed++;
+    return 0;
+}
+
+/* raised again after the pending exception is back, before the lock is let go */
+static void on_interrupt(void)
+{
+    T_EQ_INT(entered, left + 1);
+    T_EQ_INT(saved, restored);
+    interrupted++;
 }
 
 static mirror_managed *export(void *data, int32_t ndim, const int64_t *shape, int32_t dtype,
@@ -74,7 +87,11 @@ static mirror_managed *export(void *data, int32_t ndim, const int64_t *shape, in
 
 int main(void)
 {
-    static const stoker_dlpack_guard guard = {enter, leave, save, restore, on_delete, on_destroy};
+    static const stoker_dlpack_guard guard = {enter,     leave,      save,        restore,
+                                              on_delete, on_destroy, on_interrupt};
+    stoker_dlpack_guard partial = guard;
+    partial.interrupt = NULL;
+    T_EQ_RC(stoker_dlpack_set_guard(&partial), STOKER_E_INVALID);
     const int64_t shape[4] = {2, 3, 1, 5};
     uint8_t buf[64];
     void *m = NULL;
@@ -107,6 +124,14 @@ int main(void)
     T_EQ_INT(entered, 1);
     T_EQ_INT(left, 1);
     T_EQ_INT(restored, 1);
+    T_EQ_INT(interrupted, 0);
+
+    /* an interrupt the binding's deleter reports is raised again, once */
+    t = export(buf, 4, mine, STOKER_DTYPE_UINT8, -1);
+    interrupt_next = 1;
+    t->deleter(t);
+    T_EQ_INT(interrupted, 1);
+    T_EQ_INT(left, 2);
 
     /* every dtype's code and bits; a device tensor; a scalar; delete through the library */
     static const struct {
@@ -129,7 +154,8 @@ int main(void)
         stoker_dlpack_delete(t);
         T_ASSERT(last_deleted == t);
     }
-    T_EQ_INT(deleted, 1 + (int)(sizeof dt / sizeof dt[0]));
+    T_EQ_INT(deleted, 2 + (int)(sizeof dt / sizeof dt[0]));
+    T_EQ_INT(interrupted, 1);
     t = export(buf, 0, NULL, STOKER_DTYPE_FLOAT32, -1);
     T_EQ_INT(t->t.ndim, 0);
     stoker_dlpack_delete(t);

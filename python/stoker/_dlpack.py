@@ -89,8 +89,11 @@ def _callbacks(live, is_valid, get_pointer, name, delete):
     """The managed tensors' deleter and the capsules' destructor. A consumer may call them
     while the interpreter shuts down, after module globals and even builtins were set to
     None, so they touch nothing but what they close over (and the owner's release, written
-    likewise: see loader._Core)."""
+    likewise: see loader._Core). Nothing may escape them into the consumer's C code; a
+    KeyboardInterrupt raised inside (the user's Ctrl-C, its handler run there) is reported
+    by returning 1, and the library raises it again once out (stoker_dlpack_guard)."""
     pop = live.pop
+    interrupted = KeyboardInterrupt
 
     def deleter(addr):
         # run by the library's deleter, which frees the struct afterwards
@@ -98,8 +101,11 @@ def _callbacks(live, is_valid, get_pointer, name, delete):
             owner = pop(addr, None)
             if owner is not None:
                 owner.release()
+        except interrupted:
+            return 1
         except:  # noqa: E722 (at shutdown `Exception` may be None; nothing may escape)
             pass
+        return 0
 
     def destructor(capsule):
         # Called while the capsule is deallocated. Consumed capsules were renamed
@@ -110,8 +116,11 @@ def _callbacks(live, is_valid, get_pointer, name, delete):
                 addr = get_pointer(capsule, name)
                 if addr:
                     delete(addr)
+        except interrupted:
+            return 1
         except:  # noqa: E722
             pass
+        return 0
 
     return deleter, destructor
 
@@ -119,8 +128,8 @@ def _callbacks(live, is_valid, get_pointer, name, delete):
 _deleter, _capsule_destructor = _callbacks(_LIVE, _capsule_is_valid, _capsule_get_pointer,
                                            _CAPSULE_NAME, _lib.lib.stoker_dlpack_delete)
 
-_DELETER_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-_DESTRUCTOR_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_DELETER_T = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+_DESTRUCTOR_T = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
 _DELETER = _DELETER_T(_deleter)
 _DESTRUCTOR = _DESTRUCTOR_T(_capsule_destructor)
 # Immortal: an array or tensor may outlive this module (a reference cycle freed at exit,
@@ -133,7 +142,7 @@ _incref(_DESTRUCTOR)
 class _Guard(ctypes.Structure):
     """stoker_dlpack_guard: the interpreter's entry points and the two callbacks above."""
     _fields_ = [(name, ctypes.c_void_p) for name in
-                ("enter", "leave", "save", "restore", "deleter", "destructor")]
+                ("enter", "leave", "save", "restore", "deleter", "destructor", "interrupt")]
 
 
 def _address(fn):
@@ -150,7 +159,7 @@ def _set_guard():
     api = ctypes.pythonapi
     guard = _Guard(_address(api.PyGILState_Ensure), _address(api.PyGILState_Release),
                    _address(api.PyErr_Fetch), _address(api.PyErr_Restore),
-                   _address(_DELETER), _address(_DESTRUCTOR))
+                   _address(_DELETER), _address(_DESTRUCTOR), _address(api.PyErr_SetInterrupt))
     if _lib.lib.stoker_dlpack_set_guard(ctypes.addressof(guard)) != 0:
         raise ImportError("stoker: %s refused the DLPack guard" % _lib.path)
     _incref(guard)  # immortal, as the callbacks: the library keeps its address

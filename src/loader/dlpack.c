@@ -13,22 +13,26 @@ static _Atomic(const stoker_dlpack_guard *) dlpack_guard;
 
 int stoker_dlpack_set_guard(const stoker_dlpack_guard *g)
 {
-    if (!g || !g->enter || !g->leave || !g->save || !g->restore || !g->deleter || !g->destructor)
+    if (!g || !g->enter || !g->leave || !g->save || !g->restore || !g->deleter || !g->destructor ||
+        !g->interrupt)
         return STOKER_E_INVALID;
     atomic_store_explicit(&dlpack_guard, g, memory_order_release);
     return 0;
 }
 
 /* fn(arg) holding the interpreter's lock, with no exception pending; the one pending before
- * (if any) is pending again afterwards, unchanged. fn itself reports nothing back: an
- * exception it raised cannot propagate through the consumer's C code. */
-static void guarded_call(const stoker_dlpack_guard *g, void (*fn)(void *), void *arg)
+ * (if any) is pending again afterwards, unchanged. An exception fn raised cannot propagate
+ * through the consumer's C code; an interrupt it reports is raised again once the pending
+ * exception is back, for the interpreter to act on when its code runs next. */
+static void guarded_call(const stoker_dlpack_guard *g, int (*fn)(void *), void *arg)
 {
     const int state = g->enter();
     void *type = NULL, *value = NULL, *traceback = NULL;
     g->save(&type, &value, &traceback);
-    fn(arg);
+    const int interrupted = fn(arg);
     g->restore(type, value, traceback);
+    if (interrupted)
+        g->interrupt();
     g->leave(state);
 }
 

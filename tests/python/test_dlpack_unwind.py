@@ -154,6 +154,55 @@ SCENARIOS = {
         assert _dlpack.live_exports() == 0
         print("ok")
         """, True),
+    # Ctrl-C that lands inside the deleter's own Python (here: a release that raises
+    # KeyboardInterrupt, as a signal handler run there would) is not lost: the main thread
+    # sees it at its next check, once the deleter is done. Freed from the main thread and
+    # from a thread without the GIL alike.
+    "keyboard_interrupt_inside_the_deleter_reaches_the_main_thread": ("""
+        import ctypes, time
+        from stoker import _dlpack
+
+        class Owner:
+            def acquire(self):
+                pass
+
+            def release(self):
+                raise KeyboardInterrupt
+
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started ignored
+        data = np.arange(6, dtype=np.uint8)
+        dt = stoker.loader._lib.DTYPE["uint8"]
+        t = torch.from_dlpack(_dlpack.export(Owner(), data.ctypes.data, (6,), dt, -1))
+        try:
+            del t
+            for _ in range(1000):  # the interrupt is raised at one of these checks
+                time.sleep(0.001)
+            raise AssertionError("no KeyboardInterrupt after the deleter")
+        except KeyboardInterrupt:
+            pass
+        cap = _dlpack.export(Owner(), data.ctypes.data, (6,), dt, -1)
+        get = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+            ("PyCapsule_GetPointer", ctypes.pythonapi))
+        rename = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
+            ("PyCapsule_SetName", ctypes.pythonapi))
+        addr = get(cap, b"dltensor")
+        assert rename(cap, b"used_dltensor") == 0
+        del cap
+        m = _dlpack.DLManagedTensor.from_address(addr)
+        fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(m.deleter)
+        del m
+        th = threading.Thread(target=fn, args=(addr,))
+        try:
+            th.start()
+            th.join()
+            for _ in range(1000):
+                time.sleep(0.001)
+            raise AssertionError("no KeyboardInterrupt after the thread's deleter")
+        except KeyboardInterrupt:
+            th.join()
+        assert _dlpack.live_exports() == 0
+        print("ok")
+        """, True),
 }
 
 
