@@ -26,6 +26,10 @@ struct stoker_batch {
     const struct stoker__pfields *pf;
     uint8_t *extra;
     int64_t totals[STOKER_MAX_FIELDS + 1];
+    /* A RAGGED field's values in extra, this batch's: they follow the fixed part, each field
+     * the room its samples' records can fill (fields.h); extra_used ends the last. */
+    uint64_t vals_off[STOKER_MAX_FIELDS + 1];
+    uint64_t extra_used;
     int64_t *host_offsets; /* a device batch's: field i's at i * (batch + 1); else NULL */
 };
 

@@ -2,6 +2,8 @@
 /* A batch's fields: the region's layout and the packing of ragged fields (fields.h). */
 #include "loader/fields.h"
 
+#include "loader/batch.h"
+#include "source/dataset.h"
 #include "transform/transform.h"
 
 #include <math.h>
@@ -9,6 +11,10 @@
 #include <string.h>
 
 #define REGION_ALIGN 64u /* each field's area: a cache line, and any dtype's alignment */
+/* A slot's first room for RAGGED values: a full batch of the largest values where that is
+ * less; beyond it a slot grows to what its batches need (a data set's largest value may be
+ * far above what a batch of its records holds). */
+#define FIRST_RAGGED_MAX (UINT64_C(8) << 20)
 
 void stoker__pfields_legacy(stoker__pfields *pf, int32_t kind)
 {
@@ -43,7 +49,7 @@ static int grow(uint64_t *at, uint64_t n, const char *path, stoker__err *err)
 
 int stoker__pfields_layout(stoker__pfields *pf, uint64_t batch, const char *path, stoker__err *err)
 {
-    uint64_t at = 0, n;
+    uint64_t at = 0, n, ragged = 0;
     pf->batch = batch;
     pf->any_ragged = false;
     pf->raggeds = 0;
@@ -57,19 +63,58 @@ int stoker__pfields_layout(stoker__pfields *pf, uint64_t batch, const char *path
             if (grow(&at, (batch + 1) * sizeof(int64_t), path, err) < 0)
                 return STOKER_E_LIMIT;
             f->offsets_off = at - (batch + 1) * sizeof(int64_t);
-            if (stoker__mul_ovf(f->item, f->max_rows, &n) || stoker__mul_ovf(n, batch, &n))
+            f->off = 0; /* the values' place is the batch's (vals_off) */
+            if (stoker__mul_ovf(f->item, f->max_rows, &n) || stoker__mul_ovf(n, batch, &n) ||
+                grow(&ragged, n, path, err) < 0)
                 return stoker__fail(err, STOKER_E_LIMIT,
                                     "%s: field %s: a batch of its largest values overflows", path,
                                     f->name);
-        } else if (stoker__mul_ovf(f->item, batch, &n)) {
+            continue;
+        }
+        if (stoker__mul_ovf(f->item, batch, &n))
             return stoker__fail(err, STOKER_E_LIMIT, "%s: field %s: a batch overflows", path,
                                 f->name);
-        }
         if (grow(&at, n, path, err) < 0)
             return STOKER_E_LIMIT;
         f->off = at - n;
     }
     pf->cap = stoker__align_up(at, REGION_ALIGN);
+    ragged = stoker__align_up(ragged, REGION_ALIGN);
+    pf->first = pf->cap + (ragged < FIRST_RAGGED_MAX ? ragged : FIRST_RAGGED_MAX);
+    return 0;
+}
+
+uint64_t stoker__pfield_bound(const stoker__pfield *f, uint64_t record_length)
+{
+    if (record_length == 0 || f->stored == 0)
+        return f->max_rows;
+    const uint64_t fit = record_length / f->stored;
+    return fit < f->max_rows ? fit : f->max_rows;
+}
+
+int stoker__pfields_place(const stoker__pfields *pf, stoker_batch *b,
+                          const struct stoker__recloc *locs, uint64_t *place, stoker__err *err)
+{
+    const uint64_t count = (uint64_t)b->count, batch = pf->batch;
+    uint64_t at = pf->cap;
+    for (int32_t i = 0; i < pf->n; i++) {
+        const stoker__pfield *f = &pf->f[i];
+        if (f->role != STOKER__PF_RAGGED)
+            continue;
+        uint64_t *pl = place + (size_t)i * (batch + 1), rows = 0, bytes;
+        for (uint64_t j = 0; j < count; j++) {
+            pl[j] = rows;
+            rows += stoker__pfield_bound(f, locs[j].length); /* <= batch x max_rows */
+        }
+        pl[count] = rows;
+        at = stoker__align_up(at, REGION_ALIGN);
+        b->vals_off[i] = at;
+        if (stoker__mul_ovf(rows, f->item, &bytes) || stoker__add_ovf(at, bytes, &at) ||
+            at > INT64_MAX - REGION_ALIGN)
+            return stoker__fail(err, STOKER_E_LIMIT, "field %s: a batch's values overflow",
+                                f->name);
+    }
+    b->extra_used = stoker__align_up(at, REGION_ALIGN);
     return 0;
 }
 
@@ -81,26 +126,26 @@ int32_t stoker__pfields_find(const stoker__pfields *pf, const char *name)
     return -1;
 }
 
-void stoker__pfields_pack(const stoker__pfields *pf, uint8_t *region, const uint64_t *rows,
-                          uint64_t batch, int64_t count, int64_t *totals)
+void stoker__pfields_pack(const stoker__pfields *pf, stoker_batch *b, const uint64_t *rows,
+                          const uint64_t *place)
 {
+    const uint64_t batch = pf->batch;
     for (int32_t i = 0; i < pf->n; i++) {
         const stoker__pfield *f = &pf->f[i];
         if (f->role != STOKER__PF_RAGGED)
             continue;
-        int64_t *offs = (int64_t *)(region + f->offsets_off);
-        uint8_t *vals = region + f->off;
-        const uint64_t *r = rows + (uint64_t)i * batch;
-        uint64_t at = 0; /* rows packed so far; never past sample j's own place j * max_rows */
+        int64_t *offs = (int64_t *)(b->extra + f->offsets_off);
+        uint8_t *vals = b->extra + b->vals_off[i];
+        const uint64_t *r = rows + (uint64_t)i * batch, *pl = place + (uint64_t)i * (batch + 1);
+        uint64_t at = 0; /* rows packed so far; never past sample j's own place */
         offs[0] = 0;
-        for (int64_t j = 0; j < count; j++) {
-            const uint64_t from = (uint64_t)j * f->max_rows;
-            if (from != at && r[j] > 0)
-                memmove(vals + at * f->item, vals + from * f->item, r[j] * f->item);
+        for (int64_t j = 0; j < b->count; j++) {
+            if (pl[j] != at && r[j] > 0)
+                memmove(vals + at * f->item, vals + pl[j] * f->item, r[j] * f->item);
             at += r[j];
             offs[j + 1] = (int64_t)at;
         }
-        totals[i] = (int64_t)at;
+        b->totals[i] = (int64_t)at;
     }
 }
 

@@ -5,15 +5,20 @@
  * A batch is the data (batch.data: the transformed images, or a data set's one field without
  * a schema, as before) and a fields region (batch.extra), one block of the slot's pinned
  * memory that the H2D stage copies to the device with the data, so that labels, masks,
- * boxes and token ids arrive on the device in the batch's copy. The region's layout is
- * fixed at create from the plan (the batch size, and each variable field's largest value as
- * the manifest states it):
+ * boxes and token ids arrive on the device in the batch's copy. The region's fixed part is
+ * laid out at create from the plan (the batch size):
  *
  *   DENSE  [batch, *shape] values (INT64, FLOAT32, RAW; a legacy data set's labels)
  *   MASK   uint8 [batch, C, C]: a mask tied to the image, with the image's geometry
- *   RAGGED batch + 1 int64 offsets (rows), then the values: while a batch is made, sample j
- *          writes its rows at j * max_rows; the batch's last worker packs them back to back
- *          (stoker__pfields_pack) once every record, replacements included, is in place
+ *   RAGGED batch + 1 int64 offsets (rows)
+ *
+ * A RAGGED field's values follow the fixed part, laid out per batch when it is prepared
+ * (stoker__pfield_bound): sample j gets the rows its record can hold at most (the manifest's
+ * largest value, or fewer where the record's length cannot hold that many), so a batch
+ * takes the room its own records can fill, not batch x the largest value; the slot grows
+ * when a batch needs more. The sample writes its rows at its place; the batch's last worker
+ * packs them back to back (stoker__pfields_pack) once every record, replacements included,
+ * is in place.
  *
  * Values are in the field's delivered dtype: STOKER_OPT_FIELD_DTYPES may convert a DENSE, MASK or
  * numeric RAGGED field, which the worker does as it writes the field (after a mask's or
@@ -24,6 +29,8 @@
 #define STOKER_LOADER_FIELDS_H
 
 #include "common/common.h"
+
+struct stoker__recloc;
 
 enum {
     STOKER__PF_DATA = 1,   /* batch.data */
@@ -47,7 +54,7 @@ typedef struct stoker__pfield {
                              in (as stored; a MASK's uint8), else 0 */
     uint64_t stored;      /* `item` as the values come in: before any conversion */
     uint64_t max_rows;    /* RAGGED: rows one sample holds at most */
-    uint64_t off;         /* in the region: the values (DENSE, MASK, RAGGED's packed values) */
+    uint64_t off;         /* in the region: the values (DENSE, MASK; RAGGED: batch.vals_off) */
     uint64_t offsets_off; /* RAGGED: the batch + 1 offsets */
 } stoker__pfield;
 
@@ -57,7 +64,8 @@ typedef struct stoker__pfields {
     int32_t data;    /* the DATA field's index, or -1 */
     int32_t label;   /* the int64 field "label" (DENSE or LABEL) whose values are the
                         batch's labels, or -1 */
-    uint64_t cap;    /* bytes of the fields region of one batch */
+    uint64_t cap;    /* bytes of the region's fixed part: RAGGED values start after it */
+    uint64_t first;  /* a slot's first capacity: the fixed part and room for RAGGED values */
     uint64_t batch;  /* records per batch at most */
     bool split;      /* records hold several fields (a schema): the workers split them */
     bool any_ragged; /* some field is RAGGED: a batch is packed before it is published */
@@ -70,18 +78,32 @@ typedef struct stoker__pfields {
  * index's labels as "label". */
 void stoker__pfields_legacy(stoker__pfields *pf, int32_t kind);
 
-/* Lays out the region for `batch` records per batch: each field's offsets (64-byte aligned)
- * and pf->cap. -ENOMEM-free; STOKER_E_LIMIT when it overflows. */
+/* Lays out the region's fixed part for `batch` records per batch: each field's offsets
+ * (64-byte aligned), pf->cap, and pf->first: the fixed part and room for a full batch of
+ * every RAGGED field's largest values, up to 8 MiB of it. -ENOMEM-free; STOKER_E_LIMIT when
+ * a batch of a field's largest values overflows. */
 int stoker__pfields_layout(stoker__pfields *pf, uint64_t batch, const char *path, stoker__err *err);
 
 /* The index of the delivered field named `name`, or -1. */
 int32_t stoker__pfields_find(const stoker__pfields *pf, const char *name);
 
-/* Packs a batch's RAGGED fields: sample j's rows[f][j] rows, written at j * max_rows, become
- * values back to back and count + 1 offsets; totals[f] receives the batch's rows. `rows` is
- * the slot's per-sample row counts (pf->n x batch). */
-void stoker__pfields_pack(const stoker__pfields *pf, uint8_t *region, const uint64_t *rows,
-                          uint64_t batch, int64_t count, int64_t *totals);
+/* The rows RAGGED field f's sample can hold at most, from its record's payload length
+ * (0: unknown): the manifest's largest value, or fewer where the record cannot hold that
+ * many of the field's stored rows (a field's values are a part of the record). */
+uint64_t stoker__pfield_bound(const stoker__pfield *f, uint64_t record_length);
+
+/* Lays out batch b's RAGGED values after the fixed part: field by field (64-byte aligned),
+ * sample j at place[i * (batch + 1) + j] rows of field i's area, its room
+ * stoker__pfield_bound of its record's length (locs[j].length); sets b->vals_off and
+ * b->extra_used. STOKER_E_LIMIT when the batch's room overflows. */
+int stoker__pfields_place(const stoker__pfields *pf, stoker_batch *b,
+                          const struct stoker__recloc *locs, uint64_t *place, stoker__err *err);
+
+/* Packs a batch's RAGGED fields: sample j's rows[f][j] rows, written at its place, become
+ * values back to back from b->vals_off[f], and count + 1 offsets; b->totals[f] receives the
+ * batch's rows. `rows` is the slot's per-sample row counts (pf->n x batch). */
+void stoker__pfields_pack(const stoker__pfields *pf, stoker_batch *b, const uint64_t *rows,
+                          const uint64_t *place);
 
 /* A stoker_dtype that stoker__dtype_convert takes (uint8 .. bool). */
 bool stoker__dtype_convertible(int32_t dtype);

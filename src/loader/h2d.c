@@ -27,7 +27,8 @@ typedef struct stoker__dbuf {
     stoker__h2d *g;
     uint8_t *dev; /* device memory, cap bytes */
     size_t cap;
-    uint8_t *dev_extra;  /* the fields region on the device (plan->fields.cap bytes) */
+    uint8_t *dev_extra;  /* the fields region on the device, extra_cap bytes */
+    size_t extra_cap;    /* grows as the slots' regions do (ragged fields, fields.h) */
     stoker__event ready; /* recorded on the copy stream after the copy */
     stoker__event done;  /* recorded on the consumer's stream by release_stream */
     bool has_events;
@@ -200,8 +201,9 @@ static int dbuf_init(stoker__h2d *g, stoker__dbuf *d, size_t cap, stoker__err *e
         return cuda_fail(err, g->device, e, "cudaMalloc of a device batch buffer");
     d->cap = cap;
     d->batch.data = d->dev;
-    if (pf->cap > 0 && (e = stoker__cuda_malloc((void **)&d->dev_extra, pf->cap)) != 0)
+    if (pf->first > 0 && (e = stoker__cuda_malloc((void **)&d->dev_extra, pf->first)) != 0)
         return cuda_fail(err, g->device, e, "cudaMalloc of a device batch's fields");
+    d->extra_cap = pf->first;
     d->batch.extra = d->dev_extra;
     return 0;
 }
@@ -415,6 +417,8 @@ static void copy_meta(const stoker__h2d *g, stoker__dbuf *d, const stoker_batch 
     memcpy(b->offsets, hb->offsets, (n + 1) * sizeof *b->offsets);
     const stoker__pfields *pf = &g->plan->fields;
     memcpy(b->totals, hb->totals, sizeof b->totals);
+    memcpy(b->vals_off, hb->vals_off, sizeof b->vals_off);
+    b->extra_used = hb->extra_used;
     for (int32_t i = 0; i < pf->n; i++)
         if (pf->f[i].role == STOKER__PF_RAGGED)
             memcpy(b->host_offsets + (size_t)i * (g->plan->batch + 1),
@@ -461,16 +465,16 @@ static int queue_fields(stoker__h2d *g, stoker__dbuf *d, const stoker_batch *hb)
         const stoker__pfield *f = &pf->f[i];
         if (f->role == STOKER__PF_DATA)
             continue;
-        uint64_t bytes = f->item * n;
+        uint64_t bytes = f->item * n, off = f->off;
         if (f->role == STOKER__PF_RAGGED) {
             e = stoker__cuda_copy_to_device(d->dev_extra + f->offsets_off,
                                             hb->extra + f->offsets_off, (n + 1) * sizeof(int64_t),
                                             g->stream);
             bytes = f->item * (uint64_t)hb->totals[i];
+            off = hb->vals_off[i];
         }
         if (e == 0 && bytes > 0)
-            e = stoker__cuda_copy_to_device(d->dev_extra + f->off, hb->extra + f->off, bytes,
-                                            g->stream);
+            e = stoker__cuda_copy_to_device(d->dev_extra + off, hb->extra + off, bytes, g->stream);
     }
     return e;
 }
@@ -501,6 +505,18 @@ static void issue_copy(stoker__h2d *g, stoker__slot *s, copy_job *job)
             d->cap = d->batch.nbytes;
         d->batch.data = d->dev;
         from = 0;
+    }
+    if (rc == 0 && d->batch.extra_used > d->extra_cap) { /* ragged fields: more room than before */
+        stoker__cuda_stream_sync(g->stream);
+        stoker__cuda_free(d->dev_extra);
+        d->dev_extra = NULL;
+        d->extra_cap = 0;
+        const int em = stoker__cuda_malloc((void **)&d->dev_extra, d->batch.extra_used);
+        if (em != 0)
+            rc = cuda_fail(&d->err, g->device, em, "cudaMalloc growing a device batch's fields");
+        else
+            d->extra_cap = d->batch.extra_used;
+        d->batch.extra = d->dev_extra;
     }
     if (rc == 0 && e == 0)
         e = queue_data(g, d, hb, from);
@@ -730,7 +746,7 @@ int stoker__h2d_detach(stoker_batch *b, stoker_memory *m, stoker__err *err)
     STOKER_RETURN_IF(!out, err, STOKER_E_STATE,
                      "stoker_batch_detach: the batch was released or detached already");
     /* While OUT only the consumer touches d: cap and the pointers stay as read. */
-    const size_t cap = d->cap, extra_cap = g->plan->fields.cap;
+    const size_t cap = d->cap, extra_cap = d->extra_cap;
     uint8_t *dev = NULL, *extra = NULL;
     const int prev = stoker__cuda_use_device(g->device);
     /* The loader's last write into the batch (its copy, normalisation, GPU decode's gather)

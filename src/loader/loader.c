@@ -73,7 +73,10 @@ static int wire(stoker_loader *l)
         return rc;
     if (p->gpu_decode && (rc = open_gpu_decoder(l)) < 0)
         return rc;
-    const stoker__ring_shape shape = {p->depth, p->batch, p->pieces, p->rec_size, p->max_record,
+    /* a data set with a schema and no image to transform keeps nothing in batch.data: its
+     * records' fields go to the fields region */
+    const uint64_t data_max = p->fields.split && !p->rec_size ? 0 : p->max_record;
+    const stoker__ring_shape shape = {p->depth, p->batch, p->pieces, p->rec_size, data_max,
                                       p->dtype, p->ndim,  p->shape,  &p->fields};
     const stoker__slot_mem mem = l->h2d ? stoker__h2d_slot_mem(l->h2d) : (stoker__slot_mem){0};
     if ((rc = stoker__ring_create(&l->ring, &shape, l->h2d ? &mem : NULL, path, &l->err)) < 0)

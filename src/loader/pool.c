@@ -92,6 +92,20 @@ static int layout(stoker__pool *p, stoker__worker *w, stoker__slot *s)
                             "%s: out of memory growing a batch slot to %" PRIu64 " bytes",
                             stoker__dataset_path(p->ds), total);
     b->shape[0] = rec_size ? b->count : (int64_t)total;
+    const stoker__pfields *pf = &p->plan->fields;
+    b->extra_used = pf->cap;
+    if (pf->raggeds == 0)
+        return 0;
+    /* the ragged fields' values: the room this batch's records can fill */
+    if (stoker__pfields_place(pf, b, s->locs, s->place, &w->err) < 0) {
+        char why[STOKER_ERRMSG_CAP];
+        snprintf(why, sizeof why, "%s", w->err.msg);
+        return stoker__fail(&w->err, STOKER_E_LIMIT, "%s: %s", stoker__dataset_path(p->ds), why);
+    }
+    if (b->extra_used > SIZE_MAX || stoker__ring_reserve_extra(p->ring, s, b->extra_used) < 0)
+        return stoker__fail(&w->err, -ENOMEM,
+                            "%s: out of memory growing a batch slot's fields to %" PRIu64 " bytes",
+                            stoker__dataset_path(p->ds), b->extra_used);
     return 0;
 }
 
@@ -181,8 +195,8 @@ static bool process_into(stoker__pool *p, stoker__worker *w, stoker__slot *s, ui
     const bool whole = needs_whole(p, id);
     const uint64_t t0 = stoker__now_ns();
     const int rc = split ? stoker__process_sample(w->proc, p->smp->seed, w->epoch, id, src, n,
-                                                  whole && p->plan->image, dst, cap, s->batch.extra,
-                                                  s->rows, j, &w->err)
+                                                  whole && p->plan->image, dst, cap, &s->batch,
+                                                  s->rows, s->place, j, &w->err)
                          : stoker__process_record(w->proc, p->smp->seed, w->epoch, id, src, n,
                                                   whole, dst, cap, &w->err);
     const uint64_t ns = stoker__now_ns() - t0;
@@ -606,8 +620,9 @@ static void repair(stoker__pool *p, stoker__worker *w, stoker__slot *s)
                 return;
             }
         }
-        if (!p->plan->rec_size) {
-            /* Sizes changed: lay the batch out again and read all of it. */
+        if (!p->plan->rec_size || p->plan->fields.raggeds > 0) {
+            /* Sizes changed (the records', or the room for their ragged fields): lay the
+             * batch out again and read all of it. */
             if (layout(p, w, s) < 0) {
                 stoker__ring_fail(s, &w->err);
                 return;
@@ -632,8 +647,7 @@ static void finish(stoker__pool *p, stoker__worker *w, stoker__slot *s)
     stoker__gdec_batch_done(p->gd, s);
     const stoker__pfields *pf = &p->plan->fields;
     if (pf->any_ragged && stoker__ring_failed(s) == 0)
-        stoker__pfields_pack(pf, s->batch.extra, s->rows, p->plan->batch, s->batch.count,
-                             s->batch.totals);
+        stoker__pfields_pack(pf, &s->batch, s->rows, s->place);
     stoker__ring_publish(p->ring, s);
 }
 

@@ -205,8 +205,10 @@ static int stored_size(const stoker__schema *sc, int32_t k, const uint8_t *src,
 
 int stoker__process_sample(stoker__process *pr, uint64_t seed, int64_t epoch, int64_t id,
                            const uint8_t *src, uint64_t n, bool whole, uint8_t *dst, uint64_t cap,
-                           uint8_t *extra, uint64_t *rows, uint64_t j, stoker__err *err)
+                           stoker_batch *b, uint64_t *rows, const uint64_t *place, uint64_t j,
+                           stoker__err *err)
 {
+    uint8_t *extra = b->extra;
     const stoker__plan *p = pr->plan;
     const stoker__pfields *pf = &p->fields;
     const stoker__schema *sc = pf->schema;
@@ -233,7 +235,7 @@ int stoker__process_sample(stoker__process *pr, uint64_t seed, int64_t epoch, in
             geom = true;
             continue;
         }
-        uint8_t *at = extra + f->off;
+        uint8_t *at = extra + (f->role == STOKER__PF_RAGGED ? b->vals_off[i] : f->off);
         if (f->role == STOKER__PF_MASK) {
             if (!geom)
                 return field_fail(err, STOKER_E_INVALID, f, "its image was not transformed");
@@ -260,7 +262,15 @@ int stoker__process_sample(stoker__process *pr, uint64_t seed, int64_t epoch, in
                      nrows, f->max_rows);
             return field_fail(err, STOKER_E_CORRUPT, f, why);
         }
-        uint8_t *out = at + j * f->max_rows * f->item;
+        const uint64_t *pl = place + (uint64_t)i * (pf->batch + 1);
+        if (nrows > pl[j + 1] - pl[j]) { /* its record's length bounds them: a record's part */
+            char why[160];
+            snprintf(why, sizeof why,
+                     "%" PRIu64 " rows, more than its record of %" PRIu64 " bytes can hold", nrows,
+                     n);
+            return field_fail(err, STOKER_E_CORRUPT, f, why);
+        }
+        uint8_t *out = at + pl[j] * f->item;
         if (f->from && stoker__scratch_grow(&pr->conv, &pr->conv_cap, len ? len : 1) < 0)
             return -ENOMEM;
         uint8_t *d = f->from ? pr->conv : out;

@@ -27,14 +27,16 @@ int stoker__process_record(stoker__process *pr, uint64_t seed, int64_t epoch, in
 
 /* A record of a data set with a schema (plan->fields.split): its payload (src, n bytes) split
  * into its fields, each into its place for sample j: the image through the pipeline into dst
- * (cap bytes; none without one), the others into the fields region `extra` (fields.h): masks
- * and boxes through the image's geometry, rows tied to boxes dropped with them, and each
- * ragged field's row count into rows[i * batch + j]. The same (seed, epoch, id) rule as
+ * (cap bytes; none without one), the others into batch b's fields region (fields.h): masks
+ * and boxes through the image's geometry, rows tied to boxes dropped with them, a ragged
+ * field's rows at its place (place[i * (batch + 1) + j], within the room the next entry
+ * ends) and their count into rows[i * batch + j]. The same (seed, epoch, id) rule as
  * process_record. A payload that breaks the layout, an image or mask that does not decode, a
  * mask of another size than its image, rows that do not match their boxes: STOKER_E_CORRUPT,
  * the message naming the field. -ENOMEM. */
 int stoker__process_sample(stoker__process *pr, uint64_t seed, int64_t epoch, int64_t id,
                            const uint8_t *src, uint64_t n, bool whole, uint8_t *dst, uint64_t cap,
-                           uint8_t *extra, uint64_t *rows, uint64_t j, stoker__err *err);
+                           stoker_batch *b, uint64_t *rows, const uint64_t *place, uint64_t j,
+                           stoker__err *err);
 
 #endif

@@ -60,6 +60,26 @@ int stoker__ring_reserve(stoker__ring *r, stoker__slot *s, size_t size)
     return 0;
 }
 
+int stoker__ring_reserve_extra(stoker__ring *r, stoker__slot *s, size_t size)
+{
+    if (size <= s->extra_cap)
+        return 0;
+    const stoker__pfields *pf = s->batch.pf;
+    bool pinned = false;
+    uint8_t *p = r->mem.alloc(r->mem.ctx, size, &pinned);
+    if (!p)
+        return -ENOMEM;
+    /* the fixed part holds what prepare wrote already (the labels); values come later */
+    memcpy(p, s->batch.extra, pf->cap);
+    r->mem.free(r->mem.ctx, s->batch.extra, s->extra_cap, s->extra_pinned);
+    s->batch.extra = p;
+    s->extra_cap = size;
+    s->extra_pinned = pinned;
+    if (pf->label >= 0)
+        s->batch.labels = (int64_t *)(p + pf->f[pf->label].off);
+    return 0;
+}
+
 /* First capacity of a slot: a full batch of fixed-size records; for records that vary, a
  * full batch of the largest record up to 64 MiB (or a single largest record when that
  * alone is more). */
@@ -97,15 +117,17 @@ static int slot_init(stoker__ring *r, const stoker__ring_shape *sh, stoker__slot
     s->piece_ok = stoker__calloc(sh->pieces, sizeof *s->piece_ok);
     if (!s->batch.ids || !s->batch.offsets || !s->locs || !s->marks || !s->piece_ok)
         return -ENOMEM;
-    if (pf && pf->cap > 0) {
+    if (pf && pf->first > 0) {
         /* the fields region: pinned like data, copied with it */
-        s->batch.extra = r->mem.alloc(r->mem.ctx, pf->cap, &s->extra_pinned);
+        s->batch.extra = r->mem.alloc(r->mem.ctx, pf->first, &s->extra_pinned);
         if (!s->batch.extra)
             return -ENOMEM;
-        s->extra_cap = pf->cap;
-        memset(s->batch.extra, 0, pf->cap);
+        s->extra_cap = pf->first;
+        memset(s->batch.extra, 0, pf->first);
     }
-    if (pf && pf->raggeds > 0 && !(s->rows = stoker__calloc((size_t)pf->n * b, sizeof *s->rows)))
+    if (pf && pf->raggeds > 0 &&
+        (!(s->rows = stoker__calloc((size_t)pf->n * b, sizeof *s->rows)) ||
+         !(s->place = stoker__calloc((size_t)pf->n * (b + 1), sizeof *s->place))))
         return -ENOMEM;
     /* the batch's labels: the label field's values in the region when it is delivered (so
      * they reach the device with the batch), else host memory of their own */
@@ -166,6 +188,7 @@ void stoker__ring_destroy(stoker__ring *r)
         if (s->batch.extra)
             r->mem.free(r->mem.ctx, s->batch.extra, s->extra_cap, s->extra_pinned);
         stoker__free(s->rows);
+        stoker__free(s->place);
         stoker__free(s->batch.offsets);
         stoker__free(s->locs);
         stoker__free(s->marks);

@@ -65,6 +65,8 @@ typedef struct stoker__slot {
     uint8_t *fresh_data, *fresh_extra;
     bool fresh_pinned, fresh_extra_pinned;
     uint64_t *rows;    /* RAGGED fields: rows of field i's sample j at i * batch + j */
+    uint64_t *place;   /* RAGGED fields: the first row of field i's sample j in its values,
+                          at i * (batch + 1) + j; entry count: the area's rows (fields.h) */
     int err_code;      /* first failure of this batch, under mu */
     atomic_int failed; /* err_code != 0, read without mu: a worker, or a source waiting
                           for the network, gives up on a batch that already failed */
@@ -140,6 +142,11 @@ static inline bool stoker__ring_failing(const stoker__slot *s)
 /* Makes the slot hold at least `size` bytes (contents are not kept). Only while the caller
  * owns the slot's contents (prepare, or the last piece). */
 int stoker__ring_reserve(stoker__ring *r, stoker__slot *s, size_t size);
+
+/* Makes s->batch.extra hold at least `size` bytes, keeping its fixed part (fields.h): the
+ * labels prepare wrote. Only while the caller owns the slot's contents, as above; 0 or
+ * -ENOMEM (the slot unchanged). */
+int stoker__ring_reserve_extra(stoker__ring *r, stoker__slot *s, size_t size);
 /* A piece is in place. Returns true for the batch's last piece, whose worker then owns the
  * slot's contents until it publishes. */
 bool stoker__ring_piece_done(stoker__ring *r, stoker__slot *s, uint32_t piece);

@@ -129,7 +129,7 @@ static void fill_field(const stoker_batch *b, int32_t i, stoker_field_view *v)
         return;
     }
     v->dtype = f->dtype;
-    v->data = b->extra + f->off;
+    v->data = b->extra + (f->role == STOKER__PF_RAGGED ? b->vals_off[i] : f->off);
     if (f->role == STOKER__PF_RAGGED) {
         v->ndim = 1 + f->ndim;
         v->shape[0] = b->totals[i];

@@ -596,3 +596,38 @@ def test_a_data_set_without_a_schema_unpacks_as_data_and_labels(tmp_path):
         assert np.array_equal(np.from_dlpack(b["label"]), b.labels)
         assert torch.equal(x, torch.from_dlpack(b.data))
         assert [h.record_id(r) for r in x.numpy()] == b.indices.tolist()
+
+
+def _rss_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_ragged_room_follows_the_records_not_the_largest_value(tmp_path):
+    """A bytes field whose largest value (one record of 6 MB) is far above the rest (100 to
+    300 bytes): a slot takes the room its batch's records can fill, growing for the batch
+    that holds the large one, not batch x 6 MB per slot (768 MB for these two slots, in
+    pages the slot touches at create). Every value arrives whole, the large one included,
+    under transform none and under a resize of a tied image alike."""
+    path = tmp_path / "ds"
+    big = 57
+    rng = np.random.default_rng(5)
+    blobs = [rng.integers(0, 256, 6 << 20 if i == big else 100 + i, dtype=np.uint8).tobytes()
+             for i in range(200)]
+    with stoker.Writer(path, fields={"blob": "bytes", "label": "int64"}, fsync=False) as w:
+        for i, b in enumerate(blobs):
+            w.add({"blob": b, "label": i})
+    before = _rss_bytes()
+    with stoker.Loader(path, 64, depth=2, threads=1, transform="none", device="cpu",
+                       seed=4) as L:
+        seen = {}
+        for epoch in range(2):
+            L.set_epoch(epoch)
+            for b in L:
+                f = b["blob"]
+                for j, i in enumerate(b.indices.tolist()):
+                    seen[i] = bytes(np.asarray(f[j]))
+        grown = _rss_bytes() - before
+    assert sorted(seen) == list(range(200))
+    assert all(seen[i] == blobs[i] for i in range(200))
+    assert grown < 128 << 20, "the loader's slots took %.0f MB" % (grown / 2**20)
