@@ -462,30 +462,34 @@ static int check_rows(const stoker__schema *s, const stoker__field *f, const sto
     return 0;
 }
 
+int stoker__schema_check_tied(const stoker__schema *s, int32_t i, const stoker_field_value *v,
+                              uint32_t w, uint32_t h, stoker__err *err)
+{
+    const stoker__field *f = &s->f[i];
+    if (f->tie == STOKER_TIE_ROWS)
+        return check_rows(s, f, v, STOKER_E_CORRUPT, err);
+    if (f->tie != STOKER_TIE_BOXES)
+        return 0;
+    if (!w || !h) {
+        const stoker__field *t = &s->f[f->target];
+        const stoker_field_value *im = &v[f->target];
+        uint8_t depth, color;
+        const bool sized = t->kind == STOKER_FIELD_JPEG
+                               ? stoker__jpeg_size(im->data, im->size, &w, &h)
+                               : stoker__png_size(im->data, im->size, &w, &h, &depth, &color);
+        STOKER_RETURN_IF(!sized || !w || !h, err, STOKER_E_CORRUPT,
+                         "field \"%s\": its image \"%s\" has no readable size to check the "
+                         "boxes by",
+                         f->name, t->name);
+    }
+    return stoker__boxes_check(f->name, v[i].data, v[i].size / 16, w, h, STOKER_E_CORRUPT, err);
+}
+
 int stoker__schema_check_boxes(const stoker__schema *s, const stoker_field_value *v,
                                stoker__err *err)
 {
     for (int32_t i = 0; i < s->n; i++) {
-        const stoker__field *f = &s->f[i];
-        int rc = 0;
-        if (f->tie == STOKER_TIE_BOXES) {
-            const stoker__field *t = &s->f[f->target];
-            const stoker_field_value *im = &v[f->target];
-            dims d = {0, 0};
-            uint8_t depth, color;
-            const bool sized =
-                t->kind == STOKER_FIELD_JPEG
-                    ? stoker__jpeg_size(im->data, im->size, &d.w, &d.h)
-                    : stoker__png_size(im->data, im->size, &d.w, &d.h, &depth, &color);
-            STOKER_RETURN_IF(!sized, err, STOKER_E_CORRUPT,
-                             "field \"%s\": its image \"%s\" has no readable size to check the "
-                             "boxes by",
-                             f->name, t->name);
-            rc = stoker__boxes_check(f->name, v[i].data, v[i].size / 16, d.w, d.h, STOKER_E_CORRUPT,
-                                     err);
-        } else if (f->tie == STOKER_TIE_ROWS) {
-            rc = check_rows(s, f, v, STOKER_E_CORRUPT, err);
-        }
+        const int rc = stoker__schema_check_tied(s, i, v, 0, 0, err);
         if (rc < 0)
             return rc;
     }

@@ -94,6 +94,12 @@ int stoker__schema_check(const stoker__schema *s, const stoker_field_value *v, s
 int stoker__boxes_check(const char *field, const uint8_t *v, uint64_t n, uint32_t w, uint32_t h,
                         int code, stoker__err *err);
 
+/* Field i of a split sample (v[k] for field k) by the rule below, if it is tied: boxes by the
+ * boxes rule against a w x h image (0 x 0: its image's stored size, read from its header),
+ * rows tied to boxes one a box. STOKER_E_CORRUPT, `err` saying `field "NAME": what`. */
+int stoker__schema_check_tied(const stoker__schema *s, int32_t i, const stoker_field_value *v,
+                              uint32_t w, uint32_t h, stoker__err *err);
+
 /* Checks a split sample's boxes (v[i] for field i) as the loader does as it reads them: each
  * boxes field by the boxes rule against its image's stored size (its JPEG's SOF, its PNG's
  * IHDR), and rows tied to boxes one a box. STOKER_E_CORRUPT with `err` saying

@@ -180,29 +180,6 @@ static int sample_mask(stoker__process *pr, const stoker__pfield *f, const stoke
     return rc < 0 ? field_fail(err, STOKER_E_CORRUPT, f, err->msg) : 0;
 }
 
-/* The stored size of image field k of a split sample, from its header as the writer reads
- * it (stoker__schema_check): what a box tied to it is checked against. */
-static int stored_size(const stoker__schema *sc, int32_t k, const uint8_t *src,
-                       const stoker__span *sp, const stoker__pfield *f, int32_t *w, int32_t *h,
-                       stoker__err *err)
-{
-    const uint8_t *v = src + sp[k].off;
-    uint32_t iw = 0, ih = 0;
-    uint8_t depth, color;
-    const bool ok = sc->f[k].kind == STOKER_FIELD_JPEG
-                        ? stoker__jpeg_size(v, sp[k].len, &iw, &ih)
-                        : stoker__png_size(v, sp[k].len, &iw, &ih, &depth, &color);
-    if (!ok || iw == 0 || ih == 0 || iw > INT32_MAX || ih > INT32_MAX) {
-        char why[128];
-        snprintf(why, sizeof why, "its image \"%s\" has no readable size to check the boxes by",
-                 sc->f[k].name);
-        return field_fail(err, STOKER_E_CORRUPT, f, why);
-    }
-    *w = (int32_t)iw;
-    *h = (int32_t)ih;
-    return 0;
-}
-
 int stoker__process_sample(stoker__process *pr, uint64_t seed, int64_t epoch, int64_t id,
                            const uint8_t *src, uint64_t n, bool whole, uint8_t *dst, uint64_t cap,
                            stoker_batch *b, uint64_t *rows, const uint64_t *place, uint64_t j,
@@ -276,31 +253,20 @@ int stoker__process_sample(stoker__process *pr, uint64_t seed, int64_t epoch, in
         uint8_t *d = f->from ? pr->conv : out;
         memcpy(d, v, len);
         int64_t kept = (int64_t)nrows;
-        const stoker__field *sf = &sc->f[f->src];
-        if (f->tie == STOKER_TIE_BOXES) {
-            /* checked as they come in, before the geometry: with or without a transform */
-            int32_t iw = 0, ih = 0;
-            if (geom && pf->data >= 0 && pf->f[pf->data].src == sf->target) {
-                iw = g.src_w;
-                ih = g.src_h;
-            } else if ((rc = stored_size(sc, sf->target, src, sp, f, &iw, &ih, err)) < 0) {
+        if (f->tie == STOKER_TIE_BOXES || f->tie == STOKER_TIE_ROWS) {
+            /* as they come in, before the geometry, by the rule every check of boxes applies
+             * (a packed data set's pass by construction; another source's, HDF5's, promise
+             * nothing): boxes within their image (its decoded size, where it was transformed),
+             * rows one a box whether the boxes are delivered or not */
+            const int32_t target = sc->f[f->src].target;
+            const bool sized = f->tie == STOKER_TIE_BOXES && geom && pf->data >= 0 &&
+                               pf->f[pf->data].src == target;
+            stoker_field_value vals[STOKER_MAX_FIELDS];
+            for (int32_t k = 0; k < sc->n; k++)
+                vals[k] = (stoker_field_value){src + sp[k].off, sp[k].len};
+            if ((rc = stoker__schema_check_tied(sc, f->src, vals, sized ? (uint32_t)g.src_w : 0,
+                                                sized ? (uint32_t)g.src_h : 0, err)) < 0)
                 return rc;
-            }
-            /* the boxes rule (stoker__boxes_check): a packed data set's pass by construction;
-             * another source's (HDF5) promise nothing, and a box that breaks it makes the
-             * sample corrupt */
-            if ((rc = stoker__boxes_check(f->name, v, nrows, (uint32_t)iw, (uint32_t)ih,
-                                          STOKER_E_CORRUPT, err)) < 0)
-                return rc;
-        }
-        if (f->tie == STOKER_TIE_ROWS) {
-            /* one row a box, whether the boxes are delivered or not */
-            const uint64_t boxes = sp[sf->target].len / sc->f[sf->target].size;
-            if (nrows != boxes) {
-                char why[128];
-                snprintf(why, sizeof why, "%" PRIu64 " rows for %" PRIu64 " boxes", nrows, boxes);
-                return field_fail(err, STOKER_E_CORRUPT, f, why);
-            }
         }
         if (f->tie == STOKER_TIE_BOXES && geom) {
             if (stoker__scratch_grow(&pr->keep, &pr->keep_cap, nrows ? nrows : 1) < 0)
