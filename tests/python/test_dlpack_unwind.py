@@ -29,6 +29,19 @@ def check_freed(loader):
     gc.collect()
     assert loader._core.outstanding == 0, loader._core.outstanding
     assert stoker_loader._Memory.live == 0, stoker_loader._Memory.live
+
+
+def consumed(cap):
+    # the managed tensor's address in capsule `cap`, which is then renamed "used_dltensor"
+    # as a consumer (torch) does: its deleter is the caller's to call
+    import ctypes
+    get = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+        ("PyCapsule_GetPointer", ctypes.pythonapi))
+    rename = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
+        ("PyCapsule_SetName", ctypes.pythonapi))
+    addr = get(cap, b"dltensor")
+    assert rename(cap, b"used_dltensor") == 0
+    return addr
 """
 
 # name -> script body; each ends by printing "ok" once every check held.
@@ -103,16 +116,7 @@ SCENARIOS = {
         loader = stoker.Loader(PATH, 8, depth=2, device="cpu", shuffle=False)
         kept = []
         for b in loader:
-            cap = b.data.__dlpack__()
-            # consumed, as torch does: renamed, the deleter called later by the consumer
-            get = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
-                ("PyCapsule_GetPointer", ctypes.pythonapi))
-            rename = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
-                ("PyCapsule_SetName", ctypes.pythonapi))
-            addr = get(cap, b"dltensor")
-            assert rename(cap, b"used_dltensor") == 0
-            kept.append(addr)
-            del cap
+            kept.append(consumed(b.data.__dlpack__()))  # the deleter called later
         del b
         assert _dlpack.live_exports() == 13
         for addr in kept:
@@ -180,14 +184,7 @@ SCENARIOS = {
             raise AssertionError("no KeyboardInterrupt after the deleter")
         except KeyboardInterrupt:
             pass
-        cap = _dlpack.export(Owner(), data.ctypes.data, (6,), dt, -1)
-        get = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
-            ("PyCapsule_GetPointer", ctypes.pythonapi))
-        rename = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
-            ("PyCapsule_SetName", ctypes.pythonapi))
-        addr = get(cap, b"dltensor")
-        assert rename(cap, b"used_dltensor") == 0
-        del cap
+        addr = consumed(_dlpack.export(Owner(), data.ctypes.data, (6,), dt, -1))
         m = _dlpack.DLManagedTensor.from_address(addr)
         fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(m.deleter)
         del m
