@@ -443,6 +443,110 @@ static void test_pinned_here(void)
     stoker__cache_close(c);
 }
 
+/* A fetch of handle o whose commit must wait; returns its temporary descriptor. */
+static int fetch_waiting(stoker__cache_obj *o, uint64_t block)
+{
+    stoker__err err = {0};
+    int tmp = -1, fd = -1;
+    T_EQ_RC(stoker__cache_acquire(o, block, &tmp, &err), STOKER__BLOCK_FETCH);
+    write_block(o, tmp, block, 7);
+    T_EQ_RC(stoker__cache_commit(o, block, tmp, &fd, &err), STOKER__BLOCK_WAIT);
+    T_ASSERT(fd < 0);
+    return tmp;
+}
+
+/* Commits a waiting fetch: the answer, and the pin released when READY. */
+static int commit_now(stoker__cache_obj *o, uint64_t block, int tmp, stoker__err *err)
+{
+    int fd = -1;
+    const int rc = stoker__cache_commit(o, block, tmp, &fd, err);
+    if (rc == STOKER__BLOCK_READY) {
+        check_fd(o, fd, block, 7);
+        stoker__cache_release(o, block, fd);
+    }
+    return rc;
+}
+
+/* Commits waiting for room take turns by age, across handles (as across processes): room
+ * that readers let go goes to the handle that has waited longest, not to whichever commits
+ * first; a handle that commits and waits still goes to the back; a claim whose process
+ * died holds nothing back. */
+static void test_turns(void)
+{
+    char *dir = scratch("turns");
+    const uint64_t limit = 4 * BS;
+    stoker__cache *cb = cache_open(dir, limit);
+    stoker__cache_obj *b = object(cb, "\"t\"", 64 * BS);
+    char waits[4300];
+    T_PRINT(waits, "%s/waits", dir);
+    stoker__err err = {0};
+    int pins[4];
+    for (int i = 0; i < 4; i++) /* b's readers pin the whole limit */
+        pins[i] = put(b, (uint64_t)i, 5);
+    /* opened now, a's count of the bytes is current (see cache.c, "Counting") */
+    stoker__cache *ca = cache_open(dir, limit);
+    stoker__cache_obj *a = object(ca, "\"t\"", 64 * BS);
+
+    /* a waits first; room let go by b's reader goes to a, though b commits first */
+    const int ta = fetch_waiting(a, 10);
+    T_EQ_INT(count_names(waits, "w"), 1);
+    stoker__cache_release(b, 0, pins[0]);
+    const int tb = fetch_waiting(b, 11);
+    int fd = -1;
+    T_EQ_RC(stoker__cache_commit(b, 11, tb, &fd, &err), STOKER__BLOCK_WAIT);
+    T_CONTAINS(err.msg, "4096 bytes are kept for commits (of any process) waiting longer");
+    T_EQ_INT(count_names(waits, "w"), 2);
+    T_EQ_RC(commit_now(a, 10, ta, &err), STOKER__BLOCK_READY);
+    T_EQ_INT(count_names(waits, "w"), 1); /* a's claim went with its last waiting fetch */
+    stoker__cache_release(b, 1, pins[1]);
+    T_EQ_RC(commit_now(b, 11, tb, &err), STOKER__BLOCK_READY);
+    T_EQ_INT(count_names(waits, "w"), 0);
+
+    /* a handle that commits one fetch and still waits goes behind those that waited since */
+    const int pin12 = put(b, 12, 5); /* b pins 2, 3, 12; 10 and 11 are unpinned */
+    const int pin13 = put(b, 13, 5); /* evicts one */
+    T_EQ_INT(block_bytes(dir), limit);
+    const int t20 = fetch_waiting(a, 20), t21 = fetch_waiting(a, 21);
+    const int t22 = fetch_waiting(b, 22);
+    T_EQ_INT(count_names(waits, "w"), 2);
+    stoker__cache_release(b, 2, pins[2]);
+    int pin20 = -1; /* a's reader keeps it */
+    T_EQ_RC(stoker__cache_commit(a, 20, t20, &pin20, &err), STOKER__BLOCK_READY); /* evicts 2 */
+    stoker__cache_release(b, 3, pins[3]);
+    T_EQ_RC(commit_now(a, 21, t21, &err), STOKER__BLOCK_WAIT); /* b waited longer now */
+    T_CONTAINS(err.msg, "kept for commits (of any process) waiting longer");
+    T_EQ_RC(commit_now(b, 22, t22, &err), STOKER__BLOCK_READY);
+    stoker__cache_release(b, 12, pin12);
+    stoker__cache_release(a, 20, pin20);
+    T_EQ_RC(commit_now(a, 21, t21, &err), STOKER__BLOCK_READY);
+    T_EQ_INT(count_names(waits, "w"), 0);
+
+    /* a process that dies waiting leaves a claim nobody holds: the next commit removes it */
+    stoker__cache_release(b, 13, pin13);
+    int pinned[4];
+    for (int i = 0; i < 4; i++)
+        pinned[i] = put(b, (uint64_t)(30 + i), 5);
+    const pid_t pid = fork();
+    T_ASSERT(pid >= 0);
+    if (pid == 0) {
+        alarm(30);
+        stoker__cache *cc = cache_open(dir, limit);
+        stoker__cache_obj *co = object(cc, "\"t\"", 64 * BS);
+        (void)fetch_waiting(co, 40);
+        _exit(count_names(waits, "w") == 1 ? 0 : 3); /* dies waiting: no close */
+    }
+    wait_ok(pid);
+    T_EQ_INT(count_names(waits, "w"), 1);
+    stoker__cache_release(b, 30, pinned[0]);
+    stoker__cache_release(a, 41, put(a, 41, 5));
+    T_EQ_INT(count_names(waits, "w"), 0);
+    T_EQ_INT(count_names(waits, "t"), 0);
+    for (int i = 1; i < 4; i++)
+        stoker__cache_release(b, (uint64_t)(30 + i), pinned[i]);
+    stoker__cache_close(ca);
+    stoker__cache_close(cb);
+}
+
 /* A block pinned by another process is not evicted while the parent commits; released,
  * it is the first to go. */
 static void test_pinned_child(void)
@@ -842,6 +946,7 @@ int main(void)
     test_limit_lru();
     test_pinned_here();
     test_pinned_child();
+    test_turns();
     test_processes();
     test_threads();
     test_killed();

@@ -23,7 +23,18 @@
  * last count: with P processes sharing a cache, the bytes may pass the limit by about
  * P * limit / 64 between counts. Eviction frees room for the block and for as many more
  * blocks of its size as fit in limit/64 bytes, so that a full cache is not counted again
- * at every commit (a small limit, under 64 blocks, frees just the block's room). */
+ * at every commit (a small limit, under 64 blocks, frees just the block's room).
+ *
+ * Waiting in turn. A handle whose commit finds no room (STOKER__BLOCK_WAIT) files a claim:
+ * a file `waits/wT.N.PID.S` (T its time in ns, twenty digits, so that names sort by age; N
+ * the bytes it waits for), LOCK_EX while the handle waits. Every commit leaves room for
+ * the claims older than its handle's own (all of them, for a handle that files none), so
+ * room that readers let go goes to the handle that has waited longest, not to whichever
+ * process commits first: without this, a process whose fetches complete at once takes
+ * every block of room as it appears, and one that only retries now and then waits until
+ * it gives up. A handle that commits and still waits files its claim again, at the back.
+ * A claim is written under a `t` name and renamed once locked, so an unlocked `w` file is
+ * one whose handle died: the next commit that finds it removes it. */
 #include "remote/cache.h"
 
 #include <dirent.h>
@@ -36,6 +47,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #define TAG_NAME "CACHEDIR.TAG"
@@ -45,6 +57,7 @@
     "# This directory is stoker's cache of remote objects' blocks; its files may be deleted.\n"
 #define TAG_SIGNATURE_LEN 43 /* "Signature: " and 32 hex digits */
 #define OBJECT_NAME "object"
+#define WAITS_NAME "waits"        /* the claims of handles waiting for room */
 #define NAME_CAP 64               /* any file name of the cache, NUL included */
 #define MAX_BLOCKS 10000000000ull /* block names have ten digits */
 
@@ -65,6 +78,7 @@ typedef struct held {
     int fd;             /* pin: the block file, LOCK_SH; fetch: the temporary file */
     int lock_fd;        /* fetch: the `.lock` file, LOCK_EX; pin: -1 */
     char tmp[NAME_CAP]; /* fetch: the temporary file's name */
+    bool waiting;       /* fetch: its last commit answered STOKER__BLOCK_WAIT */
 } held;
 
 struct stoker__cache {
@@ -78,6 +92,9 @@ struct stoker__cache {
     stoker__cache_obj *objs;
     held *held;
     size_t nheld, cap_held;
+    size_t nwaiting;      /* fetches whose last commit answered STOKER__BLOCK_WAIT */
+    int claim_fd;         /* this handle's claim (see "Waiting in turn"), LOCK_EX; or -1 */
+    char claim[NAME_CAP]; /* its name in waits/ */
 };
 
 /* Temporary files' names end in PID.N, N from this counter: unique across the handles of
@@ -380,9 +397,12 @@ static int fetch_start(stoker__cache_obj *o, uint64_t block, int lock_fd, int *f
     return 0;
 }
 
+static void wait_end(stoker__cache *c, held *h);
+
 /* Ends a fetch without publishing: the temporary file, then the lock. */
 static void fetch_drop(stoker__cache *c, held *h)
 {
+    wait_end(c, h);
     unlinkat(h->o->dirfd, h->tmp, 0);
     close(h->fd);
     lock_release(h->o->dirfd, h->block, h->lock_fd);
@@ -567,19 +587,130 @@ static bool fits(uint64_t bytes, uint64_t need, uint64_t limit)
     return bytes <= limit && need <= limit - bytes;
 }
 
-/* Makes room for `need` more bytes of block files (see "Counting" above). */
+/* ---- waiting in turn (see "Waiting in turn" above; all under the mutex) ---- */
+
+/* The waits directory, opened; -1 when there is none (a cache written before it). */
+static int waits_open(const stoker__cache *c)
+{
+    return openat(c->dirfd, WAITS_NAME, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+static void claim_drop(stoker__cache *c)
+{
+    if (c->claim_fd < 0)
+        return;
+    const int wfd = waits_open(c);
+    if (wfd >= 0) { /* the path first, while the lock says it is ours */
+        unlinkat(wfd, c->claim, 0);
+        close(wfd);
+    }
+    close(c->claim_fd);
+    c->claim_fd = -1;
+    c->claim[0] = '\0';
+}
+
+/* Files this handle's claim for `need` bytes, at the back of the queue. Best effort: a
+ * handle without one still commits, only without its turn. */
+static void claim_file(stoker__cache *c, uint64_t need)
+{
+    claim_drop(c);
+    const int wfd = waits_open(c);
+    if (wfd < 0)
+        return;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    const uint64_t ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+    char name[NAME_CAP], tmp[NAME_CAP];
+    snprintf(name, sizeof name, "w%020" PRIu64 ".%" PRIu64 ".%ld.%" PRIuFAST64, ns, need,
+             (long)getpid(), atomic_fetch_add(&tmp_serial, 1));
+    snprintf(tmp, sizeof tmp, "t%s", name + 1);
+    const int fd = openat(wfd, tmp, O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 && renameat(wfd, tmp, wfd, name) == 0) {
+        c->claim_fd = fd;
+        snprintf(c->claim, sizeof c->claim, "%s", name);
+    } else if (fd >= 0) { /* another commit took the `t` file for a dead one's: it removes it */
+        close(fd);
+    }
+    close(wfd);
+}
+
+/* The bytes that live claims older than this handle's (all, when it has none) wait for.
+ * Claims whose handle died, and `t` files left by one that died while filing, go. */
+static uint64_t claimed_before(stoker__cache *c)
+{
+    const int wfd = waits_open(c);
+    const int dfd = wfd < 0 ? -1 : dup(wfd);
+    DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
+    if (!d) {
+        if (dfd >= 0)
+            close(dfd);
+        if (wfd >= 0)
+            close(wfd);
+        return 0;
+    }
+    uint64_t bytes = 0, ns, need;
+    const struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *n = e->d_name;
+        char rest[NAME_CAP];
+        if ((n[0] != 'w' && n[0] != 't') || strlen(n) >= NAME_CAP ||
+            sscanf(n + 1, "%20" SCNu64 ".%" SCNu64 ".%63s", &ns, &need, rest) != 3 ||
+            strcmp(n, c->claim) == 0 || (n[0] == 'w' && c->claim[0] && strcmp(n, c->claim) > 0))
+            continue;
+        const int fd = openat(wfd, n, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+            continue;
+        if (flock(fd, (n[0] == 'w' ? LOCK_SH : LOCK_EX) | LOCK_NB) == 0)
+            unlinkat(wfd, n, 0); /* nobody holds it: its handle died */
+        else if (n[0] == 'w')
+            bytes += need < c->limit - bytes ? need : c->limit - bytes;
+        close(fd);
+    }
+    closedir(d);
+    close(wfd);
+    return bytes;
+}
+
+/* Fetch h's commit found no room: it waits, and its handle with it. */
+static void wait_begin(stoker__cache *c, held *h, uint64_t need)
+{
+    if (!h->waiting) {
+        h->waiting = true;
+        c->nwaiting++;
+    }
+    if (c->claim_fd < 0)
+        claim_file(c, need);
+}
+
+/* Fetch h no longer waits (committed or dropped); its handle's claim goes with its last
+ * waiting fetch, and goes to the back when others wait still. */
+static void wait_end(stoker__cache *c, held *h)
+{
+    if (!h->waiting)
+        return;
+    h->waiting = false;
+    if (--c->nwaiting == 0)
+        claim_drop(c);
+    else if (c->claim_fd >= 0)
+        claim_file(c, stoker__cache_block_bytes(h->o, h->block));
+}
+
+/* Makes room for `need` more bytes of block files (see "Counting" above), and for what
+ * older claims wait for. */
 static int make_room(stoker__cache *c, uint64_t need, stoker__err *err)
 {
     STOKER_RETURN_IF(need > c->limit, err, STOKER_E_LIMIT,
                      "cache %s: a block of %" PRIu64 " bytes is over the limit of %" PRIu64, c->dir,
                      need, c->limit);
+    const uint64_t before = claimed_before(c);
     const uint64_t slack = c->limit / 64;
-    if (fits(c->bytes, need, c->limit) && c->since_count < slack)
+    if (before == 0 && fits(c->bytes, need, c->limit) && c->since_count < slack)
         return 0;
+    const uint64_t want = need + before > c->limit ? c->limit : need + before;
     tree t = {0};
     int rc = count_tree(c, &t, err);
-    if (rc == 0 && !fits(t.total, need, c->limit)) {
-        const uint64_t room = c->limit - need, extra = need ? slack / need * need : 0;
+    if (rc == 0 && !fits(t.total, want, c->limit)) {
+        const uint64_t room = c->limit - want, extra = need ? slack / need * need : 0;
         evict_until(c, &t, room - (extra < room ? extra : room));
     }
     if (rc == 0) {
@@ -587,12 +718,18 @@ static int make_room(stoker__cache *c, uint64_t need, stoker__err *err)
         c->since_count = 0;
         c->st.bytes = c->bytes;
     }
-    if (rc == 0 && !fits(t.total, need, c->limit))
+    if (rc == 0 && (need + before > c->limit || !fits(t.total, want, c->limit))) {
+        char older[120] = "";
+        if (before > 0)
+            snprintf(older, sizeof older,
+                     "; %" PRIu64 " bytes are kept for commits (of any process) waiting longer",
+                     before);
         rc = stoker__fail(err, STOKER__BLOCK_WAIT,
                           "cache %s: limit %" PRIu64 " bytes, %" PRIu64
-                          " of them in blocks that readers pin (this process or others); no "
+                          " of them in blocks that readers pin (this process or others)%s; no "
                           "room for a block of %" PRIu64,
-                          c->dir, c->limit, t.total, need);
+                          c->dir, c->limit, t.total, older, need);
+    }
     tree_free(&t);
     return rc;
 }
@@ -760,7 +897,7 @@ int stoker__cache_open(stoker__cache **out, const char *dir, uint64_t limit, sto
     stoker__cache *c = stoker__calloc(1, sizeof *c);
     STOKER_RETURN_IF(!c, err, -ENOMEM, "cache: out of memory");
     pthread_mutex_init(&c->mu, NULL);
-    c->dirfd = -1;
+    c->dirfd = c->claim_fd = -1;
     c->limit = limit;
     int rc;
     tree t = {0};
@@ -778,6 +915,8 @@ int stoker__cache_open(stoker__cache **out, const char *dir, uint64_t limit, sto
     if (fstat(c->dirfd, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 077) != 0)
         (void)fchmod(c->dirfd, st.st_mode & 0700);
     STOKER_FORWARD(tag_check(c, err));
+    STOKER_FAIL_IF(mkdirat(c->dirfd, WAITS_NAME, 0700) != 0 && errno != EEXIST, err, -errno,
+                   "cache %s/" WAITS_NAME ": %s", c->dir, stoker_strerror(-errno));
     STOKER_FORWARD(count_tree(c, &t, err));
     c->bytes = c->st.bytes = t.total;
     tree_free(&t);
@@ -793,6 +932,7 @@ void stoker__cache_close(stoker__cache *c)
 {
     if (!c)
         return;
+    claim_drop(c);
     while (c->nheld > 0) {
         held *h = &c->held[c->nheld - 1];
         if (h->lock_fd >= 0) {
@@ -1042,8 +1182,10 @@ static int commit_locked(held *h, int *fd, stoker__err *err)
                    "cache %s/%s: block %" PRIu64 " of %s has %lld bytes written, not %" PRIu64,
                    c->dir, o->name, h->block, o->url, (long long)st.st_size, need);
     rc = make_room(c, need, err);
-    if (rc == STOKER__BLOCK_WAIT)
+    if (rc == STOKER__BLOCK_WAIT) {
+        wait_begin(c, h, need);
         return rc; /* the fetch stays: commit again once readers unpin */
+    }
     STOKER_FORWARD(rc);
     pin = openat(o->dirfd, h->tmp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     STOKER_FAIL_IF(pin < 0 || flock(pin, LOCK_SH | LOCK_NB) != 0, err, -errno, "cache %s/%s/%s: %s",
@@ -1056,6 +1198,7 @@ static int commit_locked(held *h, int *fd, stoker__err *err)
     c->st.bytes = c->bytes;
     close(h->fd);
     lock_release(o->dirfd, h->block, h->lock_fd);
+    wait_end(c, h);
     h->fd = pin; /* the fetch's entry becomes the pin's */
     h->lock_fd = -1;
     h->tmp[0] = '\0';

@@ -19,7 +19,9 @@
  * directories it created: nothing it did not write. Each handle counts the bytes itself
  * (cache.c, "Counting"), so with P processes sharing a cache the bytes may pass the limit
  * by about P * limit / 64 until a count. A commit that finds the limit filled by pinned
- * blocks waits (STOKER__BLOCK_WAIT) rather than fail, as those pins are let go over time;
+ * blocks waits (STOKER__BLOCK_WAIT) rather than fail, as those pins are let go over time,
+ * and waiting handles, of any process, take the room let go in turn, oldest first (a claim
+ * file each in DIR/waits/, cache.c "Waiting in turn");
  * a write that finds the disk full may evict beyond the limit (stoker__cache_reclaim).
  * Internal to src/remote/. */
 #ifndef STOKER_REMOTE_CACHE_H
@@ -77,7 +79,8 @@ enum {
 int stoker__cache_acquire(stoker__cache_obj *o, uint64_t block, int *fd, stoker__err *err);
 /* Publishes a block written to tmp_fd (FETCH) after checking its size: tmp_fd is closed and
  * *fd receives the block file, pinned as READY. Makes room first by evicting unpinned
- * blocks; STOKER__BLOCK_WAIT when pinned blocks alone fill the limit: nothing is published
+ * blocks; STOKER__BLOCK_WAIT when pinned blocks alone fill the limit, less the room that
+ * older waiting commits (of any handle) are owed: nothing is published
  * nor given up (the fetch holds its temporary file and lock; commit again once readers of
  * this process or others unpin, or abort). Any other failure gives the fetch up as abort does
  * (tmp_fd closed, the temporary file removed, the lock released; STOKER_E_CORRUPT for a size other
