@@ -1375,26 +1375,23 @@ class Loader:
         interrupted next() has not delivered yet. The caller holds core.calls."""
         h = self._leftover(core)
         if h is not None and h.out.value:
-            buf = ctypes.create_string_buffer(max(core.state_size, 64))
-            size = ctypes.c_size_t()
-            rc = _L.stoker_batch_state_save(h.out, buf, len(buf), ctypes.byref(size))
-            if rc != 0:
-                self._fail(rc, core)
-            return buf.raw[:size.value]
+            return self._c_state_blob(core, _L.stoker_batch_state_save, h.out)
         return self._c_state_blob(core)
 
-    def _c_state_blob(self, core):
-        """The C loader's saved state. The caller holds core.calls."""
+    def _c_state_blob(self, core, save=_L.stoker_loader_state_save, of=None):
+        """The C loader's saved state (`save` of `of`: stoker_batch_state_save of a batch
+        gives it at that batch). The caller holds core.calls."""
+        of = core.handle if of is None else of
         if core.state_size:
             buf = ctypes.create_string_buffer(core.state_size)
-            rc = _L.stoker_loader_state_save(core.handle, buf, len(buf), None)
+            rc = save(of, buf, len(buf), None)
             if rc == 0:
                 return buf.raw
         size = ctypes.c_size_t()
-        rc = _L.stoker_loader_state_save(core.handle, None, 0, ctypes.byref(size))
+        rc = save(of, None, 0, ctypes.byref(size))
         buf = ctypes.create_string_buffer(size.value)
         if rc in (0, _lib.E_LIMIT):
-            rc = _L.stoker_loader_state_save(core.handle, buf, len(buf), ctypes.byref(size))
+            rc = save(of, buf, len(buf), ctypes.byref(size))
         if rc != 0:
             self._fail(rc, core)
         return buf.raw[:size.value]
