@@ -639,11 +639,8 @@ static void claim_file(stoker__cache *c, uint64_t need)
 static uint64_t claimed_before(stoker__cache *c)
 {
     const int wfd = waits_open(c);
-    const int dfd = wfd < 0 ? -1 : dup(wfd);
-    DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
+    DIR *d = wfd < 0 ? NULL : fdopendir(wfd); /* wfd is d's from here, as in count_dir */
     if (!d) {
-        if (dfd >= 0)
-            close(dfd);
         if (wfd >= 0)
             close(wfd);
         return 0;
@@ -667,7 +664,6 @@ static uint64_t claimed_before(stoker__cache *c)
         close(fd);
     }
     closedir(d);
-    close(wfd);
     return bytes;
 }
 
