@@ -608,7 +608,7 @@ def test_ragged_room_follows_the_records_not_the_largest_value(tmp_path):
     300 bytes): a slot takes the room its batch's records can fill, growing for the batch
     that holds the large one, not batch x 6 MB per slot (768 MB for these two slots, in
     pages the slot touches at create). Every value arrives whole, the large one included,
-    under transform none and under a resize of a tied image alike."""
+    in both epochs."""
     path = tmp_path / "ds"
     big = 57
     rng = np.random.default_rng(5)
