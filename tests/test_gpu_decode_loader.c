@@ -3,7 +3,7 @@
  * hardware decoder delivers the samples of the CPU-only loader within the decoders'
  * rounding (same ids, same crop boxes and flips), in every dtype and layout; a damaged image
  * the GPU side takes is judged as on the CPU alone (ERROR fails its batch naming it, SKIP
- * replaces it). Prints the pixel differences that docs/SEMANTICS.md quotes. Exits 77 (skip)
+ * replaces it with the sample the CPU alone delivers). Prints the pixel differences that docs/SEMANTICS.md quotes. Exits 77 (skip)
  * without a GPU with a hardware JPEG decoder, unless STOKER_TEST_REQUIRE_NVJPEG=1. */
 #include "jpegutil.h"
 #include "loader/plan.h"
@@ -220,6 +220,10 @@ static void check_corrupt(const char *bad, int how)
         if (!lenient) {
             T_EQ_INT(failed, policy ? 0 : 2);
             T_EQ_INT(b.skipped, a.skipped);
+            /* a replacement is made from (seed, epoch, its id) whoever finishes its batch
+             * (the GPU worker too): its crop is the CPU-alone loader's */
+            T_ASSERT(d.max <= 48);
+            T_ASSERT(d.sum / (double)d.n <= 0.1);
         }
         stoker_loader_destroy(cpu);
         stoker_loader_destroy(gpu);

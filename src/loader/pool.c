@@ -39,7 +39,6 @@ struct stoker__worker {
     uint32_t *req_first, *req_last; /* per request: records [first, last) it covers */
     stoker__err err;                /* messages of this worker's failures */
     stoker__process *proc;          /* the process step's state (image pipeline), or NULL */
-    int64_t epoch;                  /* of the batch being read: the process step's randomness */
     bool gpu;                       /* the GPU worker's: the GPU decode stage's thread uses it */
     /* Records of the round whose chunks the round reads (dataset.h's planned fetches):
      * assembled once its reads are done. round numbers the worker's rounds. */
@@ -194,10 +193,10 @@ static bool process_into(stoker__pool *p, stoker__worker *w, stoker__slot *s, ui
     w->err.msg[0] = '\0';
     const bool whole = needs_whole(p, id);
     const uint64_t t0 = stoker__now_ns();
-    const int rc = split ? stoker__process_sample(w->proc, p->smp->seed, w->epoch, id, src, n,
+    const int rc = split ? stoker__process_sample(w->proc, p->smp->seed, s->batch.epoch, id, src, n,
                                                   whole && p->plan->image, dst, cap, &s->batch,
                                                   s->rows, s->place, j, &w->err)
-                         : stoker__process_record(w->proc, p->smp->seed, w->epoch, id, src, n,
+                         : stoker__process_record(w->proc, p->smp->seed, s->batch.epoch, id, src, n,
                                                   whole, dst, cap, &w->err);
     const uint64_t ns = stoker__now_ns() - t0;
     count_add(&w->stats.process_ns, ns);
@@ -271,8 +270,8 @@ static void check_record(stoker__pool *p, stoker__worker *w, stoker__slot *s, ui
         record_failed(p, w, s, j, STOKER_E_CORRUPT);
         return;
     }
-    const bool routed = w->proc && stoker__gdec_route(p->gd, s, j, p->smp->seed, w->epoch, src,
-                                                      loc->length, loc->has_crc);
+    const bool routed = w->proc && stoker__gdec_route(p->gd, s, j, p->smp->seed, s->batch.epoch,
+                                                      src, loc->length, loc->has_crc);
     if (p->plan->staged && !routed && !process_into(p, w, s, j, src, loc->length, shard))
         return;
     count_add(&w->stats.records, 1);
@@ -667,7 +666,6 @@ static void host_decode(void *ctx, stoker__slot *s, uint32_t j, const uint8_t *s
 {
     stoker__worker *w = ctx;
     stoker__pool *p = w->pool;
-    w->epoch = s->batch.epoch;
     process_into(p, w, s, j, src, n, stoker__dataset_shard_path(p->ds, s->locs[j].shard));
 }
 
@@ -741,7 +739,6 @@ static void *worker_main(void *arg)
         if (rc < 0)
             continue;
         stoker__slot *s = stoker__ring_slot(p->ring, seq);
-        w->epoch = s->batch.epoch; /* written in prepare, under the slot's mutex */
         const uint64_t j0 = (uint64_t)piece * STOKER__PIECE;
         const uint64_t count = (uint64_t)s->batch.count;
         if (rc == 0 && j0 < count) {
