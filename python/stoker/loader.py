@@ -1011,7 +1011,9 @@ class Loader:
     when batches go to a GPU that has one and the data set's JPEGs were checked when
     packed (``Dataset.jpeg_checked``; the hardware decoder reports no damaged data), else
     the workers alone; "gpu": every record the hardware decoder can take goes to the GPU,
-    checked or not; "cpu": the workers alone.
+    checked or not; "cpu": the workers alone. A data set of several fields offers its image
+    field when it is a JPEG (its masks and boxes follow the image's crop whichever side
+    decodes it); PNG images are the workers' alone.
     ``loader.decoder`` is the one in effect ("cpu" where the GPU decodes none, with the
     reason in ``stats()["decoder_note"]``); ``stats()`` counts the images each side decoded.
 

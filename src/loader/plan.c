@@ -485,11 +485,25 @@ static void plan_switches(stoker__plan *p)
 #define AUTO_SPARE 3       /* cores left to other threads under AUTO with the GPU stage */
 #define AUTO_SPARE_FROM 8  /* ... on machines of this many cores or more */
 
+/* Whether the batch's image is a JPEG: the records' (a data set of one field), or the image
+ * field's that a sample delivers (a schema's: the GPU decode stage takes that field, the
+ * workers the others). */
+static bool delivers_jpeg(const stoker__plan *p)
+{
+    const stoker__pfields *pf = &p->fields;
+    if (!p->image)
+        return false;
+    if (!pf->split)
+        return true; /* plan_field: JPEG records, with a transform */
+    return pf->data >= 0 && pf->f[pf->data].kind == STOKER_FIELD_JPEG;
+}
+
 /* Who decodes JPEGs: the GPU decode stage runs where it is asked for (AUTO or GPU), the
- * records are JPEG images with a transform, and their batches go to a device this build has
- * kernels for; whether that device has a hardware decoder is found at create, when nvJPEG is
- * loaded. A GPU asked for where there is none means CPU decoding and a note, never a
- * failure, so that one configuration runs on every machine. */
+ * batch's images are JPEGs with a transform (a data set's records, or a sample's image
+ * field), and their batches go to a device this build has kernels for; whether that device
+ * has a hardware decoder is found at create, when nvJPEG is loaded. A GPU asked for where
+ * there is none means CPU decoding and a note, never a failure, so that one configuration
+ * runs on every machine. */
 static int plan_decoder(stoker__plan *p, const stoker_config *cfg, stoker_dataset *ds,
                         const char *path, stoker__err *err)
 {
@@ -499,19 +513,20 @@ static int plan_decoder(stoker__plan *p, const stoker_config *cfg, stoker_datase
         p->gpu_share = 0;
         p->gpu_share_by_env = false;
     }
-    STOKER_RETURN_IF((!p->image || p->fields.split) && p->decoder == STOKER_DECODER_GPU, err,
-                     STOKER_E_UNSUPPORTED,
-                     "%s: the GPU decodes JPEG images with a transform, of data sets of one "
-                     "field, only; these records are not decoded there",
-                     path);
-    const char *why = !p->image         ? "the records are not decoded"
-                      : p->fields.split ? "samples of several fields are decoded on the CPU"
+    const bool jpeg = delivers_jpeg(p);
+    const char *not_jpeg = !p->image ? "the records are not decoded"
+                           : p->fields.data < 0
+                               ? "the batch delivers no image (STOKER_OPT_FIELDS leaves it out)"
+                               : "the data set's images are PNGs";
+    STOKER_RETURN_IF(!jpeg && p->decoder == STOKER_DECODER_GPU, err, STOKER_E_UNSUPPORTED,
+                     "%s: the GPU decodes JPEG images with a transform only: %s", path, not_jpeg);
+    const char *why = !jpeg                              ? not_jpeg
                       : p->decoder == STOKER_DECODER_CPU ? "STOKER_OPT_DECODER is cpu"
                       : p->device < 0                    ? "batches stay in host memory"
                       : !stoker__cuda_has_kernels()      ? "this build has no GPU kernels (nvcc)"
                                                          : NULL;
     p->gpu_decode = why == NULL;
-    if (p->image && !p->fields.split && p->decoder != STOKER_DECODER_CPU && p->gdec_emulate)
+    if (jpeg && p->decoder != STOKER_DECODER_CPU && p->gdec_emulate)
         p->gpu_decode = true, why = NULL; /* the test hook's stage needs no device */
     /* The hardware decoder does not report damage inside the compressed data, where libjpeg
      * does: AUTO sends it only JPEGs that libjpeg decoded without damage when they were
@@ -826,9 +841,9 @@ int stoker__plan_make(stoker__plan *p, const stoker_config *cfg, stoker_dataset 
     if (rc == 0)
         rc = plan_gpu_normalize(p, cfg, path, err);
     if (rc == 0)
-        rc = plan_decoder(p, cfg, ds, path, err);
-    if (rc == 0)
         rc = plan_fields(p, cfg, path, err);
+    if (rc == 0)
+        rc = plan_decoder(p, cfg, ds, path, err);
     return rc;
 }
 

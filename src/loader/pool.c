@@ -177,10 +177,16 @@ static bool needs_whole(const stoker__pool *p, int64_t id)
     return !(atomic_load_explicit(&p->clean[(uint64_t)id / 64], memory_order_relaxed) & bit);
 }
 
+/* What of a record process_into makes: all of it; a sample's fields but its image, which
+ * the GPU decode stage took; or that image alone, from its bytes, which the stage gave
+ * back. */
+enum { PART_ALL, PART_FIELDS, PART_IMAGE };
+
 /* Record j's n bytes at src into its place in the slot: the process step (a staged copy
- * without one). Returns false when it failed (record_failed decided, message in w->err). */
+ * without one), `part` of it. Returns false when it failed (record_failed decided, message in
+ * w->err). */
 static bool process_into(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint32_t j,
-                         const uint8_t *src, uint64_t n, const char *shard)
+                         const uint8_t *src, uint64_t n, int part, const char *shard)
 {
     const int64_t id = s->batch.ids[j];
     uint8_t *dst = s->batch.data + s->batch.offsets[j];
@@ -191,18 +197,28 @@ static bool process_into(stoker__pool *p, stoker__worker *w, stoker__slot *s, ui
         return true;
     }
     w->err.msg[0] = '\0';
-    const bool whole = needs_whole(p, id);
+    /* an image decoded elsewhere is not the CPU's decode: neither counted nor measured */
+    const bool decodes = part != PART_FIELDS;
+    const bool whole = decodes && needs_whole(p, id);
     const uint64_t t0 = stoker__now_ns();
-    const int rc = split ? stoker__process_sample(w->proc, p->smp->seed, s->batch.epoch, id, src, n,
-                                                  whole && p->plan->image, dst, cap, &s->batch,
-                                                  s->rows, s->place, j, &w->err)
-                         : stoker__process_record(w->proc, p->smp->seed, s->batch.epoch, id, src, n,
-                                                  whole, dst, cap, &w->err);
+    int rc;
+    if (!split)
+        rc = stoker__process_record(w->proc, p->smp->seed, s->batch.epoch, id, src, n, whole, dst,
+                                    cap, &w->err);
+    else if (part == PART_IMAGE)
+        rc = stoker__process_sample_image(w->proc, p->smp->seed, s->batch.epoch, id, src, n, whole,
+                                          dst, cap, &w->err);
+    else
+        rc = stoker__process_sample(
+            w->proc, p->smp->seed, s->batch.epoch, id, src, n, whole && p->plan->image,
+            part == PART_FIELDS ? STOKER__IMAGE_ELSEWHERE : STOKER__IMAGE_HERE, dst, cap, &s->batch,
+            s->rows, s->place, j, &w->err);
     const uint64_t ns = stoker__now_ns() - t0;
     count_add(&w->stats.process_ns, ns);
     if (whole)
         count_add(&w->stats.whole, 1);
-    stoker__gdec_cpu_time(p->gd, s, ns);
+    if (decodes)
+        stoker__gdec_cpu_time(p->gd, s, ns);
     if (rc < 0) {
         char why[STOKER_ERRMSG_CAP]; /* the step's own message, if it left one */
         snprintf(why, sizeof why, "%s", w->err.msg[0] ? w->err.msg : stoker_strerror(rc));
@@ -210,7 +226,8 @@ static bool process_into(stoker__pool *p, stoker__worker *w, stoker__slot *s, ui
         record_failed(p, w, s, j, rc);
         return false;
     }
-    count_add(&w->stats.decoded, 1);
+    if (decodes)
+        count_add(&w->stats.decoded, 1);
     if (whole && (uint64_t)id < p->plan->records)
         atomic_fetch_or_explicit(&p->clean[(uint64_t)id / 64], UINT64_C(1) << ((uint64_t)id % 64),
                                  memory_order_relaxed);
@@ -270,9 +287,21 @@ static void check_record(stoker__pool *p, stoker__worker *w, stoker__slot *s, ui
         record_failed(p, w, s, j, STOKER_E_CORRUPT);
         return;
     }
-    const bool routed = w->proc && stoker__gdec_route(p->gd, s, j, p->smp->seed, s->batch.epoch,
-                                                      src, loc->length, loc->has_crc);
-    if (p->plan->staged && !routed && !process_into(p, w, s, j, src, loc->length, shard))
+    /* the GPU decode stage takes an image: the record's, or a sample's image field once the
+     * worker has made the sample's other fields, so that a sample failing in them is never
+     * routed (its replacement's image is the CPU's, never overwritten by the GPU's) */
+    const bool split = p->plan->fields.split;
+    const uint8_t *img = src;
+    uint64_t len = loc->length;
+    const bool candidate =
+        w->proc && p->gd && (!split || stoker__process_image_bytes(w->proc, src, len, &img, &len));
+    const bool apart = candidate && split; /* the image after the other fields */
+    if (apart && !process_into(p, w, s, j, src, loc->length, PART_FIELDS, shard))
+        return;
+    const bool routed = candidate && stoker__gdec_route(p->gd, s, j, p->smp->seed, s->batch.epoch,
+                                                        img, len, loc->has_crc);
+    if (p->plan->staged && !routed &&
+        !process_into(p, w, s, j, img, len, apart ? PART_IMAGE : PART_ALL, shard))
         return;
     count_add(&w->stats.records, 1);
     count_add(&w->stats.bytes, loc->length);
@@ -661,12 +690,13 @@ static void piece_done(stoker__pool *p, stoker__worker *w, stoker__slot *s, uint
 /* ---- the GPU decode stage's side (gpu_stage.h's host), with a worker's context ---- */
 
 /* A record the GPU left, from its staged bytes (a record corrupt there too is corrupt as
- * always). */
+ * always): a sample's image alone, its other fields being in place already. */
 static void host_decode(void *ctx, stoker__slot *s, uint32_t j, const uint8_t *src, uint64_t n)
 {
     stoker__worker *w = ctx;
     stoker__pool *p = w->pool;
-    process_into(p, w, s, j, src, n, stoker__dataset_shard_path(p->ds, s->locs[j].shard));
+    process_into(p, w, s, j, src, n, p->plan->fields.split ? PART_IMAGE : PART_ALL,
+                 stoker__dataset_shard_path(p->ds, s->locs[j].shard));
 }
 
 static void host_finish(void *ctx, stoker__slot *s)

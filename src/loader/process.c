@@ -106,10 +106,11 @@ static int field_fail(stoker__err *err, int rc, const stoker__pfield *f, const c
     return stoker__fail(err, rc, "field \"%s\": %s", f->name, was);
 }
 
-/* The transformed image v (len bytes) of field f into dst, and its size. */
+/* The transformed image v (len bytes) of field f into dst, and its size; `image`
+ * STOKER__IMAGE_ELSEWHERE: a JPEG's size alone (the GPU decode stage decodes it). */
 static int sample_image(stoker__process *pr, const stoker__pfield *f, uint64_t seed, int64_t epoch,
-                        int64_t id, const uint8_t *v, uint64_t len, bool whole, uint8_t *dst,
-                        int32_t *w, int32_t *h, stoker__err *err)
+                        int64_t id, const uint8_t *v, uint64_t len, bool whole, int image,
+                        uint8_t *dst, int32_t *w, int32_t *h, stoker__err *err)
 {
     const stoker__plan *p = pr->plan;
     int rc;
@@ -119,6 +120,8 @@ static int sample_image(stoker__process *pr, const stoker__pfield *f, uint64_t s
             return field_fail(err, STOKER_E_CORRUPT, f, "not a JPEG with a readable size");
         *w = (int32_t)jw;
         *h = (int32_t)jh;
+        if (image == STOKER__IMAGE_ELSEWHERE)
+            return 0;
         rc = whole
                  ? stoker__xform_jpeg_whole(pr->xs, &p->xform, seed, epoch, id, v, (size_t)len, dst,
                                             err)
@@ -181,9 +184,9 @@ static int sample_mask(stoker__process *pr, const stoker__pfield *f, const stoke
 }
 
 int stoker__process_sample(stoker__process *pr, uint64_t seed, int64_t epoch, int64_t id,
-                           const uint8_t *src, uint64_t n, bool whole, uint8_t *dst, uint64_t cap,
-                           stoker_batch *b, uint64_t *rows, const uint64_t *place, uint64_t j,
-                           stoker__err *err)
+                           const uint8_t *src, uint64_t n, bool whole, int image, uint8_t *dst,
+                           uint64_t cap, stoker_batch *b, uint64_t *rows, const uint64_t *place,
+                           uint64_t j, stoker__err *err)
 {
     uint8_t *extra = b->extra;
     const stoker__plan *p = pr->plan;
@@ -206,7 +209,8 @@ int stoker__process_sample(stoker__process *pr, uint64_t seed, int64_t epoch, in
                                     "output slot of %" PRIu64 " bytes is smaller than a sample",
                                     cap);
             int32_t w = 0, h = 0;
-            if ((rc = sample_image(pr, f, seed, epoch, id, v, len, whole, dst, &w, &h, err)) < 0)
+            if ((rc = sample_image(pr, f, seed, epoch, id, v, len, whole, image, dst, &w, &h,
+                                   err)) < 0)
                 return rc;
             stoker__sample_geometry(&p->xform, w, h, seed, epoch, id, &g);
             geom = true;
@@ -282,4 +286,36 @@ int stoker__process_sample(stoker__process *pr, uint64_t seed, int64_t epoch, in
         rows[(uint64_t)i * pf->batch + j] = (uint64_t)kept;
     }
     return 0;
+}
+
+bool stoker__process_image_bytes(const stoker__process *pr, const uint8_t *src, uint64_t n,
+                                 const uint8_t **img, uint64_t *len)
+{
+    const stoker__pfields *pf = &pr->plan->fields;
+    if (!pf->split || pf->data < 0)
+        return false;
+    stoker__span sp[STOKER_MAX_FIELDS];
+    stoker__err err = {0};
+    if (stoker__schema_split(pf->schema, src, n, sp, &err) < 0)
+        return false;
+    const int32_t k = pf->f[pf->data].src;
+    *img = src + sp[k].off;
+    *len = sp[k].len;
+    return true;
+}
+
+int stoker__process_sample_image(stoker__process *pr, uint64_t seed, int64_t epoch, int64_t id,
+                                 const uint8_t *img, uint64_t len, bool whole, uint8_t *dst,
+                                 uint64_t cap, stoker__err *err)
+{
+    const stoker__plan *p = pr->plan;
+    const stoker__pfields *pf = &p->fields;
+    if (pf->data < 0)
+        return stoker__fail(err, STOKER_E_INVALID, "the batch delivers no image");
+    if (cap < p->rec_size)
+        return stoker__fail(err, STOKER_E_LIMIT,
+                            "output slot of %" PRIu64 " bytes is smaller than a sample", cap);
+    int32_t w = 0, h = 0;
+    return sample_image(pr, &pf->f[pf->data], seed, epoch, id, img, len, whole, STOKER__IMAGE_HERE,
+                        dst, &w, &h, err);
 }

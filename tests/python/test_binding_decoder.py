@@ -110,3 +110,59 @@ def test_stats_struct_mirror_reads_the_decoder_fields(jpegs):
     assert (raw.cpu_decoded, raw.gpu_decoded) == (st["cpu_decoded"], st["gpu_decoded"])
     assert raw.decoder_note.decode() == st["decoder_note"]
     assert len(raw.decoder_note) < 160
+
+
+def _samples(tmp_path, image_kind):
+    """Eight samples of an image (JPEG or PNG), its mask and a label."""
+    import io
+    import numpy as np
+    from PIL import Image
+    path = str(tmp_path / ("fields-" + image_kind))
+    fields = {"image": image_kind, "mask": {"kind": "png", "mask_of": "image"},
+              "label": "int64"}
+    with stoker.Writer(path, fields=fields) as w:
+        for i in range(8):
+            yy, xx = np.mgrid[0:40 + i, 0:48]
+            rgb = np.stack([xx * 5, yy * 6, (xx + yy + i) * 2], -1).astype(np.uint8)
+            img, mask = io.BytesIO(), io.BytesIO()
+            Image.fromarray(rgb).save(img, format=image_kind.upper())
+            Image.fromarray(((xx // 8 + yy // 8) % 3).astype(np.uint8)).save(mask, format="PNG")
+            w.add({"image": img.getvalue(), "mask": mask.getvalue(), "label": i})
+    return path
+
+
+def test_samples_of_several_fields_take_the_gpu_decoder(tmp_path):
+    """A sample's JPEG field is the GPU decode stage's as a data set of JPEGs is: asked for
+    here, without a GPU for the batches, it leaves the workers every image and says why;
+    the batches, every field, are decoder="cpu"'s."""
+    import numpy as np
+    path = _samples(tmp_path, "jpeg")
+    got = {}
+    for asked in ("gpu", "cpu"):
+        with stoker.Loader(path, 4, device="cpu", threads=2, size=24, shuffle=False,
+                           decoder=asked) as loader:
+            assert loader.decoder == "cpu"
+            if asked == "gpu":
+                assert loader.stats()["decoder_note"] == "batches stay in host memory"
+            got[asked] = [{k: np.from_dlpack(v).copy() for k, v in b.items()} for b in loader]
+    assert len(got["gpu"]) == len(got["cpu"]) == 2
+    for a, b in zip(got["gpu"], got["cpu"]):
+        assert a.keys() == b.keys() == {"image", "mask", "label"}
+        for k in a:
+            assert np.array_equal(a[k], b[k]), k
+
+
+def test_images_the_gpu_decoder_cannot_take_are_named(tmp_path):
+    """PNG images, or no image in the batch: decoder="gpu" is refused naming the data set and
+    the cause; "auto" leaves the workers every image, with the cause as its note."""
+    png = _samples(tmp_path, "png")
+    with pytest.raises(stoker.UnsupportedError,
+                       match=re.escape(png) + ": .*JPEG.*the data set's images are PNGs"):
+        stoker.Loader(png, 4, device="cpu", size=24, decoder="gpu")
+    with stoker.Loader(png, 4, device="cpu", threads=2, size=24, decoder="auto") as loader:
+        assert loader.decoder == "cpu"
+        assert loader.stats()["decoder_note"] == "the data set's images are PNGs"
+        assert next(iter(loader))["image"].shape == (4, 3, 24, 24)
+    jpeg = _samples(tmp_path, "jpeg")
+    with pytest.raises(stoker.UnsupportedError, match="the batch delivers no image"):
+        stoker.Loader(jpeg, 4, device="cpu", size=24, decoder="gpu", fields=["label"])
