@@ -248,7 +248,11 @@ def generate(a):
         os.makedirs(os.path.join(tmp, "images"))
         os.makedirs(os.path.join(tmp, "masks"))
         if a.stoker:
-            writer = import_stoker().Writer(a.stoker, fields=SCHEMA, overwrite=a.force)
+            # the JPEGs are libjpeg's own encodes (Pillow's, below): checked by construction,
+            # as stoker-pack marks the images it encodes, so decoder "auto" may send them to
+            # the GPU's hardware decoder
+            writer = import_stoker().Writer(a.stoker, fields=SCHEMA, overwrite=a.force,
+                                            jpeg_checked=True)
         with multiprocessing.Pool(max(1, a.jobs), _init, (paths,)) as pool, \
                 open(os.path.join(tmp, "samples.jsonl"), "w") as jl:
             for r in pool.imap(_one, jobs, chunksize=4):  # in order: deterministic output

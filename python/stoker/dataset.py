@@ -172,10 +172,11 @@ class Writer:
     finishes it and an exception discards it (any previous output is left untouched).
     ``overwrite=True`` replaces only a previous data set (or an empty folder) at ``path``:
     anything else there is refused with ``StokerError``, and nothing of it is deleted.
-    ``jpeg_checked=True`` (``kind="jpeg"`` only) vouches that every record was decoded by
-    libjpeg without an error or a warning before it was added (``stoker-pack`` checks them so
-    by default); the manifest says so, and the loader's ``decoder="auto"`` sends only such
-    data sets' JPEGs to the GPU's hardware decoder, which does not report damaged data.
+    ``jpeg_checked=True`` (``kind="jpeg"``, or ``fields`` with a ``"jpeg"`` field) vouches
+    that every JPEG was decoded by libjpeg without an error or a warning before it was added,
+    or encoded by it (``stoker-pack`` checks them so by default); the manifest says so, and
+    the loader's ``decoder="auto"`` sends only such data sets' JPEGs to the GPU's hardware
+    decoder, which does not report damaged data.
 
     ``fields={name: spec, ...}`` writes samples of several named fields instead (manifest
     version 3, docs/FORMAT.md): each spec a kind name (``"jpeg"``, ``"png"``, ``"bytes"``,
