@@ -55,7 +55,9 @@ Each (task, feed, repetition) runs in a process of its own (this script again, w
 --child); --repeat N runs every feed N times per task, the order reversed every second
 repetition. --warmup untimed steps, then --steps timed ones, the device synchronised at both
 ends: samples/s; "waits": the share of that time the host spent getting the next batch (the
-DataLoader's copies to the device and normalisation, and the targets' assembly, included).
+DataLoader's copies to the device and normalisation, and the targets' assembly, included);
+a stoker feed's line adds the share of the timed steps' images its GPU decoder took, and
+the decoder's note (--json: "decoder_timed").
 The table gives each feed's median and its ratio to the synthetic feed and to the
 DataLoader of the same task. --json OUT keeps every run's record; exit status 1 when a run
 failed, 2 for bad arguments.
@@ -438,6 +440,7 @@ def train_task(torch, a, task, feed, info):
             if step == a.warmup:
                 sync()
                 info["warmup_seconds"] = round(time.perf_counter() - t_start, 3)
+                info["stats_start"] = train.loader_stats(info)
                 waited, samples, t0 = 0.0, 0, time.perf_counter()
                 rows0 = list(info.get("rows", [0, 0]))
             tw = time.perf_counter()
@@ -459,11 +462,15 @@ def train_task(torch, a, task, feed, info):
             del x, y
         sync()
         seconds = time.perf_counter() - t0
+        info["stats"] = train.loader_stats(info)
     finally:
         batches.close()
         loader = info.pop("loader_obj", None)
         if loader is not None and not loader.closed:
             loader.close()
+    decoder = train.timed_decoder(info)  # stoker feeds: who decoded the timed steps' images
+    if decoder:
+        info["decoder_timed"] = decoder
     rows = info.pop("rows", None)
     if rows and rows[1] > rows0[1]:  # boxes per image after the crop, over the timed steps
         info["rows_per_sample"] = round((rows[0] - rows0[0]) / (rows[1] - rows0[1]), 3)
@@ -700,6 +707,10 @@ def main(argv):
                                                      train.fmt_pct(rec["wait_share"]))
                 if rec.get("rows_per_sample") is not None:
                     line += ", %.2f boxes per image" % rec["rows_per_sample"]
+                dec = rec.get("decoder_timed")
+                if dec and "gpu_share_timed" in dec:
+                    line += ", the GPU decoded %.0f%% (%s)" % (100 * dec["gpu_share_timed"],
+                                                             dec.get("decoder_note") or "")
                 if rec.get("offsets_from"):
                     line += "; offsets: %s" % rec["offsets_from"]
                 line += " (%.0f s)" % rec["child_seconds"]
