@@ -857,6 +857,8 @@ static void begin(stoker__gdec *gd, stoker__slot *s)
             ln->which[ln->n++] = (uint32_t)j;
     if (gd->emulated) {
         ln->failed = gd->emulated == STOKER__GDEC_FAIL;
+        for (uint32_t k = 0; k < ln->n && gd->emulated == STOKER__GDEC_TAKE; k++)
+            g->hpos[ln->m++] = (int32_t)ln->which[k]; /* "decoded": nothing written */
         return;
     }
     const int prev = stoker__cuda_use_device(gd->device);
@@ -996,7 +998,7 @@ int stoker__gdec_gather(stoker__gdec *gd, const stoker__slot *s, uint8_t *dst,
                         stoker__stream stream)
 {
     const gslot *g = slot_of(gd, s);
-    if (g->ndone == 0)
+    if (g->ndone == 0 || gd->emulated) /* the test hook's decoder makes no samples */
         return 0;
     return stoker__gpu_scatter(g->dsamples, dst, g->dpos, (int32_t)g->ndone, gd->sample_bytes,
                                stream);

@@ -111,8 +111,16 @@ int stoker__plan_get_float(const stoker__plan *p, stoker_option opt, double *v);
  * split's fallback run where there is no GPU: STOKER__GDEC_REFUSE makes loaders planned from
  * now on (image records, decoder not cpu) have the stage with no device and no nvJPEG, its
  * decoder refusing every image; STOKER__GDEC_FAIL, its every batch failing;
- * STOKER__GDEC_REAL (the default) turns it off. Not for production use. */
-enum { STOKER__GDEC_REAL = 0, STOKER__GDEC_REFUSE = 1, STOKER__GDEC_FAIL = 2 };
+ * STOKER__GDEC_TAKE, its decoder taking every routed image and writing nothing (those images
+ * are left as the slot held them, so a test compares the rest of each batch, whose batches
+ * the GPU worker then finishes and repairs itself, as after a real run with nothing left for
+ * the CPU); STOKER__GDEC_REAL (the default) turns it off. Not for production use. */
+enum {
+    STOKER__GDEC_REAL = 0,
+    STOKER__GDEC_REFUSE = 1,
+    STOKER__GDEC_FAIL = 2,
+    STOKER__GDEC_TAKE = 3
+};
 void stoker__plan_emulate_gdec(int mode);
 /* Test hook: a share above 0 pins decoder auto's share of the loaders planned next at it (the
  * split's decisions are not taken), so that routing under auto can be tested where nothing
