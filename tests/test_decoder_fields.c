@@ -11,16 +11,13 @@
  * epoch; the counts say what went where, each image decoded once; and the plan says when the
  * stage cannot take a batch's images. The real decoder's pixels are checked on the GPU
  * machine (test_gpu_decode_fields). */
+#include "fields_util.h"
 #include "jpegutil.h"
 #include "test_loader_util.h"
 
 #include "loader/plan.h"
 
 #include <time.h>
-
-#ifdef STOKER_HAVE_HDF5
-#include <hdf5.h>
-#endif
 
 #define N_RECORDS 40
 #define W 56
@@ -73,23 +70,6 @@ static void mask_of(int64_t id, uint8_t m[H][W])
             m[y][x] = (uint8_t)((x / 4 * 3 + y / 4 * 5 + id) % 7);
 }
 
-static stoker_field_desc desc(const char *name, int32_t kind, int32_t dtype, int32_t ndim,
-                              int64_t d0, int64_t d1, int32_t tie, const char *tie_to)
-{
-    stoker_field_desc d;
-    memset(&d, 0, sizeof d);
-    d.struct_size = sizeof d;
-    d.name = name;
-    d.kind = kind;
-    d.dtype = dtype;
-    d.ndim = ndim;
-    d.shape[0] = d0;
-    d.shape[1] = d1;
-    d.tie = tie;
-    d.tie_to = tie_to;
-    return d;
-}
-
 /* A packed data set of N_RECORDS samples: image, mask, boxes, classes, label (checked, as a
  * pack's are; `bad` >= 0 vouches falsely for a damaged image). */
 static void make_packed(const char *path, bool eligible, int64_t bad)
@@ -104,11 +84,13 @@ static void make_packed(const char *path, bool eligible, int64_t bad)
         T_FAIL("writer_create %s: %s", path, stoker_writer_errmsg(w));
     stoker_config_destroy(cfg);
     const stoker_field_desc d[NF] = {
-        desc("image", STOKER_FIELD_JPEG, 0, 0, 0, 0, STOKER_TIE_NONE, NULL),
-        desc("mask", STOKER_FIELD_RAW, STOKER_DTYPE_UINT8, 2, H, W, STOKER_TIE_MASK, "image"),
-        desc("boxes", STOKER_FIELD_ARRAY, STOKER_DTYPE_FLOAT32, 1, 4, 0, STOKER_TIE_BOXES, "image"),
-        desc("classes", STOKER_FIELD_ARRAY, STOKER_DTYPE_INT64, 0, 0, 0, STOKER_TIE_ROWS, "boxes"),
-        desc("label", STOKER_FIELD_INT64, 0, 0, 0, 0, STOKER_TIE_NONE, NULL),
+        t_field("image", STOKER_FIELD_JPEG, 0, 0, 0, 0, STOKER_TIE_NONE, NULL),
+        t_field("mask", STOKER_FIELD_RAW, STOKER_DTYPE_UINT8, 2, H, W, STOKER_TIE_MASK, "image"),
+        t_field("boxes", STOKER_FIELD_ARRAY, STOKER_DTYPE_FLOAT32, 1, 4, 0, STOKER_TIE_BOXES,
+                "image"),
+        t_field("classes", STOKER_FIELD_ARRAY, STOKER_DTYPE_INT64, 0, 0, 0, STOKER_TIE_ROWS,
+                "boxes"),
+        t_field("label", STOKER_FIELD_INT64, 0, 0, 0, 0, STOKER_TIE_NONE, NULL),
     };
     if (stoker_writer_set_fields(w, d, NF))
         T_FAIL("set_fields: %s", stoker_writer_errmsg(w));
@@ -355,28 +337,6 @@ static void check_no_image(const char *mixed)
 }
 
 #ifdef STOKER_HAVE_HDF5
-/* A 1-D dataset `name` of n elements, file type ft, written from buf of memory type mt. */
-static void h5_write(hid_t f, const char *name, hid_t ft, hid_t mt, hsize_t n, const void *buf)
-{
-    const hid_t sp = H5Screate_simple(1, &n, NULL);
-    T_ASSERT(sp >= 0);
-    const hid_t d = H5Dcreate2(f, name, ft, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    T_ASSERT(d >= 0);
-    T_ASSERT(H5Dwrite(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0);
-    H5Dclose(d);
-    H5Sclose(sp);
-}
-
-/* Variable-length dataset `name` of N_RECORDS rows (file type ft, memory type mt). */
-static void h5_vlen(hid_t f, const char *name, hid_t ft, hid_t mt, const hvl_t *rows)
-{
-    const hid_t fv = H5Tvlen_create(ft), mv = H5Tvlen_create(mt);
-    T_ASSERT(fv >= 0 && mv >= 0);
-    h5_write(f, name, fv, mv, N_RECORDS, rows);
-    H5Tclose(fv);
-    H5Tclose(mv);
-}
-
 /* images (eligible kinds), boxes, classes and labels as h5py writes them; sample `outside`
  * has a box reaching past its image's right edge: corrupt when its boxes are checked. */
 static void make_h5(const char *path, int64_t outside)
@@ -402,10 +362,10 @@ static void make_h5(const char *path, int64_t outside)
     }
     const hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     T_ASSERT(f >= 0);
-    h5_vlen(f, "images", H5T_STD_U8LE, H5T_NATIVE_UINT8, imgs);
-    h5_vlen(f, "boxes", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, boxes);
-    h5_vlen(f, "classes", H5T_STD_I64LE, H5T_NATIVE_INT64, classes);
-    h5_write(f, "labels", H5T_STD_I64LE, H5T_NATIVE_INT64, N_RECORDS, labels);
+    t_h5_vlen(f, "images", H5T_STD_U8LE, H5T_NATIVE_UINT8, N_RECORDS, imgs);
+    t_h5_vlen(f, "boxes", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, N_RECORDS, boxes);
+    t_h5_vlen(f, "classes", H5T_STD_I64LE, H5T_NATIVE_INT64, N_RECORDS, classes);
+    t_h5_write(f, "labels", H5T_STD_I64LE, H5T_NATIVE_INT64, N_RECORDS, labels);
     T_ASSERT(H5Fclose(f) >= 0);
     for (int i = 0; i < N_RECORDS; i++) {
         free(imgs[i].p);
