@@ -589,6 +589,19 @@ class RaggedField:
         for j in range(self.count):
             yield vals[off[j]:off[j + 1]]
 
+    def padded(self, length=None, value=0):
+        """``(padded, lengths)``: the samples' rows as one ``[count, length, *row_shape]``
+        array and each sample's row count (see TensorPair.padded). Torch tensors on the
+        batch's device where torch is imported, else numpy arrays (host batches)."""
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            return TensorPair(torch.from_dlpack(self.values), torch.from_dlpack(self.offsets),
+                              self.host_offsets).padded(length, value)
+        if _np is None:
+            raise ImportError("padded() needs numpy or torch")
+        return _pad(_np.from_dlpack(self.values), _np.from_dlpack(self.offsets),
+                    self.host_offsets, length, value, None)
+
     def __repr__(self):
         return "RaggedField(%r, count=%d, rows=%d)" % (
             self.name, self.count, int(self.host_offsets[-1]) if self.count else 0)
@@ -611,6 +624,19 @@ class TensorPair:
         """One tensor per sample (views of values)."""
         off = [int(x) for x in self.host_offsets]
         return [self.values[off[j]:off[j + 1]] for j in range(len(off) - 1)]
+
+    def padded(self, length=None, value=0):
+        """``(padded, lengths)``: sample j's rows in ``padded[j, :lengths[j]]`` and `value`
+        after them, ``padded`` of shape ``[count, length, *row_shape]`` and the dtype of
+        ``values``, ``lengths`` int64 ``[count]``, both on the values' device: token ids as
+        a text encoder takes them (``attention_mask = arange(length) < lengths[:, None]``),
+        boxes as a ``[count, max_boxes, 4]`` target. ``length`` defaults to the longest
+        sample's row count (read from ``host_offsets``); a sample with more rows keeps its
+        first ``length`` (``lengths`` counts those). One gather on the device, whatever the
+        count: no per-sample copies (as ``pad_sequence(split())`` makes) and no wait for
+        the stream."""
+        torch = sys.modules["torch"]
+        return _pad(self.values, self.offsets, self.host_offsets, length, value, torch)
 
     def __len__(self):
         return len(self.host_offsets) - 1
@@ -794,6 +820,35 @@ class Batch:
 
 
 _DTYPE_NAMES = _lib.DTYPE.names  # value -> name
+
+
+def _pad(values, offsets, host_offsets, length, value, torch):
+    """RaggedField/TensorPair.padded on torch tensors (`torch` the module), else numpy."""
+    n = len(host_offsets) - 1
+    if length is None:
+        length = max((int(host_offsets[j + 1]) - int(host_offsets[j]) for j in range(n)),
+                     default=0)
+    elif is_bool(length) or not hasattr(length, "__index__") or length.__index__() < 0:
+        raise ValueError("padded(length=%r): a row count >= 0, or None for the longest "
+                         "sample's" % (length,))
+    length = length.__index__()
+    lengths = (offsets[1:] - offsets[:-1]).clip(max=length)
+    shape = (n, length) + tuple(values.shape[1:])
+    if n == 0 or length == 0 or values.shape[0] == 0:  # nothing to gather from
+        if torch is not None:
+            return values.new_full(shape, value), lengths
+        return _np.full(shape, value, dtype=values.dtype), lengths
+    if torch is not None:
+        step = torch.arange(length, device=values.device)
+    else:
+        step = _np.arange(length, dtype=_np.int64)
+    pad = step[None, :] >= lengths[:, None]  # [n, length]: the places after a sample's rows
+    rows = values[(offsets[:-1, None] + step[None, :]).clip(max=values.shape[0] - 1)]
+    pad = pad.reshape((n, length) + (1,) * (values.ndim - 1))
+    if torch is not None:
+        return rows.masked_fill_(pad, value), lengths
+    rows[_np.broadcast_to(pad, rows.shape)] = value
+    return rows, lengths
 
 
 def _copy_i64(ptr, n):

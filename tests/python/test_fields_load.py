@@ -34,6 +34,7 @@ data and labels.
 import io
 import os
 import struct
+import subprocess
 import sys
 import zlib
 
@@ -429,6 +430,80 @@ def test_ragged_fields_unpack_as_tensor_pairs(misc_ds):
         [misc(i)["tokens"].tolist() for i in range(4)]
     bag = torch.nn.EmbeddingBag(4000, 3, mode="sum")
     assert bag(tokens.values, tokens.offsets[:-1]).shape == (4, 3)
+
+
+def cuda_usable():
+    return torch.cuda.is_available() and stoker.capabilities()["cuda_devices"] > 0
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda:0", marks=pytest.mark.skipif(
+    not cuda_usable(), reason="no usable CUDA device"))])
+def test_ragged_fields_padded(misc_ds, device):
+    """padded() equals pad_sequence of the samples, truncates at `length`, and fills; on
+    the GPU without waiting for the stream."""
+    L = loader(misc_ds, transform="none", batch_size=N_MISC, shuffle=False, device=device)
+    b = next(iter(L))
+    _, boxes, _, tokens, *_ = b
+    rows = [torch.from_numpy(misc(i)["tokens"]) for i in range(N_MISC)]
+    if device != "cpu":
+        torch.cuda.set_sync_debug_mode("error")  # a call that syncs the stream raises
+        try:
+            on_gpu = tokens.padded(length=4, value=-1)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        assert on_gpu[0].device == on_gpu[1].device == tokens.values.device
+        assert torch.equal(on_gpu[0].cpu(), tokens.padded(value=-1)[0].cpu())
+        tokens = stoker.TensorPair(tokens.values.cpu(), tokens.offsets.cpu(),
+                                   tokens.host_offsets)
+        boxes = stoker.TensorPair(boxes.values.cpu(), boxes.offsets.cpu(), boxes.host_offsets)
+    got, n = tokens.padded()
+    assert got.dtype == torch.int64 and n.dtype == torch.int64
+    assert torch.equal(got, torch.nn.utils.rnn.pad_sequence(rows, batch_first=True))
+    assert n.tolist() == [i % 5 for i in range(N_MISC)]
+    got, n = tokens.padded(length=2, value=-7)
+    assert got.shape == (N_MISC, 2) and n.tolist() == [min(i % 5, 2) for i in range(N_MISC)]
+    for i in range(N_MISC):
+        want = misc(i)["tokens"][:2].tolist()
+        assert got[i].tolist() == want + [-7] * (2 - len(want))
+    got, n = boxes.padded(value=-1.0)  # rows of 4: [count, max boxes, 4]
+    assert got.shape == (N_MISC, 2, 4) and got.dtype == torch.float32
+    for i in range(N_MISC):
+        want = torch.from_numpy(misc(i)["boxes"])
+        assert torch.equal(got[i, :len(want)], want) and (got[i, len(want):] == -1).all()
+    assert tokens.padded(length=0)[0].shape == (N_MISC, 0)
+    # the RaggedField gives the same (torch imported: tensors)
+    field = b["tokens"]
+    assert torch.equal(field.padded(3)[0].cpu(), tokens.padded(3)[0])
+    # a batch whose samples all have no rows (written with 0 tokens: every 5th)
+    L5 = loader(misc_ds, transform="none", batch_size=1, shuffle=False)
+    it = iter(L5)
+    empty = next(it)["tokens"]
+    assert empty.padded()[0].shape == (1, 0) and empty.padded(3)[0].tolist() == [[0, 0, 0]]
+    for bad in (-1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="row count"):
+            tokens.padded(bad)
+
+
+def test_ragged_fields_padded_without_torch(misc_ds):
+    """Where torch is not imported, a host batch's RaggedField pads with numpy."""
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "import numpy as np, stoker\n"
+        "L = stoker.Loader(sys.argv[1], batch_size=%d, device='cpu', transform='none', "
+        "shuffle=False)\n"
+        "f = next(iter(L))['tokens']\n"
+        "v, n = f.padded(value=-1)\n"
+        "print(type(v).__name__, v.dtype, v.shape, n.tolist())\n"
+        "print(v.tolist())\n" % N_MISC)
+    env = dict(os.environ, STOKER_LIBRARY=h._library(),
+               PYTHONPATH=os.path.join(h.ROOT, "python"))
+    res = subprocess.run([sys.executable, "-c", code, str(misc_ds)], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    first, second = res.stdout.splitlines()[-2:]
+    assert first == "ndarray int64 (13, 4) %s" % [i % 5 for i in range(N_MISC)]
+    want = [list(misc(i)["tokens"]) + [-1] * (4 - i % 5) for i in range(N_MISC)]
+    assert second == str([[int(x) for x in r] for r in want])
 
 
 def test_empty_rows_and_zero_boxes_in_train(misc_ds):
