@@ -7,6 +7,7 @@
  * offsets, a name that does not exist, a view struct of an older caller, STOKER_OPT_FIELDS
  * keeping a subset, and a data set written without a schema ("data" and "label"); and
  * stoker_loader_take and stoker_batch_state_save on both. */
+#include "fields_util.h"
 #include "test_loader_util.h"
 
 #include <stddef.h>
@@ -47,20 +48,6 @@ static size_t blob_size_of(int64_t id)
     return (size_t)((id * 7) % 23); /* 0 .. 22, empty included */
 }
 
-static stoker_field_desc desc(const char *name, int32_t kind, int32_t dtype, int32_t ndim,
-                              int64_t d0)
-{
-    stoker_field_desc d;
-    memset(&d, 0, sizeof d);
-    d.struct_size = sizeof d;
-    d.name = name;
-    d.kind = kind;
-    d.dtype = dtype;
-    d.ndim = ndim;
-    d.shape[0] = d0;
-    return d;
-}
-
 static void make_fields_dataset(const char *path)
 {
     stoker_config *cfg = NULL;
@@ -71,11 +58,11 @@ static void make_fields_dataset(const char *path)
     if (stoker_writer_create(&w, path, cfg))
         T_FAIL("writer_create %s: %s", path, stoker_writer_errmsg(w));
     const stoker_field_desc d[NFIELDS] = {
-        desc("label", STOKER_FIELD_INT64, 0, 0, 0),
-        desc("score", STOKER_FIELD_FLOAT32, 0, 0, 0),
-        desc("vec", STOKER_FIELD_RAW, STOKER_DTYPE_FLOAT32, 1, 3),
-        desc("tokens", STOKER_FIELD_ARRAY, STOKER_DTYPE_INT64, 0, 0),
-        desc("blob", STOKER_FIELD_BYTES, 0, 0, 0),
+        t_field("label", STOKER_FIELD_INT64, 0, 0, 0, 0, STOKER_TIE_NONE, NULL),
+        t_field("score", STOKER_FIELD_FLOAT32, 0, 0, 0, 0, STOKER_TIE_NONE, NULL),
+        t_field("vec", STOKER_FIELD_RAW, STOKER_DTYPE_FLOAT32, 1, 3, 0, STOKER_TIE_NONE, NULL),
+        t_field("tokens", STOKER_FIELD_ARRAY, STOKER_DTYPE_INT64, 0, 0, 0, STOKER_TIE_NONE, NULL),
+        t_field("blob", STOKER_FIELD_BYTES, 0, 0, 0, 0, STOKER_TIE_NONE, NULL),
     };
     if (stoker_writer_set_fields(w, d, NFIELDS))
         T_FAIL("set_fields: %s", stoker_writer_errmsg(w));

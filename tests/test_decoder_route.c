@@ -7,6 +7,7 @@
  * CPU alone; the counts must say what went where. The real decoder's pixels are checked on
  * the GPU machine (test_gpu_decode_loader). */
 #include "jpegutil.h"
+#include "fields_util.h"
 #include "test_loader_util.h"
 
 #include "loader/plan.h"
@@ -383,18 +384,6 @@ static void check_restart(const char *mixed)
 }
 
 #ifdef STOKER_HAVE_HDF5
-/* A 1-D dataset `name` of n elements, file type ft, written from buf of memory type mt. */
-static void h5_write(hid_t f, const char *name, hid_t ft, hid_t mt, hsize_t n, const void *buf)
-{
-    const hid_t sp = H5Screate_simple(1, &n, NULL);
-    T_ASSERT(sp >= 0);
-    const hid_t d = H5Dcreate2(f, name, ft, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    T_ASSERT(d >= 0);
-    T_ASSERT(H5Dwrite(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0);
-    H5Dclose(d);
-    H5Sclose(sp);
-}
-
 /* The eligible kinds' records and their labels in an HDF5 file, laid out as h5py writes
  * them: `images` of variable-length uint8 (libhdf5 reads each record), or a contiguous uint8
  * blob with `images_offsets` (the loader's reader reads them). */
@@ -417,17 +406,13 @@ static void make_h5(const char *path, bool blob)
         T_ASSERT(all != NULL);
         for (int i = 0; i < N_RECORDS; i++)
             memcpy(all + offsets[i], recs[i].p, recs[i].len);
-        h5_write(f, "images", H5T_STD_U8LE, H5T_NATIVE_UINT8, (hsize_t)offsets[N_RECORDS], all);
-        h5_write(f, "images_offsets", H5T_STD_I64LE, H5T_NATIVE_INT64, N_RECORDS + 1, offsets);
+        t_h5_write(f, "images", H5T_STD_U8LE, H5T_NATIVE_UINT8, (hsize_t)offsets[N_RECORDS], all);
+        t_h5_write(f, "images_offsets", H5T_STD_I64LE, H5T_NATIVE_INT64, N_RECORDS + 1, offsets);
         free(all);
     } else {
-        const hid_t ft = H5Tvlen_create(H5T_STD_U8LE), mt = H5Tvlen_create(H5T_NATIVE_UINT8);
-        T_ASSERT(ft >= 0 && mt >= 0);
-        h5_write(f, "images", ft, mt, N_RECORDS, recs);
-        H5Tclose(ft);
-        H5Tclose(mt);
+        t_h5_vlen(f, "images", H5T_STD_U8LE, H5T_NATIVE_UINT8, N_RECORDS, recs);
     }
-    h5_write(f, "labels", H5T_STD_I64LE, H5T_NATIVE_INT64, N_RECORDS, labels);
+    t_h5_write(f, "labels", H5T_STD_I64LE, H5T_NATIVE_INT64, N_RECORDS, labels);
     T_ASSERT(H5Fclose(f) >= 0);
     for (int i = 0; i < N_RECORDS; i++)
         free(recs[i].p);
