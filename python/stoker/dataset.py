@@ -3,8 +3,12 @@
 stoker_dataset_* (include/stoker.h; the format is docs/FORMAT.md)."""
 import contextlib
 import ctypes
+import io
 import os
+import struct
+import sys
 import threading
+import zlib
 
 from . import _lib
 from ._config import (Config, bind, c_string, check_int, check_path, choice, dtype_code,
@@ -68,13 +72,19 @@ def _field_spec(name, spec):
     if not isinstance(spec, dict):
         raise TypeError("%s: a kind name or a dict with \"kind\", not %s"
                         % (where, type(spec).__name__))
-    unknown = set(spec) - {"kind", "dtype", "shape", "mask_of", "boxes_of", "rows_of"}
+    unknown = set(spec) - {"kind", "dtype", "shape", "mask_of", "boxes_of", "rows_of",
+                           "quality"}
     if unknown:
         raise TypeError("%s: unknown key(s) %s" % (where, ", ".join(sorted(map(repr, unknown)))))
     kind = spec.get("kind")
     if kind not in ("jpeg", "png", "bytes", "raw", "array", "int64", "float32"):
         raise ValueError("%s: kind %r is not one of jpeg, png, bytes, raw, array, int64, "
                          "float32" % (where, kind))
+    if "quality" in spec:
+        if kind != "jpeg":
+            raise TypeError("%s: quality is a jpeg field's (the quality its decoded images "
+                            "are encoded at)" % where)
+        check_int("%s quality" % where, spec["quality"], 1, 100)
     dtype, shape = 0, ()
     if kind in ("raw", "array"):
         if spec.get("dtype") is None or spec.get("shape") is None:
@@ -106,6 +116,60 @@ def _field_spec(name, spec):
     return kind, dtype, shape, tie, tie_to
 
 
+JPEG_QUALITY = 90  # a jpeg field's decoded images are encoded at this quality by default
+
+
+def _png_bytes(a):
+    """A PNG of an 8-bit gray [h, w] or RGB [h, w, 3] array: rows unfiltered, deflated."""
+    import numpy as np
+    h, w = a.shape[:2]
+    ch = a.shape[2] if a.ndim == 3 else 1
+    rows = np.zeros((h, 1 + w * ch), np.uint8)  # each row's filter byte: 0, none
+    rows[:, 1:] = a.reshape(h, w * ch)
+
+    def chunk(tag, data):
+        return struct.pack(">I", len(data)) + tag + data + struct.pack(
+            ">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
+
+    return (b"\x89PNG\r\n\x1a\n" +
+            chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2 if ch == 3 else 0, 0, 0, 0)) +
+            chunk(b"IDAT", zlib.compress(rows.tobytes(), 6)) + chunk(b"IEND", b""))
+
+
+def _encoded_image(where, kind, value, quality):
+    """An image field's bytes for a decoded image (a numpy uint8 array [h, w] or [h, w, 1]
+    gray, [h, w, 3] RGB, or a PIL image), else None (`value` is taken as the file's bytes).
+    PNG: lossless (PIL's modes as they are); JPEG: through Pillow at `quality`."""
+    np = sys.modules.get("numpy")
+    pil = sys.modules.get("PIL.Image")
+    if pil is not None and isinstance(value, pil.Image):
+        fmt = "JPEG" if kind == "jpeg" else "PNG"
+        if fmt == "JPEG" and value.mode not in ("L", "RGB", "CMYK"):
+            value = value.convert("RGB")
+        out = io.BytesIO()
+        value.save(out, fmt, **({"quality": quality} if fmt == "JPEG" else {}))
+        return out.getvalue()
+    if np is None or not isinstance(value, np.ndarray) or value.ndim == 1:
+        return None  # bytes, or a buffer of them (a 1-D uint8 array read from a file)
+    if value.dtype != np.uint8 or not (value.ndim == 2 or (
+            value.ndim == 3 and value.shape[2] in (1, 3))) or 0 in value.shape:
+        raise TypeError("%s: a decoded image is a uint8 array [h, w] or [h, w, 1] (gray) or "
+                        "[h, w, 3] (RGB), not %s %s; else give the %s file's bytes"
+                        % (where, value.dtype, tuple(value.shape), kind.upper()))
+    a = np.ascontiguousarray(value[:, :, 0] if value.ndim == 3 and value.shape[2] == 1
+                             else value)
+    if kind == "png":
+        return _png_bytes(a)
+    try:
+        from PIL import Image
+    except ImportError:
+        raise ImportError("%s: encoding a decoded image as JPEG needs Pillow; give the JPEG "
+                          "file's bytes instead" % where) from None
+    out = io.BytesIO()
+    Image.fromarray(a).save(out, "JPEG", quality=quality)
+    return out.getvalue()
+
+
 def _field_value(name, f, value, keep):
     """(address, size) of one value for a field of the schema; `keep` holds what must live
     until the call returns. Raises naming the field."""
@@ -115,6 +179,10 @@ def _field_value(name, f, value, keep):
     if kind in _ENCODED_KINDS:
         if isinstance(value, (str, int, float)) or value is None:
             raise TypeError("%s: %s bytes expected, not %s" % (where, kind, type(value).__name__))
+        if kind != "bytes":
+            encoded = _encoded_image(where, kind, value, f.get("quality", JPEG_QUALITY))
+            if encoded is not None:
+                value = encoded
         obj, addr, size = _payload(value)
         keep.append(obj)
         return addr, size
@@ -186,7 +254,12 @@ class Writer:
     ``"rows_of": "boxes"``). ``add({name: value, ...}, key=None)`` then takes bytes for
     encoded fields, numbers or numpy arrays for the others; a refused sample raises with
     the sample and the field named, and the writer goes on. A field ``"label"`` of kind
-    int64 is also the record's label.
+    int64 is also the record's label. A jpeg or png field also takes a decoded image: a
+    uint8 array ``[h, w]`` (a mask's class ids, a gray image), ``[h, w, 1]`` or
+    ``[h, w, 3]`` (RGB), or a PIL image. PNG encodes it losslessly (arrays without
+    Pillow); JPEG through Pillow at the field's ``"quality"`` (1-100, default 90:
+    ``{"kind": "jpeg", "quality": 95}``), with libjpeg, so such a data set may be marked
+    ``jpeg_checked``.
 
     Any thread: calls are taken one at a time, except ``cancel()``, which does not wait.
     """
@@ -205,6 +278,8 @@ class Writer:
             if len(fields) > _lib.MAX_FIELDS:
                 raise ValueError("at most %d fields" % _lib.MAX_FIELDS)
             specs = [(n,) + _field_spec(n, v) for n, v in fields.items()]
+            quality = {n: v["quality"] for n, v in fields.items()
+                       if isinstance(v, dict) and "quality" in v}
         raw_path = check_path("path", path)
         self.path = os.fsdecode(raw_path)
         self._shown = _lib.shown(self.path)  # for messages: no password
@@ -228,6 +303,9 @@ class Writer:
         try:
             if fields is not None:
                 self._set_fields(specs)
+                for f in self._fields:
+                    if f["name"] in quality:
+                        f["quality"] = int(quality[f["name"]])
             elif kind_code == _lib.FIELD["raw"]:
                 if dtype is None or shape is None:
                     raise TypeError("kind='raw' needs dtype and shape")
@@ -344,7 +422,7 @@ class Writer:
             for v, f in zip(values, self._fields):
                 try:
                     v.data, v.size = _field_value(f["name"], f, sample[f["name"]], keep)
-                except (TypeError, ValueError, OverflowError) as e:
+                except (TypeError, ValueError, OverflowError, ImportError) as e:
                     raise type(e)("%s: %s: %s" % (self._shown, what, e)) from None
             rc = _L.stoker_writer_add_sample(h, values, len(names), raw_key)
             del keep

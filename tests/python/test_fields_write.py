@@ -6,6 +6,7 @@ data set after a refusal and a cancel; an old data set reads as image/label; a v
 manifest is refused by name; a version 3 data set read over HTTP."""
 import io
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -165,6 +166,111 @@ def test_a_refused_sample_names_sample_and_field(tmp_path, field, value, exc, ne
     with stoker.Dataset(tmp_path / "ds") as ds:
         assert len(ds) == 2
         check_sample(ds[1], 1)
+
+
+def decoded(b):
+    return np.asarray(PIL.open(io.BytesIO(b)))
+
+
+def pil_jpeg(a, quality):
+    out = io.BytesIO()
+    PIL.fromarray(a).save(out, "JPEG", quality=quality)
+    return out.getvalue()
+
+
+def test_decoded_images_are_encoded(tmp_path):
+    """Arrays and PIL images given to jpeg and png fields: PNGs lossless (masks exactly the
+    class ids), JPEGs at the field's quality; the loader delivers them as it does files."""
+    rng = np.random.default_rng(5)
+    ramp = np.add.outer(np.arange(30), np.arange(40)).astype(np.uint8) * 3
+    rgb = np.stack([ramp, ramp[::-1], 255 - ramp], axis=2)
+    ids = rng.integers(0, 7, (30, 40), dtype=np.uint8)
+    fields = {"image": {"kind": "jpeg", "quality": 95}, "low": {"kind": "jpeg", "quality": 20},
+              "mask": {"kind": "png", "mask_of": "image"}, "pic": "png", "plain": "jpeg"}
+    with stoker.Writer(tmp_path / "ds", fields=fields, fsync=False) as w:
+        w.add({"image": rgb, "low": rgb, "mask": ids, "pic": rgb, "plain": rgb})
+        w.add({"image": PIL.fromarray(rgb), "low": ramp[:, :, None], "mask": ids[:, :, None],
+               "pic": PIL.fromarray(ids), "plain": ramp})
+        w.add({"image": PIL.fromarray(rgb).convert("RGBA"), "low": jpeg(40, 30),
+               "mask": np.frombuffer(png(40, 30), np.uint8), "pic": ramp, "plain": rgb})
+    with stoker.Dataset(tmp_path / "ds") as ds:
+        a, b, c = ds[0], ds[1], ds[2]
+        assert a["mask"][:4] == b"\x89PNG" and np.array_equal(decoded(a["mask"]), ids)
+        assert np.array_equal(decoded(a["pic"]), rgb) and np.array_equal(decoded(b["pic"]), ids)
+        assert np.array_equal(decoded(b["mask"]), ids) and np.array_equal(decoded(c["pic"]), ramp)
+        assert np.array_equal(decoded(c["mask"]), decoded(png(40, 30)))  # bytes as given
+        assert c["low"] == jpeg(40, 30)
+        for x in (a, b, c):
+            got = decoded(x["image"]).astype(int)
+            assert got.shape == (30, 40, 3) and np.abs(got - rgb).mean() < 2.0
+        # Pillow's encoding at the field's quality, its default 90
+        assert a["image"] == b["image"] == pil_jpeg(rgb, 95) and a["low"] == pil_jpeg(rgb, 20)
+        assert a["plain"] == pil_jpeg(rgb, 90) and b["plain"] == pil_jpeg(ramp, 90)
+        assert decoded(b["low"]).shape == (30, 40)  # gray stays gray
+    L = stoker.Loader(str(tmp_path / "ds"), batch_size=3, device="cpu", transform="none",
+                      shuffle=False, fields=["mask"])
+    m = next(iter(L))["mask"]
+    got = [decoded(bytes(np.asarray(m[j]))) for j in range(3)]
+    assert np.array_equal(got[0], ids) and np.array_equal(got[1], ids)
+    assert np.array_equal(got[2], decoded(png(40, 30)))
+    # the library decodes the encoded PNGs: the eval transform's mask is the class ids'
+    # nearest-neighbour resize and centre crop (40x30 to a short side of 30: as it is)
+    L = stoker.Loader(str(tmp_path / "ds"), batch_size=2, device="cpu", transform="eval",
+                      size=30, resize=30, shuffle=False, fields=["image", "mask"])
+    m = np.from_dlpack(next(iter(L))["mask"])
+    assert m.shape == (2, 30, 30) and np.array_equal(m[0], ids[:, 5:35])
+
+
+@pytest.mark.parametrize("value,needle", [
+    (np.zeros((30, 40), np.float32), "not float32 (30, 40)"),
+    (np.zeros((30, 40, 4), np.uint8), "not uint8 (30, 40, 4)"),
+    (np.zeros((0, 40), np.uint8), "not uint8 (0, 40)"),
+    (np.zeros((2, 30, 40, 3), np.uint8), "[h, w, 3] (RGB)"),
+])
+def test_a_decoded_image_of_another_shape_is_refused(tmp_path, value, needle):
+    with stoker.Writer(tmp_path / "ds", fields={"image": "jpeg", "mask": "png"},
+                       fsync=False) as w:
+        for field in ("image", "mask"):
+            s = {"image": jpeg(40, 30), "mask": png(40, 30)}
+            s[field] = value
+            with pytest.raises(TypeError) as e:
+                w.add(s, key="k9")
+            assert "'k9': field %r: a decoded image is a uint8 array" % field in str(e.value)
+            assert needle in str(e.value)
+        w.add({"image": jpeg(40, 30), "mask": png(40, 30)})
+    with pytest.raises(TypeError, match="quality is a jpeg field's"):
+        stoker.Writer(tmp_path / "q", fields={"m": {"kind": "png", "quality": 5}})
+    with pytest.raises(ValueError, match="quality must be <= 100"):
+        stoker.Writer(tmp_path / "q", fields={"m": {"kind": "jpeg", "quality": 101}})
+
+
+def test_decoded_images_without_pillow(tmp_path):
+    """PNG needs no Pillow; JPEG asks for it by name, and the writer goes on."""
+    code = (
+        "import sys; sys.modules['PIL'] = None\n"
+        "import numpy as np, stoker\n"
+        "with stoker.Writer(sys.argv[1], fields={'image': 'jpeg', 'mask': 'png'},\n"
+        "                   fsync=False) as w:\n"
+        "    try:\n"
+        "        w.add({'image': np.zeros((4, 5, 3), np.uint8), 'mask': np.ones((4, 5), "
+        "np.uint8)})\n"
+        "    except ImportError as e:\n"
+        "        print('refused:', e)\n"
+        "    w.add({'image': bytes.fromhex(sys.argv[2]), 'mask': np.ones((4, 5), np.uint8)})\n"
+        "print(len(stoker.Dataset(sys.argv[1])))\n")
+    env = dict(os.environ, STOKER_LIBRARY=h._library(),
+               PYTHONPATH=os.path.join(h.ROOT, "python"))
+    res = subprocess.run([sys.executable, "-c", code, str(tmp_path / "ds"),
+                          jpeg(5, 4).hex()], env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0] == ("refused: %s: sample 0: field 'image': encoding a decoded image as "
+                        "JPEG needs Pillow; give the JPEG file's bytes instead"
+                        % (tmp_path / "ds")), lines
+    assert lines[1] == "1"
+    with stoker.Dataset(tmp_path / "ds") as ds:
+        assert np.array_equal(decoded(ds[0]["mask"]), np.ones((4, 5), np.uint8))
 
 
 def test_missing_and_unknown_fields(tmp_path):
