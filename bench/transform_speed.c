@@ -83,9 +83,10 @@ typedef struct crop_ctx {
 
 static int crop_region(void *ctx, int32_t w, int32_t h, stoker__jpeg_region *r)
 {
+    static const double scale[2] = {0.08, 1.0}, ratio[2] = {3.0 / 4.0, 4.0 / 3.0}; /* defaults */
     const crop_ctx *c = ctx;
     stoker__box b;
-    stoker__rrc_box(w, h, 1, 0, c->id, &b);
+    stoker__rrc_box(w, h, scale, ratio, 1, 0, c->id, &b);
     *r = (stoker__jpeg_region){b.x, b.y, b.x + b.w, b.y + b.h, 0, 1};
     return 0;
 }

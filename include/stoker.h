@@ -235,6 +235,14 @@ typedef enum stoker_option {
     STOKER_OPT_STD_R = 93,
     STOKER_OPT_STD_G = 94,
     STOKER_OPT_STD_B = 95,
+    /* floats: the train transform's RandomResizedCrop draws a box of SCALE_MIN to SCALE_MAX
+     * of the image's area (each in (0, 1]) and of a width/height ratio drawn log-uniformly
+     * from RATIO_MIN to RATIO_MAX (each > 0), as torchvision's scale= and ratio=; each MIN at
+     * most its MAX */
+    STOKER_OPT_SCALE_MIN = 96, /* default 0.08 */
+    STOKER_OPT_SCALE_MAX = 97, /* default 1 */
+    STOKER_OPT_RATIO_MIN = 98, /* default 3/4 */
+    STOKER_OPT_RATIO_MAX = 99, /* default 4/3 */
 
     /* ---- sources (string options, stoker_config_set_string) ---- */
     STOKER_OPT_H5_IMAGES = 120, /* HDF5 dataset holding the records; default "images" */

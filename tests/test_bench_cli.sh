@@ -245,7 +245,7 @@ grep -q "same file" "$TMP/err"
 # image pipeline options on raw records would do nothing: refused before the run
 for opt in "--size 64" "--resize 80" "--layout NHWC" "--dct fast" "--antialias always" \
     "--resampler pillow" "--dct-scale never" "--decoder cpu" "--decoder auto" "--decoder gpu" \
-    "--vflip 0.5"; do
+    "--vflip 0.5" "--scale-min 0.5" "--ratio-max 2"; do
     if "$STOKER_BENCH" "$TMP/data" $opt > "$TMP/out" 2> "$TMP/err"; then exit 1; fi
     grep -q -- "${opt% *} applies to the JPEG image pipeline" "$TMP/err"
     [ ! -s "$TMP/out" ] || { echo "$opt on raw records: the run went ahead"; exit 1; }
@@ -360,7 +360,7 @@ grep -Eq "full_checks=(9[6-9]|10[0-9]|11[0-2])( |$)" "$TMP/unchecked.txt" ||
 "$STOKER_BENCH" "$TMP/jds" --epochs 1 --batch-size 16 --threads 1 --size 32 --io \
     --device cpu --decoder gpu --vflip 0.25 > "$TMP/io.txt"
 # the float options as the loader runs with them, every one the table has
-grep -q "^floats       vflip=0.25 mean_r=0.485 .* std_b=0.225$" "$TMP/io.txt"
+grep -q "^floats       vflip=0.25 mean_r=0.485 .* std_b=0.225 scale_min=0.08 scale_max=1 ratio_min=0.75 ratio_max=1.33333$" "$TMP/io.txt"
 RATES="buffered [0-9]+ MB/s, O_DIRECT ([0-9]+ MB/s|not measured \(O_DIRECT refused)"
 grep -Eq "^raw read .* $RATES" "$TMP/io.txt"
 grep -q "^pipeline     transform=train size=32 resize=37 dct=islow antialias=over2x \

@@ -150,7 +150,7 @@ int main(void)
     T_EQ_INT(stoker_option_unit(STOKER_OPT_FETCH_TIMEOUT_MS), STOKER_UNIT_MS);
     T_EQ_INT(stoker_option_unit(STOKER_OPT_FETCH_RETRIES), 0);
     T_EQ_INT(stoker_option_unit(STOKER_OPT_MEAN_R), 0);
-    T_EQ_INT(stoker_option_unit((stoker_option)99), 0);
+    T_EQ_INT(stoker_option_unit((stoker_option)110), 0);
     stoker_config *cfg = NULL;
     T_OK(stoker_config_create(&cfg));
     int64_t v = 0;
@@ -166,12 +166,18 @@ int main(void)
     T_EQ_RC(stoker_config_set_float(cfg, STOKER_OPT_VFLIP, 1.0000001), STOKER_E_INVALID);
     T_EQ_RC(stoker_config_set_float(cfg, STOKER_OPT_VFLIP, -0.0001), STOKER_E_INVALID);
     T_EQ_RC(stoker_config_set_float(cfg, STOKER_OPT_STD_R, 0.0), STOKER_E_INVALID);
+    /* the crop's scale: a share of the area, above 0 and at most 1; its ratio above 0 */
+    T_OK(stoker_config_set_float(cfg, STOKER_OPT_SCALE_MIN, 1.0));
+    T_EQ_RC(stoker_config_set_float(cfg, STOKER_OPT_SCALE_MAX, 1.0000001), STOKER_E_INVALID);
+    T_EQ_RC(stoker_config_set_float(cfg, STOKER_OPT_SCALE_MIN, 0.0), STOKER_E_INVALID);
+    T_EQ_RC(stoker_config_set_float(cfg, STOKER_OPT_RATIO_MIN, 0.0), STOKER_E_INVALID);
+    T_OK(stoker_config_set_float(cfg, STOKER_OPT_RATIO_MAX, 16.0));
     stoker_config_destroy(cfg);
 
     /* an unknown option: NULL, STOKER_E_INVALID, nothing written */
-    T_ASSERT(stoker_option_doc((stoker_option)99) == NULL);
+    T_ASSERT(stoker_option_doc((stoker_option)110) == NULL);
     type = 12345;
-    T_EQ_RC(stoker_option_describe((stoker_option)99, &type, NULL, NULL, NULL, NULL),
+    T_EQ_RC(stoker_option_describe((stoker_option)110, &type, NULL, NULL, NULL, NULL),
             STOKER_E_INVALID);
     T_EQ_INT(type, 12345);
     return 0;

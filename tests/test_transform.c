@@ -11,6 +11,9 @@
 #include <math.h>
 #include <string.h>
 
+/* torchvision's defaults, which the options table's are */
+static const double SCALE[2] = {0.08, 1.0}, RATIO[2] = {3.0 / 4.0, 4.0 / 3.0};
+
 /* max_s_min: the largest scale the image's aspect lets a box reach, roughly */
 static void check_rrc_statistics(int32_t w, int32_t h, double max_s_min, double mean_lo,
                                  int max_fallbacks)
@@ -21,10 +24,10 @@ static void check_rrc_statistics(int32_t w, int32_t h, double max_s_min, double 
     const int n = 20000;
     for (int64_t id = 0; id < n; id++) {
         stoker__box b, again;
-        fallbacks += stoker__rrc_box(w, h, 42, 3, id, &b);
+        fallbacks += stoker__rrc_box(w, h, SCALE, RATIO, 42, 3, id, &b);
         T_ASSERT(b.x >= 0 && b.y >= 0 && b.w >= 1 && b.h >= 1);
         T_ASSERT(b.x + b.w <= w && b.y + b.h <= h);
-        stoker__rrc_box(w, h, 42, 3, id, &again);
+        stoker__rrc_box(w, h, SCALE, RATIO, 42, 3, id, &again);
         T_ASSERT(memcmp(&b, &again, sizeof b) == 0);
         const double s = b.w * (double)b.h / area, r = (double)b.w / b.h;
         /* w and h are rounded: allow their rounding in the bounds */
@@ -59,12 +62,12 @@ static void check_rrc_keys(void)
     stoker__box a, b;
     int diff_id = 0, diff_epoch = 0, diff_seed = 0;
     for (int64_t id = 0; id < 1000; id++) {
-        stoker__rrc_box(500, 375, 1, 0, id, &a);
-        stoker__rrc_box(500, 375, 1, 0, id + 1, &b);
+        stoker__rrc_box(500, 375, SCALE, RATIO, 1, 0, id, &a);
+        stoker__rrc_box(500, 375, SCALE, RATIO, 1, 0, id + 1, &b);
         diff_id += memcmp(&a, &b, sizeof a) != 0;
-        stoker__rrc_box(500, 375, 1, 1, id, &b);
+        stoker__rrc_box(500, 375, SCALE, RATIO, 1, 1, id, &b);
         diff_epoch += memcmp(&a, &b, sizeof a) != 0;
-        stoker__rrc_box(500, 375, 2, 0, id, &b);
+        stoker__rrc_box(500, 375, SCALE, RATIO, 2, 0, id, &b);
         diff_seed += memcmp(&a, &b, sizeof a) != 0;
     }
     T_ASSERT(diff_id > 990 && diff_epoch > 990 && diff_seed > 990);
@@ -79,29 +82,66 @@ static void check_rrc_fallback(void)
 {
     stoker__box b;
     /* 1x1: every try is too big except a 1x1 box at area 1 (round(sqrt(<=1.33)) = 1) */
-    stoker__rrc_box(1, 1, 0, 0, 0, &b);
+    stoker__rrc_box(1, 1, SCALE, RATIO, 0, 0, 0, &b);
     T_ASSERT(b.x == 0 && b.y == 0 && b.w == 1 && b.h == 1);
     /* extreme aspect: tries fail, the fallback clamps the ratio to 4/3 and centres */
     int fb = 0;
     for (int64_t id = 0; id < 200; id++) {
-        fb += stoker__rrc_box(1000, 10, 9, 0, id, &b);
+        fb += stoker__rrc_box(1000, 10, SCALE, RATIO, 9, 0, id, &b);
         T_ASSERT(b.x + b.w <= 1000 && b.y + b.h <= 10);
     }
     T_EQ_INT(fb, 200);
-    stoker__rrc_box(1000, 10, 9, 0, 0, &b);
+    stoker__rrc_box(1000, 10, SCALE, RATIO, 9, 0, 0, &b);
     /* h = 10, w = round(10 * 4/3) = 13, x = (1000 - 13) // 2 = 493 */
     T_EQ_INT(b.h, 10);
     T_EQ_INT(b.w, 13);
     T_EQ_INT(b.x, 493);
     T_EQ_INT(b.y, 0);
-    stoker__rrc_box(10, 1000, 9, 0, 0, &b);
+    stoker__rrc_box(10, 1000, SCALE, RATIO, 9, 0, 0, &b);
     /* w = 10, h = round(10 / (3/4)) = 13, y = (1000 - 13) // 2 = 493 */
     T_ASSERT(b.w == 10 && b.h == 13 && b.x == 0 && b.y == 493);
     /* a tiny image that tries can fit: never outside, never empty */
     for (int64_t id = 0; id < 2000; id++) {
-        stoker__rrc_box(3, 4, 1, 0, id, &b);
+        stoker__rrc_box(3, 4, SCALE, RATIO, 1, 0, id, &b);
         T_ASSERT(b.w >= 1 && b.h >= 1 && b.x + b.w <= 3 && b.y + b.h <= 4);
     }
+}
+
+/* Other ranges (scale=, ratio=): every box that is not the fallback keeps to them, both
+ * ends are reached, a box of the same draws is the same whatever the range, and the fallback
+ * clamps to the range's ratio. */
+static void check_rrc_ranges(void)
+{
+    const double scale[2] = {0.25, 0.5}, ratio[2] = {1.0, 2.0};
+    const int32_t w = 640, h = 480;
+    double min_s = 1, max_s = 0, min_r = 10, max_r = 0;
+    int fallbacks = 0;
+    for (int64_t id = 0; id < 20000; id++) {
+        stoker__box b;
+        if (stoker__rrc_box(w, h, scale, ratio, 7, 1, id, &b)) {
+            fallbacks++;
+            continue;
+        }
+        T_ASSERT(b.x >= 0 && b.y >= 0 && b.x + b.w <= w && b.y + b.h <= h);
+        const double s = b.w * (double)b.h / ((double)w * h), r = (double)b.w / b.h;
+        T_ASSERT(s >= 0.25 * (1 - 1.0 / b.h - 1.0 / b.w) && s <= 0.5 * (1 + 1.0 / b.h + 1.0 / b.w));
+        T_ASSERT(r >= (1 - 1.0 / b.w) / (1 + 1.0 / b.h) &&
+                 r <= 2 * (1 + 1.0 / b.w) / (1 - 1.0 / b.h));
+        min_s = fmin(min_s, s), max_s = fmax(max_s, s), min_r = fmin(min_r, r),
+        max_r = fmax(max_r, r);
+    }
+    T_ASSERT(fallbacks < 20 && min_s < 0.26 && max_s > 0.49 && min_r < 1.01 && max_r > 1.98);
+    /* a fixed scale and ratio: the whole image, wherever the draws fall */
+    const double one[2] = {1.0, 1.0}, own[2] = {4.0 / 3.0, 4.0 / 3.0};
+    for (int64_t id = 0; id < 100; id++) {
+        stoker__box b;
+        T_EQ_INT(stoker__rrc_box(w, h, one, own, 3, 0, id, &b), 0);
+        T_ASSERT(b.x == 0 && b.y == 0 && b.w == w && b.h == h);
+    }
+    /* the fallback of a 1000x10 image under ratio 1..2: w = round(10 * 2) = 20, centred */
+    stoker__box b;
+    T_EQ_INT(stoker__rrc_box(1000, 10, scale, ratio, 9, 0, 0, &b), 1);
+    T_ASSERT(b.w == 20 && b.h == 10 && b.x == 490 && b.y == 0);
 }
 
 static void check_eval(void)
@@ -382,6 +422,21 @@ static void check_params_and_flip(void)
     T_CONTAINS(err.msg, "resize");
     q = p;
     T_EQ_RC(stoker__xform_params_prepare(&q, 9, &err), STOKER_E_INVALID);
+    /* the crop's ranges: each lo <= hi, the scale within (0, 1], the ratio finite */
+    const double bad_ranges[][4] = {{0.6, 0.5, 0.75, 1.5}, {0.1, 1.5, 0.75, 1.5},
+                                    {0.1, 0.5, 2.0, 1.0},  {0.1, 0.5, 0.5, INFINITY},
+                                    {-0.1, 0.5, 0.5, 1.0}, {NAN, 0.5, 0.5, 1.0}};
+    for (size_t i = 0; i < sizeof bad_ranges / sizeof bad_ranges[0]; i++) {
+        q = p;
+        memcpy(q.crop_scale, bad_ranges[i], sizeof q.crop_scale);
+        memcpy(q.crop_ratio, bad_ranges[i] + 2, sizeof q.crop_ratio);
+        T_EQ_RC(stoker__xform_params_prepare(&q, STOKER_SIMD_AUTO, &err), STOKER_E_INVALID);
+        T_CONTAINS(err.msg, i == 2 || i == 3 ? "ratio_min to ratio_max" : "scale_min to scale_max");
+    }
+    q = p;
+    q.crop_scale[0] = q.crop_scale[1] = 1.0; /* a single value is a range */
+    q.crop_ratio[0] = q.crop_ratio[1] = 0.5;
+    T_OK(stoker__xform_params_prepare(&q, STOKER_SIMD_AUTO, &err));
 
     /* flip: the output of a flipped sample is the mirror of the unflipped one. Find ids
      * with equal boxes is impossible; instead compare RESIZE (no flip) of an image and of
@@ -474,6 +529,21 @@ static void check_defaults_are_the_tables(void)
             T_FAIL("%s: the transform takes %lld, the table %lld", stoker_option_name(f[i].opt),
                    (long long)f[i].got, (long long)want);
     }
+    const struct {
+        double got;
+        stoker_option opt;
+    } d[] = {{p.crop_scale[0], STOKER_OPT_SCALE_MIN},
+             {p.crop_scale[1], STOKER_OPT_SCALE_MAX},
+             {p.crop_ratio[0], STOKER_OPT_RATIO_MIN},
+             {p.crop_ratio[1], STOKER_OPT_RATIO_MAX}};
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) {
+        double want = 0;
+        T_OK(stoker_config_get_float(cfg, d[i].opt, &want));
+        T_ASSERT(d[i].got == want && want == (i == 0   ? 0.08
+                                              : i == 1 ? 1.0
+                                              : i == 2 ? 0.75
+                                                       : 4.0 / 3.0));
+    }
     stoker_config_destroy(cfg);
 }
 
@@ -485,6 +555,7 @@ int main(void)
     check_rrc_statistics(97, 301, 0.3, 0.15, 2000); /* thin: some fall back */
     check_rrc_keys();
     check_rrc_fallback();
+    check_rrc_ranges();
     check_eval();
     check_coeffs();
     check_coeffs_plain();

@@ -929,6 +929,15 @@ def _three_floats(name, value):
     return list(value)
 
 
+def _two_floats(name, value):
+    """`value` as two numbers (min, max), else TypeError."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != 2 or \
+            any(is_bool(v) or not isinstance(v, (int, float)) and not hasattr(v, "__float__")
+                for v in value):
+        raise TypeError("%s must be two numbers (min, max)" % name)
+    return [float(v) for v in value]
+
+
 def _dist_defaults(rank, world_size):
     """Fills rank/world_size from torch.distributed when it is imported and initialised."""
     if rank is not None and world_size is not None:
@@ -973,11 +982,14 @@ def _check_state_types(state):
 # parameter): dist_env is always on
 # (rank and world size come from torch.distributed, else RANK/WORLD_SIZE); max_records and
 # max_shards bound the shard index a loader opens, and no data set stoker writes nears them;
-# the normalisation's floats are the keywords mean=(r, g, b) and std=(r, g, b).
+# the normalisation's floats are the keywords mean=(r, g, b) and std=(r, g, b), the train
+# crop's ranges scale=(min, max) and ratio=(min, max), as torchvision's.
 _NOT_KEYWORDS = ("batch_size", "dist_env", "max_records", "max_shards",
-                 "mean_r", "mean_g", "mean_b", "std_r", "std_g", "std_b")
-# Every keyword of Loader: the table's loader options, and mean and std.
-_KEYWORDS = tuple(table_keywords(_lib.FOR_LOADER, _NOT_KEYWORDS)) + ("mean", "std")
+                 "mean_r", "mean_g", "mean_b", "std_r", "std_g", "std_b",
+                 "scale_min", "scale_max", "ratio_min", "ratio_max")
+# Every keyword of Loader: the table's loader options, mean, std, scale and ratio.
+_KEYWORDS = tuple(table_keywords(_lib.FOR_LOADER, _NOT_KEYWORDS)) + ("mean", "std", "scale",
+                                                                     "ratio")
 # The parameters Loader took by position before its keywords came from the table, in that
 # order (an option added since is keyword-only).
 _POSITIONAL = (
@@ -1036,7 +1048,10 @@ class Loader:
     CPU quota, divided among ``LOCAL_WORLD_SIZE`` ranks; cores - 3 under decoder "auto"
     beside a GPU, on 8 cores or more; ``stats()["threads_note"]`` says how); ``depth`` None = the library's (4; for image transforms
     from 4 to 16 slots by threads and batch size; ``loader.depth`` says which);
-    ``mean``/``std`` (three floats) ImageNet's; ``fields`` None = every field: the names a
+    ``mean``/``std`` (three floats) ImageNet's; ``scale``/``ratio`` (two floats, min and
+    max, as torchvision's RandomResizedCrop takes them) the train transform's crop: a share
+    of the image's area in (0, 1] (None = (0.08, 1)) and a width/height ratio drawn
+    log-uniformly (None = (3/4, 4/3)); ``fields`` None = every field: the names a
     batch holds, a list (or a comma-separated str), delivered in schema order;
     ``field_dtypes`` a dict (or "NAME=DTYPE,..." str) converting fields' dtypes, such as
     ``{"mask": "int64", "boxes": "float16"}`` (docs/SEMANTICS.md); ``order``
@@ -1112,6 +1127,7 @@ class Loader:
         rank, world_size = _dist_defaults(kw.pop("rank", None), kw.pop("world_size", None))
         seed, device, dtype = kw.pop("seed", None), kw.pop("device", None), kw.pop("dtype", None)
         mean, std = kw.pop("mean", None), kw.pop("std", None)
+        ranges = (("scale", kw.pop("scale", None)), ("ratio", kw.pop("ratio", None)))
         opt = _lib.OPTION
         # (option, value or None to leave the library's default); the library checks each
         # against its table's range and names the range when it refuses one
@@ -1134,6 +1150,10 @@ class Loader:
                 if value is not None:
                     for channel, v in zip("rgb", _three_floats(name, value)):
                         cfg.set_float(opt["%s_%s" % (name, channel)], v)
+            for name, value in ranges:
+                if value is not None:
+                    for end, v in zip(("min", "max"), _two_floats(name, value)):
+                        cfg.set_float(opt["%s_%s" % (name, end)], v)
             fields = kw.get("fields")
             if isinstance(fields, (list, tuple)):
                 if not all(isinstance(f, str) for f in fields):
@@ -1568,10 +1588,10 @@ class Loader:
                 self._fail(rc, core)
         return v.value
 
-    def _floats(self, prefix):
+    def _floats(self, prefix, ends="rgb"):
         out = []
         with self._observer() as core:
-            for channel in "rgb":
+            for channel in ends:
                 v = ctypes.c_double()
                 rc = _L.stoker_loader_get_float(core.handle, _lib.OPTION[prefix + channel],
                                                 ctypes.byref(v))
@@ -1633,6 +1653,10 @@ class Loader:
                            'none (stats()["decoder_note"] says why), "gpu" or "auto".')
     mean = property(lambda self: self._floats("mean_"), doc="(R, G, B), or None.")
     std = property(lambda self: self._floats("std_"), doc="(R, G, B), or None.")
+    scale = property(lambda self: self._floats("scale_", ("min", "max")),
+                     doc="The train crop's share of the area, (min, max); None without images.")
+    ratio = property(lambda self: self._floats("ratio_", ("min", "max")),
+                     doc="The train crop's width/height ratio, (min, max); None without images.")
 
     # ---- stats ----
 
@@ -1752,8 +1776,9 @@ _NOT_PROPERTIES = (
     "ca_bundle", "http_header", "s3_region", "s3_endpoint", "fetch_clients",
     # as given; the fields property gives each field's dtype as delivered
     "field_dtypes",
-    # read back together as mean and std
-    "mean_r", "mean_g", "mean_b", "std_r", "std_g", "std_b")
+    # read back together as mean, std, scale and ratio
+    "mean_r", "mean_g", "mean_b", "std_r", "std_g", "std_b", "scale_min", "scale_max",
+    "ratio_min", "ratio_max")
 
 
 def _table_property(name):

@@ -11,7 +11,7 @@
 struct stoker_config {
     int64_t ints[STOKER__NUM_INT_OPTS];
     uint8_t int_set[STOKER__NUM_INT_OPTS]; /* 1 when explicitly set */
-    double floats[7];                      /* mean r,g,b, std r,g,b, vflip */
+    double floats[11]; /* mean r,g,b, std r,g,b, vflip, scale min,max, ratio min,max */
     char *strings[STOKER__NUM_STR_OPTS];
     stoker__log log;
 };

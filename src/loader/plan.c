@@ -131,6 +131,10 @@ static int plan_image(stoker__plan *p, const stoker_config *cfg, const char *pat
     x->resampler = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_RESAMPLER);
     x->dct_scale = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_DCT_SCALE);
     x->vflip = stoker__cfg_float(cfg, STOKER_OPT_VFLIP);
+    x->crop_scale[0] = stoker__cfg_float(cfg, STOKER_OPT_SCALE_MIN);
+    x->crop_scale[1] = stoker__cfg_float(cfg, STOKER_OPT_SCALE_MAX);
+    x->crop_ratio[0] = stoker__cfg_float(cfg, STOKER_OPT_RATIO_MIN);
+    x->crop_ratio[1] = stoker__cfg_float(cfg, STOKER_OPT_RATIO_MAX);
     x->max_pixels = p->max_pixels;
     memcpy(x->mean, p->mean, sizeof x->mean);
     memcpy(x->std, p->std, sizeof x->std);
@@ -902,8 +906,14 @@ int stoker__plan_get_int(const stoker__plan *p, stoker_option opt, int64_t *v)
 
 int stoker__plan_get_float(const stoker__plan *p, stoker_option opt, double *v)
 {
-    if (opt == STOKER_OPT_VFLIP) {
-        *v = p->xform.vflip;
+    const double *train = opt == STOKER_OPT_VFLIP       ? &p->xform.vflip
+                          : opt == STOKER_OPT_SCALE_MIN ? &p->xform.crop_scale[0]
+                          : opt == STOKER_OPT_SCALE_MAX ? &p->xform.crop_scale[1]
+                          : opt == STOKER_OPT_RATIO_MIN ? &p->xform.crop_ratio[0]
+                          : opt == STOKER_OPT_RATIO_MAX ? &p->xform.crop_ratio[1]
+                                                        : NULL;
+    if (train) {
+        *v = *train;
         return p->image ? 0 : STOKER_E_UNSUPPORTED; /* the image transform's */
     }
     if (opt < STOKER_OPT_MEAN_R || opt > STOKER_OPT_STD_B)

@@ -12,9 +12,6 @@
 #define RRC_FLIP_DRAW 64 /* past every draw the tries can use */
 #define RRC_VFLIP_DRAW 65
 
-static const double RRC_SCALE_LO = 0.08, RRC_SCALE_HI = 1.0;
-static const double RRC_RATIO_LO = 3.0 / 4.0, RRC_RATIO_HI = 4.0 / 3.0;
-
 /* Python's int(round(v)): round half to even (rint in the default rounding mode). */
 static int64_t round_even(double v)
 {
@@ -30,14 +27,14 @@ static int32_t draw_below(int32_t n, uint64_t seed, int64_t epoch, int64_t id, u
 
 /* The fallback when no try fits: the whole image with its ratio clamped into the range,
  * centred. */
-static void rrc_fallback(int32_t width, int32_t height, stoker__box *box)
+static void rrc_fallback(int32_t width, int32_t height, const double ratio[2], stoker__box *box)
 {
     const double in_ratio = (double)width / (double)height;
     int64_t w = width, h = height;
-    if (in_ratio < RRC_RATIO_LO)
-        h = round_even((double)w / RRC_RATIO_LO);
-    else if (in_ratio > RRC_RATIO_HI)
-        w = round_even((double)h * RRC_RATIO_HI);
+    if (in_ratio < ratio[0])
+        h = round_even((double)w / ratio[0]);
+    else if (in_ratio > ratio[1])
+        w = round_even((double)h * ratio[1]);
     h = h < 1 ? 1 : h > height ? height : h;
     w = w < 1 ? 1 : w > width ? width : w;
     box->w = (int32_t)w;
@@ -46,16 +43,16 @@ static void rrc_fallback(int32_t width, int32_t height, stoker__box *box)
     box->y = (int32_t)((height - h) / 2);
 }
 
-int stoker__rrc_box(int32_t width, int32_t height, uint64_t seed, int64_t epoch, int64_t id,
-                    stoker__box *box)
+int stoker__rrc_box(int32_t width, int32_t height, const double scale[2], const double ratio[2],
+                    uint64_t seed, int64_t epoch, int64_t id, stoker__box *box)
 {
     const double area = (double)width * (double)height;
-    const double log_lo = log(RRC_RATIO_LO), log_hi = log(RRC_RATIO_HI);
+    const double log_lo = log(ratio[0]), log_hi = log(ratio[1]);
     for (uint64_t t = 0; t < RRC_TRIES; t++) {
         const uint64_t d = t * RRC_DRAWS_PER_TRY;
         const double u_area = stoker__rng_unit(seed, epoch, id, d);
         const double u_ratio = stoker__rng_unit(seed, epoch, id, d + 1);
-        const double target = area * (RRC_SCALE_LO + (RRC_SCALE_HI - RRC_SCALE_LO) * u_area);
+        const double target = area * (scale[0] + (scale[1] - scale[0]) * u_area);
         const double ratio = exp(log_lo + (log_hi - log_lo) * u_ratio);
         const int64_t w = round_even(sqrt(target * ratio));
         const int64_t h = round_even(sqrt(target / ratio));
@@ -67,7 +64,7 @@ int stoker__rrc_box(int32_t width, int32_t height, uint64_t seed, int64_t epoch,
             return 0;
         }
     }
-    rrc_fallback(width, height, box);
+    rrc_fallback(width, height, ratio, box);
     return 1;
 }
 
@@ -268,7 +265,7 @@ void stoker__xform_geometry(const stoker__xform_params *p, int32_t width, int32_
     g->scale = 1;
     if (p->transform == STOKER_TRANSFORM_TRAIN) {
         stoker__box b;
-        stoker__rrc_box(width, height, seed, epoch, id, &b);
+        stoker__rrc_box(width, height, p->crop_scale, p->crop_ratio, seed, epoch, id, &b);
         g->x = whole(b.x, b.w, c, 0, c, plain);
         g->y = whole(b.y, b.h, c, 0, c, plain);
         g->flip = stoker__rrc_flip(seed, epoch, id);

@@ -98,6 +98,13 @@ static void resolve_defaults(stoker__xform_params *p)
             *enums[i].field = (int32_t)stoker__cfg_int(NULL, enums[i].opt);
     if (p->max_pixels == 0)
         p->max_pixels = (uint64_t)stoker__cfg_int(NULL, STOKER_OPT_MAX_PIXELS);
+    const stoker_option crop[4] = {STOKER_OPT_SCALE_MIN, STOKER_OPT_SCALE_MAX, STOKER_OPT_RATIO_MIN,
+                                   STOKER_OPT_RATIO_MAX};
+    for (int i = 0; i < 4; i++) {
+        double *v = i < 2 ? &p->crop_scale[i] : &p->crop_ratio[i - 2];
+        if (*v == 0.0)
+            *v = stoker__cfg_float(NULL, crop[i]);
+    }
 }
 
 int stoker__xform_check_mean_std(const float mean[3], const float std[3], stoker__err *err)
@@ -140,6 +147,19 @@ static int validate(const stoker__xform_params *p, stoker__err *err)
                          p->dct_scale != STOKER_DCT_SCALE_TRAIN &&
                          p->dct_scale != STOKER_DCT_SCALE_ALWAYS,
                      err, STOKER_E_INVALID, "dct_scale %d unknown", (int)p->dct_scale);
+    /* the table bounds each; NaN and an inverted range are this check's */
+    STOKER_RETURN_IF(!(p->crop_scale[0] > 0.0 && p->crop_scale[0] <= p->crop_scale[1] &&
+                       p->crop_scale[1] <= 1.0),
+                     err, STOKER_E_INVALID,
+                     "the crop's scale %g to %g (scale_min to scale_max) must be within (0, 1], "
+                     "the first at most the second",
+                     p->crop_scale[0], p->crop_scale[1]);
+    STOKER_RETURN_IF(!(p->crop_ratio[0] > 0.0 && p->crop_ratio[0] <= p->crop_ratio[1] &&
+                       isfinite(p->crop_ratio[1])),
+                     err, STOKER_E_INVALID,
+                     "the crop's ratio %g to %g (ratio_min to ratio_max) must be finite and "
+                     "above 0, the first at most the second",
+                     p->crop_ratio[0], p->crop_ratio[1]);
     return stoker__xform_check_mean_std(p->mean, p->std, err);
 }
 

@@ -24,12 +24,12 @@ typedef struct stoker__box {
     int32_t x, y, w, h;
 } stoker__box;
 
-/* torchvision's RandomResizedCrop.get_params(scale=(0.08, 1), ratio=(3/4, 4/3)) for a
- * width x height image (both >= 1): 10 tries of a log-uniform ratio and uniform area,
- * then the centre-crop fallback that clamps the ratio. Randomness is draw 0..39 of
- * (seed, epoch, id). Returns 1 when the fallback was taken, else 0. */
-int stoker__rrc_box(int32_t width, int32_t height, uint64_t seed, int64_t epoch, int64_t id,
-                    stoker__box *box);
+/* torchvision's RandomResizedCrop.get_params(scale, ratio) for a width x height image (both
+ * >= 1; scale within (0, 1], ratio > 0, each lo <= hi): 10 tries of a log-uniform ratio and
+ * uniform area, then the centre-crop fallback that clamps the ratio. Randomness is draw
+ * 0..39 of (seed, epoch, id). Returns 1 when the fallback was taken, else 0. */
+int stoker__rrc_box(int32_t width, int32_t height, const double scale[2], const double ratio[2],
+                    uint64_t seed, int64_t epoch, int64_t id, stoker__box *box);
 /* The horizontal flip decision (p = 0.5) of (seed, epoch, id): 1 flip, 0 keep. */
 int stoker__rrc_flip(uint64_t seed, int64_t epoch, int64_t id);
 /* The vertical flip decision of (seed, epoch, id) with probability p: 1 flip, 0 keep (never
@@ -172,16 +172,18 @@ float stoker__f16_to_f32(uint16_t h);
 /* Read-only parameters shared by all workers: filled by the caller (the loader's plan),
  * then stoker__xform_params_prepare. */
 typedef struct stoker__xform_params {
-    int32_t transform; /* STOKER_TRANSFORM_TRAIN / EVAL / RESIZE (DEFAULT = TRAIN) */
-    int32_t size;      /* output C: samples are C x C x 3 (0 = 224) */
-    int32_t resize;    /* eval short side S (0 = round(C * 256 / 224)) */
-    int32_t dtype;     /* UINT8, FLOAT16, BFLOAT16, FLOAT32 (DEFAULT = FLOAT16) */
-    int32_t layout;    /* NCHW or NHWC (DEFAULT = NCHW) */
-    int32_t dct;       /* ISLOW or IFAST (DEFAULT = ISLOW) */
-    int32_t antialias; /* ALWAYS or OVER_2X (DEFAULT = OVER_2X) */
-    int32_t resampler; /* FAST or PILLOW (DEFAULT = FAST) */
-    int32_t dct_scale; /* NEVER, TRAIN or ALWAYS (DEFAULT = TRAIN) */
-    double vflip;      /* TRAIN: the probability of a vertical flip, 0 to 1 */
+    int32_t transform;    /* STOKER_TRANSFORM_TRAIN / EVAL / RESIZE (DEFAULT = TRAIN) */
+    int32_t size;         /* output C: samples are C x C x 3 (0 = 224) */
+    int32_t resize;       /* eval short side S (0 = round(C * 256 / 224)) */
+    int32_t dtype;        /* UINT8, FLOAT16, BFLOAT16, FLOAT32 (DEFAULT = FLOAT16) */
+    int32_t layout;       /* NCHW or NHWC (DEFAULT = NCHW) */
+    int32_t dct;          /* ISLOW or IFAST (DEFAULT = ISLOW) */
+    int32_t antialias;    /* ALWAYS or OVER_2X (DEFAULT = OVER_2X) */
+    int32_t resampler;    /* FAST or PILLOW (DEFAULT = FAST) */
+    int32_t dct_scale;    /* NEVER, TRAIN or ALWAYS (DEFAULT = TRAIN) */
+    double vflip;         /* TRAIN: the probability of a vertical flip, 0 to 1 */
+    double crop_scale[2]; /* TRAIN: the crop's share of the area, lo..hi (0 = 0.08, 1) */
+    double crop_ratio[2]; /* TRAIN: the crop's width/height, lo..hi (0 = 3/4, 4/3) */
     float mean[3], std[3];
     uint64_t max_pixels; /* decoded pixels allowed per image (0 = 1 << 28) */
     const stoker__simd_ops *simd;

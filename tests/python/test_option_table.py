@@ -39,9 +39,12 @@ def _read(*parts):
         return f.read()
 
 
-# The Python spelling of options the binding takes grouped: mean=(r, g, b), std=(r, g, b).
+# The Python spelling of options the binding takes grouped: mean=(r, g, b), std=(r, g, b),
+# scale=(min, max), ratio=(min, max).
 _PYTHON_NAME = {"mean_r": "mean", "mean_g": "mean", "mean_b": "mean",
-                "std_r": "std", "std_g": "std", "std_b": "std"}
+                "std_r": "std", "std_g": "std", "std_b": "std",
+                "scale_min": "scale", "scale_max": "scale",
+                "ratio_min": "ratio", "ratio_max": "ratio"}
 
 # ---- options left out on purpose, each with why ----
 
