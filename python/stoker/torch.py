@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterator, Tuple
 
-import torch as _torch
+import torch as _torch  # noqa: F401  (imported, batches unpack as torch tensors)
 import torch.utils.data as _data
 
 from .loader import Loader
@@ -37,10 +37,13 @@ _WORKERS = ("stoker.torch.LoaderDataset runs in the process that created its loa
 
 
 class LoaderDataset(_data.IterableDataset):
-    """A ``torch.utils.data.IterableDataset`` over a ``stoker.Loader``: yields ``(x, y)``,
-    the batch's data as a tensor sharing its memory (``torch.from_dlpack``, on the batch's
-    device) and its labels as an int64 tensor; ``len()`` is the loader's batches per epoch;
-    ``set_epoch``, ``state_dict`` and ``load_state_dict`` are the loader's.
+    """A ``torch.utils.data.IterableDataset`` over a ``stoker.Loader``: yields each batch as
+    ``for ... in loader`` unpacks it, a tuple in schema order: ``(x, y)`` for images and
+    labels, the batch's data as a tensor sharing its memory (``torch.from_dlpack``, on the
+    batch's device) and its labels as an int64 tensor; for samples of several fields, one
+    tensor per field (a ``stoker.TensorPair`` for a ragged one: ``(image, boxes, classes)``);
+    ``len()`` is the loader's batches per epoch; ``set_epoch``, ``state_dict`` and
+    ``load_state_dict`` are the loader's.
 
     ``x`` keeps the batch's slot while it lives; a DataLoader and a training step hold at
     most a couple of batches, far below the loader's ``depth``."""
@@ -51,12 +54,11 @@ class LoaderDataset(_data.IterableDataset):
                             % type(loader).__name__)
         self.loader = loader
 
-    def __iter__(self) -> Iterator[Tuple[_torch.Tensor, _torch.Tensor]]:
+    def __iter__(self) -> Iterator[Tuple[Any, ...]]:
         if _data.get_worker_info() is not None:
             raise RuntimeError(_WORKERS)
         for batch in self.loader:
-            x, y = batch  # torch tensors: torch is imported here
-            yield x, y
+            yield tuple(batch)  # torch tensors (torch is imported here), in schema order
 
     def __len__(self) -> int:
         return len(self.loader)

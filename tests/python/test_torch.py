@@ -180,6 +180,31 @@ def test_dataloader_over_the_adapter(raw_ds):
         assert [[int(i) for i in h.record_id(x.numpy())] for x, _ in dl] == want[2][4:]
 
 
+def test_dataloader_over_the_adapter_with_fields(tmp_path):
+    """A data set of several fields: the adapter yields every field in schema order, as the
+    loader unpacks it, a ragged field as a TensorPair."""
+    import stoker.torch as st
+    fields = {"img": {"kind": "raw", "dtype": "uint8", "shape": (2, 3)},
+              "tokens": {"kind": "array", "dtype": "int64", "shape": (None,)},
+              "weight": "float32", "label": "int64"}
+    with stoker.Writer(tmp_path / "f", fields=fields, fsync=False) as w:
+        for i in range(10):
+            w.add({"img": np.full((2, 3), i, np.uint8), "tokens": np.arange(i % 4) + 10 * i,
+                   "weight": i / 4, "label": 100 + i})
+    with stoker.Loader(tmp_path / "f", 4, device="cpu", shuffle=False) as loader:
+        dl = torch.utils.data.DataLoader(st.LoaderDataset(loader), batch_size=None)
+        seen = []
+        for img, tokens, weight, label in dl:
+            assert isinstance(tokens, stoker.TensorPair)
+            ids = img[:, 0, 0].tolist()
+            seen += ids
+            assert label.tolist() == [100 + i for i in ids]
+            assert weight.tolist() == [i / 4 for i in ids]
+            assert [t.tolist() for t in tokens.split()] == \
+                [list(range(10 * i, 10 * i + i % 4)) for i in ids]
+        assert seen == list(range(10))
+
+
 def test_dataloader_workers_are_refused(raw_ds):
     import stoker.torch as st
     with stoker.Loader(raw_ds, 8, device="cpu") as loader:
