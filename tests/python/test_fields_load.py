@@ -228,8 +228,9 @@ def scale_of(d, transform):
 
 
 @pytest.mark.parametrize("kw", [dict(seed=3, epochs=2), dict(seed=11, vflip=0.5, epochs=1),
+                                dict(seed=7, scale=(0.3, 0.6), ratio=(1.2, 1.6), epochs=1),
                                 dict(transform="eval", resize=S, epochs=1)],
-                         ids=["train", "train-vflip", "eval"])
+                         ids=["train", "train-vflip", "train-ranges", "eval"])
 def test_masks_and_boxes_agree_with_the_image(scenes_ds, kw):
     kw = dict(kw)
     epochs = kw.pop("epochs")
@@ -324,6 +325,47 @@ def test_a_train_mask_is_torchvisions_resized_crop_of_the_image_box(scenes_ds):
             assert np.array_equal(torch_mask(m, box, flip, vflip), d["mask"]), d["id"]
     assert flips == {False, True} and vflips == {False, True}
     assert shrunk and grown, (shrunk, grown)
+
+
+def test_the_crop_ranges_bound_every_sample(scenes_ds):
+    """scale=(0.3, 0.6), ratio=(1.2, 1.6): the crop box the delivered masks show keeps to
+    them (within the rounding of its width and height), or is the fallback torchvision
+    takes where no box in them fits the image (the image's centre, its ratio clamped into
+    the range), for every sample; the default ranges give boxes outside them."""
+    scale, ratio = (0.3, 0.6), (1.2, 1.6)
+
+    def fallback(ww_, hh_):
+        w, h = ww_, hh_
+        if ww_ / hh_ < ratio[0]:
+            h = round(ww_ / ratio[0])
+        elif ww_ / hh_ > ratio[1]:
+            w = round(hh_ * ratio[1])
+        return (ww_ - w) // 2, (hh_ - h) // 2, w, h
+
+    def within(d):
+        hh_, ww_ = SCENES[d["id"]][2].shape
+        top, hhs, _ = recover_spans(d["my"][:, 0], hh_)
+        left, wws, _ = recover_spans(d["mx"][0], ww_)
+        for hh in hhs:
+            for ww in wws:
+                s_, r, n = ww * hh / (ww_ * hh_), ww / hh, min(ww, hh)
+                if scale[0] * (1 - 2 / n) <= s_ <= scale[1] * (1 + 2 / n) and \
+                        ratio[0] * (1 - 2 / n) <= r <= ratio[1] * (1 + 2 / n):
+                    return "in"
+                if (left, top, ww, hh) == fallback(ww_, hh_):
+                    return "fallback"
+        return None
+
+    got = {"in": 0, "fallback": 0, None: 0}
+    default = 0
+    for epoch in range(2):
+        for d in deliveries(loader(scenes_ds, seed=13, epoch=epoch, scale=scale, ratio=ratio)):
+            got[within(d)] += 1
+        default += sum(within(d) is None for d in deliveries(loader(scenes_ds, seed=13,
+                                                                      epoch=epoch)))
+    assert got[None] == 0 and got["in"] > got["fallback"], got
+    assert sum(got.values()) == 2 * N_SCENES
+    assert default > N_SCENES // 2, default
 
 
 def test_an_eval_mask_is_torchvisions_resize_and_center_crop(scenes_ds):
