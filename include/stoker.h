@@ -243,6 +243,13 @@ typedef enum stoker_option {
     STOKER_OPT_SCALE_MAX = 97, /* default 1 */
     STOKER_OPT_RATIO_MIN = 98, /* default 3/4 */
     STOKER_OPT_RATIO_MAX = 99, /* default 4/3 */
+    /* floats: which boxes (boxes_of fields) an image transform keeps, besides a positive
+     * width and height: MIN_BOX_SIZE, the least width and height in output pixels (1 is
+     * torchvision's SanitizeBoundingBoxes default); MIN_BOX_VISIBILITY, the least share of
+     * the mapped box's area that the output shows, 0 to 1 (albumentations' min_visibility).
+     * A dropped box takes its rows of every rows_of field with it */
+    STOKER_OPT_MIN_BOX_SIZE = 100,       /* default 0 */
+    STOKER_OPT_MIN_BOX_VISIBILITY = 101, /* default 0 */
 
     /* ---- sources (string options, stoker_config_set_string) ---- */
     STOKER_OPT_H5_IMAGES = 120, /* HDF5 dataset holding the records; default "images" */

@@ -62,7 +62,7 @@ static void test_mask_identity(void)
     T_ASSERT(memcmp(src, dst, sizeof src) == 0);
     float b[4] = {0.5f, 1.0f, 6.0f, 5.25f};
     uint8_t keep;
-    T_EQ_INT(stoker__boxes_geom(b, 1, &g, &keep), 1);
+    T_EQ_INT(stoker__boxes_geom(b, 1, &g, 0.0, 0.0, &keep), 1);
     T_ASSERT(b[0] == 0.5f && b[1] == 1.0f && b[2] == 6.0f && b[3] == 5.25f);
 }
 
@@ -127,7 +127,7 @@ static void test_boxes(void)
         memcpy(m, b, sizeof b);
         uint8_t keep[sizeof want_keep];
         const stoker__fgeom g = hand_geom(a, a, flips, flips, 40, 40);
-        T_EQ_INT(stoker__boxes_geom(m, n, &g, keep), 3);
+        T_EQ_INT(stoker__boxes_geom(m, n, &g, 0.0, 0.0, keep), 3);
         for (int64_t i = 0; i < n; i++)
             T_EQ_INT(keep[i], want_keep[i]);
         /* the boxes and a tied array of class ids lose the same rows */
@@ -151,8 +151,51 @@ static void test_boxes(void)
     const stoker__fgeom g = hand_geom(e, e, 0, 0, 10, 10);
     float c[4] = {2, 3, 5.5f, 9};
     uint8_t keep;
-    T_EQ_INT(stoker__boxes_geom(c, 1, &g, &keep), 1);
+    T_EQ_INT(stoker__boxes_geom(c, 1, &g, 0.0, 0.0, &keep), 1);
     T_ASSERT(c[0] == 3.0f && c[1] == 7.0f && c[2] == 17.0f && c[3] == 20.0f);
+}
+
+/* The minimum size and visibility: source [10, 30) shrunk to 10 pixels (v' = (v - 10) / 2). */
+static void test_box_minimums(void)
+{
+    const stoker__faxis a = {10, 20, 10, 0, 10};
+    const float b[][4] = {
+        {12, 12, 13, 20}, /* 0.5 wide, 4 high, inside */
+        {12, 12, 14, 20}, /* 1 wide, inside */
+        {0, 12, 20, 20},  /* [0, 1, 5, 5] of [-5, 1, 5, 5]: half shown */
+        {4, 12, 14, 20},  /* [0, 1, 2, 5] of [-3, 1, 2, 5]: 2/5 shown */
+        {20, 20, 40, 40}, /* [5, 5, 10, 10] of [5, 5, 15, 15]: a quarter shown */
+        {12, 12, 12, 20}, /* no area: dropped whatever the minimums */
+    };
+    const int64_t n = (int64_t)(sizeof b / sizeof b[0]);
+    const struct {
+        double size, vis;
+        uint8_t keep[6];
+    } c[] = {
+        {0.0, 0.0, {1, 1, 1, 1, 1, 0}},  /* any area */
+        {1.0, 0.0, {0, 1, 1, 1, 1, 0}},  /* torchvision's min_size */
+        {2.5, 0.0, {0, 0, 1, 0, 1, 0}},  /* widths 0.5, 1, 5, 2, 5 */
+        {0.0, 0.5, {1, 1, 1, 0, 0, 0}},  /* a half shown is kept, 2/5 and 1/4 not */
+        {0.0, 0.25, {1, 1, 1, 1, 1, 0}}, /* exactly a quarter is kept */
+        {0.0, 1.0, {1, 1, 0, 0, 0, 0}},  /* wholly shown only */
+        {1.0, 0.4, {0, 1, 1, 1, 0, 0}},  /* both */
+    };
+    for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
+        for (int flips = 0; flips < 2; flips++) { /* flips move boxes, not their share */
+            float m[sizeof b / sizeof(float)];
+            memcpy(m, b, sizeof b);
+            uint8_t keep[6];
+            const stoker__fgeom g = hand_geom(a, a, flips, !flips, 40, 40);
+            int64_t want = 0;
+            for (int64_t i = 0; i < n; i++)
+                want += c[k].keep[i];
+            T_EQ_INT(stoker__boxes_geom(m, n, &g, c[k].size, c[k].vis, keep), want);
+            for (int64_t i = 0; i < n; i++)
+                if (keep[i] != c[k].keep[i])
+                    T_FAIL("min size %g, visibility %g: box %d kept %d", c[k].size, c[k].vis,
+                           (int)i, keep[i]);
+        }
+    }
 }
 
 /* ---- agreement with the image pipeline ------------------------------------------------------ */
@@ -265,6 +308,7 @@ int main(void)
     test_mask_identity();
     test_mask_crop_flips();
     test_boxes();
+    test_box_minimums();
     test_agreement();
     printf("ok\n");
     return 0;

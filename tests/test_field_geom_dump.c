@@ -53,7 +53,7 @@ static int apply(const stoker__fgeom *g, const char *io)
         T_FAIL("mask: %s", err.msg);
     const int64_t n = (int64_t)(bsize / 16);
     uint8_t *keep = malloc(n ? (size_t)n : 1);
-    const int64_t kept = stoker__boxes_geom(boxes, n, g, keep);
+    const int64_t kept = stoker__boxes_geom(boxes, n, g, 0.0, 0.0, keep);
     t_write_file(path_of(io, ".mask.out"), dst, out);
     t_write_file(path_of(io, ".boxes.out"), boxes, bsize);
     t_write_file(path_of(io, ".keep"), keep, (size_t)n);

@@ -175,6 +175,12 @@ static const opt_desc OPTS[] = {
           "the train transform's smallest crop width/height ratio; default 3/4"),
     FLOAT(STOKER_OPT_RATIO_MAX, "ratio_max", 10, 4.0 / 3.0, DBL_TRUE_MIN, DBL_MAX,
           "the train transform's largest crop width/height ratio; default 4/3"),
+    FLOAT(STOKER_OPT_MIN_BOX_SIZE, "min_box_size", 11, 0.0, 0.0, DBL_MAX,
+          "the least width and height, in output pixels, of a box an image transform keeps "
+          "(1: torchvision's); default 0: any above 0"),
+    FLOAT(STOKER_OPT_MIN_BOX_VISIBILITY, "min_box_visibility", 12, 0.0, 0.0, 1.0,
+          "the least share of a box's area an image transform must show to keep it; "
+          "default 0"),
     /* sources */
     STRING(STOKER_OPT_H5_IMAGES, "h5_images", D | L, 0, "images",
            "the HDF5 dataset holding the records; default \"images\""),

@@ -135,6 +135,8 @@ static int plan_image(stoker__plan *p, const stoker_config *cfg, const char *pat
     x->crop_scale[1] = stoker__cfg_float(cfg, STOKER_OPT_SCALE_MAX);
     x->crop_ratio[0] = stoker__cfg_float(cfg, STOKER_OPT_RATIO_MIN);
     x->crop_ratio[1] = stoker__cfg_float(cfg, STOKER_OPT_RATIO_MAX);
+    x->min_box_size = stoker__cfg_float(cfg, STOKER_OPT_MIN_BOX_SIZE);
+    x->min_box_vis = stoker__cfg_float(cfg, STOKER_OPT_MIN_BOX_VISIBILITY);
     x->max_pixels = p->max_pixels;
     memcpy(x->mean, p->mean, sizeof x->mean);
     memcpy(x->std, p->std, sizeof x->std);
@@ -906,12 +908,14 @@ int stoker__plan_get_int(const stoker__plan *p, stoker_option opt, int64_t *v)
 
 int stoker__plan_get_float(const stoker__plan *p, stoker_option opt, double *v)
 {
-    const double *train = opt == STOKER_OPT_VFLIP       ? &p->xform.vflip
-                          : opt == STOKER_OPT_SCALE_MIN ? &p->xform.crop_scale[0]
-                          : opt == STOKER_OPT_SCALE_MAX ? &p->xform.crop_scale[1]
-                          : opt == STOKER_OPT_RATIO_MIN ? &p->xform.crop_ratio[0]
-                          : opt == STOKER_OPT_RATIO_MAX ? &p->xform.crop_ratio[1]
-                                                        : NULL;
+    const double *train = opt == STOKER_OPT_VFLIP                ? &p->xform.vflip
+                          : opt == STOKER_OPT_SCALE_MIN          ? &p->xform.crop_scale[0]
+                          : opt == STOKER_OPT_SCALE_MAX          ? &p->xform.crop_scale[1]
+                          : opt == STOKER_OPT_RATIO_MIN          ? &p->xform.crop_ratio[0]
+                          : opt == STOKER_OPT_RATIO_MAX          ? &p->xform.crop_ratio[1]
+                          : opt == STOKER_OPT_MIN_BOX_SIZE       ? &p->xform.min_box_size
+                          : opt == STOKER_OPT_MIN_BOX_VISIBILITY ? &p->xform.min_box_vis
+                                                                 : NULL;
     if (train) {
         *v = *train;
         return p->image ? 0 : STOKER_E_UNSUPPORTED; /* the image transform's */

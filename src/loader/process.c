@@ -275,7 +275,8 @@ int stoker__process_sample(stoker__process *pr, uint64_t seed, int64_t epoch, in
         if (f->tie == STOKER_TIE_BOXES && geom) {
             if (stoker__scratch_grow(&pr->keep, &pr->keep_cap, nrows ? nrows : 1) < 0)
                 return -ENOMEM;
-            stoker__boxes_geom((float *)(void *)d, (int64_t)nrows, &g, pr->keep);
+            stoker__boxes_geom((float *)(void *)d, (int64_t)nrows, &g, p->xform.min_box_size,
+                               p->xform.min_box_vis, pr->keep);
             kept = stoker__rows_compact(d, (int64_t)nrows, (size_t)f->stored, pr->keep);
             kept_of = i;
         } else if (f->tie == STOKER_TIE_ROWS && f->tied >= 0 && f->tied == kept_of) {

@@ -95,21 +95,31 @@ int stoker__mask_geom(const uint8_t *src, int32_t width, int32_t height, size_t 
     return 0;
 }
 
-/* One coordinate mapped to the output's pixels along a, clipped to [0, count]. NaN stays
- * NaN (and its box is dropped). */
-static double map_clip(double v, const stoker__faxis *a)
+/* One coordinate mapped to the output's pixels along a. NaN stays NaN (and its box is
+ * dropped). */
+static double map(double v, const stoker__faxis *a)
 {
-    const double m = (v - a->offset) * a->out / a->in - a->first;
+    return (v - a->offset) * a->out / a->in - a->first;
+}
+
+/* m clipped to [0, count] */
+static double clip(double m, const stoker__faxis *a)
+{
     return m < 0.0 ? 0.0 : m > a->count ? (double)a->count : m;
 }
 
-int64_t stoker__boxes_geom(float *xyxy, int64_t n, const stoker__fgeom *g, uint8_t *keep)
+int64_t stoker__boxes_geom(float *xyxy, int64_t n, const stoker__fgeom *g, double min_size,
+                           double min_visibility, uint8_t *keep)
 {
     int64_t kept = 0;
     for (int64_t i = 0; i < n; i++) {
         float *b = xyxy + 4 * i;
-        double x1 = map_clip(b[0], &g->x), y1 = map_clip(b[1], &g->y);
-        double x2 = map_clip(b[2], &g->x), y2 = map_clip(b[3], &g->y);
+        const double u1 = map(b[0], &g->x), v1 = map(b[1], &g->y);
+        const double u2 = map(b[2], &g->x), v2 = map(b[3], &g->y);
+        double x1 = clip(u1, &g->x), y1 = clip(v1, &g->y);
+        double x2 = clip(u2, &g->x), y2 = clip(v2, &g->y);
+        /* the share shown: flips move a box, never change its area */
+        const double shown = (x2 - x1) * (y2 - y1), whole = (u2 - u1) * (v2 - v1);
         if (g->flip) {
             const double t = x1;
             x1 = g->x.count - x2;
@@ -125,7 +135,9 @@ int64_t stoker__boxes_geom(float *xyxy, int64_t n, const stoker__fgeom *g, uint8
         b[2] = (float)x2;
         b[3] = (float)y2;
         /* written so that NaN drops the box; compared as stored */
-        keep[i] = b[2] > b[0] && b[3] > b[1];
+        keep[i] = b[2] > b[0] && b[3] > b[1] && (double)b[2] - b[0] >= min_size &&
+                  (double)b[3] - b[1] >= min_size &&
+                  (min_visibility <= 0.0 || shown >= min_visibility * whole);
         kept += keep[i];
     }
     return kept;

@@ -70,9 +70,11 @@ int stoker__mask_geom(const uint8_t *src, int32_t width, int32_t height, size_t 
  * first (computed in double), clipped to [0, count]; a horizontal flip then gives
  * [count_x - x2', count_x - x1'] (a vertical one the same in y), so x1 <= x2 stays. keep[i]
  * is 1 when the box keeps an area, x2' > x1' and y2' > y1' (after clipping, as stored in
- * float32), else 0: a box wholly outside the crop, one left with a zero width or height,
- * one given with a zero area or a NaN. A dropped box's values are unspecified. The caller
- * then removes the dropped rows of the boxes and of every field tied to them with
+ * float32), its width and height are at least min_size, and the clipped area is at least
+ * min_visibility of the mapped box's area before clipping (computed in double); else 0: a
+ * box wholly outside the crop, one left with a zero width or height, one given with a zero
+ * area or a NaN, one below either minimum. A dropped box's values are unspecified. The
+ * caller then removes the dropped rows of the boxes and of every field tied to them with
  * stoker__rows_compact.
  *
  * Compared with torchvision.transforms.v2: resized_crop's boxes (crop: subtract the origin,
@@ -80,10 +82,10 @@ int stoker__mask_geom(const uint8_t *src, int32_t width, int32_t height, size_t 
  * equals scale-then-clip up to float rounding). SanitizeBoundingBoxes then removes boxes
  * narrower or lower than min_size output pixels (default 1; it accepts no min_size below
  * 1; later versions also remove areas below min_area, default 1); this keeps every box with
- * a positive width and height, however thin: that rule with min_size taken down to 0.
- * Whoever wants torchvision's default drops the delivered boxes with x2 - x1 < 1 or
- * y2 - y1 < 1. */
-int64_t stoker__boxes_geom(float *xyxy, int64_t n, const stoker__fgeom *g, uint8_t *keep);
+ * a positive width and height, however thin, under min_size 0 (the default), and
+ * torchvision's rule under min_size 1. */
+int64_t stoker__boxes_geom(float *xyxy, int64_t n, const stoker__fgeom *g, double min_size,
+                           double min_visibility, uint8_t *keep);
 
 /* Moves the rows i of `rows` (n rows of row_bytes each) with keep[i] != 0 to the front, in
  * order (memmove), and returns their count. For the boxes and every rows_of field. */

@@ -184,6 +184,8 @@ typedef struct stoker__xform_params {
     double vflip;         /* TRAIN: the probability of a vertical flip, 0 to 1 */
     double crop_scale[2]; /* TRAIN: the crop's share of the area, lo..hi (0 = 0.08, 1) */
     double crop_ratio[2]; /* TRAIN: the crop's width/height, lo..hi (0 = 3/4, 4/3) */
+    double min_box_size;  /* boxes kept: width and height at least this (output pixels) */
+    double min_box_vis;   /* boxes kept: at least this share of their area shown, 0 to 1 */
     float mean[3], std[3];
     uint64_t max_pixels; /* decoded pixels allowed per image (0 = 1 << 28) */
     const stoker__simd_ops *simd;

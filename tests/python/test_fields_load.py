@@ -368,6 +368,65 @@ def test_the_crop_ranges_bound_every_sample(scenes_ds):
     assert default > N_SCENES // 2, default
 
 
+def by_id(L, epochs=1):
+    """{(epoch, id): delivered sample} over `epochs` epochs."""
+    out = {}
+    for e in range(epochs):
+        L.set_epoch(e)
+        out.update({(e, d["id"]): d for d in deliveries(L)})
+    return out
+
+
+def test_min_box_size_drops_thin_boxes_and_their_rows(scenes_ds):
+    """Train, two epochs: min_box_size=4 delivers the default run's boxes (same seed: same
+    crops) less those narrower or lower than 4 output pixels, classes alike."""
+    plain = by_id(loader(scenes_ds, seed=21, size=16), 2)
+    L = loader(scenes_ds, seed=21, size=16, min_box_size=4)
+    assert L.min_box_size == 4.0 and L.min_box_visibility == 0.0
+    ruled = by_id(L, 2)
+    assert plain.keys() == ruled.keys()
+    dropped = 0
+    for k, d in plain.items():
+        b = d["boxes"]
+        keep = (b[:, 2] - b[:, 0] >= 4) & (b[:, 3] - b[:, 1] >= 4)
+        dropped += int((~keep).sum())
+        assert np.array_equal(ruled[k]["boxes"], b[keep]), k
+        assert np.array_equal(ruled[k]["classes"], d["classes"][keep]), k
+        assert np.array_equal(ruled[k]["image"], d["image"])
+    print("train: %d boxes dropped" % dropped)
+    assert dropped > 0
+
+
+def test_min_box_visibility_keeps_boxes_the_crop_shows_enough_of(scenes_ds):
+    """Eval (resize the short side to S, centre crop C): a box is kept where the crop shows
+    at least min_box_visibility of its mapped area, computed here from the written boxes."""
+    vis = 0.7
+    plain = by_id(loader(scenes_ds, transform="eval", resize=S))
+    ruled = by_id(loader(scenes_ds, transform="eval", resize=S, min_box_visibility=vis))
+    partly = dropped = 0
+    for k, d in plain.items():
+        sample, _, m = SCENES[d["id"]]
+        hh_, ww_ = m.shape
+        rw, rh = (S, int(S * hh_ / ww_)) if ww_ <= hh_ else (int(S * ww_ / hh_), S)
+        left, top = round((rw - C) / 2), round((rh - C) / 2)
+        want = []
+        for box, c in zip(sample["boxes"].astype(np.float64), sample["classes"]):
+            u = [box[0] * rw / ww_ - left, box[1] * rh / hh_ - top,
+                 box[2] * rw / ww_ - left, box[3] * rh / hh_ - top]
+            v = np.clip(u, 0, C)
+            whole, shown = (u[2] - u[0]) * (u[3] - u[1]), (v[2] - v[0]) * (v[3] - v[1])
+            if 0 < shown < whole:
+                partly += 1
+            if shown > 0 and shown >= vis * whole:
+                want.append(int(c))
+        dropped += len(d["classes"]) - len(want)
+        assert ruled[k]["classes"].tolist() == want, (k, d["classes"].tolist())
+        keep = np.isin(d["classes"], want)
+        assert np.array_equal(ruled[k]["boxes"], d["boxes"][keep])
+    print("eval: %d boxes partly shown, %d dropped" % (partly, dropped))
+    assert partly > 0 and dropped > 0, (partly, dropped)
+
+
 def test_an_eval_mask_is_torchvisions_resize_and_center_crop(scenes_ds):
     for d in deliveries(loader(scenes_ds, transform="eval", resize=S)):
         _, _, m = SCENES[d["id"]]
