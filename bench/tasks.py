@@ -39,9 +39,10 @@ The feeds (--feeds, comma-separated; KEY=VALUE after a colon):
   synthetic     one batch of the same shapes already on the device, every step: random
                 images, masks, 1-8 boxes per image with their classes, captions' tokens
   stoker        stoker.Loader(DS, transform="train", size=S, fields=[the task's], layout
-                NHWC, the autocast's dtype, onto the training device, drop_last);
-                stoker:KEY=VALUE,... passes any Loader keyword (stoker:decoder=cpu,
-                stoker:threads=12)
+                NHWC, the autocast's dtype, onto the training device, drop_last; for
+                detection min_box_size=1, the rule of the DataLoader's
+                SanitizeBoundingBoxes); stoker:KEY=VALUE,... passes any Loader keyword
+                (stoker:decoder=cpu, stoker:threads=12, stoker:min_box_size=0)
   dataloader    torch.utils.data.DataLoader on DIR: --workers workers, pin_memory, 4 batches
                 prefetched per worker, persistent workers; in the workers
                 torchvision.io.decode_jpeg / decode_png, then transforms.v2 on
@@ -190,6 +191,8 @@ def stoker_feed(torch, a, task, kw, device, dtype, info):
     opts = dict(transform="train", size=a.size, dtype=a.dtype, layout="NHWC",
                 device="cuda:%d" % device.index if device.type == "cuda" else "cpu",
                 threads=a.threads, drop_last=True, seed=a.seed, fields=FIELDS[task])
+    if task == "detection":  # the boxes the DataLoader's SanitizeBoundingBoxes keeps
+        opts["min_box_size"] = 1.0
     opts.update(kw)
     loader = stoker.Loader(a.data, a.batch_size, **opts)
     info["loader_obj"] = loader

@@ -120,6 +120,11 @@ static stoker_loader *open_loader(const char *path, int32_t decoder, int32_t on_
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_THREADS, 4));
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_DEVICE, 1));
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_SEED, 5));
+    /* other crop ranges than the defaults, and torchvision's box rule: both sides take them */
+    T_OK(stoker_config_set_float(cfg, STOKER_OPT_SCALE_MIN, 0.25));
+    T_OK(stoker_config_set_float(cfg, STOKER_OPT_RATIO_MIN, 0.5));
+    T_OK(stoker_config_set_float(cfg, STOKER_OPT_RATIO_MAX, 2.0));
+    T_OK(stoker_config_set_float(cfg, STOKER_OPT_MIN_BOX_SIZE, 1.0));
     T_OK(stoker_config_set_float(cfg, STOKER_OPT_VFLIP, 0.5));
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_DECODER, decoder));
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_ON_CORRUPT, on_corrupt));
