@@ -250,6 +250,9 @@ typedef enum stoker_option {
      * A dropped box takes its rows of every rows_of field with it */
     STOKER_OPT_MIN_BOX_SIZE = 100,       /* default 0 */
     STOKER_OPT_MIN_BOX_VISIBILITY = 101, /* default 0 */
+    STOKER_OPT_HFLIP = 102,              /* float: the probability, 0 to 1, that the train transform
+                                            mirrors a sample left to right; default 0.5 (0: never, for
+                                            data whose left and right differ: text, some keypoints) */
 
     /* ---- sources (string options, stoker_config_set_string) ---- */
     STOKER_OPT_H5_IMAGES = 120, /* HDF5 dataset holding the records; default "images" */
@@ -335,8 +338,9 @@ typedef enum stoker_order {
 typedef enum stoker_transform {
     STOKER_TRANSFORM_DEFAULT = 0, /* TRAIN for JPEG data sets, NONE for raw records */
     STOKER_TRANSFORM_NONE = 1,
-    STOKER_TRANSFORM_TRAIN = 2,  /* RandomResizedCrop + horizontal flip (+ vertical flip with
-                                    probability STOKER_OPT_VFLIP) */
+    STOKER_TRANSFORM_TRAIN = 2,  /* RandomResizedCrop (STOKER_OPT_SCALE_MIN .. RATIO_MAX) +
+                                    horizontal flip with probability STOKER_OPT_HFLIP (+
+                                    vertical flip with probability STOKER_OPT_VFLIP) */
     STOKER_TRANSFORM_EVAL = 3,   /* resize short side to RESIZE, centre crop SIZE */
     STOKER_TRANSFORM_RESIZE = 4, /* plain resize to SIZE x SIZE */
 } stoker_transform;

@@ -360,7 +360,7 @@ grep -Eq "full_checks=(9[6-9]|10[0-9]|11[0-2])( |$)" "$TMP/unchecked.txt" ||
 "$STOKER_BENCH" "$TMP/jds" --epochs 1 --batch-size 16 --threads 1 --size 32 --io \
     --device cpu --decoder gpu --vflip 0.25 > "$TMP/io.txt"
 # the float options as the loader runs with them, every one the table has
-grep -q "^floats       vflip=0.25 mean_r=0.485 .* std_b=0.225 scale_min=0.08 scale_max=1 ratio_min=0.75 ratio_max=1.33333 min_box_size=0 min_box_visibility=0$" "$TMP/io.txt"
+grep -q "^floats       vflip=0.25 mean_r=0.485 .* std_b=0.225 scale_min=0.08 scale_max=1 ratio_min=0.75 ratio_max=1.33333 min_box_size=0 min_box_visibility=0 hflip=0.5$" "$TMP/io.txt"
 RATES="buffered [0-9]+ MB/s, O_DIRECT ([0-9]+ MB/s|not measured \(O_DIRECT refused)"
 grep -Eq "^raw read .* $RATES" "$TMP/io.txt"
 grep -q "^pipeline     transform=train size=32 resize=37 dct=islow antialias=over2x \

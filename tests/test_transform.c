@@ -36,12 +36,12 @@ static void check_rrc_statistics(int32_t w, int32_t h, double max_s_min, double 
         T_ASSERT(r <= (4.0 / 3) * (1 + 1.0 / b.w) / (1 - 1.0 / b.h) + 1e-9);
         min_s = fmin(min_s, s), max_s = fmax(max_s, s), sum_s += s;
         min_r = fmin(min_r, r), max_r = fmax(max_r, r);
-        flips += stoker__rrc_flip(42, 3, id);
+        flips += stoker__rrc_flip(0.5, 42, 3, id);
         vflips += stoker__rrc_vflip(0.25, 42, 3, id);
         /* a probability of 0 never flips, 1 always; the draw is not the horizontal one's */
         T_EQ_INT(stoker__rrc_vflip(0.0, 42, 3, id), 0);
         T_EQ_INT(stoker__rrc_vflip(1.0, 42, 3, id), 1);
-        same += stoker__rrc_vflip(0.5, 42, 3, id) == stoker__rrc_flip(42, 3, id);
+        same += stoker__rrc_vflip(0.5, 42, 3, id) == stoker__rrc_flip(0.5, 42, 3, id);
     }
     /* vertical flips at 0.25: 5000 +- 5 sigma (sigma = 61); independent of the horizontal */
     T_ASSERT(vflips > n / 4 - 306 && vflips < n / 4 + 306);
@@ -55,6 +55,44 @@ static void check_rrc_statistics(int32_t w, int32_t h, double max_s_min, double 
     /* most tries fit; the mean scale of accepted boxes is below the uniform 0.54 */
     T_ASSERT(fallbacks <= max_fallbacks);
     T_ASSERT(sum_s / n > mean_lo && sum_s / n < 0.56);
+}
+
+/* The horizontal flip's probability: 0 (or below: the parameters' never) never flips, 1
+ * always, 0.5 is the draw's top bit (the rule before the probability was an option), 0.25
+ * flips about a quarter, each a subset of the flips of a higher probability. */
+static void check_hflip(void)
+{
+    int quarter = 0;
+    for (int64_t id = 0; id < 20000; id++) {
+        T_EQ_INT(stoker__rrc_flip(0.0, 42, 3, id), 0);
+        T_EQ_INT(stoker__rrc_flip(-1.0, 42, 3, id), 0);
+        T_EQ_INT(stoker__rrc_flip(1.0, 42, 3, id), 1);
+        const int half = stoker__rrc_flip(0.5, 42, 3, id);
+        T_EQ_INT(half, (int)(stoker__rng_u64(42, 3, id, 64) >> 63));
+        const int q = stoker__rrc_flip(0.25, 42, 3, id);
+        T_ASSERT(!q || half);
+        quarter += q;
+    }
+    /* 5000 +- 5 sigma (sigma = 61) */
+    T_ASSERT(quarter > 5000 - 306 && quarter < 5000 + 306);
+    /* the parameters: 0 is the table's 0.5, below 0 is never */
+    stoker__xform_params p = {.mean = {0.5f, 0.5f, 0.5f}, .std = {0.25f, 0.25f, 0.25f}};
+    stoker__err err;
+    T_OK(stoker__xform_params_prepare(&p, STOKER_SIMD_AUTO, &err));
+    T_ASSERT(p.hflip == 0.5);
+    stoker__xform_params never = p;
+    never.hflip = -1.0;
+    T_OK(stoker__xform_params_prepare(&never, STOKER_SIMD_AUTO, &err));
+    int flipped = 0;
+    for (int64_t id = 0; id < 64; id++) {
+        stoker__geom g, h;
+        stoker__xform_geometry(&p, 40, 30, 5, 0, id, &g);
+        stoker__xform_geometry(&never, 40, 30, 5, 0, id, &h);
+        flipped += g.flip;
+        T_EQ_INT(h.flip, 0);
+        T_ASSERT(g.x.offset == h.x.offset && g.x.in_size == h.x.in_size); /* the same box */
+    }
+    T_ASSERT(flipped > 0);
 }
 
 static void check_rrc_keys(void)
@@ -478,7 +516,7 @@ static void check_params_and_flip(void)
     for (int64_t id = 0; id < 16; id++) {
         stoker__geom g;
         stoker__xform_geometry(&t, w, h, 5, 0, id, &g);
-        T_EQ_INT(g.flip, stoker__rrc_flip(5, 0, id));
+        T_EQ_INT(g.flip, stoker__rrc_flip(0.5, 5, 0, id));
         if (!g.flip)
             continue;
         seen_flip = 1;
@@ -554,6 +592,7 @@ int main(void)
     check_rrc_statistics(640, 427, 0.85, 0.35, 20);
     check_rrc_statistics(97, 301, 0.3, 0.15, 2000); /* thin: some fall back */
     check_rrc_keys();
+    check_hflip();
     check_rrc_fallback();
     check_rrc_ranges();
     check_eval();

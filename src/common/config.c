@@ -181,6 +181,8 @@ static const opt_desc OPTS[] = {
     FLOAT(STOKER_OPT_MIN_BOX_VISIBILITY, "min_box_visibility", 12, 0.0, 0.0, 1.0,
           "the least share of a box's area an image transform must show to keep it; "
           "default 0"),
+    FLOAT(STOKER_OPT_HFLIP, "hflip", 13, 0.5, 0.0, 1.0,
+          "probability that the train transform flips a sample horizontally; default 0.5"),
     /* sources */
     STRING(STOKER_OPT_H5_IMAGES, "h5_images", D | L, 0, "images",
            "the HDF5 dataset holding the records; default \"images\""),

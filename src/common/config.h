@@ -11,8 +11,8 @@
 struct stoker_config {
     int64_t ints[STOKER__NUM_INT_OPTS];
     uint8_t int_set[STOKER__NUM_INT_OPTS]; /* 1 when explicitly set */
-    double floats[13]; /* mean r,g,b, std r,g,b, vflip, scale min,max, ratio min,max,
-                          min box size, min box visibility */
+    double floats[14]; /* mean r,g,b, std r,g,b, vflip, scale min,max, ratio min,max,
+                          min box size, min box visibility, hflip */
     char *strings[STOKER__NUM_STR_OPTS];
     stoker__log log;
 };

@@ -131,6 +131,8 @@ static int plan_image(stoker__plan *p, const stoker_config *cfg, const char *pat
     x->resampler = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_RESAMPLER);
     x->dct_scale = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_DCT_SCALE);
     x->vflip = stoker__cfg_float(cfg, STOKER_OPT_VFLIP);
+    const double hflip = stoker__cfg_float(cfg, STOKER_OPT_HFLIP);
+    x->hflip = hflip > 0.0 ? hflip : -1.0; /* the parameters' 0 is the default */
     x->crop_scale[0] = stoker__cfg_float(cfg, STOKER_OPT_SCALE_MIN);
     x->crop_scale[1] = stoker__cfg_float(cfg, STOKER_OPT_SCALE_MAX);
     x->crop_ratio[0] = stoker__cfg_float(cfg, STOKER_OPT_RATIO_MIN);
@@ -916,6 +918,10 @@ int stoker__plan_get_float(const stoker__plan *p, stoker_option opt, double *v)
                           : opt == STOKER_OPT_MIN_BOX_SIZE       ? &p->xform.min_box_size
                           : opt == STOKER_OPT_MIN_BOX_VISIBILITY ? &p->xform.min_box_vis
                                                                  : NULL;
+    if (opt == STOKER_OPT_HFLIP) {
+        *v = p->xform.hflip > 0.0 ? p->xform.hflip : 0.0;
+        return p->image ? 0 : STOKER_E_UNSUPPORTED;
+    }
     if (train) {
         *v = *train;
         return p->image ? 0 : STOKER_E_UNSUPPORTED; /* the image transform's */

@@ -68,9 +68,10 @@ int stoker__rrc_box(int32_t width, int32_t height, const double scale[2], const 
     return 1;
 }
 
-int stoker__rrc_flip(uint64_t seed, int64_t epoch, int64_t id)
+int stoker__rrc_flip(double p, uint64_t seed, int64_t epoch, int64_t id)
 {
-    return (int)(stoker__rng_u64(seed, epoch, id, RRC_FLIP_DRAW) >> 63);
+    /* u >= 1 - p: at p = 0.5 exactly the draw's top bit, the rule before p was an option */
+    return p > 0.0 && stoker__rng_unit(seed, epoch, id, RRC_FLIP_DRAW) >= 1.0 - p;
 }
 
 int stoker__rrc_vflip(double p, uint64_t seed, int64_t epoch, int64_t id)
@@ -268,7 +269,7 @@ void stoker__xform_geometry(const stoker__xform_params *p, int32_t width, int32_
         stoker__rrc_box(width, height, p->crop_scale, p->crop_ratio, seed, epoch, id, &b);
         g->x = whole(b.x, b.w, c, 0, c, plain);
         g->y = whole(b.y, b.h, c, 0, c, plain);
-        g->flip = stoker__rrc_flip(seed, epoch, id);
+        g->flip = stoker__rrc_flip(p->hflip, seed, epoch, id);
         g->vflip = stoker__rrc_vflip(p->vflip, seed, epoch, id);
     } else if (p->transform == STOKER_TRANSFORM_EVAL) {
         int32_t rw, rh, left, top;

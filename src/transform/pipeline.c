@@ -98,6 +98,8 @@ static void resolve_defaults(stoker__xform_params *p)
             *enums[i].field = (int32_t)stoker__cfg_int(NULL, enums[i].opt);
     if (p->max_pixels == 0)
         p->max_pixels = (uint64_t)stoker__cfg_int(NULL, STOKER_OPT_MAX_PIXELS);
+    if (p->hflip == 0.0) /* "never" is below 0 here, so that 0 stays the default */
+        p->hflip = stoker__cfg_float(NULL, STOKER_OPT_HFLIP);
     const stoker_option crop[4] = {STOKER_OPT_SCALE_MIN, STOKER_OPT_SCALE_MAX, STOKER_OPT_RATIO_MIN,
                                    STOKER_OPT_RATIO_MAX};
     for (int i = 0; i < 4; i++) {

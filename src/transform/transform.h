@@ -30,8 +30,9 @@ typedef struct stoker__box {
  * 0..39 of (seed, epoch, id). Returns 1 when the fallback was taken, else 0. */
 int stoker__rrc_box(int32_t width, int32_t height, const double scale[2], const double ratio[2],
                     uint64_t seed, int64_t epoch, int64_t id, stoker__box *box);
-/* The horizontal flip decision (p = 0.5) of (seed, epoch, id): 1 flip, 0 keep. */
-int stoker__rrc_flip(uint64_t seed, int64_t epoch, int64_t id);
+/* The horizontal flip decision of (seed, epoch, id) with probability p: 1 flip, 0 keep
+ * (never for p <= 0, always for p = 1; at 0.5, the draw's top bit). */
+int stoker__rrc_flip(double p, uint64_t seed, int64_t epoch, int64_t id);
 /* The vertical flip decision of (seed, epoch, id) with probability p: 1 flip, 0 keep (never
  * for p = 0, always for p = 1). */
 int stoker__rrc_vflip(double p, uint64_t seed, int64_t epoch, int64_t id);
@@ -182,6 +183,8 @@ typedef struct stoker__xform_params {
     int32_t resampler;    /* FAST or PILLOW (DEFAULT = FAST) */
     int32_t dct_scale;    /* NEVER, TRAIN or ALWAYS (DEFAULT = TRAIN) */
     double vflip;         /* TRAIN: the probability of a vertical flip, 0 to 1 */
+    double hflip;         /* TRAIN: the probability of a horizontal flip: 0 = the default 0.5, as
+                             every field left 0; below 0, never */
     double crop_scale[2]; /* TRAIN: the crop's share of the area, lo..hi (0 = 0.08, 1) */
     double crop_ratio[2]; /* TRAIN: the crop's width/height, lo..hi (0 = 3/4, 4/3) */
     double min_box_size;  /* boxes kept: width and height at least this (output pixels) */

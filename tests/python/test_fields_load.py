@@ -229,8 +229,10 @@ def scale_of(d, transform):
 
 @pytest.mark.parametrize("kw", [dict(seed=3, epochs=2), dict(seed=11, vflip=0.5, epochs=1),
                                 dict(seed=7, scale=(0.3, 0.6), ratio=(1.2, 1.6), epochs=1),
+                                dict(seed=9, hflip=0, vflip=1.0, epochs=1),
                                 dict(transform="eval", resize=S, epochs=1)],
-                         ids=["train", "train-vflip", "train-ranges", "eval"])
+                         ids=["train", "train-vflip", "train-ranges", "train-no-hflip",
+                              "eval"])
 def test_masks_and_boxes_agree_with_the_image(scenes_ds, kw):
     kw = dict(kw)
     epochs = kw.pop("epochs")
@@ -241,6 +243,8 @@ def test_masks_and_boxes_agree_with_the_image(scenes_ds, kw):
         for d in deliveries(L):
             assert d["label"] == 100 + d["id"] == d["label_of_batch"]
             check_geometry(d, counts, scale_of(d, kw.get("transform")))
+            if kw.get("hflip") == 0:  # the coordinate masks show the flips: none, and all
+                assert d["mx"][0, 0] <= d["mx"][0, -1] and d["my"][0, 0] > d["my"][-1, 0]
             seen += 1
     assert seen == epochs * N_SCENES
     assert counts["kept"] > 10, counts

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The train transform's vertical flip (the vflip option, a probability): a record flipped
-vertically is the unflipped sample mirrored top to bottom, the decision a pure function of
-(seed, epoch, id) like the horizontal flip's, so 0 never flips and 1 always does."""
+"""The train transform's flips (the vflip and hflip options, probabilities): a record
+flipped vertically is the unflipped sample mirrored top to bottom, one flipped horizontally
+left to right, each decision a pure function of (seed, epoch, id), so 0 never flips and 1
+always does; the default hflip 0.5 flips some records and keeps others."""
 import io
 
 import numpy as np
@@ -30,10 +31,11 @@ def jpeg_ds(tmp_path_factory):
     return path
 
 
-def samples(path, vflip=None, epoch=0, threads=2):
+def samples(path, vflip=None, epoch=0, threads=2, **kw):
     """{id: (H, W, 3) uint8 sample} of one epoch of the train transform."""
     out = {}
-    kw = {} if vflip is None else {"vflip": vflip}
+    if vflip is not None:
+        kw["vflip"] = vflip
     with stoker.Loader(path, 8, seed=5, epoch=epoch, transform="train", size=32,
                        dtype="uint8", layout="nhwc", device="cpu", threads=threads,
                        decoder="cpu", **kw) as loader:
@@ -76,3 +78,36 @@ def test_the_option_reads_back_and_refuses_what_is_not_a_probability(jpeg_ds):
             stoker.Loader(jpeg_ds, 8, vflip=bad, device="cpu")
     with pytest.raises(TypeError, match="vflip"):
         stoker.Loader(jpeg_ds, 8, vflip="half", device="cpu")
+
+
+def test_hflip_zero_never_flips_one_always_and_the_default_some(jpeg_ds):
+    never = samples(jpeg_ds, hflip=0)
+    always = samples(jpeg_ds, hflip=1.0)
+    default = samples(jpeg_ds)
+    assert sorted(never) == sorted(always) == list(range(N))
+    mirrored = 0
+    for i in range(N):
+        # the same crop, mirrored left to right
+        assert np.array_equal(always[i], never[i][:, ::-1]), i
+        assert not np.array_equal(always[i], never[i]), i
+        if np.array_equal(default[i], always[i]):
+            mirrored += 1
+        else:
+            assert np.array_equal(default[i], never[i]), i
+    assert 0 < mirrored < N
+    # with vflip: both mirrors
+    both = samples(jpeg_ds, 1.0, hflip=1.0)
+    assert all(np.array_equal(both[i], never[i][::-1, ::-1]) for i in range(N))
+
+
+def test_hflip_reads_back_and_refuses_what_is_not_a_probability(jpeg_ds, raw_ds):
+    with stoker.Loader(jpeg_ds, 8, device="cpu") as loader:
+        assert loader.hflip == 0.5
+    for p in (0, 0.0, 0.3, 1):
+        with stoker.Loader(jpeg_ds, 8, hflip=p, device="cpu") as loader:
+            assert loader.hflip == p
+    with stoker.Loader(raw_ds, 8, device="cpu") as loader:  # no image transform
+        assert loader.hflip is None
+    for bad in (-0.1, 1.5):
+        with pytest.raises(ValueError, match="hflip"):
+            stoker.Loader(jpeg_ds, 8, hflip=bad, device="cpu")
