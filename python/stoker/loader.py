@@ -919,23 +919,23 @@ _OPTION_VALUE.update({
 })
 
 
-def _three_floats(name, value):
-    """`value` as three numbers (R, G, B), else TypeError."""
-    if isinstance(value, (str, bytes)) or len(value) != 3:
-        raise TypeError("%s must be three numbers (R, G, B)" % name)
-    for v in value:
-        if is_bool(v) or not isinstance(v, (int, float)) and not hasattr(v, "__float__"):
-            raise TypeError("%s must be three numbers (R, G, B)" % name)
-    return list(value)
+# The keywords that set several float options: their options' suffixes, in order.
+_GROUPED = {"mean": ("r", "g", "b"), "std": ("r", "g", "b"), "scale": ("min", "max"),
+            "ratio": ("min", "max")}
 
 
-def _two_floats(name, value):
-    """`value` as two numbers (min, max), else TypeError."""
-    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != 2 or \
+def _grouped_floats(name, value):
+    """[(option, number)] of keyword `name` (mean, std, scale or ratio) given `value`, one
+    number per part, else TypeError naming the parts."""
+    parts = _GROUPED[name]
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or \
+            len(value) != len(parts) or \
             any(is_bool(v) or not isinstance(v, (int, float)) and not hasattr(v, "__float__")
                 for v in value):
-        raise TypeError("%s must be two numbers (min, max)" % name)
-    return [float(v) for v in value]
+        raise TypeError("%s must be %s numbers (%s)" % (
+            name, {2: "two", 3: "three"}[len(parts)],
+            ", ".join(p.upper() if len(p) == 1 else p for p in parts)))
+    return [("%s_%s" % (name, p), v) for p, v in zip(parts, value)]  # set_float checks each
 
 
 def _dist_defaults(rank, world_size):
@@ -988,8 +988,7 @@ _NOT_KEYWORDS = ("batch_size", "dist_env", "max_records", "max_shards",
                  "mean_r", "mean_g", "mean_b", "std_r", "std_g", "std_b",
                  "scale_min", "scale_max", "ratio_min", "ratio_max")
 # Every keyword of Loader: the table's loader options, mean, std, scale and ratio.
-_KEYWORDS = tuple(table_keywords(_lib.FOR_LOADER, _NOT_KEYWORDS)) + ("mean", "std", "scale",
-                                                                     "ratio")
+_KEYWORDS = tuple(table_keywords(_lib.FOR_LOADER, _NOT_KEYWORDS)) + tuple(_GROUPED)
 # The parameters Loader took by position before its keywords came from the table, in that
 # order (an option added since is keyword-only).
 _POSITIONAL = (
@@ -1126,8 +1125,7 @@ class Loader:
         self._shown = _lib.shown(self.path)  # for messages: no password
         rank, world_size = _dist_defaults(kw.pop("rank", None), kw.pop("world_size", None))
         seed, device, dtype = kw.pop("seed", None), kw.pop("device", None), kw.pop("dtype", None)
-        mean, std = kw.pop("mean", None), kw.pop("std", None)
-        ranges = (("scale", kw.pop("scale", None)), ("ratio", kw.pop("ratio", None)))
+        grouped = [(name, kw.pop(name, None)) for name in _GROUPED]
         opt = _lib.OPTION
         # (option, value or None to leave the library's default); the library checks each
         # against its table's range and names the range when it refuses one
@@ -1146,14 +1144,10 @@ class Loader:
                 if value is not None:
                     # a seed from 2**63 up is the same 64 bits as a negative int64_t
                     cfg.set_int(opt[name], value - (1 << 64) if value >= 1 << 63 else value)
-            for name, value in (("mean", mean), ("std", std)):
+            for name, value in grouped:
                 if value is not None:
-                    for channel, v in zip("rgb", _three_floats(name, value)):
-                        cfg.set_float(opt["%s_%s" % (name, channel)], v)
-            for name, value in ranges:
-                if value is not None:
-                    for end, v in zip(("min", "max"), _two_floats(name, value)):
-                        cfg.set_float(opt["%s_%s" % (name, end)], v)
+                    for option, v in _grouped_floats(name, value):
+                        cfg.set_float(opt[option], v)
             fields = kw.get("fields")
             if isinstance(fields, (list, tuple)):
                 if not all(isinstance(f, str) for f in fields):
