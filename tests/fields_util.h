@@ -28,6 +28,37 @@ static inline stoker_field_desc t_field(const char *name, int32_t kind, int32_t 
     return d;
 }
 
+/* The fields of t_detection_writer's samples: image, mask, boxes, classes, label. */
+#define T_DETECTION_FIELDS 5
+
+/* A writer of samples of an image (JPEG, vouched checked), its h x w uint8 mask, boxes
+ * [N, 4] float32 and their int64 class ids, and an int64 label, at `path` (replaced; no
+ * fsync): the schema of the tests that compare loaders on such samples. */
+static inline stoker_writer *t_detection_writer(const char *path, int64_t h, int64_t w)
+{
+    stoker_config *cfg = NULL;
+    T_OK(stoker_config_create(&cfg));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_FSYNC, 0));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_OVERWRITE, 1));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_JPEG_CHECKED, 1));
+    stoker_writer *wr = NULL;
+    if (stoker_writer_create(&wr, path, cfg))
+        T_FAIL("writer_create %s: %s", path, stoker_writer_errmsg(wr));
+    stoker_config_destroy(cfg);
+    const stoker_field_desc d[T_DETECTION_FIELDS] = {
+        t_field("image", STOKER_FIELD_JPEG, 0, 0, 0, 0, STOKER_TIE_NONE, NULL),
+        t_field("mask", STOKER_FIELD_RAW, STOKER_DTYPE_UINT8, 2, h, w, STOKER_TIE_MASK, "image"),
+        t_field("boxes", STOKER_FIELD_ARRAY, STOKER_DTYPE_FLOAT32, 1, 4, 0, STOKER_TIE_BOXES,
+                "image"),
+        t_field("classes", STOKER_FIELD_ARRAY, STOKER_DTYPE_INT64, 0, 0, 0, STOKER_TIE_ROWS,
+                "boxes"),
+        t_field("label", STOKER_FIELD_INT64, 0, 0, 0, 0, STOKER_TIE_NONE, NULL),
+    };
+    if (stoker_writer_set_fields(wr, d, T_DETECTION_FIELDS))
+        T_FAIL("set_fields: %s", stoker_writer_errmsg(wr));
+    return wr;
+}
+
 #ifdef STOKER_HAVE_HDF5
 /* A 1-D dataset `name` of n elements, file type ft, written from buf of memory type mt. */
 static inline void t_h5_write(hid_t f, const char *name, hid_t ft, hid_t mt, hsize_t n,

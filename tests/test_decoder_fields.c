@@ -24,7 +24,7 @@
 #define H 44
 #define CROP 24
 #define BATCH 4
-#define NF 5 /* image, mask, boxes, classes, label */
+#define NF T_DETECTION_FIELDS /* image, mask, boxes, classes, label */
 #define MAX_BOXES 3
 
 static const t_jpeg_kind KINDS[] = {
@@ -74,26 +74,7 @@ static void mask_of(int64_t id, uint8_t m[H][W])
  * pack's are; `bad` >= 0 vouches falsely for a damaged image). */
 static void make_packed(const char *path, bool eligible, int64_t bad)
 {
-    stoker_config *cfg = NULL;
-    T_OK(stoker_config_create(&cfg));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_FSYNC, 0));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_OVERWRITE, 1));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_JPEG_CHECKED, 1));
-    stoker_writer *w = NULL;
-    if (stoker_writer_create(&w, path, cfg))
-        T_FAIL("writer_create %s: %s", path, stoker_writer_errmsg(w));
-    stoker_config_destroy(cfg);
-    const stoker_field_desc d[NF] = {
-        t_field("image", STOKER_FIELD_JPEG, 0, 0, 0, 0, STOKER_TIE_NONE, NULL),
-        t_field("mask", STOKER_FIELD_RAW, STOKER_DTYPE_UINT8, 2, H, W, STOKER_TIE_MASK, "image"),
-        t_field("boxes", STOKER_FIELD_ARRAY, STOKER_DTYPE_FLOAT32, 1, 4, 0, STOKER_TIE_BOXES,
-                "image"),
-        t_field("classes", STOKER_FIELD_ARRAY, STOKER_DTYPE_INT64, 0, 0, 0, STOKER_TIE_ROWS,
-                "boxes"),
-        t_field("label", STOKER_FIELD_INT64, 0, 0, 0, 0, STOKER_TIE_NONE, NULL),
-    };
-    if (stoker_writer_set_fields(w, d, NF))
-        T_FAIL("set_fields: %s", stoker_writer_errmsg(w));
+    stoker_writer *w = t_detection_writer(path, H, W);
     static uint8_t mask[H][W];
     for (int64_t id = 0; id < N_RECORDS; id++) {
         size_t n = 0;
