@@ -338,11 +338,15 @@ typedef enum stoker_order {
 typedef enum stoker_transform {
     STOKER_TRANSFORM_DEFAULT = 0, /* TRAIN for JPEG data sets, NONE for raw records */
     STOKER_TRANSFORM_NONE = 1,
-    STOKER_TRANSFORM_TRAIN = 2,  /* RandomResizedCrop (STOKER_OPT_SCALE_MIN .. RATIO_MAX) +
-                                    horizontal flip with probability STOKER_OPT_HFLIP (+
-                                    vertical flip with probability STOKER_OPT_VFLIP) */
-    STOKER_TRANSFORM_EVAL = 3,   /* resize short side to RESIZE, centre crop SIZE */
-    STOKER_TRANSFORM_RESIZE = 4, /* plain resize to SIZE x SIZE */
+    STOKER_TRANSFORM_TRAIN = 2,     /* RandomResizedCrop (STOKER_OPT_SCALE_MIN .. RATIO_MAX) +
+                                       horizontal flip with probability STOKER_OPT_HFLIP (+
+                                       vertical flip with probability STOKER_OPT_VFLIP) */
+    STOKER_TRANSFORM_EVAL = 3,      /* resize short side to RESIZE, centre crop SIZE */
+    STOKER_TRANSFORM_RESIZE = 4,    /* plain resize to SIZE x SIZE */
+    STOKER_TRANSFORM_LETTERBOX = 5, /* the whole image, its aspect kept: the long side resized
+                                       to SIZE, at the top left of a SIZE x SIZE sample whose
+                                       rest is 0 in the output (the mean colour when
+                                       normalised); no flips */
 } stoker_transform;
 
 typedef enum stoker_dct {
@@ -503,7 +507,8 @@ typedef enum stoker_enum {
                                    "remote" */
     STOKER_ENUM_ON_CORRUPT = 7, /* stoker_on_corrupt: "error", "skip" */
     STOKER_ENUM_ORDER = 8,      /* stoker_order: "records", "blocks" */
-    STOKER_ENUM_TRANSFORM = 9,  /* stoker_transform: "none", "train", "eval", "resize" */
+    STOKER_ENUM_TRANSFORM = 9,  /* stoker_transform: "none", "train", "eval", "resize",
+                                   "letterbox" */
     STOKER_ENUM_DCT = 10,       /* stoker_dct: "islow" (also "accurate"), "ifast" ("fast") */
     STOKER_ENUM_ANTIALIAS = 11, /* stoker_antialias: "always", "over2x" */
     STOKER_ENUM_RESAMPLER = 12, /* stoker_resampler: "fast", "pillow" */

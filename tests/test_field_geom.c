@@ -11,7 +11,14 @@
 static stoker__fgeom hand_geom(stoker__faxis x, stoker__faxis y, int flip, int vflip, int32_t w,
                                int32_t h)
 {
-    stoker__fgeom g = {.src_w = w, .src_h = h, .x = x, .y = y, .flip = flip, .vflip = vflip};
+    stoker__fgeom g = {.src_w = w,
+                       .src_h = h,
+                       .x = x,
+                       .y = y,
+                       .flip = flip,
+                       .vflip = vflip,
+                       .out_w = x.count,
+                       .out_h = y.count};
     return g;
 }
 

@@ -5,12 +5,13 @@
  *   test_field_geom_dump geom OX IX UX FX CX OY IY UY FY CY FLIP VFLIP W H IO
  *     the geometry given axis by axis (offset, in, out, first, count)
  *   test_field_geom_dump sample MODE SIZE RESIZE VFLIP_P SEED EPOCH ID W H IO
- *     a sample's geometry, MODE train|eval|resize|none (RESIZE 0: the default)
+ *     a sample's geometry, MODE train|eval|resize|letterbox|none (RESIZE 0: the default)
  *
  * IO is a path prefix: it reads IO.mask (W x H uint8, rows W bytes apart) and IO.boxes
- * (float32 rows x1 y1 x2 y2), writes IO.mask.out (the output mask, rows of its width),
- * IO.boxes.out (the mapped boxes, all rows) and IO.keep (one byte per box), and prints
- * "fgeom OX IX UX FX CX OY IY UY FY CY FLIP VFLIP KEPT". Without arguments (as ctest runs
+ * (float32 rows x1 y1 x2 y2), writes IO.mask.out (the output mask, OUTW x OUTH, rows of its
+ * width), IO.boxes.out (the mapped boxes, all rows) and IO.keep (one byte per box), and
+ * prints "fgeom OX IX UX FX CX OY IY UY FY CY FLIP VFLIP KEPT OUTW OUTH" (a given geometry's
+ * output is CX x CY). Without arguments (as ctest runs
  * it) it checks itself on an identity geometry. */
 #include "testutil.h"
 
@@ -18,11 +19,12 @@
 
 static int32_t parse_mode(const char *s)
 {
-    return !strcmp(s, "train")    ? STOKER_TRANSFORM_TRAIN
-           : !strcmp(s, "eval")   ? STOKER_TRANSFORM_EVAL
-           : !strcmp(s, "resize") ? STOKER_TRANSFORM_RESIZE
-           : !strcmp(s, "none")   ? STOKER_TRANSFORM_NONE
-                                  : -1;
+    return !strcmp(s, "train")       ? STOKER_TRANSFORM_TRAIN
+           : !strcmp(s, "eval")      ? STOKER_TRANSFORM_EVAL
+           : !strcmp(s, "resize")    ? STOKER_TRANSFORM_RESIZE
+           : !strcmp(s, "letterbox") ? STOKER_TRANSFORM_LETTERBOX
+           : !strcmp(s, "none")      ? STOKER_TRANSFORM_NONE
+                                     : -1;
 }
 
 static char *path_of(const char *io, const char *ext)
@@ -46,7 +48,7 @@ static int apply(const stoker__fgeom *g, const char *io)
         T_FAIL("cannot read %s.mask or %s.boxes", io, io);
     T_EQ_INT(msize, (size_t)g->src_w * (size_t)g->src_h);
     T_EQ_INT(bsize % 16, 0);
-    const size_t out = (size_t)g->x.count * (size_t)g->y.count;
+    const size_t out = (size_t)g->out_w * (size_t)g->out_h;
     uint8_t *dst = malloc(out ? out : 1);
     stoker__err err;
     if (stoker__mask_geom(mask, g->src_w, g->src_h, (size_t)g->src_w, g, dst, &err) < 0)
@@ -58,9 +60,10 @@ static int apply(const stoker__fgeom *g, const char *io)
     t_write_file(path_of(io, ".boxes.out"), boxes, bsize);
     t_write_file(path_of(io, ".keep"), keep, (size_t)n);
     const stoker__faxis *x = &g->x, *y = &g->y;
-    printf("fgeom %d %d %d %d %d %d %d %d %d %d %d %d %" PRId64 "\n", (int)x->offset, (int)x->in,
-           (int)x->out, (int)x->first, (int)x->count, (int)y->offset, (int)y->in, (int)y->out,
-           (int)y->first, (int)y->count, g->flip, g->vflip, kept);
+    printf("fgeom %d %d %d %d %d %d %d %d %d %d %d %d %" PRId64 " %d %d\n", (int)x->offset,
+           (int)x->in, (int)x->out, (int)x->first, (int)x->count, (int)y->offset, (int)y->in,
+           (int)y->out, (int)y->first, (int)y->count, g->flip, g->vflip, kept, (int)g->out_w,
+           (int)g->out_h);
     free(keep);
     free(dst);
     free(boxes);
@@ -81,6 +84,8 @@ static int from_args(int argc, char **argv)
         g.vflip = v[11];
         g.src_w = v[12];
         g.src_h = v[13];
+        g.out_w = g.x.count;
+        g.out_h = g.y.count;
         return apply(&g, argv[16]);
     }
     if (!strcmp(argv[1], "sample") && argc == 12) {
@@ -116,7 +121,8 @@ static int self_test(void)
     const float boxes[8] = {0, 0, 5, 3, 1, 1, 1, 2}; /* the second has no width */
     t_write_file(path_of(io, ".mask"), mask, sizeof mask);
     t_write_file(path_of(io, ".boxes"), boxes, sizeof boxes);
-    const stoker__fgeom g = {.src_w = 5, .src_h = 3, .x = {0, 5, 5, 0, 5}, .y = {0, 3, 3, 0, 3}};
+    const stoker__fgeom g = {
+        .src_w = 5, .src_h = 3, .x = {0, 5, 5, 0, 5}, .y = {0, 3, 3, 0, 3}, .out_w = 5, .out_h = 3};
     apply(&g, io);
     size_t size;
     uint8_t *out = t_read_file(path_of(io, ".mask.out"), &size);

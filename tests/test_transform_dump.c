@@ -4,7 +4,7 @@
  *
  *   test_transform_dump JPEG MODE SIZE RESIZE DTYPE LAYOUT OUT [SEED EPOCH ID [ANTIALIAS
  *                       [RESAMPLER [DCT_SCALE]]]]
- *     MODE train|eval|resize, DTYPE uint8|float16|bfloat16|float32, LAYOUT nchw|nhwc,
+ *     MODE train|eval|resize|letterbox, DTYPE uint8|float16|bfloat16|float32, LAYOUT nchw|nhwc,
  *     ANTIALIAS always|over2x, RESAMPLER fast|pillow, DCT_SCALE never|train|always (the
  *     library's default when left out)
  *
@@ -19,10 +19,11 @@
 
 static int32_t parse_mode(const char *s)
 {
-    return !strcmp(s, "train")    ? STOKER_TRANSFORM_TRAIN
-           : !strcmp(s, "eval")   ? STOKER_TRANSFORM_EVAL
-           : !strcmp(s, "resize") ? STOKER_TRANSFORM_RESIZE
-                                  : -1;
+    return !strcmp(s, "train")       ? STOKER_TRANSFORM_TRAIN
+           : !strcmp(s, "eval")      ? STOKER_TRANSFORM_EVAL
+           : !strcmp(s, "resize")    ? STOKER_TRANSFORM_RESIZE
+           : !strcmp(s, "letterbox") ? STOKER_TRANSFORM_LETTERBOX
+                                     : -1;
 }
 
 static int32_t parse_dtype(const char *s)

@@ -1038,7 +1038,8 @@ class Loader:
     Defaults (docs/SEMANTICS.md; the loader's properties below say what they resolved to):
     ``size`` None = 224, ``resize`` None = round(size * 256 / 224); ``transform`` None =
     ``"train"`` for JPEG data sets, none for raw records (``"none"`` keeps encoded bytes;
-    ``"eval"``, ``"resize"``); ``dtype`` None = float16 for images, the stored dtype for raw
+    ``"eval"``, ``"resize"``, ``"letterbox"``: the whole image, its long side ``size``, at the
+    top left of a black ``size`` x ``size`` sample); ``dtype`` None = float16 for images, the stored dtype for raw
     records; ``layout`` "NCHW"; ``device`` None
     = GPU 0 (or ``LOCAL_RANK``) when a GPU is usable, else "cpu" (also "cuda", "cuda:N", an
     int); ``rank``/``world_size`` None = torch.distributed's when it is initialised, else

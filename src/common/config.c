@@ -133,7 +133,7 @@ static const opt_desc OPTS[] = {
     ENUM(STOKER_OPT_DECODER, "decoder", L, STOKER_ENUM_DECODER, STOKER_DECODER_AUTO, 2, 0,
          "who decodes JPEGs: auto, cpu or gpu; default auto"),
     /* loader: transforms */
-    ENUM(STOKER_OPT_TRANSFORM, "transform", L, STOKER_ENUM_TRANSFORM, STOKER_TRANSFORM_DEFAULT, 4,
+    ENUM(STOKER_OPT_TRANSFORM, "transform", L, STOKER_ENUM_TRANSFORM, STOKER_TRANSFORM_DEFAULT, 5,
          0, "the image transform; default train for JPEG data sets, none for raw records"),
     INT(STOKER_OPT_SIZE, "size", L, 224, 0, 65535, ZERO_IS_DEFAULT,
         "output crop size C; default 224"),

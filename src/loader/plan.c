@@ -528,13 +528,21 @@ static int plan_decoder(stoker__plan *p, const stoker_config *cfg, stoker_datase
                                : "the data set's images are PNGs";
     STOKER_RETURN_IF(!jpeg && p->decoder == STOKER_DECODER_GPU, err, STOKER_E_UNSUPPORTED,
                      "%s: the GPU decodes JPEG images with a transform only: %s", path, not_jpeg);
+    /* the GPU's kernels fill the whole sample from the image: the letterbox's padding is
+     * the workers' */
+    const bool padded = p->transform == STOKER_TRANSFORM_LETTERBOX;
+    STOKER_RETURN_IF(jpeg && padded && p->decoder == STOKER_DECODER_GPU, err, STOKER_E_UNSUPPORTED,
+                     "%s: the GPU decodes the train, eval and resize transforms; letterbox is "
+                     "the CPU's (decoder cpu or auto)",
+                     path);
     const char *why = !jpeg                              ? not_jpeg
+                      : padded                           ? "transform letterbox is the CPU's"
                       : p->decoder == STOKER_DECODER_CPU ? "STOKER_OPT_DECODER is cpu"
                       : p->device < 0                    ? "batches stay in host memory"
                       : !stoker__cuda_has_kernels()      ? "this build has no GPU kernels (nvcc)"
                                                          : NULL;
     p->gpu_decode = why == NULL;
-    if (jpeg && p->decoder != STOKER_DECODER_CPU && p->gdec_emulate)
+    if (jpeg && !padded && p->decoder != STOKER_DECODER_CPU && p->gdec_emulate)
         p->gpu_decode = true, why = NULL; /* the test hook's stage needs no device */
     /* The hardware decoder does not report damage inside the compressed data, where libjpeg
      * does: AUTO sends it only JPEGs that libjpeg decoded without damage when they were

@@ -94,6 +94,17 @@ void stoker__eval_geometry(int32_t width, int32_t height, int32_t short_side, in
     *top = (int32_t)round_even((*rh - crop) / 2.0);
 }
 
+void stoker__letterbox_size(int32_t width, int32_t height, int32_t size, int32_t *rw, int32_t *rh)
+{
+    /* the long side becomes size, the short one its share rounded half to even (as Python's
+     * round), at least 1 */
+    const int32_t lng = width >= height ? width : height, shrt = width >= height ? height : width;
+    int64_t s = round_even((double)shrt * size / lng);
+    s = s < 1 ? 1 : s > size ? size : s;
+    *rw = width >= height ? size : (int32_t)s;
+    *rh = width >= height ? (int32_t)s : size;
+}
+
 /* Where the resized box starts and how long it is, in source pixels (see stoker__axis). */
 static double box_start(const stoker__axis *a)
 {
@@ -276,6 +287,11 @@ void stoker__xform_geometry(const stoker__xform_params *p, int32_t width, int32_
         stoker__eval_geometry(width, height, p->resize, c, &rw, &rh, &left, &top);
         g->x = whole(0, width, rw, left, c, plain);
         g->y = whole(0, height, rh, top, c, plain);
+    } else if (p->transform == STOKER_TRANSFORM_LETTERBOX) {
+        int32_t rw, rh;
+        stoker__letterbox_size(width, height, c, &rw, &rh);
+        g->x = whole(0, width, rw, 0, rw, plain);
+        g->y = whole(0, height, rh, 0, rh, plain);
     } else {
         g->x = whole(0, width, c, 0, c, plain);
         g->y = whole(0, height, c, 0, c, plain);

@@ -45,6 +45,9 @@ void stoker__sample_geometry(const stoker__xform_params *p, int32_t width, int32
         g->flip = ig.flip;
         g->vflip = ig.vflip;
     }
+    const bool framed = p->transform == STOKER_TRANSFORM_LETTERBOX;
+    g->out_w = framed ? p->size : g->x.count;
+    g->out_h = framed ? p->size : g->y.count;
     shown(&g->x, &g->x0, &g->x1);
     shown(&g->y, &g->y0, &g->y1);
 }
@@ -72,7 +75,7 @@ int stoker__mask_geom(const uint8_t *src, int32_t width, int32_t height, size_t 
                      (int)g->src_w, (int)g->src_h);
     STOKER_RETURN_IF(src_stride < (size_t)width, err, STOKER_E_INVALID,
                      "mask rows %zu bytes apart for a width of %d", src_stride, (int)width);
-    const size_t ow = (size_t)g->x.count;
+    const size_t ow = (size_t)g->out_w;
     int32_t col[MASK_BLOCK];
     for (int32_t j0 = 0; j0 < g->x.count; j0 += MASK_BLOCK) {
         const int32_t nb = g->x.count - j0 < MASK_BLOCK ? g->x.count - j0 : MASK_BLOCK;
@@ -92,6 +95,12 @@ int stoker__mask_geom(const uint8_t *src, int32_t width, int32_t height, size_t 
             prev = r;
         }
     }
+    /* the padding of a sample larger than the image it shows: 0, the background */
+    if (g->out_w > g->x.count)
+        for (int32_t i = 0; i < g->y.count; i++)
+            memset(dst + (size_t)i * ow + (size_t)g->x.count, 0, (size_t)(g->out_w - g->x.count));
+    if (g->out_h > g->y.count)
+        memset(dst + (size_t)g->y.count * ow, 0, (size_t)(g->out_h - g->y.count) * ow);
     return 0;
 }
 

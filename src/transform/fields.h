@@ -15,6 +15,8 @@
  *   - EVAL: the whole image resized (short side S) and centre-cropped (offset = 0, in = W,
  *     out = the resized width, first = the crop's left, count = C);
  *   - RESIZE: the whole image to C x C (offset = 0, in = W, out = C, first = 0, count = C);
+ *   - LETTERBOX: the whole image to its letterbox size rw x rh (stoker__letterbox_size;
+ *     offset = 0, in = W, out = count = rw), at the top left of a C x C sample;
  *   - NONE: the image itself (in = out = count = W).
  * Then a horizontal flip makes output column j the unflipped column count - 1 - j, and a
  * vertical flip output row i the unflipped row count - 1 - i.
@@ -33,8 +35,10 @@ typedef struct stoker__faxis {
 /* The geometry of one sample, in the full-resolution pixels of its src_w x src_h image. */
 typedef struct stoker__fgeom {
     int32_t src_w, src_h;
-    stoker__faxis x, y; /* the output is x.count wide and y.count high */
-    int flip, vflip;    /* 1: mirrored left-right / top-bottom after the resize */
+    stoker__faxis x, y;   /* the image shown is x.count wide and y.count high */
+    int32_t out_w, out_h; /* the sample's size: x.count x y.count, or C x C under LETTERBOX,
+                             the image shown at its top left and the rest padding */
+    int flip, vflip;      /* 1: mirrored left-right / top-bottom after the resize */
     /* The source region the output shows, [x0, x1) x [y0, y1) in source pixels, fractional
      * where a resize's pixels do not fall on source pixels (EVAL's centre crop). */
     double x0, y0, x1, y1;
@@ -54,12 +58,13 @@ void stoker__sample_geometry(const stoker__xform_params *p, int32_t width, int32
  * pixel left of the centre a bilinear resize samples. */
 int32_t stoker__nearest_index(int32_t k, int32_t in, int32_t out);
 
-/* Writes the g->x.count x g->y.count uint8 mask (rows g->x.count bytes apart) of the
+/* Writes the g->out_w x g->out_h uint8 mask (rows g->out_w bytes apart) of the
  * width x height mask `src` (rows src_stride bytes apart) that g's image shows: for the
  * crop box [top, left, h, w] of TRAIN, torchvision's resized_crop(mask, top, left, h, w,
  * [C, C], NEAREST) (a crop, then interpolate mode="nearest" per axis with
  * stoker__nearest_index), then the flips; for EVAL, resize (NEAREST) to the resized size,
- * then the centre crop; for RESIZE, resize to C x C. Values are copied, never interpolated.
+ * then the centre crop; for RESIZE, resize to C x C; for LETTERBOX, resize to rw x rh at
+ * the top left, the rest 0. Values are copied, never interpolated.
  * STOKER_E_INVALID (dst untouched) when the mask is not the image's size or src_stride is
  * below width; the caller names the record and field. */
 int stoker__mask_geom(const uint8_t *src, int32_t width, int32_t height, size_t src_stride,

@@ -39,6 +39,8 @@ struct stoker__xform_scratch {
     int32_t hbits, vbits; /* its weights' precision per axis */
     int32_t ring;         /* its rows of horizontal results (a power of two) */
     int32_t next_out;     /* its next output row */
+    int32_t ow, oh;       /* its resized image's columns and rows (g.x.count, g.y.count): the
+                             sample's size, or less under LETTERBOX */
     void *dst;            /* the sample being written */
     uint64_t norm_sampled_ns, norm_sampled_rows;
     int32_t x0, x1, y0, y1; /* source pixels the outputs read */
@@ -62,6 +64,8 @@ struct stoker__xform_scratch {
     size_t tmp_cap;
     uint8_t *hbuf, *vrow, *urow, *stage, *quad; /* stage: 4 source rows; quad: interleaved */
     size_t hbuf_cap, vrow_cap, urow_cap, stage_cap, quad_cap;
+    uint8_t *zero; /* a row of black RGBX pixels: a letterbox's padding */
+    size_t zero_cap;
 };
 
 /* ---- parameters ---------------------------------------------------------------------------- */
@@ -123,7 +127,7 @@ static int validate(const stoker__xform_params *p, stoker__err *err)
 {
     const int32_t t = p->transform, d = p->dtype;
     STOKER_RETURN_IF(t != STOKER_TRANSFORM_TRAIN && t != STOKER_TRANSFORM_EVAL &&
-                         t != STOKER_TRANSFORM_RESIZE,
+                         t != STOKER_TRANSFORM_RESIZE && t != STOKER_TRANSFORM_LETTERBOX,
                      err, STOKER_E_INVALID, "transform %d has no image pipeline", (int)t);
     STOKER_RETURN_IF(p->size < 1 || p->size > MAX_SIZE, err, STOKER_E_INVALID,
                      "size %d outside 1..%d", (int)p->size, MAX_SIZE);
@@ -218,7 +222,7 @@ void stoker__xform_scratch_destroy(stoker__xform_scratch *s)
     stoker__jpeg_dec_destroy(s->dec);
     void *bufs[] = {s->hfirst, s->htaps, s->hcoef, s->vfirst, s->vtaps, s->vcoef,
                     s->hpair,  s->vpair, s->vrows, s->pq,     s->tmp,   s->hbuf,
-                    s->vrow,   s->urow,  s->stage, s->quad};
+                    s->vrow,   s->urow,  s->stage, s->quad,   s->zero};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         stoker__free(bufs[i]);
     stoker__free(s);
@@ -291,6 +295,8 @@ static int plan(stoker__xform_scratch *s, const stoker__xform_params *p, int32_t
 {
     stoker__xform_geometry(p, width, height, seed, epoch, id, &s->g);
     stoker__geom_reduce(&s->g, max_scale);
+    s->ow = s->g.x.count;
+    s->oh = s->g.y.count;
     s->hk = stoker__resample_ksize(&s->g.x);
     s->vk = stoker__resample_ksize(&s->g.y);
     /* The ring holds the rows a pending output row may read (fewer than vk before the
@@ -309,17 +315,21 @@ static int plan(stoker__xform_scratch *s, const stoker__xform_params *p, int32_t
     int rc = grow_tables(s, p->size, err);
     if (rc < 0)
         return rc;
+    /* a letterbox's padding: zeroed when made, never written */
+    STOKER_RETURN_IF((s->ow < p->size || s->oh < p->size) &&
+                         grow(&s->zero, &s->zero_cap, (uint64_t)p->size * 4, 1) < 0,
+                     err, -ENOMEM, "no memory for a row of %d pixels", (int)p->size);
     int32_t lo, hi;
     stoker__resample_coeffs(&s->g.y, s->y0, 0, s->vk, 1, s->vfirst, s->vtaps, s->vcoef, s->tmp, &lo,
                             &hi);
     stoker__resample_coeffs(&s->g.x, 0, s->g.flip, s->hk, 1, s->hfirst, s->htaps, s->hcoef, s->tmp,
                             &s->x0, &s->x1);
     s->hkmax = 1;
-    for (int32_t j = 0; j < p->size; j++)
+    for (int32_t j = 0; j < s->ow; j++)
         s->hkmax = s->htaps[j] > s->hkmax ? s->htaps[j] : s->hkmax;
     if (fast(s)) {
-        s->hbits = stoker__coeffs_to_pairs(s->hcoef, p->size, s->hk, s->hpair);
-        s->vbits = stoker__coeffs_to_pairs(s->vcoef, p->size, s->vk, s->vpair);
+        s->hbits = stoker__coeffs_to_pairs(s->hcoef, s->ow, s->hk, s->hpair);
+        s->vbits = stoker__coeffs_to_pairs(s->vcoef, s->oh, s->vk, s->vpair);
     }
     s->rebased = 0;
     return 0;
@@ -341,7 +351,7 @@ static int on_header(void *ctx, int32_t width, int32_t height, stoker__jpeg_regi
 /* Makes the horizontal table relative to the first pixel the rows start at. */
 static void rebase(stoker__xform_scratch *s, int32_t x)
 {
-    for (int32_t j = 0; j < s->p->size; j++)
+    for (int32_t j = 0; j < s->ow; j++)
         s->hfirst[j] -= x;
     s->rebased = 1;
 }
@@ -366,43 +376,61 @@ static void flush_rows(stoker__xform_scratch *s, int32_t y, int32_t r, int32_t n
         uint8_t *out[4];
         for (int32_t i = 0; i < 4; i++)
             out[i] = i <= r ? s->hbuf + (size_t)(y - r + i - s->y0) * c * 4 : s->vrow;
-        k->hpass4(s->quad, s->p->size, s->hfirst, s->htaps, s->hcoef, s->hk, s->hkmax, out);
+        k->hpass4(s->quad, s->ow, s->hfirst, s->htaps, s->hcoef, s->hk, s->hkmax, out);
         return;
     }
     uint16_t *out16[4];
     for (int32_t i = 0; i < 4; i++)
         out16[i] = i <= r ? ring_row(s, y - r + i - s->y0) : (uint16_t *)s->vrow;
     k->pairs(s->quad, (size_t)n, s->pq);
-    k->hpass4_fast(s->pq, s->p->size, s->hfirst, s->hpair, (s->hk + 1) / 2, (s->hkmax + 1) / 2,
-                   s->hbits, out16);
+    k->hpass4_fast(s->pq, s->ow, s->hfirst, s->hpair, (s->hk + 1) / 2, (s->hkmax + 1) / 2, s->hbits,
+                   out16);
 }
 
-/* One resampled RGBX row to output row j of dst, in the sample's dtype and layout. */
+/* One resampled row of n RGBX pixels to pixels [x, x + n) of output row j of dst, in the
+ * sample's dtype and layout. */
 static void emit_row(const stoker__xform_params *p, const uint8_t *rgbx, uint8_t *urow, int32_t j,
-                     uint8_t *dst)
+                     size_t x, size_t n, uint8_t *dst)
 {
     const stoker__simd_ops *k = p->simd;
     const size_t c = (size_t)p->size, es = dtype_bytes(p->dtype);
     if (p->layout == STOKER_LAYOUT_NHWC) {
-        uint8_t *o = dst + (size_t)j * c * 3 * es;
+        uint8_t *o = dst + ((size_t)j * c + x) * 3 * es;
         if (p->dtype == STOKER_DTYPE_UINT8)
-            k->unpack_packed(rgbx, c, o);
+            k->unpack_packed(rgbx, n, o);
         else {
-            k->unpack_packed(rgbx, c, urow);
-            k->convert(urow, 3 * c, p->dtype, p->scale[3], p->bias[3], o);
+            k->unpack_packed(rgbx, n, urow);
+            k->convert(urow, 3 * n, p->dtype, p->scale[3], p->bias[3], o);
         }
         return;
     }
     const size_t plane = c * c * es;
-    uint8_t *o = dst + (size_t)j * c * es;
+    uint8_t *o = dst + ((size_t)j * c + x) * es;
     if (p->dtype == STOKER_DTYPE_UINT8) {
-        k->unpack_planar(rgbx, c, o, o + plane, o + 2 * plane);
+        k->unpack_planar(rgbx, n, o, o + plane, o + 2 * plane);
         return;
     }
     void *const planes[3] = {o, o + plane, o + 2 * plane};
     const float scale[3] = {p->scale[0][0], p->scale[1][0], p->scale[2][0]};
     const float bias[3] = {p->bias[0][0], p->bias[1][0], p->bias[2][0]};
-    k->emit_planar(rgbx, c, p->dtype, scale, bias, planes);
+    k->emit_planar(rgbx, n, p->dtype, scale, bias, planes);
+}
+
+/* The sample outside its ow x oh image (LETTERBOX): black, pixels of value 0 through the
+ * same normalisation as the image's (so the padding is the same whoever normalises: the
+ * workers, or the GPU stage from uint8). Each row's columns past ow, then the rows past
+ * oh. */
+static void pad_sample(stoker__xform_scratch *s)
+{
+    const stoker__xform_params *p = s->p;
+    const size_t c = (size_t)p->size, w = (size_t)s->ow;
+    if (w == c && s->oh == p->size)
+        return;
+    for (int32_t y = 0; y < p->size; y++) {
+        const size_t x = y < s->oh ? w : 0;
+        if (x < c)
+            emit_row(p, s->zero, s->urow, y, x, c - x, s->dst);
+    }
 }
 
 /* Output row j: the vertical pass into one row, then unpack/normalise into the sample
@@ -410,7 +438,7 @@ static void emit_row(const stoker__xform_params *p, const uint8_t *rgbx, uint8_t
 static void out_row(stoker__xform_scratch *s, int32_t j)
 {
     const stoker__xform_params *p = s->p;
-    const size_t n = (size_t)p->size * 4;
+    const size_t n = (size_t)s->ow * 4, stride = (size_t)p->size * 4; /* hbuf's rows */
     if (fast(s)) {
         const int32_t pairs = (s->vtaps[j] + 1) / 2;
         for (int32_t i = 0; i < 2 * pairs; i++)
@@ -418,17 +446,17 @@ static void out_row(stoker__xform_scratch *s, int32_t j)
         p->simd->vpass_fast(s->vrows, pairs, s->vpair + (size_t)j * ((s->vk + 1) / 2), s->vbits,
                             s->vrow, n);
     } else {
-        p->simd->vpass(s->hbuf + (size_t)s->vfirst[j] * n, n, s->vtaps[j],
+        p->simd->vpass(s->hbuf + (size_t)s->vfirst[j] * stride, stride, s->vtaps[j],
                        s->vcoef + (size_t)j * s->vk, s->vrow, n);
     }
-    const int32_t at = s->g.vflip ? p->size - 1 - j : j; /* a vertical flip: bottom up */
+    const int32_t at = s->g.vflip ? s->oh - 1 - j : j; /* a vertical flip: bottom up */
     if (j % SAMPLE_EVERY == 0) {
         const uint64_t t0 = stoker__now_ns();
-        emit_row(p, s->vrow, s->urow, at, s->dst);
+        emit_row(p, s->vrow, s->urow, at, 0, (size_t)s->ow, s->dst);
         s->norm_sampled_ns += stoker__now_ns() - t0;
         s->norm_sampled_rows++;
     } else {
-        emit_row(p, s->vrow, s->urow, at, s->dst);
+        emit_row(p, s->vrow, s->urow, at, 0, (size_t)s->ow, s->dst);
     }
 }
 
@@ -436,7 +464,7 @@ static void out_row(stoker__xform_scratch *s, int32_t j)
  * `rows` of the region). */
 static void out_rows_ready(stoker__xform_scratch *s, int32_t rows)
 {
-    while (s->next_out < s->p->size && s->vfirst[s->next_out] + s->vtaps[s->next_out] <= rows)
+    while (s->next_out < s->oh && s->vfirst[s->next_out] + s->vtaps[s->next_out] <= rows)
         out_row(s, s->next_out++);
 }
 
@@ -500,14 +528,15 @@ static void begin(stoker__xform_scratch *s, const stoker__xform_params *p, void 
 
 /* The output rows not made yet (all of them, with Pillow's resampler), and the stage
  * times of the sample, whose row flushes took flushed_ns. */
-static void finish(stoker__xform_scratch *s, const stoker__xform_params *p, uint64_t flushed_ns)
+static void finish(stoker__xform_scratch *s, uint64_t flushed_ns)
 {
     const uint64_t start = stoker__now_ns();
-    while (s->next_out < p->size)
+    while (s->next_out < s->oh)
         out_row(s, s->next_out++);
+    pad_sample(s);
     const uint64_t total = stoker__now_ns() - start + flushed_ns;
     uint64_t norm =
-        s->norm_sampled_rows ? s->norm_sampled_ns * (uint64_t)p->size / s->norm_sampled_rows : 0;
+        s->norm_sampled_rows ? s->norm_sampled_ns * (uint64_t)s->oh / s->norm_sampled_rows : 0;
     norm = norm < total ? norm : total;
     s->stats.resize_ns += total - norm;
     s->stats.normalize_ns += norm;
@@ -540,7 +569,7 @@ static int xform_jpeg(stoker__xform_scratch *s, const stoker__xform_params *p, u
         _mm_sfence(); /* rows made before the failure, too */
         return rc;
     }
-    finish(s, p, flushed);
+    finish(s, flushed);
     return 0;
 }
 
@@ -577,6 +606,6 @@ int stoker__xform_rgb(stoker__xform_scratch *s, const stoker__xform_params *p, u
         stoker__rgb_to_rgbx(rgb + (size_t)y * stride + (size_t)s->x0 * 3, row, (size_t)n);
         row_staged(s, y, s->x0, n);
     }
-    finish(s, p, flush_time(s, UINT64_MAX));
+    finish(s, flush_time(s, UINT64_MAX));
     return 0;
 }

@@ -43,6 +43,11 @@ int stoker__rrc_vflip(double p, uint64_t seed, int64_t epoch, int64_t id);
 void stoker__eval_geometry(int32_t width, int32_t height, int32_t short_side, int32_t crop,
                            int32_t *rw, int32_t *rh, int32_t *left, int32_t *top);
 
+/* The letterbox's resized size (*rw x *rh) of a width x height image in a size x size
+ * sample: the long side size, the short side round(short * size / long), half to even, at
+ * least 1. */
+void stoker__letterbox_size(int32_t width, int32_t height, int32_t size, int32_t *rw, int32_t *rh);
+
 /* One axis of a resample: outputs [first, first + count) of a resize of the in_size source
  * pixels starting at source pixel `offset` to out_size pixels. With plain_to_2x set, a
  * shrink by at most 2x keeps the bilinear filter's unit support (two taps) instead of
@@ -57,7 +62,9 @@ typedef struct stoker__axis {
 
 /* The whole geometry of one sample: how x and y map, whether x is mirrored (flip) and y
  * (vflip: the output rows are written bottom to top), and the factor (1, 2, 4 or 8) the
- * source was shrunk by in decoding, in whose pixels x and y are. */
+ * source was shrunk by in decoding, in whose pixels x and y are. The resized image is
+ * x.count x y.count pixels at the sample's top left; where that is less than the sample's
+ * size (LETTERBOX), the rest of the sample is 0. */
 typedef struct stoker__geom {
     stoker__axis x, y;
     int flip, vflip;
@@ -173,7 +180,8 @@ float stoker__f16_to_f32(uint16_t h);
 /* Read-only parameters shared by all workers: filled by the caller (the loader's plan),
  * then stoker__xform_params_prepare. */
 typedef struct stoker__xform_params {
-    int32_t transform;    /* STOKER_TRANSFORM_TRAIN / EVAL / RESIZE (DEFAULT = TRAIN) */
+    int32_t transform;    /* STOKER_TRANSFORM_TRAIN / EVAL / RESIZE / LETTERBOX (DEFAULT =
+                             TRAIN) */
     int32_t size;         /* output C: samples are C x C x 3 (0 = 224) */
     int32_t resize;       /* eval short side S (0 = round(C * 256 / 224)) */
     int32_t dtype;        /* UINT8, FLOAT16, BFLOAT16, FLOAT32 (DEFAULT = FLOAT16) */

@@ -34,8 +34,8 @@ def dump_program():
 
 def run(tmp_path, args, mask, boxes):
     """Runs the program on mask (H x W uint8) and boxes (N x 4 float32); returns the geometry
-    (10 axis values, flip, vflip, kept), the output mask (rows of count_x), the mapped boxes
-    and the keep flags."""
+    (10 axis values, flip, vflip, kept, the output's width and height), the output mask, the
+    mapped boxes and the keep flags."""
     io = str(tmp_path / "case")
     mask.astype(np.uint8).tofile(io + ".mask")
     boxes.astype(np.float32).tofile(io + ".boxes")
@@ -44,8 +44,8 @@ def run(tmp_path, args, mask, boxes):
     words = res.stdout.split()
     assert words[0] == "fgeom", res.stdout
     geo = [int(v) for v in words[1:]]
-    cx, cy = geo[4], geo[9]
-    out = np.fromfile(io + ".mask.out", dtype=np.uint8).reshape(cy, cx)
+    out_w, out_h = geo[13], geo[14]
+    out = np.fromfile(io + ".mask.out", dtype=np.uint8).reshape(out_h, out_w)
     mapped = np.fromfile(io + ".boxes.out", dtype=np.float32).reshape(-1, 4)
     keep = np.fromfile(io + ".keep", dtype=np.uint8)
     return geo, out, mapped, keep
@@ -60,14 +60,17 @@ def nearest(mask, out_h, out_w):
 
 def reference_mask(mask, geo):
     """The torch reference of a geometry: the source span cropped, resized to (out_y, out_x)
-    with nearest, the shown window [first, first + count) cut out, then the flips."""
+    with nearest, the shown window [first, first + count) cut out, then the flips; at the
+    top left of an output larger than it (a letterbox), the rest 0."""
     ox, ix, ux, fx, cx, oy, iy, uy, fy, cy, flip, vflip = geo[:12]
     r = nearest(mask[oy:oy + iy, ox:ox + ix], uy, ux)[fy:fy + cy, fx:fx + cx]
     if flip:
         r = r[:, ::-1]
     if vflip:
         r = r[::-1, :]
-    return r
+    framed = np.zeros((geo[14], geo[13]), np.uint8)
+    framed[:cy, :cx] = r
+    return framed
 
 
 def reference_boxes(boxes, geo):
@@ -198,4 +201,18 @@ def test_sample_geometries_follow_torchvision(tmp_path):
         assert geo[:12] == [0, w, c, 0, c, 0, h, c, 0, c, 0, 0]
         geo = check_case(tmp_path, ["sample", "none", c, 0, 0.5, 3, 1, rid, w, h], mask, boxes)
         assert geo[:12] == [0, w, w, 0, w, 0, h, h, 0, h, 0, 0]
+
+        # letterbox: the whole mask resized to (rw, rh), the long side c, at the top left of
+        # c x c, the rest 0; every box kept, scaled alike on both axes
+        geo = check_case(tmp_path, ["sample", "letterbox", c, 0, 0.5, 3, 1, rid, w, h], mask,
+                         boxes)
+        rw, rh = (c, max(1, round(h * c / w))) if w >= h else (max(1, round(w * c / h)), c)
+        assert geo[:12] == [0, w, rw, 0, rw, 0, h, rh, 0, rh, 0, 0] and geo[13:] == [c, c]
+        assert geo[12] == len(boxes) - 1  # only the box without a width is dropped
+        if TF is not None:
+            r = TF.resize(t, [rh, rw], InterpolationMode.NEAREST)
+            r = TF.pad(r, [0, 0, c - rw, c - rh], fill=0)[0].numpy()
+            _, out, _, _ = run(tmp_path, ["sample", "letterbox", c, 0, 0.5, 3, 1, rid, w, h],
+                               mask, boxes)
+            np.testing.assert_array_equal(out, r)
     assert 8 < flips < 32 and 8 < vflips < 32

@@ -224,15 +224,18 @@ def scale_of(d, transform):
     hh_, ww_ = SCENES[d["id"]][2].shape
     if transform == "eval":
         return (S / min(ww_, hh_),) * 2
+    if transform == "letterbox":
+        return (C / max(ww_, hh_),) * 2
     return (C / recover_span(d["mx"][0], ww_)[1], C / recover_span(d["my"][:, 0], hh_)[1])
 
 
 @pytest.mark.parametrize("kw", [dict(seed=3, epochs=2), dict(seed=11, vflip=0.5, epochs=1),
                                 dict(seed=7, scale=(0.3, 0.6), ratio=(1.2, 1.6), epochs=1),
                                 dict(seed=9, hflip=0, vflip=1.0, epochs=1),
-                                dict(transform="eval", resize=S, epochs=1)],
+                                dict(transform="eval", resize=S, epochs=1),
+                                dict(transform="letterbox", epochs=1)],
                          ids=["train", "train-vflip", "train-ranges", "train-no-hflip",
-                              "eval"])
+                              "eval", "letterbox"])
 def test_masks_and_boxes_agree_with_the_image(scenes_ds, kw):
     kw = dict(kw)
     epochs = kw.pop("epochs")
@@ -248,7 +251,7 @@ def test_masks_and_boxes_agree_with_the_image(scenes_ds, kw):
             seen += 1
     assert seen == epochs * N_SCENES
     assert counts["kept"] > 10, counts
-    if kw.get("transform") != "eval":
+    if kw.get("transform") not in ("eval", "letterbox"):
         assert counts["dropped"] > 0, counts
 
 
@@ -437,6 +440,44 @@ def test_an_eval_mask_is_torchvisions_resize_and_center_crop(scenes_ds):
         want = TF.center_crop(TF.resize(torch.from_numpy(np.array(m))[None], S,
                                         interpolation=InterpolationMode.NEAREST), [C, C])
         assert np.array_equal(want[0].numpy(), d["mask"]), d["id"]
+
+
+def letterbox_size(w, h_):
+    if w >= h_:
+        return C, max(1, round(h_ * C / w))
+    return max(1, round(w * C / h_)), C
+
+
+def test_a_letterbox_keeps_the_whole_image_and_every_box(scenes_ds):
+    """letterbox: the whole scene, its long side C, at the top left; the mask is
+    torchvision's resize (NEAREST) to the same size padded with 0, every box is kept and
+    scaled by the image's own factor, and the image's padding is black."""
+    seen = 0
+    for d in deliveries(loader(scenes_ds, transform="letterbox", batch_size=4)):
+        sample, _, m = SCENES[d["id"]]
+        hh_, ww_ = m.shape
+        rw, rh = letterbox_size(ww_, hh_)
+        want = TF.resize(torch.from_numpy(np.array(m))[None], [rh, rw],
+                         interpolation=InterpolationMode.NEAREST)
+        want = TF.pad(want, [0, 0, C - rw, C - rh], fill=0)[0].numpy()
+        assert np.array_equal(want, d["mask"]), d["id"]
+        assert d["classes"].tolist() == sample["classes"].tolist(), d["id"]
+        scaled = sample["boxes"].astype(np.float64) * [rw / ww_, rh / hh_, rw / ww_, rh / hh_]
+        assert np.abs(d["boxes"] - scaled).max(initial=0) < 1e-4, d["id"]
+        img = d["image"]  # uint8 NCHW, mean 0 and std 1: black is 0
+        assert not img[:, rh:, :].any() and not img[:, :, rw:].any(), d["id"]
+        assert img[:, :rh, :rw].min(axis=(1, 2)).max() > 0, d["id"]
+        seen += 1
+    assert seen == N_SCENES
+
+
+def test_letterbox_is_the_cpus_alone(scenes_ds):
+    """The GPU's kernels do not pad: decoder gpu is refused for letterbox naming the cause,
+    and auto decodes on the CPU saying why."""
+    with pytest.raises(stoker.StokerError, match="letterbox"):
+        loader(scenes_ds, transform="letterbox", decoder="gpu")
+    L = loader(scenes_ds, transform="letterbox", decoder="auto")
+    assert "letterbox" in L.stats()["decoder_note"]
 
 
 # ---- fields passed through ----

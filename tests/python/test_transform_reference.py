@@ -158,6 +158,53 @@ def test_eval_uint8_equals_pillow(tmp_path, jpegs, size, resize):
         assert diff.mean() <= 0.05 and diff.max() <= 2, (f.name, diff.mean(), diff.max())
 
 
+def letterbox_size(w, h, size):
+    """The letterbox's resized size: the long side `size`, the short side its share
+    rounded half to even (Python's round), at least 1."""
+    if w >= h:
+        return size, max(1, min(size, round(h * size / w)))
+    return max(1, min(size, round(w * size / h))), size
+
+
+@pytest.mark.parametrize("size", [224, 64, 17])
+def test_letterbox_is_the_whole_image_resized_at_the_top_left(tmp_path, jpegs, size):
+    """letterbox: Pillow's resize of the whole image to its letterbox size, at the top left
+    of a black size x size sample; normalised, the padding is black normalised (-mean/std),
+    in either layout."""
+    for f in jpegs:
+        img = Image.open(f).convert("RGB")
+        rw, rh = letterbox_size(*img.size, size)
+        ref = np.zeros((size, size, 3), np.int32)
+        ref[:rh, :rw] = np.asarray(img.resize((rw, rh), Image.BILINEAR))
+        exact, _ = run_dump(tmp_path, f, "letterbox", size, 0, "uint8", "nhwc",
+                            antialias="always", resampler="pillow")
+        assert np.array_equal(exact.astype(np.int32), ref), f.name
+        ours, _ = run_dump(tmp_path, f, "letterbox", size, 0, "uint8", "nhwc", antialias="always")
+        diff = np.abs(ours.astype(np.int32) - ref)
+        assert diff.max() <= 2 and diff[:rh, :rw].mean() <= 0.05, (f.name, diff.mean())
+        assert not ours[rh:].any() and not ours[:, rw:].any(), f.name
+        norm, _ = run_dump(tmp_path, f, "letterbox", size, 0, "float32", "nchw",
+                           antialias="always", resampler="pillow")
+        want = normalise(ref.astype(np.uint8))
+        assert np.abs(norm - want).max() < 1e-5, f.name
+        black = (-MEAN / STD).reshape(3, 1, 1)
+        assert np.allclose(norm[:, rh:, :], black) and np.allclose(norm[:, :, rw:], black)
+        packed, _ = run_dump(tmp_path, f, "letterbox", size, 0, "float16", "nhwc",
+                             antialias="always", resampler="pillow")
+        assert np.abs(packed.astype(np.float32) - want.transpose(1, 2, 0)).max() < 0.002
+        # dct_scale "always": the whole image decoded at a reduction, resized from there
+        red, geo = run_dump(tmp_path, f, "letterbox", size, 0, "uint8", "nhwc",
+                            antialias="always", resampler="pillow", dct_scale="always")
+        scale = geo[-1]
+        w, h = img.size
+        if min(w / rw, h / rh) >= 2:
+            assert scale > 1, (f.name, geo)
+        ref = np.zeros((size, size, 3), np.uint8)
+        ref[:rh, :rw] = np.asarray(reduced_decode(f, scale).resize(
+            (rw, rh), Image.BILINEAR, box=(0, 0, w / scale, h / scale)))
+        assert np.array_equal(red, ref), (f.name, scale)
+
+
 def test_eval_antialias_over2x(tmp_path, jpegs):
     """antialias="over2x": a shrink by at most 2x is plain two-tap bilinear interpolation
     (within 1 of a float reference: the weights are 22-bit fixed point), a larger one is
