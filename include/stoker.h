@@ -253,6 +253,10 @@ typedef enum stoker_option {
     STOKER_OPT_HFLIP = 102,              /* float: the probability, 0 to 1, that the train transform
                                             mirrors a sample left to right; default 0.5 (0: never, for
                                             data whose left and right differ: text, some keypoints) */
+    STOKER_OPT_MASK_FILL = 103,          /* the value, 0 to 255, of a mask's padding under
+                                            STOKER_TRANSFORM_LETTERBOX; default 0 (background;
+                                            255: the ignore index of torchvision's
+                                            segmentation references) */
 
     /* ---- sources (string options, stoker_config_set_string) ---- */
     STOKER_OPT_H5_IMAGES = 120, /* HDF5 dataset holding the records; default "images" */

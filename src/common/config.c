@@ -183,6 +183,9 @@ static const opt_desc OPTS[] = {
           "default 0"),
     FLOAT(STOKER_OPT_HFLIP, "hflip", 13, 0.5, 0.0, 1.0,
           "probability that the train transform flips a sample horizontally; default 0.5"),
+    INT(STOKER_OPT_MASK_FILL, "mask_fill", L, 0, 0, 255, 0,
+        "the value of a mask's padding under transform letterbox (255: an ignore index); "
+        "default 0"),
     /* sources */
     STRING(STOKER_OPT_H5_IMAGES, "h5_images", D | L, 0, "images",
            "the HDF5 dataset holding the records; default \"images\""),

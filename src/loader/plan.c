@@ -139,6 +139,7 @@ static int plan_image(stoker__plan *p, const stoker_config *cfg, const char *pat
     x->crop_ratio[1] = stoker__cfg_float(cfg, STOKER_OPT_RATIO_MAX);
     x->min_box_size = stoker__cfg_float(cfg, STOKER_OPT_MIN_BOX_SIZE);
     x->min_box_vis = stoker__cfg_float(cfg, STOKER_OPT_MIN_BOX_VISIBILITY);
+    x->mask_fill = (int32_t)stoker__cfg_int(cfg, STOKER_OPT_MASK_FILL);
     x->max_pixels = p->max_pixels;
     memcpy(x->mean, p->mean, sizeof x->mean);
     memcpy(x->std, p->std, sizeof x->std);
@@ -911,6 +912,7 @@ int stoker__plan_get_int(const stoker__plan *p, stoker_option opt, int64_t *v)
     case STOKER_OPT_ANTIALIAS: *v = p->xform.antialias; break;
     case STOKER_OPT_RESAMPLER: *v = p->xform.resampler; break;
     case STOKER_OPT_DCT_SCALE: *v = p->xform.dct_scale; break;
+    case STOKER_OPT_MASK_FILL: *v = p->xform.mask_fill; break;
     default: return STOKER_E_INVALID;
     }
     return image ? 0 : STOKER_E_UNSUPPORTED; /* the image options */

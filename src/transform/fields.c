@@ -48,6 +48,7 @@ void stoker__sample_geometry(const stoker__xform_params *p, int32_t width, int32
     const bool framed = p->transform == STOKER_TRANSFORM_LETTERBOX;
     g->out_w = framed ? p->size : g->x.count;
     g->out_h = framed ? p->size : g->y.count;
+    g->fill = (uint8_t)p->mask_fill;
     shown(&g->x, &g->x0, &g->x1);
     shown(&g->y, &g->y0, &g->y1);
 }
@@ -95,12 +96,13 @@ int stoker__mask_geom(const uint8_t *src, int32_t width, int32_t height, size_t 
             prev = r;
         }
     }
-    /* the padding of a sample larger than the image it shows: 0, the background */
+    /* the padding of a sample larger than the image it shows */
     if (g->out_w > g->x.count)
         for (int32_t i = 0; i < g->y.count; i++)
-            memset(dst + (size_t)i * ow + (size_t)g->x.count, 0, (size_t)(g->out_w - g->x.count));
+            memset(dst + (size_t)i * ow + (size_t)g->x.count, g->fill,
+                   (size_t)(g->out_w - g->x.count));
     if (g->out_h > g->y.count)
-        memset(dst + (size_t)g->y.count * ow, 0, (size_t)(g->out_h - g->y.count) * ow);
+        memset(dst + (size_t)g->y.count * ow, g->fill, (size_t)(g->out_h - g->y.count) * ow);
     return 0;
 }
 

@@ -38,6 +38,7 @@ typedef struct stoker__fgeom {
     stoker__faxis x, y;   /* the image shown is x.count wide and y.count high */
     int32_t out_w, out_h; /* the sample's size: x.count x y.count, or C x C under LETTERBOX,
                              the image shown at its top left and the rest padding */
+    uint8_t fill;         /* a mask's padding (mask_fill) */
     int flip, vflip;      /* 1: mirrored left-right / top-bottom after the resize */
     /* The source region the output shows, [x0, x1) x [y0, y1) in source pixels, fractional
      * where a resize's pixels do not fall on source pixels (EVAL's centre crop). */
@@ -64,7 +65,7 @@ int32_t stoker__nearest_index(int32_t k, int32_t in, int32_t out);
  * [C, C], NEAREST) (a crop, then interpolate mode="nearest" per axis with
  * stoker__nearest_index), then the flips; for EVAL, resize (NEAREST) to the resized size,
  * then the centre crop; for RESIZE, resize to C x C; for LETTERBOX, resize to rw x rh at
- * the top left, the rest 0. Values are copied, never interpolated.
+ * the top left, the rest g->fill. Values are copied, never interpolated.
  * STOKER_E_INVALID (dst untouched) when the mask is not the image's size or src_stride is
  * below width; the caller names the record and field. */
 int stoker__mask_geom(const uint8_t *src, int32_t width, int32_t height, size_t src_stride,

@@ -197,6 +197,7 @@ typedef struct stoker__xform_params {
     double crop_ratio[2]; /* TRAIN: the crop's width/height, lo..hi (0 = 3/4, 4/3) */
     double min_box_size;  /* boxes kept: width and height at least this (output pixels) */
     double min_box_vis;   /* boxes kept: at least this share of their area shown, 0 to 1 */
+    int32_t mask_fill;    /* LETTERBOX: a mask's padding, 0 to 255 */
     float mean[3], std[3];
     uint64_t max_pixels; /* decoded pixels allowed per image (0 = 1 << 28) */
     const stoker__simd_ops *simd;

@@ -471,6 +471,23 @@ def test_a_letterbox_keeps_the_whole_image_and_every_box(scenes_ds):
     assert seen == N_SCENES
 
 
+def test_letterbox_mask_fill_pads_masks_with_the_value_asked(scenes_ds):
+    """mask_fill=255 (an ignore index) pads the masks with 255, the image shown unchanged;
+    the option reads back, and a value past a byte is refused."""
+    plain = {d["id"]: d for d in deliveries(loader(scenes_ds, transform="letterbox"))}
+    L = loader(scenes_ds, transform="letterbox", mask_fill=255)
+    assert L.mask_fill == 255 and loader(scenes_ds).mask_fill == 0
+    for d in deliveries(L):
+        m = d["mask"]
+        hh_, ww_ = SCENES[d["id"]][2].shape
+        rw, rh = letterbox_size(ww_, hh_)
+        assert (m[rh:] == 255).all() and (m[:, rw:] == 255).all(), d["id"]
+        assert np.array_equal(m[:rh, :rw], plain[d["id"]]["mask"][:rh, :rw]), d["id"]
+        assert np.array_equal(d["image"], plain[d["id"]]["image"]), d["id"]
+    with pytest.raises(stoker.StokerError, match="mask_fill"):
+        loader(scenes_ds, transform="letterbox", mask_fill=256)
+
+
 def test_letterbox_is_the_cpus_alone(scenes_ds):
     """The GPU's kernels do not pad: decoder gpu is refused for letterbox naming the cause,
     and auto decodes on the CPU saying why."""
