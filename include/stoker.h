@@ -273,7 +273,10 @@ typedef enum stoker_option {
     STOKER_OPT_S3_ENDPOINT = 126,      /* an S3-compatible endpoint (path-style requests); default
                                           $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, none (AWS) */
     STOKER_OPT_FIELDS = 127,           /* the fields a batch holds, by name, comma-separated
-                                          ("image,boxes,classes"); default all */
+                                          ("image,boxes,classes"); default all. IMAGE.size
+                                          (the image field's name and ".size") adds each
+                                          image's stored height and width, int64 [2], after
+                                          the image, under an image transform */
     STOKER_OPT_H5_FIELDS = 128,        /* an HDF5 file's datasets of one length as the fields of
                                           a sample, "NAME=DATASET[:KIND][:TIE=FIELD],..."
                                           (ties mask_of, boxes_of, rows_of; docs/HDF5.md

@@ -178,6 +178,10 @@ static int same_next(stoker_loader *a, stoker_loader *b)
         T_ASSERT(memcmp(v.shape, u.shape, sizeof u.shape) == 0);
         if (but_image && strcmp(u.name, "image") == 0)
             continue;
+        if (strcmp(u.name, "image.size") == 0) /* every image is W x H: a replacement's too */
+            for (int64_t j = 0; j < count; j++)
+                T_ASSERT(((const int64_t *)u.data)[2 * j] == H &&
+                         ((const int64_t *)u.data)[2 * j + 1] == W);
         if (u.nbytes && memcmp(v.data, u.data, u.nbytes) != 0)
             T_FAIL("field \"%s\" of the batch of ids %" PRId64 "..: differs", u.name,
                    stoker_batch_ids(x)[0]);
@@ -275,15 +279,17 @@ static void check_fallback(const char *mixed)
 }
 
 /* A damaged image, routed by its header: corrupt on the CPU's retry, so ERROR fails its batch
- * with the CPU's message (naming the field) and SKIP replaces the sample whole, every field,
- * as on the CPU alone. */
+ * with the CPU's message (naming the field) and SKIP replaces the sample whole, every field
+ * (the image's stored size too), as on the CPU alone. */
 static void check_corrupt(const char *bad)
 {
+    static const char *const every = "label,classes,boxes,mask,image.size,image";
     stoker__plan_emulate_gdec(STOKER__GDEC_REFUSE);
     for (int policy = 0; policy < 2; policy++) {
         const int32_t oc = policy ? STOKER_ON_CORRUPT_SKIP : STOKER_ON_CORRUPT_ERROR;
-        stoker_loader *cpu = open_loader(bad, STOKER_DECODER_CPU, oc, NULL, NULL);
-        stoker_loader *gpu = open_loader(bad, STOKER_DECODER_GPU, oc, NULL, NULL);
+        stoker_loader *cpu = open_loader(bad, STOKER_DECODER_CPU, oc, NULL, every);
+        stoker_loader *gpu = open_loader(bad, STOKER_DECODER_GPU, oc, NULL, every);
+        T_EQ_INT(stoker_loader_num_fields(gpu), NF + 1);
         T_EQ_INT(compare_epochs(cpu, gpu, 2), policy ? 0 : 2);
         if (!policy)
             T_CONTAINS(stoker_loader_errmsg(gpu), "field \"image\"");

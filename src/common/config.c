@@ -203,7 +203,8 @@ static const opt_desc OPTS[] = {
     STRING(STOKER_OPT_S3_ENDPOINT, "s3_endpoint", D | L, 6, "",
            "an S3-compatible endpoint URL (path-style); default $AWS_ENDPOINT_URL, none"),
     STRING(STOKER_OPT_FIELDS, "fields", L, 7, "",
-           "the fields a batch holds, by name, comma-separated; default all"),
+           "the fields a batch holds, by name, comma-separated (IMAGE.size: each image's "
+           "stored height and width); default all"),
     STRING(STOKER_OPT_H5_FIELDS, "h5_fields", D | L, 8, "",
            "an HDF5 file's datasets as the fields of a sample, \"NAME=DATASET[:KIND],...\"; "
            "default none (one dataset and its labels)"),

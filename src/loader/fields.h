@@ -40,9 +40,12 @@ enum {
     STOKER__PF_RAGGED = 5, /* values and offsets */
 };
 
+/* A field that no record holds: the worker makes it (stoker__pfield.src). */
+#define STOKER__SRC_IMAGE_SIZE (-2) /* IMAGE.size: the image's stored [height, width], int64 */
+
 typedef struct stoker__pfield {
-    char name[STOKER_FIELD_NAME_MAX + 1];
-    int32_t src;  /* the schema's field index (-1: the index's labels) */
+    char name[STOKER_FIELD_NAME_MAX + 1 + 8]; /* room for a schema name and ".size" */
+    int32_t src;  /* the schema's field index (-1: the index's labels; STOKER__SRC_*) */
     int32_t kind; /* stoker_field_kind */
     int32_t tie;  /* stoker_field_tie */
     int32_t role; /* STOKER__PF_* */

@@ -575,6 +575,8 @@ static int plan_decoder(stoker__plan *p, const stoker_config *cfg, stoker_datase
     return 0;
 }
 
+#define SIZE_SUFFIX ".size" /* IMAGE.size: an image's stored size */
+
 /* The names of pf's fields, ", "-separated, as much as `cap` bytes hold. */
 static void field_names(const stoker__pfields *pf, char *out, size_t cap)
 {
@@ -584,12 +586,44 @@ static void field_names(const stoker__pfields *pf, char *out, size_t cap)
         used += (size_t)snprintf(out + used, cap - used, "%s%s", k ? ", " : "", pf->f[k].name);
 }
 
-/* Keeps the fields STOKER_OPT_FIELDS names ("" keeps all), in schema order. */
+/* Whether the n bytes at s name the image's size field, IMAGE.size (the data field's name
+ * and ".size"), which no schema's name can be (its names have no dots). */
+static bool names_image_size(const stoker__pfields *pf, const char *s, size_t n)
+{
+    if (pf->data < 0 || n < sizeof SIZE_SUFFIX ||
+        memcmp(s + n - (sizeof SIZE_SUFFIX - 1), SIZE_SUFFIX, sizeof SIZE_SUFFIX - 1) != 0)
+        return false;
+    const char *img = pf->f[pf->data].name;
+    const size_t k = n - (sizeof SIZE_SUFFIX - 1);
+    return strlen(img) == k && memcmp(img, s, k) == 0;
+}
+
+/* The image's size field, IMAGE.size, at pf->f[at]: int64 [height, width] of each sample's
+ * image as stored, made by the worker (src STOKER__SRC_IMAGE_SIZE). */
+static void image_size_pfield(stoker__pfields *pf, int32_t at)
+{
+    char name[sizeof pf->f[0].name];
+    snprintf(name, sizeof name, "%s%s", pf->f[pf->data].name, SIZE_SUFFIX);
+    stoker__pfield *f = &pf->f[at];
+    memset(f, 0, sizeof *f);
+    memcpy(f->name, name, sizeof name);
+    f->src = STOKER__SRC_IMAGE_SIZE;
+    f->kind = STOKER_FIELD_RAW;
+    f->tied = -1;
+    f->role = STOKER__PF_DENSE;
+    f->dtype = STOKER_DTYPE_INT64;
+    f->ndim = 1;
+    f->shape[0] = 2;
+    f->item = 16;
+}
+
+/* Keeps the fields STOKER_OPT_FIELDS names ("" keeps all), in schema order; IMAGE.size
+ * (named only) right after its image. */
 static int select_fields(stoker__pfields *pf, const char *want, const char *path, stoker__err *err)
 {
     if (!want || !*want)
         return 0;
-    bool keep[STOKER_MAX_FIELDS + 1] = {0};
+    bool keep[STOKER_MAX_FIELDS + 1] = {0}, size = false;
     const char *s = want;
     while (*s) {
         const char *e = strchr(s, ',');
@@ -601,6 +635,19 @@ static int select_fields(stoker__pfields *pf, const char *want, const char *path
             name[n] = '\0';
             i = stoker__pfields_find(pf, name);
         }
+        if (i < 0 && pf->split && names_image_size(pf, s, n)) {
+            size = true;
+            s += n + (e ? 1 : 0);
+            continue;
+        }
+        STOKER_RETURN_IF(i < 0 && n > (sizeof SIZE_SUFFIX - 1) &&
+                             memcmp(s + n - (sizeof SIZE_SUFFIX - 1), SIZE_SUFFIX,
+                                    sizeof SIZE_SUFFIX - 1) == 0 &&
+                             (!pf->split || pf->data < 0),
+                         err, STOKER_E_INVALID,
+                         "%s: STOKER_OPT_FIELDS names \"%.*s\", an image's size: a data set with "
+                         "a schema delivers it for its image under an image transform",
+                         path, (int)(n > 64 ? 64 : n), s);
         if (i < 0) {
             char have[STOKER_ERRMSG_CAP / 2];
             field_names(pf, have, sizeof have);
@@ -625,9 +672,22 @@ static int select_fields(stoker__pfields *pf, const char *want, const char *path
             label = n;
         pf->f[n++] = pf->f[i];
     }
+    STOKER_RETURN_IF(size && n >= STOKER_MAX_FIELDS, err, STOKER_E_INVALID,
+                     "%s: STOKER_OPT_FIELDS names %d fields and an image's size: at most %d in all",
+                     path, (int)n, STOKER_MAX_FIELDS);
+    STOKER_RETURN_IF(size && data < 0, err, STOKER_E_INVALID,
+                     "%s: STOKER_OPT_FIELDS names the size of image \"%s\" without the image: "
+                     "name both",
+                     path, pf->f[pf->data].name);
     pf->n = n;
     pf->data = data;
     pf->label = label;
+    if (size) { /* right after the image */
+        memmove(&pf->f[data + 2], &pf->f[data + 1], (size_t)(n - data - 1) * sizeof *pf->f);
+        pf->label += pf->label > data;
+        pf->n++;
+        image_size_pfield(pf, data + 1);
+    }
     return 0;
 }
 
@@ -782,6 +842,8 @@ static int schema_fields(stoker__plan *p, const stoker_config *cfg, const char *
         return rc;
     for (int32_t i = 0; i < pf->n; i++) {
         stoker__pfield *f = &pf->f[i];
+        if (f->src < 0)
+            continue; /* made by the worker: IMAGE.size */
         const stoker__field *sf = &sc->f[f->src];
         if (f->tie != STOKER_TIE_NONE) {
             int32_t t = -1;

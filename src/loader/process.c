@@ -201,6 +201,13 @@ int stoker__process_sample(stoker__process *pr, uint64_t seed, int64_t epoch, in
     int32_t kept_of = -1; /* the boxes field whose keep marks pr->keep holds */
     for (int32_t i = 0; i < pf->n; i++) {
         const stoker__pfield *f = &pf->f[i];
+        if (f->src == STOKER__SRC_IMAGE_SIZE) { /* after its image, whose size g holds */
+            if (!geom)
+                return field_fail(err, STOKER_E_INVALID, f, "its image was not transformed");
+            const int64_t hw[2] = {g.src_h, g.src_w};
+            put_values(f, extra + f->off + j * f->item, (const uint8_t *)hw, 1);
+            continue;
+        }
         const uint8_t *v = src + sp[f->src].off;
         const uint64_t len = sp[f->src].len;
         if (f->role == STOKER__PF_DATA) {

@@ -488,6 +488,46 @@ def test_letterbox_mask_fill_pads_masks_with_the_value_asked(scenes_ds):
         loader(scenes_ds, transform="letterbox", mask_fill=256)
 
 
+def test_image_size_gives_each_image_its_stored_size(scenes_ds, tmp_path):
+    """fields= naming IMAGE.size delivers int64 [count, 2], each image's stored height and
+    width, right after the image whatever order the names come in: under letterbox the
+    delivered boxes divided by each axis's factor (rw / width, rh / height, the letterbox's
+    size from the delivered size) are the written ones. It converts as
+    a dense field does, and is refused without a transform, without its image and for a
+    data set without a schema."""
+    for transform in ("letterbox", "train"):
+        L = loader(scenes_ds, transform=transform,
+                   fields=["boxes", "classes", "image.size", "image"])
+        assert [f["name"] for f in L.fields] == ["image", "image.size", "boxes", "classes"]
+        seen = 0
+        for d in deliveries(L):
+            sample, _, m = SCENES[d["id"]]
+            assert d["image.size"].dtype == np.int64 and d["image.size"].tolist() == \
+                list(m.shape), d["id"]
+            if transform == "letterbox":
+                hh_, ww_ = d["image.size"].tolist()
+                rw, rh = letterbox_size(ww_, hh_)
+                back = d["boxes"] / np.array([rw / ww_, rh / hh_] * 2)
+                assert np.abs(back - sample["boxes"]).max(initial=0) < 1e-3, d["id"]
+            seen += 1
+        assert seen == N_SCENES
+    L = loader(scenes_ds, transform="eval", fields="image,image.size",
+               field_dtypes="image.size=int32")
+    b = next(iter(L))
+    sizes = np.from_dlpack(b["image.size"])
+    assert sizes.dtype == np.int32
+    assert sizes.tolist() == [list(SCENES[i][2].shape) for i in b.indices]
+    with pytest.raises(stoker.StokerError, match="image transform"):
+        loader(scenes_ds, transform="none", fields=["image", "image.size"])
+    with pytest.raises(stoker.StokerError, match="without the image"):
+        loader(scenes_ds, fields=["image.size", "mask"])
+    with pytest.raises(stoker.StokerError, match="does not have"):
+        loader(scenes_ds, fields=["image", "mask.size"])
+    h.write_raw(tmp_path / "raw", 4)
+    with pytest.raises(stoker.StokerError, match="schema"):
+        loader(tmp_path / "raw", dtype=None, fields=["data", "data.size"])
+
+
 def test_letterbox_is_the_cpus_alone(scenes_ds):
     """The GPU's kernels do not pad: decoder gpu is refused for letterbox naming the cause,
     and auto decodes on the CPU saying why."""
