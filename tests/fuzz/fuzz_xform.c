@@ -6,8 +6,9 @@
  *
  * Input: byte 0 chooses the pipeline, byte 1 the output size and record id, the rest is the
  * JPEG.
- *   byte 0 bits 0-1: transform (TRAIN, EVAL, RESIZE, EVAL decoded at a DCT reduction
- *                    where it fits; TRAIN is reduced where it fits by default)
+ *   byte 0 bits 0-1: transform (TRAIN, EVAL, RESIZE or for an odd record id LETTERBOX,
+ *                    EVAL decoded at a DCT reduction where it fits; TRAIN is reduced
+ *                    where it fits by default)
  *          bits 2-3: dtype (UINT8, FLOAT16, BFLOAT16, FLOAT32)
  *          bit 4:    layout (NCHW, NHWC)
  *          bit 5:    DCT (ISLOW, IFAST)
@@ -47,8 +48,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const int32_t dtypes[4] = {STOKER_DTYPE_UINT8, STOKER_DTYPE_FLOAT16,
                                       STOKER_DTYPE_BFLOAT16, STOKER_DTYPE_FLOAT32};
     const uint8_t mode = data[0], shape = data[1];
+    /* the third transform is resize for even ids, letterbox (a padded sample) for odd ones */
+    const int letterbox = (mode & 3) == 2 && (shape >> 5) & 1;
     stoker__xform_params p = {
-        .transform = transforms[mode & 3],
+        .transform = letterbox ? STOKER_TRANSFORM_LETTERBOX : transforms[mode & 3],
         .size = 1 + (shape & 31) * 2,
         .dtype = dtypes[(mode >> 2) & 3],
         .layout = mode & 16 ? STOKER_LAYOUT_NHWC : STOKER_LAYOUT_NCHW,
