@@ -603,7 +603,8 @@ static bool names_image_size(const stoker__pfields *pf, const char *s, size_t n)
 static void image_size_pfield(stoker__pfields *pf, int32_t at)
 {
     char name[sizeof pf->f[0].name];
-    snprintf(name, sizeof name, "%s%s", pf->f[pf->data].name, SIZE_SUFFIX);
+    snprintf(name, sizeof name, "%.*s%s", STOKER_FIELD_NAME_MAX, pf->f[pf->data].name,
+             SIZE_SUFFIX); /* a schema's name: at most STOKER_FIELD_NAME_MAX bytes */
     stoker__pfield *f = &pf->f[at];
     memset(f, 0, sizeof *f);
     memcpy(f->name, name, sizeof name);
