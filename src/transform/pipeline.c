@@ -39,8 +39,6 @@ struct stoker__xform_scratch {
     int32_t hbits, vbits; /* its weights' precision per axis */
     int32_t ring;         /* its rows of horizontal results (a power of two) */
     int32_t next_out;     /* its next output row */
-    int32_t ow, oh;       /* its resized image's columns and rows (g.x.count, g.y.count): the
-                             sample's size, or less under LETTERBOX */
     void *dst;            /* the sample being written */
     uint64_t norm_sampled_ns, norm_sampled_rows;
     int32_t x0, x1, y0, y1; /* source pixels the outputs read */
@@ -295,8 +293,6 @@ static int plan(stoker__xform_scratch *s, const stoker__xform_params *p, int32_t
 {
     stoker__xform_geometry(p, width, height, seed, epoch, id, &s->g);
     stoker__geom_reduce(&s->g, max_scale);
-    s->ow = s->g.x.count;
-    s->oh = s->g.y.count;
     s->hk = stoker__resample_ksize(&s->g.x);
     s->vk = stoker__resample_ksize(&s->g.y);
     /* The ring holds the rows a pending output row may read (fewer than vk before the
@@ -316,7 +312,7 @@ static int plan(stoker__xform_scratch *s, const stoker__xform_params *p, int32_t
     if (rc < 0)
         return rc;
     /* a letterbox's padding: zeroed when made, never written */
-    STOKER_RETURN_IF((s->ow < p->size || s->oh < p->size) &&
+    STOKER_RETURN_IF((s->g.x.count < p->size || s->g.y.count < p->size) &&
                          grow(&s->zero, &s->zero_cap, (uint64_t)p->size * 4, 1) < 0,
                      err, -ENOMEM, "no memory for a row of %d pixels", (int)p->size);
     int32_t lo, hi;
@@ -325,11 +321,11 @@ static int plan(stoker__xform_scratch *s, const stoker__xform_params *p, int32_t
     stoker__resample_coeffs(&s->g.x, 0, s->g.flip, s->hk, 1, s->hfirst, s->htaps, s->hcoef, s->tmp,
                             &s->x0, &s->x1);
     s->hkmax = 1;
-    for (int32_t j = 0; j < s->ow; j++)
+    for (int32_t j = 0; j < s->g.x.count; j++)
         s->hkmax = s->htaps[j] > s->hkmax ? s->htaps[j] : s->hkmax;
     if (fast(s)) {
-        s->hbits = stoker__coeffs_to_pairs(s->hcoef, s->ow, s->hk, s->hpair);
-        s->vbits = stoker__coeffs_to_pairs(s->vcoef, s->oh, s->vk, s->vpair);
+        s->hbits = stoker__coeffs_to_pairs(s->hcoef, s->g.x.count, s->hk, s->hpair);
+        s->vbits = stoker__coeffs_to_pairs(s->vcoef, s->g.y.count, s->vk, s->vpair);
     }
     s->rebased = 0;
     return 0;
@@ -351,7 +347,7 @@ static int on_header(void *ctx, int32_t width, int32_t height, stoker__jpeg_regi
 /* Makes the horizontal table relative to the first pixel the rows start at. */
 static void rebase(stoker__xform_scratch *s, int32_t x)
 {
-    for (int32_t j = 0; j < s->ow; j++)
+    for (int32_t j = 0; j < s->g.x.count; j++)
         s->hfirst[j] -= x;
     s->rebased = 1;
 }
@@ -376,15 +372,15 @@ static void flush_rows(stoker__xform_scratch *s, int32_t y, int32_t r, int32_t n
         uint8_t *out[4];
         for (int32_t i = 0; i < 4; i++)
             out[i] = i <= r ? s->hbuf + (size_t)(y - r + i - s->y0) * c * 4 : s->vrow;
-        k->hpass4(s->quad, s->ow, s->hfirst, s->htaps, s->hcoef, s->hk, s->hkmax, out);
+        k->hpass4(s->quad, s->g.x.count, s->hfirst, s->htaps, s->hcoef, s->hk, s->hkmax, out);
         return;
     }
     uint16_t *out16[4];
     for (int32_t i = 0; i < 4; i++)
         out16[i] = i <= r ? ring_row(s, y - r + i - s->y0) : (uint16_t *)s->vrow;
     k->pairs(s->quad, (size_t)n, s->pq);
-    k->hpass4_fast(s->pq, s->ow, s->hfirst, s->hpair, (s->hk + 1) / 2, (s->hkmax + 1) / 2, s->hbits,
-                   out16);
+    k->hpass4_fast(s->pq, s->g.x.count, s->hfirst, s->hpair, (s->hk + 1) / 2, (s->hkmax + 1) / 2,
+                   s->hbits, out16);
 }
 
 /* One resampled row of n RGBX pixels to pixels [x, x + n) of output row j of dst, in the
@@ -423,11 +419,11 @@ static void emit_row(const stoker__xform_params *p, const uint8_t *rgbx, uint8_t
 static void pad_sample(stoker__xform_scratch *s)
 {
     const stoker__xform_params *p = s->p;
-    const size_t c = (size_t)p->size, w = (size_t)s->ow;
-    if (w == c && s->oh == p->size)
+    const size_t c = (size_t)p->size, w = (size_t)s->g.x.count;
+    if (w == c && s->g.y.count == p->size)
         return;
     for (int32_t y = 0; y < p->size; y++) {
-        const size_t x = y < s->oh ? w : 0;
+        const size_t x = y < s->g.y.count ? w : 0;
         if (x < c)
             emit_row(p, s->zero, s->urow, y, x, c - x, s->dst);
     }
@@ -438,7 +434,7 @@ static void pad_sample(stoker__xform_scratch *s)
 static void out_row(stoker__xform_scratch *s, int32_t j)
 {
     const stoker__xform_params *p = s->p;
-    const size_t n = (size_t)s->ow * 4, stride = (size_t)p->size * 4; /* hbuf's rows */
+    const size_t n = (size_t)s->g.x.count * 4, stride = (size_t)p->size * 4; /* hbuf's rows */
     if (fast(s)) {
         const int32_t pairs = (s->vtaps[j] + 1) / 2;
         for (int32_t i = 0; i < 2 * pairs; i++)
@@ -449,14 +445,14 @@ static void out_row(stoker__xform_scratch *s, int32_t j)
         p->simd->vpass(s->hbuf + (size_t)s->vfirst[j] * stride, stride, s->vtaps[j],
                        s->vcoef + (size_t)j * s->vk, s->vrow, n);
     }
-    const int32_t at = s->g.vflip ? s->oh - 1 - j : j; /* a vertical flip: bottom up */
+    const int32_t at = s->g.vflip ? s->g.y.count - 1 - j : j; /* a vertical flip: bottom up */
     if (j % SAMPLE_EVERY == 0) {
         const uint64_t t0 = stoker__now_ns();
-        emit_row(p, s->vrow, s->urow, at, 0, (size_t)s->ow, s->dst);
+        emit_row(p, s->vrow, s->urow, at, 0, (size_t)s->g.x.count, s->dst);
         s->norm_sampled_ns += stoker__now_ns() - t0;
         s->norm_sampled_rows++;
     } else {
-        emit_row(p, s->vrow, s->urow, at, 0, (size_t)s->ow, s->dst);
+        emit_row(p, s->vrow, s->urow, at, 0, (size_t)s->g.x.count, s->dst);
     }
 }
 
@@ -464,7 +460,7 @@ static void out_row(stoker__xform_scratch *s, int32_t j)
  * `rows` of the region). */
 static void out_rows_ready(stoker__xform_scratch *s, int32_t rows)
 {
-    while (s->next_out < s->oh && s->vfirst[s->next_out] + s->vtaps[s->next_out] <= rows)
+    while (s->next_out < s->g.y.count && s->vfirst[s->next_out] + s->vtaps[s->next_out] <= rows)
         out_row(s, s->next_out++);
 }
 
@@ -531,12 +527,13 @@ static void begin(stoker__xform_scratch *s, const stoker__xform_params *p, void 
 static void finish(stoker__xform_scratch *s, uint64_t flushed_ns)
 {
     const uint64_t start = stoker__now_ns();
-    while (s->next_out < s->oh)
+    while (s->next_out < s->g.y.count)
         out_row(s, s->next_out++);
     pad_sample(s);
     const uint64_t total = stoker__now_ns() - start + flushed_ns;
-    uint64_t norm =
-        s->norm_sampled_rows ? s->norm_sampled_ns * (uint64_t)s->oh / s->norm_sampled_rows : 0;
+    uint64_t norm = s->norm_sampled_rows
+                        ? s->norm_sampled_ns * (uint64_t)s->g.y.count / s->norm_sampled_rows
+                        : 0;
     norm = norm < total ? norm : total;
     s->stats.resize_ns += total - norm;
     s->stats.normalize_ns += norm;
