@@ -352,8 +352,8 @@ typedef enum stoker_transform {
     STOKER_TRANSFORM_RESIZE = 4,    /* plain resize to SIZE x SIZE */
     STOKER_TRANSFORM_LETTERBOX = 5, /* the whole image, its aspect kept: the long side resized
                                        to SIZE, at the top left of a SIZE x SIZE sample whose
-                                       rest is 0 in the output (the mean colour when
-                                       normalised); no flips */
+                                       rest is black (pixels of 0, normalised as the image's:
+                                       -mean/std); no flips */
 } stoker_transform;
 
 typedef enum stoker_dct {

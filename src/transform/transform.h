@@ -64,7 +64,7 @@ typedef struct stoker__axis {
  * (vflip: the output rows are written bottom to top), and the factor (1, 2, 4 or 8) the
  * source was shrunk by in decoding, in whose pixels x and y are. The resized image is
  * x.count x y.count pixels at the sample's top left; where that is less than the sample's
- * size (LETTERBOX), the rest of the sample is 0. */
+ * size (LETTERBOX), the rest of the sample is black, normalised as the image is. */
 typedef struct stoker__geom {
     stoker__axis x, y;
     int flip, vflip;
