@@ -586,12 +586,19 @@ static void field_names(const stoker__pfields *pf, char *out, size_t cap)
         used += (size_t)snprintf(out + used, cap - used, "%s%s", k ? ", " : "", pf->f[k].name);
 }
 
+/* Whether the n bytes at s end in ".size" after a name: an image's size, which no schema's
+ * name can be (its names have no dots). */
+static bool names_a_size(const char *s, size_t n)
+{
+    const size_t k = sizeof SIZE_SUFFIX - 1;
+    return n > k && memcmp(s + n - k, SIZE_SUFFIX, k) == 0;
+}
+
 /* Whether the n bytes at s name the image's size field, IMAGE.size (the data field's name
- * and ".size"), which no schema's name can be (its names have no dots). */
+ * and ".size"). */
 static bool names_image_size(const stoker__pfields *pf, const char *s, size_t n)
 {
-    if (pf->data < 0 || n < sizeof SIZE_SUFFIX ||
-        memcmp(s + n - (sizeof SIZE_SUFFIX - 1), SIZE_SUFFIX, sizeof SIZE_SUFFIX - 1) != 0)
+    if (pf->data < 0 || !names_a_size(s, n))
         return false;
     const char *img = pf->f[pf->data].name;
     const size_t k = n - (sizeof SIZE_SUFFIX - 1);
@@ -641,11 +648,8 @@ static int select_fields(stoker__pfields *pf, const char *want, const char *path
             s += n + (e ? 1 : 0);
             continue;
         }
-        STOKER_RETURN_IF(i < 0 && n > (sizeof SIZE_SUFFIX - 1) &&
-                             memcmp(s + n - (sizeof SIZE_SUFFIX - 1), SIZE_SUFFIX,
-                                    sizeof SIZE_SUFFIX - 1) == 0 &&
-                             (!pf->split || pf->data < 0),
-                         err, STOKER_E_INVALID,
+        STOKER_RETURN_IF(i < 0 && names_a_size(s, n) && (!pf->split || pf->data < 0), err,
+                         STOKER_E_INVALID,
                          "%s: STOKER_OPT_FIELDS names \"%.*s\", an image's size: a data set with "
                          "a schema delivers it for its image under an image transform",
                          path, (int)(n > 64 ? 64 : n), s);
