@@ -36,15 +36,7 @@ static inline stoker_field_desc t_field(const char *name, int32_t kind, int32_t 
  * fsync): the schema of the tests that compare loaders on such samples. */
 static inline stoker_writer *t_detection_writer(const char *path, int64_t h, int64_t w)
 {
-    stoker_config *cfg = NULL;
-    T_OK(stoker_config_create(&cfg));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_FSYNC, 0));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_OVERWRITE, 1));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_JPEG_CHECKED, 1));
-    stoker_writer *wr = NULL;
-    if (stoker_writer_create(&wr, path, cfg))
-        T_FAIL("writer_create %s: %s", path, stoker_writer_errmsg(wr));
-    stoker_config_destroy(cfg);
+    stoker_writer *wr = t_writer_open(path, 0, 1);
     const stoker_field_desc d[T_DETECTION_FIELDS] = {
         t_field("image", STOKER_FIELD_JPEG, 0, 0, 0, 0, STOKER_TIE_NONE, NULL),
         t_field("mask", STOKER_FIELD_RAW, STOKER_DTYPE_UINT8, 2, h, w, STOKER_TIE_MASK, "image"),

@@ -223,16 +223,7 @@ typedef struct t_jpeg_set {
 static inline stoker_writer *t_jpeg_writer_checked(const char *path, int64_t shard_size,
                                                    int checked)
 {
-    stoker_config *cfg = NULL;
-    T_OK(stoker_config_create(&cfg));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_FSYNC, 0));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_OVERWRITE, 1));
-    if (shard_size)
-        T_OK(stoker_config_set_int(cfg, STOKER_OPT_SHARD_SIZE, shard_size));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_JPEG_CHECKED, checked));
-    stoker_writer *w = NULL;
-    T_OK(stoker_writer_create(&w, path, cfg));
-    stoker_config_destroy(cfg); /* read when the writer was made */
+    stoker_writer *w = t_writer_open(path, shard_size, checked);
     T_OK(stoker_writer_set_field(w, STOKER_FIELD_JPEG, 0, 0, NULL));
     return w;
 }

@@ -123,6 +123,24 @@ static inline int t_exists(const char *path)
 }
 
 /* Deterministic pseudo-random bytes (splitmix64). */
+/* A writer at path, no fields declared yet: no fsync, over a data set already there, shards of
+ * at most shard_size bytes (0: the default), STOKER_OPT_JPEG_CHECKED `checked` (0 or 1). */
+static inline stoker_writer *t_writer_open(const char *path, int64_t shard_size, int checked)
+{
+    stoker_config *cfg = NULL;
+    T_OK(stoker_config_create(&cfg));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_FSYNC, 0));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_OVERWRITE, 1));
+    if (shard_size)
+        T_OK(stoker_config_set_int(cfg, STOKER_OPT_SHARD_SIZE, shard_size));
+    T_OK(stoker_config_set_int(cfg, STOKER_OPT_JPEG_CHECKED, checked));
+    stoker_writer *w = NULL;
+    if (stoker_writer_create(&w, path, cfg))
+        T_FAIL("writer_create %s: %s", path, w ? stoker_writer_errmsg(w) : "no writer");
+    stoker_config_destroy(cfg); /* read when the writer was made */
+    return w;
+}
+
 static inline uint64_t t_rand(uint64_t *s)
 {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
