@@ -36,7 +36,7 @@ static inline stoker_field_desc t_field(const char *name, int32_t kind, int32_t 
  * fsync): the schema of the tests that compare loaders on such samples. */
 static inline stoker_writer *t_detection_writer(const char *path, int64_t h, int64_t w)
 {
-    stoker_writer *wr = t_writer_open(path, 0, 1);
+    stoker_writer *wr = t_writer_open(path, 0, 0, 1);
     const stoker_field_desc d[T_DETECTION_FIELDS] = {
         t_field("image", STOKER_FIELD_JPEG, 0, 0, 0, 0, STOKER_TIE_NONE, NULL),
         t_field("mask", STOKER_FIELD_RAW, STOKER_DTYPE_UINT8, 2, h, w, STOKER_TIE_MASK, "image"),

@@ -223,7 +223,7 @@ typedef struct t_jpeg_set {
 static inline stoker_writer *t_jpeg_writer_checked(const char *path, int64_t shard_size,
                                                    int checked)
 {
-    stoker_writer *w = t_writer_open(path, shard_size, checked);
+    stoker_writer *w = t_writer_open(path, shard_size, 0, checked);
     T_OK(stoker_writer_set_field(w, STOKER_FIELD_JPEG, 0, 0, NULL));
     return w;
 }

@@ -178,12 +178,7 @@ static void test_detach_no_memory(void)
 /* A data set with a schema: "x" RAW uint8 [RS] (tl_byte of the id), "label" INT64. */
 static void make_fields(const char *path)
 {
-    stoker_config *cfg = NULL;
-    T_OK(stoker_config_create(&cfg));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_FSYNC, 0));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_OVERWRITE, 1));
-    stoker_writer *w = NULL;
-    T_OK(stoker_writer_create(&w, path, cfg));
+    stoker_writer *w = t_writer_open(path, 0, 0, 0);
     stoker_field_desc d[2];
     memset(d, 0, sizeof d);
     d[0].struct_size = d[1].struct_size = sizeof d[0];
@@ -205,7 +200,6 @@ static void make_fields(const char *path)
     }
     T_OK(stoker_writer_finish(w));
     stoker_writer_destroy(w);
-    stoker_config_destroy(cfg);
 }
 
 int main(void)

@@ -50,13 +50,7 @@ static size_t blob_size_of(int64_t id)
 
 static void make_fields_dataset(const char *path)
 {
-    stoker_config *cfg = NULL;
-    T_OK(stoker_config_create(&cfg));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_FSYNC, 0));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_OVERWRITE, 1));
-    stoker_writer *w = NULL;
-    if (stoker_writer_create(&w, path, cfg))
-        T_FAIL("writer_create %s: %s", path, stoker_writer_errmsg(w));
+    stoker_writer *w = t_writer_open(path, 0, 0, 0);
     const stoker_field_desc d[NFIELDS] = {
         t_field("label", STOKER_FIELD_INT64, 0, 0, 0, 0, STOKER_TIE_NONE, NULL),
         t_field("score", STOKER_FIELD_FLOAT32, 0, 0, 0, 0, STOKER_TIE_NONE, NULL),
@@ -89,7 +83,6 @@ static void make_fields_dataset(const char *path)
     }
     T_OK(stoker_writer_finish(w));
     stoker_writer_destroy(w);
-    stoker_config_destroy(cfg);
 }
 
 static stoker_config *fields_cfg(const char *fields)

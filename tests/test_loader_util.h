@@ -34,18 +34,7 @@ static inline size_t tl_var_size(int64_t id)
 static inline void tl_make(const char *path, int64_t n, uint64_t rec_size, int64_t align,
                            int64_t shard_size)
 {
-    stoker_config *cfg = NULL;
-    T_OK(stoker_config_create(&cfg));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_FSYNC, 0));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_OVERWRITE, 1));
-    if (align)
-        T_OK(stoker_config_set_int(cfg, STOKER_OPT_ALIGN, align));
-    if (shard_size)
-        T_OK(stoker_config_set_int(cfg, STOKER_OPT_SHARD_SIZE, shard_size));
-    stoker_writer *w = NULL;
-    const int rc = stoker_writer_create(&w, path, cfg);
-    if (rc)
-        T_FAIL("writer_create %s: %s", path, stoker_writer_errmsg(w));
+    stoker_writer *w = t_writer_open(path, shard_size, align, 0);
     if (rec_size) {
         const int64_t shape[1] = {(int64_t)rec_size};
         T_OK(stoker_writer_set_field(w, STOKER_FIELD_RAW, STOKER_DTYPE_UINT8, 1, shape));
@@ -59,7 +48,6 @@ static inline void tl_make(const char *path, int64_t n, uint64_t rec_size, int64
     }
     T_OK(stoker_writer_finish(w));
     stoker_writer_destroy(w);
-    stoker_config_destroy(cfg);
     free(buf);
 }
 
@@ -192,12 +180,7 @@ static inline void tl_run_with(const char *path, stoker_config *cfg, tl_run *run
  * of record id is tl_byte(id, k), its label tl_label(id). */
 static inline void tl_make_images(const char *path, int64_t n, int64_t h, int64_t w)
 {
-    stoker_config *cfg = NULL;
-    T_OK(stoker_config_create(&cfg));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_FSYNC, 0));
-    T_OK(stoker_config_set_int(cfg, STOKER_OPT_OVERWRITE, 1));
-    stoker_writer *wr = NULL;
-    T_OK(stoker_writer_create(&wr, path, cfg));
+    stoker_writer *wr = t_writer_open(path, 0, 0, 0);
     const int64_t shape[3] = {h, w, 3};
     T_OK(stoker_writer_set_field(wr, STOKER_FIELD_RAW, STOKER_DTYPE_UINT8, 3, shape));
     const size_t size = (size_t)(h * w * 3);
@@ -210,7 +193,6 @@ static inline void tl_make_images(const char *path, int64_t n, int64_t h, int64_
     free(buf);
     T_OK(stoker_writer_finish(wr));
     stoker_writer_destroy(wr);
-    stoker_config_destroy(cfg);
 }
 
 /* The loader's statistics now. */

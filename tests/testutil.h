@@ -122,10 +122,11 @@ static inline int t_exists(const char *path)
     return stat(path, &st) == 0;
 }
 
-/* Deterministic pseudo-random bytes (splitmix64). */
 /* A writer at path, no fields declared yet: no fsync, over a data set already there, shards of
- * at most shard_size bytes (0: the default), STOKER_OPT_JPEG_CHECKED `checked` (0 or 1). */
-static inline stoker_writer *t_writer_open(const char *path, int64_t shard_size, int checked)
+ * at most shard_size bytes and payloads aligned to `align` (0: the defaults),
+ * STOKER_OPT_JPEG_CHECKED `checked` (0 or 1). */
+static inline stoker_writer *t_writer_open(const char *path, int64_t shard_size, int64_t align,
+                                           int checked)
 {
     stoker_config *cfg = NULL;
     T_OK(stoker_config_create(&cfg));
@@ -133,6 +134,8 @@ static inline stoker_writer *t_writer_open(const char *path, int64_t shard_size,
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_OVERWRITE, 1));
     if (shard_size)
         T_OK(stoker_config_set_int(cfg, STOKER_OPT_SHARD_SIZE, shard_size));
+    if (align)
+        T_OK(stoker_config_set_int(cfg, STOKER_OPT_ALIGN, align));
     T_OK(stoker_config_set_int(cfg, STOKER_OPT_JPEG_CHECKED, checked));
     stoker_writer *w = NULL;
     if (stoker_writer_create(&w, path, cfg))
@@ -141,6 +144,7 @@ static inline stoker_writer *t_writer_open(const char *path, int64_t shard_size,
     return w;
 }
 
+/* Deterministic pseudo-random bytes (splitmix64). */
 static inline uint64_t t_rand(uint64_t *s)
 {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
