@@ -22,6 +22,8 @@
 #endif
 #endif
 
+#ifdef HAVE_CUDA_RUNTIME /* all of it: main skips without the runtime's header */
+
 #define N_RECORDS 64
 #define BATCH 16
 #define SIZE 160
@@ -270,6 +272,8 @@ static void check_hdf5(const char *dir)
     printf("HDF5 samples: skipped (built without HDF5)\n");
 }
 #endif
+
+#endif /* HAVE_CUDA_RUNTIME */
 
 int main(void)
 {

@@ -3,8 +3,9 @@
  * hardware decoder delivers the samples of the CPU-only loader within the decoders'
  * rounding (same ids, same crop boxes and flips), in every dtype and layout; a damaged image
  * the GPU side takes is judged as on the CPU alone (ERROR fails its batch naming it, SKIP
- * replaces it with the sample the CPU alone delivers). Prints the pixel differences that docs/SEMANTICS.md quotes. Exits 77 (skip)
- * without a GPU with a hardware JPEG decoder, unless STOKER_TEST_REQUIRE_NVJPEG=1. */
+ * replaces it with the sample the CPU alone delivers). Prints the pixel differences that
+ * docs/SEMANTICS.md quotes. Exits 77 (skip) without a GPU with a hardware JPEG decoder, unless
+ * STOKER_TEST_REQUIRE_NVJPEG=1. */
 #include "jpegutil.h"
 #include "loader/plan.h"
 
@@ -19,6 +20,8 @@
 #define HAVE_CUDA_RUNTIME 1
 #endif
 #endif
+
+#ifdef HAVE_CUDA_RUNTIME /* all of it: main skips without the runtime's header */
 
 #define N_RECORDS 96
 #define BATCH 32
@@ -229,6 +232,8 @@ static void check_corrupt(const char *bad, int how)
         stoker_loader_destroy(gpu);
     }
 }
+
+#endif /* HAVE_CUDA_RUNTIME */
 
 int main(void)
 {
